@@ -1,0 +1,5 @@
+"""``python -m agentfsm``: the CLI."""
+
+from agentfsm.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Model backends: the embedded model, OpenAI-compatible upstreams, scripted and replay."""

@@ -1,0 +1,1 @@
+"""Action dialects: one module per format, plus formats models emit natively."""

@@ -1,0 +1,1 @@
+"""Guards: pure checks on a parsed reply, each returning a verdict."""

@@ -1,0 +1,1 @@
+"""Wire protocols: OpenAI chat completions and Anthropic messages, both ways."""
