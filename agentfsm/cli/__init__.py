@@ -1,0 +1,47 @@
+"""The ``agentfsm`` command line. One module per command group, each with ``register(app)``."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from loguru import logger
+
+from agentfsm.errors import AgentFSMError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="agentfsm",
+    help="Tool calling for chat models that have none.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register_all() -> None:
+    import importlib
+
+    for name in ("run", "diagram", "serve", "replay", "batch", "eval"):
+        try:
+            module = importlib.import_module(f"agentfsm.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"agentfsm.cli.{name}":
+                continue  # command group not built yet
+            raise
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Console entry point: typed errors become a one-line message and exit code 2."""
+    logger.remove()
+    logger.add(sys.stderr, level="WARNING", format="{level}: {message}")
+    try:
+        app()
+    except AgentFSMError as exc:
+        print(f"agentfsm: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

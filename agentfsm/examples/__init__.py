@@ -1,0 +1,1 @@
+"""Example tool sets used by ``make demo`` and the docs."""

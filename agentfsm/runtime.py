@@ -1,0 +1,276 @@
+"""The agent loop: backend + tools + engine, sync and async, with transcripts.
+
+``Agent(tools=[...]).run("prompt")`` renders the contract, calls the backend, lets the
+engine decide, runs the tools (several per reply, in order), feeds the results back,
+and stops at a final answer or when a budget runs out. Every step is written to the
+transcript as it happens, and reported to ``on_event`` (the CLI prints from it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from agentfsm._types import ToolChoice
+from agentfsm.backends.base import Backend, GenerationOptions, Usage
+from agentfsm.continuation import truncate_result
+from agentfsm.contract import contract_hash, render_contract
+from agentfsm.dialects import get_dialect
+from agentfsm.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, dispatch, receive, step
+from agentfsm.enforcement import build_action_schema, call_required, choose_level
+from agentfsm.errors import AgentFSMError, MaxStepsExceeded, UsageError
+from agentfsm.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from agentfsm.projection import project_history
+from agentfsm.states import State
+from agentfsm.tools import ToolRegistry
+from agentfsm.transcript import TranscriptWriter
+
+__all__ = ["Agent", "RunResult"]
+
+EventHook = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class RunResult:
+    """What a finished run produced."""
+
+    content: str
+    messages: list[Message]
+    path: list[str]
+    steps: int
+    corrections: int
+    usage: Usage
+    transcript: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _default_backend() -> Backend:
+    from agentfsm.backends.local import get_local_backend
+
+    return get_local_backend()
+
+
+class Agent:
+    """A tool-using agent over a text-only backend."""
+
+    def __init__(
+        self,
+        backend: Backend | None = None,
+        tools: Sequence[Any] | ToolRegistry = (),
+        *,
+        dialect: str = "json-action",
+        tool_choice: ToolChoice = "auto",
+        parallel: bool = True,
+        enforcement: str = "auto",
+        max_steps: int = 10,
+        max_corrections: int = 3,
+        loop_threshold: int = 3,
+        system: str | None = None,
+        options: GenerationOptions | None = None,
+        transcript: str | os.PathLike[str] | None = None,
+        mcp: Sequence[str] = (),
+        result_max_chars: int = 8000,
+        on_event: EventHook | None = None,
+    ) -> None:
+        get_dialect(dialect)  # fail early on an unknown dialect
+        if max_steps < 1:
+            raise UsageError("max_steps must be at least 1")
+        self._backend = backend
+        self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.dialect = dialect
+        self.tool_choice = tool_choice
+        self.parallel = parallel
+        self.enforcement = enforcement
+        self.max_steps = max_steps
+        self.max_corrections = max_corrections
+        self.loop_threshold = loop_threshold
+        self.system = system
+        self.options = options or GenerationOptions()
+        self.transcript = transcript
+        self.mcp = tuple(mcp)
+        self.result_max_chars = result_max_chars
+        self.on_event = on_event
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = _default_backend()
+        return self._backend
+
+    def run(self, prompt: str | Sequence[Message]) -> RunResult:
+        """Run until a final answer (blocking). Not for use inside a running event loop."""
+        return asyncio.run(self.arun(prompt))
+
+    async def arun(self, prompt: str | Sequence[Message]) -> RunResult:
+        """Run until a final answer."""
+        async with AsyncExitStack() as stack:
+            registry = self.registry
+            if self.mcp:
+                from agentfsm.mcp_tools import mcp_tools
+
+                registry = ToolRegistry([self.registry._tools[n] for n in self.registry.names])
+                for command in self.mcp:
+                    for tool in await stack.enter_async_context(mcp_tools(command)):
+                        registry.add(tool)
+            return await self._loop(prompt, registry)
+
+    def _history(self, prompt: str | Sequence[Message]) -> list[Message]:
+        history: list[Message] = []
+        if self.system:
+            history.append(SystemMessage(content=self.system))
+        if isinstance(prompt, str):
+            history.append(UserMessage(content=prompt))
+        else:
+            history.extend(prompt)
+        return history
+
+    async def _loop(self, prompt: str | Sequence[Message], registry: ToolRegistry) -> RunResult:
+        backend = self.backend
+        specs: tuple[ToolSpec, ...] = registry.specs
+        history = self._history(prompt)
+        config = EngineConfig(
+            tools=specs,
+            dialect=self.dialect,
+            tool_choice=self.tool_choice,
+            parallel=self.parallel,
+            max_corrections=self.max_corrections,
+            loop_threshold=self.loop_threshold,
+        )
+        writer = TranscriptWriter(self.transcript)
+        emit = self._emitter(writer)
+        path = [State.FIRST_DECISION.value]
+        usage = Usage()
+        corrections = 0
+        calls_log: list[dict[str, Any]] = []
+        contract = render_contract(specs, self.dialect, self.tool_choice, self.parallel) if specs else None
+        emit(
+            "run_start",
+            config={
+                "dialect": self.dialect,
+                "tool_choice": self.tool_choice,
+                "enforcement": self.enforcement,
+                "backend": backend.name,
+                "tools": [s.name for s in specs],
+                "max_steps": self.max_steps,
+                "parallel": self.parallel,
+            },
+        )
+        emit(
+            "request",
+            messages=[m.model_dump(mode="json") for m in history],
+            tools=[s.model_dump(mode="json") for s in specs],
+            tool_choice=self.tool_choice,
+        )
+        if contract is not None:
+            emit("contract", hash=contract_hash(contract), text=contract)
+        logger.info(
+            "run start: tool mode {}, {} tool(s), contract injected: {}",
+            bool(specs),
+            len(specs),
+            contract is not None,
+        )
+
+        def transition(rec: TransitionRecord) -> None:
+            path.append(rec.dest.value)
+            emit("transition", **{"from": rec.source.value, "event": rec.event, "to": rec.dest.value})
+
+        try:
+            for steps in range(1, self.max_steps + 1):
+                level = choose_level(self.enforcement, backend.capabilities, self.tool_choice) if specs else "prompt"
+                options = self.options
+                prefill = ""
+                if level == "constrained":
+                    options = options.model_copy(update={"json_schema": build_action_schema(specs, self.tool_choice)})
+                elif level == "prefill" and call_required(self.tool_choice):
+                    prefill = get_dialect(self.dialect).opener
+                    options = options.model_copy(update={"prefill": prefill})
+                prompt_msgs = project_history(
+                    history, specs, dialect=self.dialect, tool_choice=self.tool_choice,
+                    parallel=self.parallel, contract=contract,
+                )
+                emit(
+                    "model_request",
+                    attempt=corrections + 1,
+                    messages=[m.model_dump(mode="json") for m in prompt_msgs],
+                    options=options.model_dump(mode="json"),
+                    enforcement=level,
+                )
+                completion = await backend.acomplete(prompt_msgs, options)
+                text = prefill + completion.text
+                usage = Usage(
+                    prompt_tokens=usage.prompt_tokens + completion.usage.prompt_tokens,
+                    completion_tokens=usage.completion_tokens + completion.usage.completion_tokens,
+                )
+                emit(
+                    "model_output",
+                    text=text,
+                    usage=completion.usage.model_dump(),
+                    finish_reason=completion.finish_reason,
+                )
+                decision = step(history, text, config)
+                parsed = decision.parsed
+                emit(
+                    "parse",
+                    content=parsed.content,
+                    tool_calls=[c.model_dump(mode="json") for c in parsed.tool_calls],
+                    problems=[p.model_dump(mode="json") for p in parsed.problems],
+                    truncated=parsed.truncated,
+                )
+                for g in decision.guards:
+                    emit("guard", guard=g.guard, verdict=g.verdict, reason=g.reason, detail=g.detail)
+                for rec in decision.transitions:
+                    transition(rec)
+                if isinstance(decision, Correct):
+                    corrections += 1
+                    emit("retry", reason=decision.reason, attempt=decision.attempt, message=decision.message.content)
+                    history.extend([decision.assistant, decision.message])
+                elif isinstance(decision, CallTools):
+                    history.append(decision.assistant)
+                    for call in decision.calls:
+                        emit("tool_call", call=call.model_dump(mode="json"))
+                    transition(dispatch())
+                    for call in decision.calls:
+                        result = truncate_result(await registry.aexecute(call), self.result_max_chars)
+                        calls_log.append({"call": call.model_dump(mode="json"), "result": result.model_dump(mode="json")})
+                        emit("tool_result", result=result.model_dump(mode="json"))
+                        history.append(ToolMessage(result=result))
+                        transition(receive(history))
+                elif isinstance(decision, Answer):
+                    history.append(decision.assistant)
+                    emit("final", content=decision.content)
+                    emit("run_end", status="final", steps=steps, corrections=corrections)
+                    return RunResult(
+                        content=decision.content,
+                        messages=history,
+                        path=path,
+                        steps=steps,
+                        corrections=corrections,
+                        usage=usage,
+                        transcript=str(writer.path) if writer.path else None,
+                        tool_calls=calls_log,
+                    )
+                elif isinstance(decision, Fail):
+                    raise decision.error
+            raise MaxStepsExceeded(self.max_steps)
+        except AgentFSMError as exc:
+            emit("error", error=type(exc).__name__, message=str(exc))
+            emit("run_end", status="error", steps=len(path), corrections=corrections)
+            raise
+        finally:
+            writer.close()
+
+    def _emitter(self, writer: TranscriptWriter) -> Callable[..., None]:
+        hook = self.on_event
+
+        def emit(type_: str, **fields: Any) -> None:
+            event = writer.emit(type_, **fields)
+            if hook is not None:
+                hook(event)
+
+        return emit
