@@ -1,0 +1,162 @@
+"""Typed reads of fields in a client's JSON body; each failure is a RequestError naming the field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentfsm._types import JSONObject
+from agentfsm.errors import RequestError, UnsupportedContent
+
+__all__ = [
+    "join_texts",
+    "opt_bool",
+    "opt_int",
+    "opt_number",
+    "opt_str",
+    "parse_arguments",
+    "req_list",
+    "req_mapping",
+    "req_str",
+    "stop_sequences",
+    "text_of_parts",
+]
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, list | tuple):
+        return "array"
+    return type(value).__name__
+
+
+def req_mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """``value`` as a JSON object, or a 400 naming ``where``."""
+    if not isinstance(value, Mapping):
+        raise RequestError(f"{where} must be an object, got {_kind(value)}", param=where)
+    return value
+
+
+def req_list(value: Any, where: str, *, non_empty: bool = False) -> Sequence[Any]:
+    """``value`` as a JSON array (optionally non-empty), or a 400 naming ``where``."""
+    if not isinstance(value, list | tuple):
+        raise RequestError(f"{where} must be an array, got {_kind(value)}", param=where)
+    if non_empty and not value:
+        raise RequestError(f"{where} must not be empty", param=where)
+    return value
+
+
+def req_str(value: Any, where: str) -> str:
+    """``value`` as a string, or a 400 naming ``where``."""
+    if not isinstance(value, str):
+        raise RequestError(f"{where} must be a string, got {_kind(value)}", param=where)
+    return value
+
+
+def opt_str(body: Mapping[str, Any], key: str, default: str = "") -> str:
+    """An optional string field."""
+    value = body.get(key)
+    return default if value is None else req_str(value, key)
+
+
+def opt_bool(body: Mapping[str, Any], key: str, default: bool) -> bool:
+    """An optional boolean field."""
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise RequestError(f"{key} must be a boolean, got {_kind(value)}", param=key)
+    return value
+
+
+def opt_int(body: Mapping[str, Any], key: str, *, minimum: int = 1) -> int | None:
+    """An optional integer field of at least ``minimum``."""
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"{key} must be an integer, got {_kind(value)}", param=key)
+    if value < minimum:
+        raise RequestError(f"{key} must be at least {minimum}, got {value}", param=key)
+    return value
+
+
+def opt_number(body: Mapping[str, Any], key: str) -> float | None:
+    """An optional number field."""
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RequestError(f"{key} must be a number, got {_kind(value)}", param=key)
+    return float(value)
+
+
+def stop_sequences(body: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """``stop`` / ``stop_sequences``: absent, one string, or an array of strings."""
+    value = body.get(key)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    items = req_list(value, key)
+    return tuple(req_str(item, f"{key}[{i}]") for i, item in enumerate(items))
+
+
+def join_texts(texts: Sequence[str]) -> str:
+    """Several text parts of one message as one string (newline-separated)."""
+    return "\n".join(texts)
+
+
+def text_of_parts(
+    content: Any, where: str, *, text_types: Mapping[str, str], allow_null: bool = False
+) -> str | None:
+    """The text of ``content``: a string, or an array of parts whose ``type`` is in ``text_types``.
+
+    ``text_types`` maps each accepted part type to the key holding its text; any other
+    part type is an :class:`UnsupportedContent` naming the type and where it was.
+    """
+    if content is None:
+        if allow_null:
+            return None
+        raise RequestError(f"{where} must not be null", param=where)
+    if isinstance(content, str):
+        return content
+    parts = req_list(content, where)
+    texts: list[str] = []
+    for j, part in enumerate(parts):
+        part_where = f"{where}[{j}]"
+        item = req_mapping(part, part_where)
+        kind = item.get("type")
+        if not isinstance(kind, str):
+            raise RequestError(f"{part_where}.type must be a string", param=f"{part_where}.type")
+        key = text_types.get(kind)
+        if key is None:
+            raise UnsupportedContent(kind, part_where)
+        texts.append(req_str(item.get(key), f"{part_where}.{key}"))
+    return join_texts(texts)
+
+
+def parse_arguments(raw: Any, where: str) -> JSONObject:
+    """Tool-call arguments sent as a JSON string (or, leniently, an object) as a dict."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    text = req_str(raw, where)
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RequestError(f"{where} is not valid JSON: {exc.msg}", param=where) from exc
+    if not isinstance(value, dict):
+        raise RequestError(f"{where} must encode a JSON object, got {_kind(value)}", param=where)
+    return value

@@ -1,0 +1,341 @@
+"""Anthropic messages: request normalization, response encoding, error bodies.
+
+Streaming is in :mod:`agentfsm.protocols.anthropic_stream`.
+
+Content blocks, exhaustively: ``text`` is read; ``tool_use`` (assistant) and
+``tool_result`` (user; string or text-block content, ``is_error``) become calls and
+results; ``thinking`` and ``redacted_thinking`` are dropped, because they are another
+model's private reasoning that a text-only model can neither read nor must be shown;
+every other block (``image``, ``document``, server-tool blocks ...) is an
+:class:`UnsupportedContent` naming its type and position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentfsm._types import JSONObject, ToolChoice
+from agentfsm.backends.base import Usage
+from agentfsm.errors import AgentFSMError, RequestError, ToolSpecError, UnsupportedContent
+from agentfsm.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    ToolSpec,
+    UserMessage,
+)
+from agentfsm.protocols._fields import (
+    join_texts,
+    opt_bool,
+    opt_int,
+    opt_number,
+    opt_str,
+    req_list,
+    req_mapping,
+    req_str,
+    stop_sequences,
+    text_of_parts,
+)
+from agentfsm.protocols.common import NormalizedRequest, error_status, recover_tools
+
+__all__ = [
+    "ANTHROPIC_STOP_REASONS",
+    "anthropic_error",
+    "anthropic_error_for",
+    "anthropic_stop_reason",
+    "anthropic_usage",
+    "encode_anthropic_response",
+    "normalize_anthropic",
+]
+
+_HANDLED = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "stream", "max_tokens", "temperature", "stop_sequences"}
+)
+_TEXT = {"text": "text"}
+_DROPPED = frozenset({"thinking", "redacted_thinking"})
+
+#: our finish reasons -> Anthropic's ``stop_reason``
+ANTHROPIC_STOP_REASONS: Mapping[str, str] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "stop_sequence": "stop_sequence",
+    "tool_calls": "tool_use",
+}
+
+
+def normalize_anthropic(body: Mapping[str, Any]) -> NormalizedRequest:
+    """A messages-API request body as a :class:`NormalizedRequest`.
+
+    Raises :class:`RequestError` (``param`` set) for a malformed request and
+    :class:`UnsupportedContent` for blocks we do not handle.
+    """
+    body = req_mapping(body, "body")
+    messages = _system(body.get("system")) + _messages(body.get("messages"))
+    tools = _tools(body.get("tools"))
+    recovered = False
+    if not tools:
+        tools = recover_tools(messages)
+        recovered = bool(tools)
+    tool_choice, parallel = _tool_choice(body.get("tool_choice"), tools)
+    return NormalizedRequest(
+        messages=messages,
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel=parallel,
+        tool_mode=bool(tools),
+        tools_recovered=recovered,
+        stream=opt_bool(body, "stream", False),
+        model=opt_str(body, "model"),
+        max_tokens=opt_int(body, "max_tokens"),
+        temperature=opt_number(body, "temperature"),
+        stop=stop_sequences(body, "stop_sequences"),
+        protocol="anthropic",
+        raw_extra={k: v for k, v in body.items() if k not in _HANDLED},
+    )
+
+
+def _system(raw: Any) -> tuple[Message, ...]:
+    if raw is None:
+        return ()
+    text = text_of_parts(raw, "system", text_types=_TEXT)
+    return (SystemMessage(content=text),) if text else ()
+
+
+def _messages(raw: Any) -> tuple[Message, ...]:
+    if raw is None:
+        raise RequestError("'messages' is required", param="messages")
+    out: list[Message] = []
+    calls: dict[str, ToolCall] = {}
+    for i, item in enumerate(req_list(raw, "messages", non_empty=True)):
+        where = f"messages[{i}]"
+        msg = req_mapping(item, where)
+        role = msg.get("role")
+        if role == "user":
+            out.extend(_user(msg.get("content"), f"{where}.content", calls))
+        elif role == "assistant":
+            assistant = _assistant(msg.get("content"), f"{where}.content")
+            calls.update((call.id, call) for call in assistant.tool_calls)
+            out.append(assistant)
+        elif role == "system":
+            raise RequestError(
+                f"{where}: the system prompt goes in the top-level 'system' field, not in messages",
+                param=f"{where}.role",
+            )
+        else:
+            raise RequestError(f"{where}.role must be 'user' or 'assistant'; got {role!r}", param=f"{where}.role")
+    return tuple(out)
+
+
+def _blocks(content: Any, where: str) -> Sequence[tuple[str, str, Mapping[str, Any]]]:
+    """(type, where, block) for each block of a block array."""
+    out = []
+    for j, raw in enumerate(req_list(content, where)):
+        block_where = f"{where}[{j}]"
+        block = req_mapping(raw, block_where)
+        kind = block.get("type")
+        if not isinstance(kind, str):
+            raise RequestError(f"{block_where}.type must be a string", param=f"{block_where}.type")
+        out.append((kind, block_where, block))
+    return out
+
+
+def _user(content: Any, where: str, calls: Mapping[str, ToolCall]) -> list[Message]:
+    if isinstance(content, str):
+        return [UserMessage(content=content)]
+    if content is None:
+        raise RequestError(f"{where} is required", param=where)
+    results: list[Message] = []
+    texts: list[str] = []
+    for kind, block_where, block in _blocks(content, where):
+        if kind == "text":
+            texts.append(req_str(block.get("text"), f"{block_where}.text"))
+        elif kind == "tool_result":
+            results.append(_tool_result(block, block_where, calls))
+        elif kind == "tool_use":
+            raise RequestError(f"{block_where}: tool_use blocks belong in assistant messages", param=block_where)
+        else:
+            raise UnsupportedContent(kind, block_where)
+    # Results answer the previous assistant turn, so they come before any text of the
+    # same message (the API itself requires tool_result blocks first).
+    if texts or not results:
+        results.append(UserMessage(content=join_texts(texts)))
+    return results
+
+
+def _tool_result(block: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall]) -> ToolMessage:
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise RequestError(f"{where}: a tool_result needs a tool_use_id", param=f"{where}.tool_use_id")
+    call = calls.get(call_id)
+    if call is None:
+        raise RequestError(
+            f"{where}: tool_use_id {call_id!r} answers no earlier tool_use block",
+            param=f"{where}.tool_use_id",
+        )
+    raw = block.get("content")
+    text = "" if raw is None else text_of_parts(raw, f"{where}.content", text_types=_TEXT) or ""
+    is_error = opt_bool(block, "is_error", False)
+    status = "error" if is_error else ("ok" if text.strip() else "empty")
+    return ToolMessage(result=ToolResult(call_id=call_id, content=text, status=status, name=call.name))
+
+
+def _assistant(content: Any, where: str) -> AssistantMessage:
+    if isinstance(content, str):
+        return AssistantMessage(content=content or None)
+    if content is None:
+        raise RequestError(f"{where} is required", param=where)
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for kind, block_where, block in _blocks(content, where):
+        if kind == "text":
+            texts.append(req_str(block.get("text"), f"{block_where}.text"))
+        elif kind == "tool_use":
+            tool_input = block.get("input", {})
+            calls.append(
+                ToolCall(
+                    id=req_str(block.get("id"), f"{block_where}.id"),
+                    name=req_str(block.get("name"), f"{block_where}.name"),
+                    arguments=dict(req_mapping(tool_input, f"{block_where}.input")),
+                )
+            )
+        elif kind in _DROPPED:
+            continue
+        else:
+            raise UnsupportedContent(kind, block_where)
+    text = join_texts(texts)
+    return AssistantMessage(content=text or None, tool_calls=tuple(calls))
+
+
+def _tools(raw: Any) -> tuple[ToolSpec, ...]:
+    if raw is None:
+        return ()
+    specs: list[ToolSpec] = []
+    seen: set[str] = set()
+    for i, item in enumerate(req_list(raw, "tools")):
+        where = f"tools[{i}]"
+        tool = req_mapping(item, where)
+        kind = tool.get("type", "custom")
+        if kind != "custom":
+            raise RequestError(
+                f"{where}: tool type {kind!r} is not supported (only custom tools with an input_schema)",
+                param=f"{where}.type",
+            )
+        try:
+            spec = ToolSpec.from_anthropic(tool)
+        except ToolSpecError as exc:
+            raise RequestError(f"{where}: {exc}", param=where) from exc
+        if spec.name in seen:
+            raise RequestError(f"{where}: duplicate tool name {spec.name!r}", param=f"{where}.name")
+        seen.add(spec.name)
+        specs.append(spec)
+    return tuple(specs)
+
+
+def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, bool]:
+    """The normalized choice and whether parallel calls are allowed."""
+    if raw is None:
+        return ("auto" if tools else "none"), True
+    choice = req_mapping(raw, "tool_choice")
+    parallel = not opt_bool(choice, "disable_parallel_tool_use", False)
+    kind = choice.get("type")
+    if kind in ("auto", "none"):
+        return str(kind), parallel
+    if kind in ("any", "tool") and not tools:
+        raise RequestError(f"tool_choice {kind!r} needs tools", param="tool_choice")
+    if kind == "any":
+        return "required", parallel
+    if kind == "tool":
+        name = req_str(choice.get("name"), "tool_choice.name")
+        names = [t.name for t in tools]
+        if name not in names:
+            raise RequestError(
+                f"tool_choice names {name!r}, which is not among the tools ({', '.join(names)})",
+                param="tool_choice.name",
+            )
+        return name, parallel
+    raise RequestError(
+        f"tool_choice.type must be 'auto', 'any', 'tool' or 'none'; got {kind!r}", param="tool_choice.type"
+    )
+
+
+def anthropic_stop_reason(reason: str, has_calls: bool) -> str:
+    """Anthropic's ``stop_reason`` for our reason; ``tool_use`` whenever calls are present."""
+    if has_calls:
+        return "tool_use"
+    return ANTHROPIC_STOP_REASONS.get(reason, "end_turn")
+
+
+def anthropic_usage(usage: Usage) -> JSONObject:
+    """Anthropic's ``usage`` object."""
+    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+
+
+def encode_anthropic_response(
+    *,
+    model: str,
+    content: str | None,
+    tool_calls: Sequence[ToolCall],
+    usage: Usage,
+    message_id: str,
+    finish_reason: str = "stop",
+    stop_sequence: str | None = None,
+) -> JSONObject:
+    """A ``message`` body: a text block (when there is prose), then one ``tool_use`` per call.
+
+    ``tool_calls`` must already carry ``toolu_`` ids (see ``remint_ids``). ``finish_reason``
+    is ours (``stop``, ``length``, ``stop_sequence``); it becomes ``tool_use`` with calls.
+    """
+    blocks: list[JSONObject] = []
+    if content:
+        blocks.append({"type": "text", "text": content})
+    blocks.extend(
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
+        for call in tool_calls
+    )
+    stop_reason = anthropic_stop_reason(finish_reason, bool(tool_calls))
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": blocks,
+        "stop_reason": stop_reason,
+        "stop_sequence": stop_sequence if stop_reason == "stop_sequence" else None,
+        "usage": anthropic_usage(usage),
+    }
+
+
+_DEFAULT_TYPES: Mapping[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_error(status: int, message: str, type: str | None = None) -> JSONObject:
+    """An error body in Anthropic's shape: ``{"type": "error", "error": {"type", "message"}}``.
+
+    ``type`` defaults from the status (``invalid_request_error`` for 400,
+    ``request_too_large`` for 413, ``timeout_error`` for 504 ...).
+    """
+    kind = type or _DEFAULT_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def anthropic_error_for(exc: AgentFSMError) -> tuple[int, JSONObject]:
+    """The HTTP status and Anthropic error body for one of our errors."""
+    status = error_status(exc)
+    return status, anthropic_error(status, str(exc))

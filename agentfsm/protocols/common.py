@@ -1,0 +1,234 @@
+"""What both wire protocols share: the normalized request, ids, SSE framing, error status.
+
+Pure code: ids are minted from a token or a :class:`random.Random` that the edge
+passes in, so nothing here reads a clock or a random source of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import string
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentfsm._types import JSONObject, ToolChoice
+from agentfsm.errors import (
+    AgentFSMError,
+    BackendConnectionError,
+    BackendHTTPError,
+    BackendProtocolError,
+    BackendTimeout,
+    RequestError,
+    RunError,
+)
+from agentfsm.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
+
+__all__ = [
+    "FinishReason",
+    "NormalizedRequest",
+    "Protocol",
+    "RECOVERED_TOOL_SCHEMA",
+    "dump_arguments",
+    "error_status",
+    "estimate_tokens",
+    "mint_call_id",
+    "mint_response_id",
+    "recover_tools",
+    "remint_ids",
+    "sse_event",
+    "to_openai_upstream_messages",
+    "upstream_openai_body",
+]
+
+Protocol: TypeAlias = Literal["openai", "anthropic"]
+
+#: Why a generation ended, in our own vocabulary; each encoder maps it to its protocol's.
+FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "stop_sequence"]
+
+#: The schema given to a tool recovered from history: its real schema is unknown.
+RECOVERED_TOOL_SCHEMA: JSONObject = {"type": "object"}
+
+_ALNUM = string.ascii_letters + string.digits
+_ID_LENGTH = 24
+_CALL_PREFIX: dict[Protocol, str] = {"openai": "call_", "anthropic": "toolu_"}
+_RESPONSE_PREFIX: dict[Protocol, str] = {"openai": "chatcmpl-", "anthropic": "msg_"}
+
+
+class NormalizedRequest(BaseModel):
+    """One client request, OpenAI or Anthropic, in a single internal shape."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    #: ``"auto" | "none" | "required"`` or the name of the one tool that must be called
+    tool_choice: ToolChoice = "none"
+    #: several calls allowed in one reply (OpenAI ``parallel_tool_calls``,
+    #: Anthropic ``not disable_parallel_tool_use``)
+    parallel: bool = True
+    #: tools were given, or recovered from the history: the contract applies
+    tool_mode: bool = False
+    #: the tools were not in this request but rebuilt from the calls in its history
+    tools_recovered: bool = False
+    stream: bool = False
+    #: OpenAI ``stream_options.include_usage``: send a usage chunk before ``[DONE]``
+    stream_include_usage: bool = False
+    model: str = ""
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stop: tuple[str, ...] = ()
+    protocol: Protocol
+    #: parameters we do not act on but that are harmless; kept for pass-through upstream
+    raw_extra: JSONObject = Field(default_factory=dict)
+
+
+def recover_tools(messages: Iterable[Message]) -> tuple[ToolSpec, ...]:
+    """ToolSpecs for every tool name called in the history, in order of first use.
+
+    The client did not repeat ``tools``, so descriptions are empty and the schema is
+    the permissive :data:`RECOVERED_TOOL_SCHEMA`.
+    """
+    names: dict[str, None] = {}
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls:
+                names.setdefault(call.name, None)
+    return tuple(
+        ToolSpec(name=name, description="", parameters=dict(RECOVERED_TOOL_SCHEMA))
+        for name in names
+    )
+
+
+def mint_call_id(protocol: Protocol, source: str | random.Random) -> str:
+    """A tool-call id in the protocol's style: ``call_<24 alnum>`` or ``toolu_<24 alnum>``.
+
+    ``source`` is a token from the edge (e.g. ``secrets.token_hex(12)``: used as is when
+    it is at least 24 alphanumerics, otherwise hashed) or a seeded :class:`random.Random`.
+    """
+    return _CALL_PREFIX[protocol] + _id_body(source)
+
+
+def mint_response_id(protocol: Protocol, source: str | random.Random) -> str:
+    """A response id: ``chatcmpl-<24 alnum>`` (OpenAI) or ``msg_<24 alnum>`` (Anthropic)."""
+    return _RESPONSE_PREFIX[protocol] + _id_body(source)
+
+
+def remint_ids(
+    calls: Sequence[ToolCall], protocol: Protocol, make_token: Callable[[], str]
+) -> tuple[ToolCall, ...]:
+    """Give parser-numbered calls (``call_0``, ``call_1`` ...) fresh protocol-style ids."""
+    return tuple(
+        call.model_copy(update={"id": mint_call_id(protocol, make_token())}) for call in calls
+    )
+
+
+def _id_body(source: str | random.Random) -> str:
+    if isinstance(source, random.Random):
+        return "".join(source.choice(_ALNUM) for _ in range(_ID_LENGTH))
+    if len(source) >= _ID_LENGTH and source.isascii() and source.isalnum():
+        return source[:_ID_LENGTH]
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:_ID_LENGTH]
+
+
+def sse_event(data: Mapping[str, Any] | str, event: str | None = None) -> str:
+    """One server-sent event: optional ``event:`` line, a ``data:`` line, a blank line."""
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    head = f"event: {event}\n" if event is not None else ""
+    return f"{head}data: {payload}\n\n"
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count (about four characters a token) for upstreams that report none."""
+    return (len(text) + 3) // 4 if text else 0
+
+
+def error_status(exc: AgentFSMError) -> int:
+    """The HTTP status the proxy answers with for one of our errors."""
+    if isinstance(exc, RequestError):
+        return exc.status_code
+    if isinstance(exc, BackendTimeout):
+        return 504
+    if isinstance(exc, BackendHTTPError):
+        # the upstream's own client errors (auth, rate limit ...) are passed on as they are
+        return exc.status_code if exc.status_code in (401, 403, 404, 413, 429) else 502
+    if isinstance(exc, BackendConnectionError | BackendProtocolError):
+        return 502
+    if isinstance(exc, RunError):
+        # the model never produced an acceptable reply to a valid request
+        return 422
+    return 500
+
+
+def to_openai_upstream_messages(messages: Sequence[Message]) -> list[JSONObject]:
+    """Our messages as OpenAI chat messages, for forwarding a conversation upstream."""
+    out: list[JSONObject] = []
+    for message in messages:
+        if isinstance(message, SystemMessage | UserMessage):
+            out.append({"role": message.role, "content": message.content})
+        elif isinstance(message, AssistantMessage):
+            item: JSONObject = {"role": "assistant", "content": message.content}
+            if message.tool_calls:
+                item["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": dump_arguments(call)},
+                    }
+                    for call in message.tool_calls
+                ]
+            out.append(item)
+        elif isinstance(message, ToolMessage):
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": message.result.call_id,
+                    "content": message.result.content,
+                }
+            )
+    return out
+
+
+# Anthropic sampling parameters that OpenAI-compatible servers (vLLM, llama.cpp) also take.
+_ANTHROPIC_FORWARDABLE = ("top_p", "top_k")
+
+
+def upstream_openai_body(request: NormalizedRequest) -> JSONObject:
+    """The body of a plain (no tools) chat-completions request to an OpenAI-compatible upstream.
+
+    OpenAI clients' extra parameters are forwarded unchanged; of an Anthropic client's,
+    only those with the same meaning upstream (``top_p``, ``top_k``).
+    """
+    body: JSONObject = {}
+    if request.protocol == "openai":
+        body.update(request.raw_extra)
+    else:
+        body.update({k: request.raw_extra[k] for k in _ANTHROPIC_FORWARDABLE if k in request.raw_extra})
+    body["model"] = request.model
+    body["messages"] = to_openai_upstream_messages(request.messages)
+    body["stream"] = request.stream
+    if request.stream and request.stream_include_usage:
+        body["stream_options"] = {"include_usage": True}
+    if request.max_tokens is not None:
+        body["max_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.stop:
+        body["stop"] = list(request.stop)
+    return body
+
+
+def dump_arguments(call: ToolCall) -> str:
+    """A call's arguments as the compact JSON string OpenAI puts in ``function.arguments``."""
+    return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,385 @@
+"""OpenAI chat completions: request normalization, response encoding, error bodies.
+
+Streaming is in :mod:`agentfsm.protocols.openai_stream`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentfsm._types import JSONObject, ToolChoice
+from agentfsm.backends.base import Usage
+from agentfsm.errors import AgentFSMError, RequestError, ToolSpecError, UnsupportedContent
+from agentfsm.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    ToolSpec,
+    UserMessage,
+)
+from agentfsm.protocols._fields import (
+    opt_bool,
+    opt_int,
+    opt_number,
+    opt_str,
+    parse_arguments,
+    req_list,
+    req_mapping,
+    req_str,
+    stop_sequences,
+    text_of_parts,
+)
+from agentfsm.protocols.common import (
+    NormalizedRequest,
+    dump_arguments,
+    error_status,
+    recover_tools,
+)
+
+__all__ = [
+    "OPENAI_FINISH_REASONS",
+    "encode_openai_response",
+    "normalize_openai",
+    "openai_error",
+    "openai_error_for",
+    "openai_finish_reason",
+    "openai_usage",
+]
+
+# Fields normalize_openai acts on; every other top-level field goes to ``raw_extra``.
+_HANDLED = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "stop",
+        "n",
+    }
+)
+# The deprecated function-calling API: named in a 400 rather than half-supported.
+_LEGACY = ("functions", "function_call")
+
+_USER_TEXT = {"text": "text"}
+_ASSISTANT_TEXT = {"text": "text", "refusal": "refusal"}
+
+#: our finish reasons -> OpenAI's ``finish_reason``
+OPENAI_FINISH_REASONS: Mapping[str, str] = {
+    "stop": "stop",
+    "stop_sequence": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
+def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
+    """A chat-completions request body as a :class:`NormalizedRequest`.
+
+    Raises :class:`RequestError` (``param`` set) for a malformed request and
+    :class:`UnsupportedContent` for content parts other than text.
+    """
+    body = req_mapping(body, "body")
+    for key in _LEGACY:
+        if key in body:
+            raise RequestError(
+                f"{key!r} belongs to the deprecated function-calling API; "
+                "send 'tools' and 'tool_choice' instead",
+                param=key,
+            )
+    if body.get("n") not in (None, 1):
+        raise RequestError("only n=1 is supported", param="n")
+
+    messages = _messages(body.get("messages"))
+    tools = _tools(body.get("tools"))
+    recovered = False
+    if not tools:
+        tools = recover_tools(messages)
+        recovered = bool(tools)
+    tool_choice, tools = _tool_choice(body.get("tool_choice"), tools)
+
+    stream = opt_bool(body, "stream", False)
+    options = body.get("stream_options")
+    include_usage = False
+    if options is not None:
+        include_usage = opt_bool(req_mapping(options, "stream_options"), "include_usage", False)
+    max_tokens = opt_int(body, "max_completion_tokens")
+    if max_tokens is None:
+        max_tokens = opt_int(body, "max_tokens")
+
+    return NormalizedRequest(
+        messages=messages,
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel=opt_bool(body, "parallel_tool_calls", True),
+        tool_mode=bool(tools),
+        tools_recovered=recovered,
+        stream=stream,
+        stream_include_usage=include_usage,
+        model=opt_str(body, "model"),
+        max_tokens=max_tokens,
+        temperature=opt_number(body, "temperature"),
+        stop=stop_sequences(body, "stop"),
+        protocol="openai",
+        raw_extra={k: v for k, v in body.items() if k not in _HANDLED},
+    )
+
+
+def _messages(raw: Any) -> tuple[Message, ...]:
+    if raw is None:
+        raise RequestError("'messages' is required", param="messages")
+    items = req_list(raw, "messages", non_empty=True)
+    out: list[Message] = []
+    calls: dict[str, ToolCall] = {}
+    for i, item in enumerate(items):
+        where = f"messages[{i}]"
+        msg = req_mapping(item, where)
+        role = msg.get("role")
+        if role in ("system", "developer"):
+            text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_USER_TEXT)
+            out.append(SystemMessage(content=text or ""))
+        elif role == "user":
+            text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_USER_TEXT)
+            out.append(UserMessage(content=text or ""))
+        elif role == "assistant":
+            assistant = _assistant(msg, where)
+            calls.update((call.id, call) for call in assistant.tool_calls)
+            out.append(assistant)
+        elif role == "tool":
+            out.append(_tool_message(msg, where, calls))
+        elif role == "function":
+            raise RequestError(
+                f"{where}: role 'function' belongs to the deprecated function-calling API; "
+                "send role 'tool' with a tool_call_id",
+                param=f"{where}.role",
+            )
+        else:
+            raise RequestError(
+                f"{where}.role must be one of system, developer, user, assistant, tool; got {role!r}",
+                param=f"{where}.role",
+            )
+    return tuple(out)
+
+
+def _assistant(msg: Mapping[str, Any], where: str) -> AssistantMessage:
+    if msg.get("function_call") is not None:
+        raise RequestError(
+            f"{where}.function_call belongs to the deprecated function-calling API; "
+            "send tool_calls instead",
+            param=f"{where}.function_call",
+        )
+    if msg.get("audio") is not None:
+        raise UnsupportedContent("audio", f"{where}.audio")
+    text = text_of_parts(
+        msg.get("content"), f"{where}.content", text_types=_ASSISTANT_TEXT, allow_null=True
+    )
+    refusal = msg.get("refusal")
+    if refusal is not None and not text:
+        text = req_str(refusal, f"{where}.refusal")
+    calls: list[ToolCall] = []
+    raw_calls = msg.get("tool_calls")
+    if raw_calls is not None:
+        for j, raw in enumerate(req_list(raw_calls, f"{where}.tool_calls")):
+            calls.append(_tool_call(raw, f"{where}.tool_calls[{j}]"))
+    return AssistantMessage(content=text or None, tool_calls=tuple(calls))
+
+
+def _tool_call(raw: Any, where: str) -> ToolCall:
+    call = req_mapping(raw, where)
+    kind = call.get("type", "function")
+    if kind != "function":
+        raise UnsupportedContent(f"{kind} tool call", where)
+    fn = req_mapping(call.get("function"), f"{where}.function")
+    return ToolCall(
+        id=req_str(call.get("id"), f"{where}.id"),
+        name=req_str(fn.get("name"), f"{where}.function.name"),
+        arguments=parse_arguments(fn.get("arguments", ""), f"{where}.function.arguments"),
+    )
+
+
+def _tool_message(msg: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall]) -> ToolMessage:
+    call_id = msg.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise RequestError(f"{where}: a tool message needs a tool_call_id", param=f"{where}.tool_call_id")
+    call = calls.get(call_id)
+    if call is None:
+        raise RequestError(
+            f"{where}: tool_call_id {call_id!r} answers no earlier assistant tool call",
+            param=f"{where}.tool_call_id",
+        )
+    text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_USER_TEXT) or ""
+    status = "ok" if text.strip() else "empty"
+    return ToolMessage(result=ToolResult(call_id=call_id, content=text, status=status, name=call.name))
+
+
+def _tools(raw: Any) -> tuple[ToolSpec, ...]:
+    if raw is None:
+        return ()
+    specs: list[ToolSpec] = []
+    seen: set[str] = set()
+    for i, item in enumerate(req_list(raw, "tools")):
+        where = f"tools[{i}]"
+        tool = req_mapping(item, where)
+        kind = tool.get("type", "function")
+        if kind != "function":
+            raise RequestError(f"{where}: tool type {kind!r} is not supported (only 'function')", param=f"{where}.type")
+        try:
+            spec = ToolSpec.from_openai(tool)
+        except ToolSpecError as exc:
+            raise RequestError(f"{where}: {exc}", param=where) from exc
+        if spec.name in seen:
+            raise RequestError(f"{where}: duplicate tool name {spec.name!r}", param=f"{where}.function.name")
+        seen.add(spec.name)
+        specs.append(spec)
+    return tuple(specs)
+
+
+def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tuple[ToolSpec, ...]]:
+    """The normalized choice, and the tools (narrowed by an ``allowed_tools`` choice)."""
+    if raw is None:
+        return ("auto" if tools else "none"), tools
+    names = [t.name for t in tools]
+    if isinstance(raw, str):
+        if raw not in ("none", "auto", "required"):
+            raise RequestError(
+                f"tool_choice must be 'none', 'auto', 'required' or an object; got {raw!r}",
+                param="tool_choice",
+            )
+        if raw == "required" and not tools:
+            raise RequestError("tool_choice 'required' needs tools", param="tool_choice")
+        return raw, tools
+    choice = req_mapping(raw, "tool_choice")
+    kind = choice.get("type")
+    if kind == "function":
+        fn = req_mapping(choice.get("function"), "tool_choice.function")
+        name = req_str(fn.get("name"), "tool_choice.function.name")
+        if name not in names:
+            raise RequestError(
+                f"tool_choice names {name!r}, which is not among the tools ({', '.join(names) or 'none'})",
+                param="tool_choice",
+            )
+        return name, tools
+    if kind == "allowed_tools":
+        allowed = req_mapping(choice.get("allowed_tools"), "tool_choice.allowed_tools")
+        mode = allowed.get("mode", "auto")
+        if mode not in ("auto", "required"):
+            raise RequestError(f"tool_choice.allowed_tools.mode must be 'auto' or 'required'; got {mode!r}", param="tool_choice")
+        wanted: list[str] = []
+        for i, item in enumerate(req_list(allowed.get("tools"), "tool_choice.allowed_tools.tools")):
+            where = f"tool_choice.allowed_tools.tools[{i}]"
+            fn = req_mapping(req_mapping(item, where).get("function"), f"{where}.function")
+            name = req_str(fn.get("name"), f"{where}.function.name")
+            if name not in names:
+                raise RequestError(f"{where} names {name!r}, which is not among the tools", param="tool_choice")
+            wanted.append(name)
+        kept = tuple(t for t in tools if t.name in wanted)
+        if not kept:
+            return "none", kept
+        return mode, kept
+    raise RequestError(f"tool_choice type {kind!r} is not supported", param="tool_choice")
+
+
+def openai_finish_reason(reason: str, has_calls: bool) -> str:
+    """OpenAI's ``finish_reason`` for our reason; ``tool_calls`` whenever calls are present."""
+    if has_calls:
+        return "tool_calls"
+    return OPENAI_FINISH_REASONS.get(reason, "stop")
+
+
+def encode_openai_response(
+    *,
+    model: str,
+    content: str | None,
+    tool_calls: Sequence[ToolCall],
+    usage: Usage,
+    created: int,
+    response_id: str,
+    finish_reason: str = "stop",
+) -> JSONObject:
+    """A ``chat.completion`` body: prose in ``content``, calls in ``message.tool_calls``.
+
+    ``tool_calls`` must already carry protocol-style ids (see ``remint_ids``).
+    ``finish_reason`` is ``stop`` or ``length``; it becomes ``tool_calls`` when calls are present.
+    """
+    message: JSONObject = {"role": "assistant", "content": content or None, "refusal": None}
+    if tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": dump_arguments(call)},
+            }
+            for call in tool_calls
+        ]
+    return {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": openai_finish_reason(finish_reason, bool(tool_calls)),
+                "logprobs": None,
+            }
+        ],
+        "usage": openai_usage(usage),
+    }
+
+
+def openai_usage(usage: Usage) -> JSONObject:
+    """OpenAI's ``usage`` object."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+_DEFAULT_TYPES: Mapping[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    502: "upstream_error",
+    503: "server_error",
+    504: "timeout_error",
+}
+
+
+def openai_error(
+    status: int,
+    message: str,
+    type: str | None = None,
+    param: str | None = None,
+    code: str | None = None,
+) -> JSONObject:
+    """An error body in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
+
+    ``type`` defaults from the status (``invalid_request_error`` for 400 ...).
+    """
+    kind = type or _DEFAULT_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def openai_error_for(exc: AgentFSMError) -> tuple[int, JSONObject]:
+    """The HTTP status and OpenAI error body for one of our errors."""
+    status = error_status(exc)
+    param = exc.param if isinstance(exc, RequestError) else None
+    code = "unsupported_content" if isinstance(exc, UnsupportedContent) else None
+    return status, openai_error(status, str(exc), param=param, code=code)
