@@ -1,0 +1,68 @@
+import jsonschema
+import pytest
+
+from agentfsm.backends.base import Capabilities
+from agentfsm.enforcement import build_action_schema, call_required, choose_level
+from agentfsm.errors import UsageError
+from agentfsm.messages import ToolSpec
+
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="Weather for a city",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string", "pattern": "^[A-Z]"}, "unit": {"enum": ["c", "f"]}},
+        "required": ["city"],
+    },
+)
+TIME = ToolSpec(name="get_time", parameters={"type": "object", "properties": {}})
+
+
+@pytest.mark.parametrize(
+    ("requested", "caps", "choice", "expected"),
+    [
+        ("auto", Capabilities(prefill=True, json_schema=True), "auto", "constrained"),
+        ("auto", Capabilities(prefill=True), "required", "prefill"),
+        ("auto", Capabilities(prefill=True), "auto", "prompt"),
+        ("auto", Capabilities(), "required", "prompt"),
+        ("prompt", Capabilities(json_schema=True), "auto", "prompt"),
+        ("constrained", Capabilities(json_schema=True), "none", "prompt"),
+    ],
+)
+def test_choose_level(requested: str, caps: Capabilities, choice: str, expected: str) -> None:
+    assert choose_level(requested, caps, choice) == expected
+
+
+def test_impossible_levels_are_typed_errors() -> None:
+    with pytest.raises(UsageError):
+        choose_level("constrained", Capabilities(), "auto")
+    with pytest.raises(UsageError):
+        choose_level("prefill", Capabilities(), "required")
+    with pytest.raises(UsageError):
+        choose_level("turbo", Capabilities(), "auto")
+
+
+def test_schema_has_a_branch_per_tool_and_a_final_branch() -> None:
+    schema = build_action_schema([WEATHER, TIME], "auto")
+    assert len(schema["anyOf"]) == 3
+    jsonschema.validate({"tool": "get_weather", "args": {"city": "Paris"}}, schema)
+    jsonschema.validate({"final": {"content": "hi"}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"tool": "nope", "args": {}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"tool": "get_weather", "args": {}}, schema)
+
+
+def test_required_drops_final_branch_and_named_keeps_one_tool() -> None:
+    required = build_action_schema([WEATHER, TIME], "required")
+    assert len(required["anyOf"]) == 2
+    named = build_action_schema([WEATHER, TIME], "get_time")
+    assert named["properties"]["tool"] == {"const": "get_time"}
+    with pytest.raises(UsageError):
+        build_action_schema([WEATHER], "nope")
+    assert call_required("get_time") and not call_required("auto")
+
+
+def test_grammar_hostile_keywords_are_dropped() -> None:
+    schema = build_action_schema([WEATHER], "required")
+    assert "pattern" not in str(schema)
