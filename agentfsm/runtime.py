@@ -22,16 +22,15 @@ from agentfsm.backends.base import Backend, GenerationOptions, Usage
 from agentfsm.continuation import truncate_result
 from agentfsm.contract import contract_hash, render_contract
 from agentfsm.dialects import get_dialect
-from agentfsm.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, dispatch, receive, step
-from agentfsm.enforcement import build_action_schema, call_required, choose_level
+from agentfsm.engine import Answer, EngineConfig, TransitionRecord, dispatch, receive
 from agentfsm.errors import AgentFSMError, MaxStepsExceeded, UsageError
 from agentfsm.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
-from agentfsm.projection import project_history
-from agentfsm.states import State
+from agentfsm.turn import run_turn
+from agentfsm.states import derive_state
 from agentfsm.tools import ToolRegistry
 from agentfsm.transcript import TranscriptWriter
 
-__all__ = ["Agent", "RunResult"]
+__all__ = ["Agent", "RunResult", "run_turn"]
 
 EventHook = Callable[[dict[str, Any]], None]
 
@@ -54,6 +53,13 @@ def _default_backend() -> Backend:
     from agentfsm.backends.local import get_local_backend
 
     return get_local_backend()
+
+
+def _add_usage(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        prompt_tokens=a.prompt_tokens + b.prompt_tokens,
+        completion_tokens=a.completion_tokens + b.completion_tokens,
+    )
 
 
 class Agent:
@@ -144,7 +150,7 @@ class Agent:
         )
         writer = TranscriptWriter(self.transcript)
         emit = self._emitter(writer)
-        path = [State.FIRST_DECISION.value]
+        path = [derive_state(history).value]
         usage = Usage()
         corrections = 0
         calls_log: list[dict[str, Any]] = []
@@ -181,68 +187,24 @@ class Agent:
             emit("transition", **{"from": rec.source.value, "event": rec.event, "to": rec.dest.value})
 
         try:
-            for steps in range(1, self.max_steps + 1):
-                level = choose_level(self.enforcement, backend.capabilities, self.tool_choice) if specs else "prompt"
-                options = self.options
-                prefill = ""
-                if level == "constrained":
-                    options = options.model_copy(update={"json_schema": build_action_schema(specs, self.tool_choice)})
-                elif level == "prefill" and call_required(self.tool_choice):
-                    prefill = get_dialect(self.dialect).opener
-                    options = options.model_copy(update={"prefill": prefill})
-                prompt_msgs = project_history(
-                    history, specs, dialect=self.dialect, tool_choice=self.tool_choice,
-                    parallel=self.parallel, contract=contract,
+            steps = 0
+            while True:
+                turn = await run_turn(
+                    backend,
+                    history,
+                    config=config,
+                    enforcement=self.enforcement,
+                    options=self.options,
+                    contract=contract,
+                    emit=emit,
+                    on_transition=lambda rec: path.append(rec.dest.value),
+                    max_attempts=self.max_steps - steps,
                 )
-                emit(
-                    "model_request",
-                    attempt=corrections + 1,
-                    messages=[m.model_dump(mode="json") for m in prompt_msgs],
-                    options=options.model_dump(mode="json"),
-                    enforcement=level,
-                )
-                completion = await backend.acomplete(prompt_msgs, options)
-                text = prefill + completion.text
-                usage = Usage(
-                    prompt_tokens=usage.prompt_tokens + completion.usage.prompt_tokens,
-                    completion_tokens=usage.completion_tokens + completion.usage.completion_tokens,
-                )
-                emit(
-                    "model_output",
-                    text=text,
-                    usage=completion.usage.model_dump(),
-                    finish_reason=completion.finish_reason,
-                )
-                decision = step(history, text, config)
-                parsed = decision.parsed
-                emit(
-                    "parse",
-                    content=parsed.content,
-                    tool_calls=[c.model_dump(mode="json") for c in parsed.tool_calls],
-                    problems=[p.model_dump(mode="json") for p in parsed.problems],
-                    truncated=parsed.truncated,
-                )
-                for g in decision.guards:
-                    emit("guard", guard=g.guard, verdict=g.verdict, reason=g.reason, detail=g.detail)
-                for rec in decision.transitions:
-                    transition(rec)
-                if isinstance(decision, Correct):
-                    corrections += 1
-                    emit("retry", reason=decision.reason, attempt=decision.attempt, message=decision.message.content)
-                    history.extend([decision.assistant, decision.message])
-                elif isinstance(decision, CallTools):
-                    history.append(decision.assistant)
-                    for call in decision.calls:
-                        emit("tool_call", call=call.model_dump(mode="json"))
-                    transition(dispatch())
-                    for call in decision.calls:
-                        result = truncate_result(await registry.aexecute(call), self.result_max_chars)
-                        calls_log.append({"call": call.model_dump(mode="json"), "result": result.model_dump(mode="json")})
-                        emit("tool_result", result=result.model_dump(mode="json"))
-                        history.append(ToolMessage(result=result))
-                        transition(receive(history))
-                elif isinstance(decision, Answer):
-                    history.append(decision.assistant)
+                steps += turn.attempts
+                corrections += turn.corrections
+                usage = _add_usage(usage, turn.usage)
+                decision = turn.decision
+                if isinstance(decision, Answer):
                     emit("final", content=decision.content)
                     emit("run_end", status="final", steps=steps, corrections=corrections)
                     return RunResult(
@@ -255,12 +217,20 @@ class Agent:
                         transcript=str(writer.path) if writer.path else None,
                         tool_calls=calls_log,
                     )
-                elif isinstance(decision, Fail):
-                    raise decision.error
-            raise MaxStepsExceeded(self.max_steps)
+                for call in decision.calls:
+                    emit("tool_call", call=call.model_dump(mode="json"))
+                transition(dispatch())
+                for call in decision.calls:
+                    result = truncate_result(await registry.aexecute(call), self.result_max_chars)
+                    calls_log.append({"call": call.model_dump(mode="json"), "result": result.model_dump(mode="json")})
+                    emit("tool_result", result=result.model_dump(mode="json"))
+                    history.append(ToolMessage(result=result))
+                    transition(receive(history))
+                if steps >= self.max_steps:
+                    raise MaxStepsExceeded(self.max_steps)
         except AgentFSMError as exc:
             emit("error", error=type(exc).__name__, message=str(exc))
-            emit("run_end", status="error", steps=len(path), corrections=corrections)
+            emit("run_end", status="error", steps=steps, corrections=corrections)
             raise
         finally:
             writer.close()

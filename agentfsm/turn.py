@@ -1,0 +1,145 @@
+"""One deciding turn: ask the model, let the engine decide, re-ask within the budget.
+
+Shared by the agent loop and the proxy. The turn ends with tool calls to dispatch or
+a final answer; a spent budget or a loop raises the engine's typed error. Corrections
+are appended to ``history`` (the rejected reply and the correction message), so the
+budget is counted from the history, as a stateless proxy counts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentfsm.backends.base import Backend, GenerationOptions, Usage
+from agentfsm.contract import render_contract
+from agentfsm.dialects import get_dialect
+from agentfsm.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, step
+from agentfsm.enforcement import build_action_schema, call_required, choose_level
+from agentfsm.errors import MaxStepsExceeded
+from agentfsm.messages import Message, PromptMessage
+from agentfsm.projection import project_history
+
+__all__ = ["TurnResult", "prepare_request", "run_turn"]
+
+Emit = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """How a turn ended: calls or an answer, and what it cost."""
+
+    decision: CallTools | Answer
+    attempts: int
+    corrections: int
+    usage: Usage
+    level: str
+
+
+def _noop(*_args: Any, **_kwargs: Any) -> None:
+    return None
+
+
+def prepare_request(
+    backend: Backend,
+    history: Sequence[Message],
+    config: EngineConfig,
+    enforcement: str,
+    options: GenerationOptions,
+    contract: str | None,
+) -> tuple[list[PromptMessage], GenerationOptions, str, str]:
+    """The prompt, options, enforcement level and prefill for the next model call."""
+    specs = config.tools
+    level = choose_level(enforcement, backend.capabilities, config.tool_choice) if specs else "prompt"
+    prefill = ""
+    if level == "constrained":
+        options = options.model_copy(update={"json_schema": build_action_schema(specs, config.tool_choice)})
+    elif level == "prefill" and call_required(config.tool_choice):
+        prefill = get_dialect(config.dialect).opener
+        options = options.model_copy(update={"prefill": prefill})
+    if contract is None and specs:
+        contract = render_contract(specs, config.dialect, config.tool_choice, config.parallel)
+    prompt = project_history(
+        history,
+        specs,
+        dialect=config.dialect,
+        tool_choice=config.tool_choice,
+        parallel=config.parallel,
+        contract=contract,
+    )
+    return prompt, options, level, prefill
+
+
+async def run_turn(
+    backend: Backend,
+    history: list[Message],
+    *,
+    config: EngineConfig,
+    enforcement: str = "auto",
+    options: GenerationOptions | None = None,
+    contract: str | None = None,
+    emit: Emit = _noop,
+    on_transition: Callable[[TransitionRecord], None] | None = None,
+    max_attempts: int | None = None,
+) -> TurnResult:
+    """Call the model until the engine accepts a reply; mutates ``history``.
+
+    On ``CallTools`` and ``Answer`` the accepted assistant message has been appended.
+    """
+    options = options or GenerationOptions()
+    usage = Usage()
+    attempts = 0
+    corrections = 0
+    while True:
+        if max_attempts is not None and attempts >= max_attempts:
+            raise MaxStepsExceeded(attempts)
+        prompt, opts, level, prefill = prepare_request(backend, history, config, enforcement, options, contract)
+        attempts += 1
+        emit(
+            "model_request",
+            attempt=attempts,
+            messages=[m.model_dump(mode="json") for m in prompt],
+            options=opts.model_dump(mode="json"),
+            enforcement=level,
+        )
+        completion = await backend.acomplete(prompt, opts)
+        text = prefill + completion.text
+        usage = Usage(
+            prompt_tokens=usage.prompt_tokens + completion.usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens + completion.usage.completion_tokens,
+        )
+        emit("model_output", text=text, usage=completion.usage.model_dump(), finish_reason=completion.finish_reason)
+        decision = step(history, text, config)
+        record_decision(decision, emit, on_transition)
+        if isinstance(decision, Correct):
+            corrections += 1
+            emit("retry", reason=decision.reason, attempt=decision.attempt, message=decision.message.content)
+            history.extend([decision.assistant, decision.message])
+            continue
+        if isinstance(decision, Fail):
+            raise decision.error
+        history.append(decision.assistant)
+        return TurnResult(decision, attempts, corrections, usage, level)
+
+
+def record_decision(
+    decision: CallTools | Answer | Correct | Fail,
+    emit: Emit,
+    on_transition: Callable[[TransitionRecord], None] | None,
+) -> None:
+    """Write the parse result, guard verdicts and transitions of a decision."""
+    parsed = decision.parsed
+    emit(
+        "parse",
+        content=parsed.content,
+        tool_calls=[c.model_dump(mode="json") for c in parsed.tool_calls],
+        problems=[p.model_dump(mode="json") for p in parsed.problems],
+        truncated=parsed.truncated,
+    )
+    for g in decision.guards:
+        emit("guard", guard=g.guard, verdict=g.verdict, reason=g.reason, detail=g.detail)
+    for rec in decision.transitions:
+        if on_transition is not None:
+            on_transition(rec)
+        emit("transition", **{"from": rec.source.value, "event": rec.event, "to": rec.dest.value})
