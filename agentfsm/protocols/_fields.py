@@ -69,13 +69,14 @@ def opt_str(body: Mapping[str, Any], key: str, default: str = "") -> str:
     return default if value is None else req_str(value, key)
 
 
-def opt_bool(body: Mapping[str, Any], key: str, default: bool) -> bool:
-    """An optional boolean field."""
+def opt_bool(body: Mapping[str, Any], key: str, default: bool, *, where: str | None = None) -> bool:
+    """An optional boolean field; ``where`` is its full path when ``body`` is nested."""
     value = body.get(key)
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise RequestError(f"{key} must be a boolean, got {_kind(value)}", param=key)
+        path = where or key
+        raise RequestError(f"{path} must be a boolean, got {_kind(value)}", param=path)
     return value
 
 

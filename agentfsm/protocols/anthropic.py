@@ -178,7 +178,7 @@ def _tool_result(block: Mapping[str, Any], where: str, calls: Mapping[str, ToolC
         )
     raw = block.get("content")
     text = "" if raw is None else text_of_parts(raw, f"{where}.content", text_types=_TEXT) or ""
-    is_error = opt_bool(block, "is_error", False)
+    is_error = opt_bool(block, "is_error", False, where=f"{where}.is_error")
     status = "error" if is_error else ("ok" if text.strip() else "empty")
     return ToolMessage(result=ToolResult(call_id=call_id, content=text, status=status, name=call.name))
 
@@ -240,7 +240,9 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, boo
     if raw is None:
         return ("auto" if tools else "none"), True
     choice = req_mapping(raw, "tool_choice")
-    parallel = not opt_bool(choice, "disable_parallel_tool_use", False)
+    parallel = not opt_bool(
+        choice, "disable_parallel_tool_use", False, where="tool_choice.disable_parallel_tool_use"
+    )
     kind = choice.get("type")
     if kind in ("auto", "none"):
         return str(kind), parallel

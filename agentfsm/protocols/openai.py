@@ -112,7 +112,12 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
     options = body.get("stream_options")
     include_usage = False
     if options is not None:
-        include_usage = opt_bool(req_mapping(options, "stream_options"), "include_usage", False)
+        include_usage = opt_bool(
+            req_mapping(options, "stream_options"),
+            "include_usage",
+            False,
+            where="stream_options.include_usage",
+        )
     max_tokens = opt_int(body, "max_completion_tokens")
     if max_tokens is None:
         max_tokens = opt_int(body, "max_tokens")
