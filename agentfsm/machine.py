@@ -158,17 +158,20 @@ class AgentMachine:
         """The events the current state allows."""
         return allowed_events(self.state)
 
-    def fire(self, event: str, **facts: bool) -> State:
+    def fire(self, event: str, **facts: object) -> State:
         """Fire ``event`` with the guard facts it depends on; return the new state.
 
         Raises :class:`~agentfsm.errors.InvalidTransition` for an event the current
         state does not allow, :class:`GuardRejected` when every transition of the
         event fails its conditions, and :class:`~agentfsm.errors.UsageError` for a
-        fact that names no guard.
+        fact that names no guard or is not a bool.
         """
         unknown = sorted(name for name in facts if name not in GUARDS)
         if unknown:
             raise UsageError(f"unknown guard fact(s) {unknown}; known: {sorted(GUARDS)}")
+        not_bool = sorted(name for name, value in facts.items() if not isinstance(value, bool))
+        if not_bool:
+            raise UsageError(f"guard fact(s) {not_bool} must be True or False")
         before = self.state
         if event not in self.allowed_events:
             raise InvalidTransition(event, before.value)
@@ -181,7 +184,7 @@ class AgentMachine:
         return self.state
 
 
-def _failed_guards(event: str, state: State, facts: Mapping[str, bool]) -> tuple[str, ...]:
+def _failed_guards(event: str, state: State, facts: Mapping[str, object]) -> tuple[str, ...]:
     failed: list[str] = []
     for spec in TRANSITIONS:
         if spec["trigger"] != event or state.value not in spec["source"]:
