@@ -1,1 +1,93 @@
-"""Guards: pure checks on a parsed reply, each returning a verdict."""
+"""Guards: pure checks on a parsed reply, each returning a verdict.
+
+One module per guard, each with a ``check`` function:
+
+- :mod:`~agentfsm.guards.json_valid`: an action that could not be read -> resend valid JSON;
+- :mod:`~agentfsm.guards.refusal`: "I don't have tools", refusals, limitations, deflections;
+- :mod:`~agentfsm.guards.tool_choice`: a forced call missing, the wrong tool, calls under ``none``;
+- :mod:`~agentfsm.guards.unknown_tool`: a tool name that was not offered;
+- :mod:`~agentfsm.guards.schema`: arguments that do not match the tool's JSON Schema;
+- :mod:`~agentfsm.guards.budget`: corrections per turn, counted from the history, each stricter;
+- :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop.
+
+:func:`run_guards` runs the reply guards in this fixed order, the first verdict that
+is not an accept wins:
+
+1. ``json_valid``: an unreadable action is the first thing to fix;
+2. ``refusal``: a reply without calls that refuses gets the refusal wording, which names
+   the tools (it runs before ``tool_choice`` so that the reason logged is ``refusal``);
+3. ``tool_choice``: a missing forced call, a call to another tool than the named one,
+   or any call under ``none`` (before the argument checks, which would be moot);
+4. ``unknown_tool``;
+5. ``schema``.
+
+The engine then applies :mod:`~agentfsm.guards.budget` to a correction and
+:mod:`~agentfsm.guards.loops` to accepted calls, since both read the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from agentfsm._types import ToolChoice
+from agentfsm.dialects.base import ParsedReply
+from agentfsm.guards import budget, json_valid, loops, refusal, schema, tool_choice, unknown_tool
+from agentfsm.guards import tool_choice as _choice  # the name `tool_choice` is also a parameter
+from agentfsm.guards.base import ACCEPT, Accept, Correction, Stop, Verdict
+from agentfsm.messages import ToolSpec
+
+__all__ = [
+    "ACCEPT",
+    "GUARD_ORDER",
+    "Accept",
+    "Correction",
+    "Stop",
+    "Verdict",
+    "budget",
+    "json_valid",
+    "loops",
+    "refusal",
+    "run_guards",
+    "schema",
+    "tool_choice",
+    "unknown_tool",
+]
+
+#: the reply guards, in the order :func:`run_guards` runs them
+GUARD_ORDER: tuple[str, ...] = (
+    json_valid.GUARD,
+    refusal.GUARD,
+    _choice.GUARD,
+    unknown_tool.GUARD,
+    schema.GUARD,
+)
+
+
+def run_guards(
+    parsed: ParsedReply,
+    *,
+    tools: Sequence[ToolSpec],
+    tool_choice: ToolChoice,
+    dialect_name: str,
+    example: str = "",
+) -> Verdict:
+    """Run the reply guards in :data:`GUARD_ORDER`; the first non-accept verdict wins.
+
+    When all accept, the notes they left (a schema not validated, a soft deflection
+    accepted) are joined into the returned :class:`Accept`'s ``detail``.
+    """
+    checks: tuple[Callable[[], Verdict], ...] = (
+        lambda: json_valid.check(parsed, dialect_name, example=example),
+        lambda: refusal.check(parsed, tool_choice, tools, dialect_name=dialect_name),
+        lambda: _choice.check(parsed, tool_choice, tools, dialect_name=dialect_name, example=example),
+        lambda: unknown_tool.check(parsed, tools),
+        lambda: schema.check(parsed, tools),
+    )
+    notes: list[str] = []
+    for run in checks:
+        verdict = run()
+        if not isinstance(verdict, Accept):
+            return verdict
+        if verdict.detail:
+            notes.append(f"{verdict.guard}: {verdict.detail}" if verdict.guard else verdict.detail)
+    return Accept(guard="guards", detail="; ".join(notes)) if notes else ACCEPT

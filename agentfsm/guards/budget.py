@@ -1,0 +1,85 @@
+"""Retry budget: corrections per turn are counted from the history and bounded.
+
+The count is derived from the messages alone (a stateless proxy enforces the same
+budget as a long-running agent): the correction user messages since the last real
+user message or the last tool result. Each re-ask is stricter than the one before
+(:func:`escalate`); when the budget is spent, :func:`check` raises
+:class:`~agentfsm.errors.RetryBudgetExceeded` with the attempts and the last reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentfsm.errors import RetryBudgetExceeded
+from agentfsm.guards.base import action_name
+from agentfsm.messages import Message, ToolMessage, UserMessage
+
+__all__ = ["DEFAULT_MAX_CORRECTIONS", "GUARD", "check", "corrections_in_turn", "escalate"]
+
+GUARD = "budget"
+#: corrections allowed per turn unless configured otherwise
+DEFAULT_MAX_CORRECTIONS = 2
+
+
+def corrections_in_turn(history: Sequence[Message]) -> int:
+    """Correction messages since the last real user message or the last tool result."""
+    count = 0
+    for message in reversed(history):
+        if isinstance(message, ToolMessage):
+            break
+        if isinstance(message, UserMessage):
+            if message.correction is None:
+                break
+            count += 1
+    return count
+
+
+def check(
+    history: Sequence[Message],
+    *,
+    max_corrections: int = DEFAULT_MAX_CORRECTIONS,
+    last_reply: str,
+    reason: str,
+) -> int:
+    """The attempt number of the correction about to be sent (1 for the first re-ask).
+
+    ``history`` is the conversation before the new correction. Raises
+    :class:`RetryBudgetExceeded` when ``max_corrections`` re-asks were already sent;
+    its ``attempts`` counts the model replies of this turn that failed (the original
+    reply and one per correction).
+    """
+    used = corrections_in_turn(history)
+    if used >= max_corrections:
+        raise RetryBudgetExceeded(attempts=used + 1, last_reply=last_reply, reason=reason)
+    return used + 1
+
+
+def _first_sentence(message: str) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    for end in (". ", "? ", "! "):
+        cut = line.find(end)
+        if cut != -1:
+            return line[: cut + 1]
+    return line
+
+
+def escalate(message: str, attempt: int, dialect_name: str, opener: str) -> str:
+    """The correction text for ``attempt``: each attempt is stricter than the last.
+
+    1. the guard's message as written (specific, polite);
+    2. the message plus the procedural wording: "You must respond with one valid
+       action block now. Do not explain. Output the action block directly.";
+    3+. one sentence of the message, then "Reply with the action only. Start your reply
+       with exactly: <opener>".
+    """
+    name = action_name(dialect_name)
+    if attempt <= 1:
+        return message
+    if attempt == 2:
+        return (
+            f"{message}\nYou must respond with one valid {name} now. "
+            f"Do not explain. Output the {name} directly."
+        )
+    start = f" Start your reply with exactly: {opener}" if opener else ""
+    return f"{_first_sentence(message)} Reply with the {name} only. Do not explain.{start}"

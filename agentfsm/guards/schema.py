@@ -1,0 +1,302 @@
+"""Schema mismatch: each call's arguments are validated against its tool's JSON Schema.
+
+The correction quotes the offending path (``arguments.unit``), the validator's error,
+and an excerpt of the sub-schema that failed (the failing keyword first, ~300 chars).
+
+Client schemas are untrusted input, so validation is made safe by construction:
+
+- ``pattern`` never reaches Python's backtracking ``re``: the keyword is replaced by
+  a linear-time matcher (:mod:`agentfsm.guards._linear_regex`), bounded per string
+  and per check; what it cannot decide (look-around, back-references ...) is skipped
+  with a note rather than run.
+- ``patternProperties`` regexes (which ``jsonschema`` matches with ``re`` in several
+  places) are rewritten before validation into an anchored alternation of exactly
+  the argument keys they match, decided by the same linear matcher; the rewrite is
+  mapped back in the message and the excerpt.
+- schemas over :data:`MAX_SCHEMA_CHARS`, arguments over :data:`MAX_ARGUMENT_CHARS`,
+  invalid schemas (``SchemaError``), unresolvable ``$ref`` (no remote retrieval: an
+  empty ``referencing.Registry`` is passed) and too-deep instances are accepted with a
+  note in ``Accept.detail``: the guard never crashes on a client schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
+from jsonschema.protocols import Validator
+from pydantic import BaseModel, ConfigDict
+from referencing import Registry
+
+from agentfsm._types import JSONObject
+from agentfsm.dialects.base import ParsedReply
+from agentfsm.guards import _linear_regex
+from agentfsm.guards.base import ACCEPT, Accept, Correction, Verdict
+from agentfsm.messages import ToolSpec
+
+__all__ = [
+    "EXCERPT_CHARS",
+    "GUARD",
+    "MAX_ARGUMENT_CHARS",
+    "MAX_KEYS",
+    "MAX_PATTERN_WORK",
+    "MAX_SCHEMA_CHARS",
+    "Mismatch",
+    "SchemaCheck",
+    "check",
+    "validate_arguments",
+]
+
+GUARD = "schema"
+#: schemas larger than this (serialized) are not validated
+MAX_SCHEMA_CHARS = 64_000
+#: arguments larger than this (serialized) are not validated
+MAX_ARGUMENT_CHARS = 256_000
+#: distinct object keys in the arguments beyond which ``patternProperties`` is not decided
+MAX_KEYS = 1_000
+#: total linear-matcher work (positions x instructions) one validation may spend on regexes
+MAX_PATTERN_WORK = 2_000_000
+#: length of the schema excerpt quoted in a correction
+EXCERPT_CHARS = 300
+_MESSAGE_CHARS = 300
+
+
+class Mismatch(BaseModel):
+    """One validation error: where, what, and the schema excerpt that failed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str
+    error: str
+    excerpt: str
+    keyword: str
+
+
+class SchemaCheck(BaseModel):
+    """The outcome of validating one set of arguments: a mismatch, or none; notes for logs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    mismatch: Mismatch | None = None
+    note: str = ""
+
+
+class _Undecided(Exception):
+    """A safety bound or an unsupported construct: validation is skipped."""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _trim(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _json_path(parts: Sequence[Any]) -> str:
+    out = "arguments"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and part.isidentifier():
+            out += f".{part}"
+        else:
+            out += f"[{_dumps(part)}]"
+    return out
+
+
+@lru_cache(maxsize=128)
+def _schema_error(serialized: str) -> str | None:
+    """``None`` when the schema is valid for its draft, else the SchemaError message."""
+    schema = json.loads(serialized)
+    try:
+        _validator_class(schema).check_schema(schema)
+    except SchemaError as exc:
+        return exc.message
+    except Exception as exc:  # hostile schemas can break the meta-validation itself
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _validator_class(schema: Any) -> type[Validator]:
+    declared = schema.get("$schema") if isinstance(schema, Mapping) else None
+    if not isinstance(declared, str):
+        return Draft202012Validator
+    return validators.validator_for({"$schema": declared}, default=Draft202012Validator)
+
+
+def _extend(base: type[Validator], keywords: dict[str, Any]) -> type[Validator]:
+    extend: Any = validators.extend  # untyped in the stubs
+    cls: type[Validator] = extend(base, keywords)
+    return cls
+
+
+def _collect_keys(value: Any, keys: set[str]) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            keys.add(str(key))
+            if len(keys) > MAX_KEYS:
+                raise _Undecided(f"more than {MAX_KEYS} keys in the arguments")
+            _collect_keys(item, keys)
+    elif isinstance(value, list):
+        for item in value:
+            _collect_keys(item, keys)
+
+
+class _Budget:
+    """Linear-matcher work left for one validation."""
+
+    def __init__(self) -> None:
+        self.left = MAX_PATTERN_WORK
+        self.notes: list[str] = []
+
+    def search(self, pattern: str, text: str) -> bool | None:
+        cost = _linear_regex.work(pattern, text)
+        if cost is None:
+            self.notes.append(f"pattern {_trim(pattern, 60)!r} not checked (unsupported)")
+            return None
+        if cost > self.left:
+            self.notes.append(f"pattern {_trim(pattern, 60)!r} not checked (size bound)")
+            return None
+        self.left -= cost
+        return _linear_regex.search(pattern, text, max_work=cost)
+
+
+def _rewrite_pattern_properties(
+    schema: Any, keys: set[str], budget: _Budget, originals: dict[str, str]
+) -> Any:
+    """Copy ``schema``, replacing every ``patternProperties`` regex by the keys it matches."""
+    if isinstance(schema, list):
+        return [_rewrite_pattern_properties(s, keys, budget, originals) for s in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for name, value in schema.items():
+        if name == "patternProperties" and isinstance(value, Mapping):
+            rewritten: dict[str, Any] = {}
+            for regex, sub in value.items():
+                matched = []
+                for key in sorted(keys):
+                    hit = budget.search(str(regex), key)
+                    if hit is None:
+                        raise _Undecided(f"patternProperties regex {_trim(str(regex), 60)!r}")
+                    if hit:
+                        matched.append(re.escape(key))
+                body = f"^(?:{'|'.join(matched)})\\Z" if matched else "(?!)"
+                safe = f"{body}(?#{len(originals)})"  # the comment keeps rewrites distinct
+                originals[safe] = str(regex)
+                rewritten[safe] = _rewrite_pattern_properties(sub, keys, budget, originals)
+            out[name] = rewritten
+        else:
+            out[name] = _rewrite_pattern_properties(value, keys, budget, originals)
+    return out
+
+
+def _restore(value: Any, originals: Mapping[str, str]) -> Any:
+    if isinstance(value, list):
+        return [_restore(v, originals) for v in value]
+    if not isinstance(value, Mapping):
+        return value
+    return {
+        originals.get(k, k) if isinstance(k, str) else k: _restore(v, originals)
+        for k, v in value.items()
+    }
+
+
+def _excerpt(error: ValidationError, originals: Mapping[str, str]) -> str:
+    schema = _restore(error.schema, originals)
+    if isinstance(schema, Mapping):
+        keyword = str(error.validator)
+        first = [k for k in (keyword, "type") if k in schema]
+        ordered = {k: schema[k] for k in first} | {
+            k: v for k, v in schema.items() if k not in first
+        }
+        return _trim(_dumps(ordered), EXCERPT_CHARS)
+    return _trim(_dumps(schema), EXCERPT_CHARS)
+
+
+def _pattern_keyword(budget: _Budget) -> Any:
+    def pattern(validator: Any, patrn: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        if not isinstance(patrn, str) or not validator.is_type(instance, "string"):
+            return
+        if budget.search(patrn, instance) is False:
+            yield ValidationError(f"{_trim(repr(instance), 80)} does not match {patrn!r}")
+
+    return pattern
+
+
+def validate_arguments(arguments: JSONObject, parameters: JSONObject) -> SchemaCheck:
+    """Validate ``arguments`` against the tool's ``parameters`` schema, safely (see module doc)."""
+    try:
+        schema_text = _dumps(parameters)
+        args_text = _dumps(arguments)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return SchemaCheck(note=f"not serializable, not validated: {exc}")
+    if len(schema_text) > MAX_SCHEMA_CHARS:
+        return SchemaCheck(note=f"schema over {MAX_SCHEMA_CHARS} characters, not validated")
+    if len(args_text) > MAX_ARGUMENT_CHARS:
+        return SchemaCheck(note=f"arguments over {MAX_ARGUMENT_CHARS} characters, not validated")
+    schema_problem = _schema_error(schema_text)
+    if schema_problem is not None:
+        return SchemaCheck(note=f"invalid client schema, not validated: {_trim(schema_problem, 200)}")
+    budget = _Budget()
+    originals: dict[str, str] = {}
+    try:
+        keys: set[str] = set()
+        _collect_keys(arguments, keys)
+        safe_schema = _rewrite_pattern_properties(parameters, keys, budget, originals)
+        base = _validator_class(parameters)
+        cls = _extend(base, {"pattern": _pattern_keyword(budget)})
+        error = best_match(cls(safe_schema, registry=Registry()).iter_errors(arguments))
+    except _Undecided as exc:
+        return SchemaCheck(note=f"not validated: {exc}")
+    except Exception as exc:  # unresolvable $ref, recursion, odd client schemas: never crash
+        return SchemaCheck(note=f"not validated: {type(exc).__name__}: {_trim(str(exc), 200)}")
+    note = "; ".join(dict.fromkeys(budget.notes))
+    if error is None:
+        return SchemaCheck(note=note)
+    message = error.message
+    for safe, original in originals.items():
+        message = message.replace(repr(safe), repr(original))
+    mismatch = Mismatch(
+        path=_json_path(list(error.absolute_path)),
+        error=_trim(message, _MESSAGE_CHARS),
+        excerpt=_excerpt(error, originals),
+        keyword=str(error.validator),
+    )
+    return SchemaCheck(mismatch=mismatch, note=note)
+
+
+def check(parsed: ParsedReply, tools: Sequence[ToolSpec]) -> Verdict:
+    """Correct the first call whose arguments do not match its tool's schema.
+
+    Calls to tools not in ``tools`` are left to the unknown-tool guard.
+    """
+    by_name = {tool.name: tool for tool in tools}
+    notes: list[str] = []
+    for index, call in enumerate(parsed.tool_calls):
+        tool = by_name.get(call.name)
+        if tool is None:
+            continue
+        outcome = validate_arguments(call.arguments, tool.parameters)
+        if outcome.note:
+            notes.append(f"call {index} ({call.name}): {outcome.note}")
+        found = outcome.mismatch
+        if found is None:
+            continue
+        message = (
+            f"The arguments of {call.name} do not match its schema at {found.path}: "
+            f"{found.error}. Schema: {found.excerpt} "
+            f"Call {call.name} again with corrected arguments."
+        )
+        return Correction(
+            guard=GUARD,
+            reason="schema_mismatch",
+            message=message,
+            detail=f"call {index} ({call.name}): {found.keyword} at {found.path}: {found.error}",
+            call_index=index,
+        )
+    return Accept(guard=GUARD, detail="; ".join(notes)) if notes else ACCEPT
