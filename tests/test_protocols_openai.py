@@ -12,12 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types import ErrorObject
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+try:  # recent openai SDKs are built on httpx2
+    import httpx2
+except ImportError:  # older SDKs take httpx, whose mock transport httpx2 mirrors
+    import httpx as httpx2  # type: ignore[no-redef]
 
 import agentfsm.protocols as protocols
 from agentfsm.backends.base import Usage
@@ -288,13 +292,13 @@ def chunks_of(events: list[str]) -> list[ChatCompletionChunk]:
 
 
 def sdk_client(body: str, status: int = 200) -> openai.OpenAI:
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: httpx2.Request) -> httpx2.Response:
         kind = "text/event-stream" if status == 200 else "application/json"
-        return httpx.Response(status, content=body.encode(), headers={"content-type": kind})
+        return httpx2.Response(status, content=body.encode(), headers={"content-type": kind})
 
     return openai.OpenAI(
         api_key="test", base_url="http://proxy.test/v1", max_retries=0,
-        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
     )
 
 
@@ -309,7 +313,8 @@ def test_stream_event_sequence(snapshot: Any) -> None:
         (0, CALLS[0].id, "get_weather"),
         (1, CALLS[1].id, "get_time"),
     ]
-    assert events == snapshot
+    payloads = [e[len("data: ") : -2] for e in events]
+    assert [p if p == "[DONE]" else json.loads(p) for p in payloads] == snapshot
 
 
 def test_stream_accumulates_in_the_sdk_state() -> None:
