@@ -1,0 +1,142 @@
+"""``agentfsm batch TASKS.jsonl -o RESULTS.jsonl``: the batch controller on the command line.
+
+A progress bar (done, failed, retries, calls/s, ETA) goes to stderr while it runs, and a
+summary table at the end. Exit code: 0 when every task in the output succeeded, 1 when
+some are recorded as failed (re-run with ``--retry-failed`` to run those again), 2 for
+misuse (a bad tasks line, a duplicate id, a tool the module lacks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from agentfsm.batch import BatchRun, BatchStats, run_batch
+from agentfsm.cli._common import (
+    ApiKeyOpt,
+    BackendOpt,
+    BaseUrlOpt,
+    DialectOpt,
+    EnforcementOpt,
+    ModelOpt,
+    ToolChoiceOpt,
+    make_backend,
+)
+
+__all__ = ["register", "summary_table"]
+
+
+def summary_table(stats: BatchStats) -> Table:
+    """The end-of-batch summary as a rich table."""
+    table = Table(title="batch summary", show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows: list[tuple[str, str]] = [
+        ("tasks in file", str(stats.total)),
+        ("already done (skipped)", str(stats.skipped)),
+        ("run now", str(stats.done)),
+        ("succeeded", str(stats.ok)),
+        ("failed", str(stats.failed)),
+        ("success rate", f"{stats.success_rate:.1%}"),
+        ("corrections", str(stats.corrections)),
+    ]
+    rows += [(f"  by guard: {name}", str(n)) for name, n in sorted(stats.guards.items())]
+    rows += [
+        ("refusals", str(stats.refusals)),
+        ("tool calls", str(stats.tool_calls)),
+        ("model calls", str(stats.model_calls)),
+        ("tokens (prompt / completion)", f"{stats.prompt_tokens} / {stats.completion_tokens}"),
+        ("wall time", f"{stats.wall_seconds:.2f} s"),
+        ("model calls / s", f"{stats.calls_per_second:.1f}"),
+    ]
+    for metric, value in rows:
+        table.add_row(metric, value)
+    return table
+
+
+async def _drive(run: BatchRun, console: Console, show_progress: bool) -> BatchStats:
+    await run.start()
+    stats = run.stats
+    columns = (
+        TextColumn("[bold]batch"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("failed {task.fields[failed]}  retries {task.fields[retries]}  {task.fields[rate]:.1f} calls/s"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, disable=not show_progress, transient=False) as progress:
+        bar = progress.add_task("batch", total=stats.pending, failed=0, retries=0, rate=0.0)
+        async for _ in run:
+            progress.update(
+                bar,
+                advance=1,
+                failed=run.stats.failed,
+                retries=run.stats.corrections,
+                rate=run.stats.calls_per_second,
+            )
+    return run.stats
+
+
+def batch(
+    tasks: Annotated[str, typer.Argument(help="Tasks file: one JSON object per line (id, prompt or messages, tools, tool_choice).")],
+    output: Annotated[str, typer.Option("--output", "-o", help="Results file (JSONL, appended; re-runs skip done ids).")],
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Tasks in flight at once.")] = 8,
+    transcripts: Annotated[str | None, typer.Option("--transcripts", help="Write one transcript per task into this directory.")] = None,
+    tools_module: Annotated[str | None, typer.Option("--tools-module", help="Python module (or MODULE:ATTR) implementing the tasks' tools.")] = None,
+    backend: BackendOpt = "local",
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    api_key: ApiKeyOpt = None,
+    dialect: DialectOpt = "json-action",
+    enforcement: EnforcementOpt = "auto",
+    tool_choice: ToolChoiceOpt = "auto",
+    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Model calls allowed per task.")] = 10,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run tasks recorded as failed again.")] = False,
+    fsync_every: Annotated[int, typer.Option("--fsync-every", min=0, help="fsync the results every N lines (0: at the end).")] = 32,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+) -> None:
+    """Run every task of TASKS through the agent, exactly once each, into RESULTS."""
+    console = Console(stderr=True, highlight=False)
+    run = run_batch(
+        tasks,
+        output=output,
+        backend=lambda: make_backend(backend, base_url, model, api_key),
+        tools_module=tools_module,
+        concurrency=concurrency,
+        transcripts_dir=transcripts,
+        dialect=dialect,
+        enforcement=enforcement,
+        tool_choice=tool_choice,
+        max_steps=max_steps,
+        retry_failed=retry_failed,
+        fsync_every=fsync_every,
+    )
+    stats = asyncio.run(_drive(run, console, show_progress=not no_progress and not as_json))
+    if as_json:
+        print(json.dumps(stats.as_dict()))
+    else:
+        Console(highlight=False).print(summary_table(stats))
+    failed_in_file = run.log is not None and any(not r.ok for r in run.log.done.values())
+    if failed_in_file:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``batch`` to the CLI."""
+    app.command("batch")(batch)

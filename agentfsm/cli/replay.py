@@ -1,0 +1,67 @@
+"""``agentfsm replay TRANSCRIPT... [--json]``: re-decide recorded runs with today's code.
+
+Prints, per transcript, ``identical`` or the first divergence (event index, what was
+decided then, what is decided now). Exit code 0 only when every transcript replays
+identical, 1 otherwise (2 for an unreadable transcript).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from agentfsm.replay import ReplayReport, replay
+
+__all__ = ["register"]
+
+
+def _expand(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        out.extend(sorted(p.glob("*.jsonl")) if p.is_dir() else [p])
+    return out
+
+
+def _short(event: dict[str, Any]) -> str:
+    return json.dumps(event, ensure_ascii=False, sort_keys=True) if event else "(nothing)"
+
+
+def _print(console: Console, report: ReplayReport) -> None:
+    if report.identical:
+        console.print(f"[green]identical[/]  {report.path}  [dim]({report.compared} decisions)[/]")
+    else:
+        d = report.divergence
+        assert d is not None
+        console.print(f"[red]diverged[/]   {report.path}  at event {d.index} ({d.event_type}, run {d.run})")
+        console.print(f"    then: {_short(d.then)}", markup=False)
+        console.print(f"    now:  {_short(d.now)}", markup=False)
+    for note in report.notes:
+        console.print(f"    [dim]note: {note}[/]")
+
+
+def replay_cmd(
+    transcripts: Annotated[list[str], typer.Argument(help="Transcript files (or directories of *.jsonl).")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON report per line.")] = False,
+) -> None:
+    """Replay transcripts through today's contract, parser, guards and engine."""
+    console = Console(highlight=False)
+    all_identical = True
+    for path in _expand(transcripts):
+        report = replay(path)
+        all_identical = all_identical and report.identical
+        if as_json:
+            print(report.model_dump_json())
+        else:
+            _print(console, report)
+    if not all_identical:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``replay`` to the CLI."""
+    app.command("replay")(replay_cmd)
