@@ -95,7 +95,11 @@ def test_multi_turn_tool_result_continuation() -> None:
         ),
     )
     assert isinstance(first, ToolMessage) and isinstance(second, ToolMessage)
-    assert (first.result.name, first.result.content, first.result.status) == ("get_weather", '{"temp": 18}', "ok")
+    assert (first.result.name, first.result.content, first.result.status) == (
+        "get_weather",
+        '{"temp": 18}',
+        "ok",
+    )
     assert (second.result.name, second.result.content) == ("get_time", "14:05\nCEST")
 
 
@@ -132,7 +136,8 @@ def test_system_blocks_thinking_dropped_error_result_before_text() -> None:
     assert system == SystemMessage(content="Be brief.\nUse tools.")
     assert user == UserMessage(content="Weather in Oslo?")
     assert assistant == AssistantMessage(
-        content=None, tool_calls=(ToolCall(id="toolu_02", name="get_weather", arguments={"city": "Oslo"}),)
+        content=None,
+        tool_calls=(ToolCall(id="toolu_02", name="get_weather", arguments={"city": "Oslo"}),),
     )
     assert isinstance(result, ToolMessage)
     assert (result.result.status, result.result.content) == ("error", "city service down")
@@ -204,12 +209,21 @@ def test_response_with_text_and_tool_use(snapshot: Any) -> None:
 
 @pytest.mark.parametrize(
     ("reason", "stop_reason", "sequence"),
-    [("stop", "end_turn", None), ("length", "max_tokens", None), ("stop_sequence", "stop_sequence", "END")],
+    [
+        ("stop", "end_turn", None),
+        ("length", "max_tokens", None),
+        ("stop_sequence", "stop_sequence", "END"),
+    ],
 )
 def test_response_without_calls(reason: str, stop_reason: str, sequence: str | None) -> None:
     body = encode_anthropic_response(
-        model="m", content="Hello.", tool_calls=(), usage=USAGE, message_id="msg_x",
-        finish_reason=reason, stop_sequence="END",
+        model="m",
+        content="Hello.",
+        tool_calls=(),
+        usage=USAGE,
+        message_id="msg_x",
+        finish_reason=reason,
+        stop_sequence="END",
     )
     message = SDKMessage.model_validate(body)
     assert (message.stop_reason, message.stop_sequence) == (stop_reason, sequence)
@@ -217,7 +231,9 @@ def test_response_without_calls(reason: str, stop_reason: str, sequence: str | N
 
 
 def test_encoded_tool_use_comes_back_unchanged_in_the_next_request() -> None:
-    body = encode_anthropic_response(model="m", content=None, tool_calls=CALLS, usage=USAGE, message_id="msg_x")
+    body = encode_anthropic_response(
+        model="m", content=None, tool_calls=CALLS, usage=USAGE, message_id="msg_x"
+    )
     assert [b["type"] for b in body["content"]] == ["tool_use", "tool_use"]
     results = [{"type": "tool_result", "tool_use_id": c.id, "content": "ok"} for c in CALLS]
     request = normalize_anthropic(
@@ -259,29 +275,44 @@ def sdk_client(body: str, status: int = 200) -> anthropic.Anthropic:
         return httpx2.Response(status, content=body.encode(), headers={"content-type": kind})
 
     return anthropic.Anthropic(
-        api_key="test", base_url="http://proxy.test", max_retries=0,
+        api_key="test",
+        base_url="http://proxy.test",
+        max_retries=0,
         http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
     )
 
 
 def test_stream_event_sequence(snapshot: Any) -> None:
-    decoded = [decode(e) for e in stream_reply(AnthropicStreamEncoder("smollm2", "msg_test", input_tokens=42))]
+    decoded = [
+        decode(e)
+        for e in stream_reply(AnthropicStreamEncoder("smollm2", "msg_test", input_tokens=42))
+    ]
     for name, payload in decoded:
         assert name == payload["type"]
         if name != "error":
             EVENTS.validate_python(payload)
     assert [name for name, _ in decoded] == [
         "message_start",
-        "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
-        "content_block_start", "content_block_delta", "content_block_stop",
-        "content_block_start", "content_block_delta", "content_block_stop",
-        "message_delta", "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
     ]
     assert decoded == snapshot
 
 
 def test_stream_through_the_sdk_message_stream() -> None:
-    client = sdk_client("".join(stream_reply(AnthropicStreamEncoder("smollm2", "msg_x", input_tokens=42))))
+    client = sdk_client(
+        "".join(stream_reply(AnthropicStreamEncoder("smollm2", "msg_x", input_tokens=42)))
+    )
     with client.messages.stream(
         model="smollm2", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
     ) as stream:
@@ -297,7 +328,12 @@ def test_stream_through_the_sdk_message_stream() -> None:
 
 def test_stream_text_after_a_tool_call_opens_a_new_block() -> None:
     encoder = AnthropicStreamEncoder("m", "msg_x")
-    events = encoder.tool_call(CALLS[0]) + encoder.text("") + encoder.text("done") + encoder.finish("length")
+    events = (
+        encoder.tool_call(CALLS[0])
+        + encoder.text("")
+        + encoder.text("done")
+        + encoder.finish("length")
+    )
     decoded = [decode(e) for e in events]
     starts = [p["index"] for n, p in decoded if n == "content_block_start"]
     assert starts == [0, 1]
@@ -320,7 +356,9 @@ def test_stream_error_mid_stream_is_raised_by_the_sdk() -> None:
     assert "message_stop" not in "".join(events)
     client = sdk_client("".join(events))
     with pytest.raises(anthropic.APIStatusError, match="upstream timed out"):
-        with client.messages.stream(model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]) as stream:
+        with client.messages.stream(
+            model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
             stream.get_final_message()
 
 
@@ -370,7 +408,9 @@ def test_error_body_is_read_by_the_sdk(status: int, snapshot: Any) -> None:
         ErrorResponse.model_validate(body)
     client = sdk_client(json.dumps(body), status=status)
     with pytest.raises(STATUSES[status]) as info:
-        client.messages.create(model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+        client.messages.create(
+            model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+        )
     assert info.value.status_code == status
     assert f"problem {status}" in info.value.message
 
@@ -387,3 +427,20 @@ def test_error_body_is_read_by_the_sdk(status: int, snapshot: Any) -> None:
 def test_errors_map_to_status_and_body(exc: Any, status: int, kind: str) -> None:
     got_status, body = anthropic_error_for(exc)
     assert (got_status, body["error"]["type"], body["error"]["message"]) == (status, kind, str(exc))
+
+
+def test_replay_synthesizes_the_same_message_as_the_whole_response() -> None:
+    events = AnthropicStreamEncoder("m", "msg_x", input_tokens=42).replay(
+        "Checking.", CALLS, "stop", USAGE
+    )
+    client = sdk_client("".join(events))
+    with client.messages.stream(
+        model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
+        streamed = stream.get_final_message()
+    whole = SDKMessage.model_validate(
+        encode_anthropic_response(
+            model="m", content="Checking.", tool_calls=CALLS, usage=USAGE, message_id="msg_x"
+        )
+    )
+    assert streamed.model_dump(exclude_none=True) == whole.model_dump(exclude_none=True)

@@ -55,7 +55,9 @@ INVALID = json.loads((WIRE / "invalid.json").read_text())
 
 CALLS = (
     ToolCall(id="call_AAAAAAAAAAAAAAAAAAAAAAAA", name="get_weather", arguments={"city": "Paris"}),
-    ToolCall(id="call_BBBBBBBBBBBBBBBBBBBBBBBB", name="get_time", arguments={"city": "Paris", "tz": "€"}),
+    ToolCall(
+        id="call_BBBBBBBBBBBBBBBBBBBBBBBB", name="get_time", arguments={"city": "Paris", "tz": "€"}
+    ),
 )
 USAGE = Usage(prompt_tokens=42, completion_tokens=17)
 
@@ -133,6 +135,13 @@ def test_allowed_tools_narrows_the_tools() -> None:
     request = normalize_openai(load("allowed_tools"))
     assert [t.name for t in request.tools] == ["get_weather"]
     assert request.tool_choice == "required"
+
+
+def test_empty_allowed_tools_means_none() -> None:
+    body = load("allowed_tools")
+    body["tool_choice"]["allowed_tools"]["tools"] = []
+    request = normalize_openai(body)
+    assert (request.tool_choice, len(request.tools), request.tool_mode) == ("none", 2, True)
 
 
 def test_plain_request_is_not_in_tool_mode_and_keeps_extras() -> None:
@@ -229,8 +238,12 @@ def test_upstream_messages_round_trip_through_normalization() -> None:
 
 def test_response_with_tool_calls(snapshot: Any) -> None:
     body = encode_openai_response(
-        model="smollm2", content="Checking both.", tool_calls=CALLS, usage=USAGE,
-        created=1700000000, response_id="chatcmpl-test",
+        model="smollm2",
+        content="Checking both.",
+        tool_calls=CALLS,
+        usage=USAGE,
+        created=1700000000,
+        response_id="chatcmpl-test",
     )
     completion = ChatCompletion.model_validate(body)
     choice = completion.choices[0]
@@ -248,7 +261,12 @@ def test_response_with_tool_calls(snapshot: Any) -> None:
 @pytest.mark.parametrize("reason", ["stop", "length"])
 def test_response_without_calls(reason: str) -> None:
     body = encode_openai_response(
-        model="m", content="Hello.", tool_calls=(), usage=USAGE, created=1, response_id="chatcmpl-x",
+        model="m",
+        content="Hello.",
+        tool_calls=(),
+        usage=USAGE,
+        created=1,
+        response_id="chatcmpl-x",
         finish_reason=reason,
     )
     completion = ChatCompletion.model_validate(body)
@@ -297,7 +315,9 @@ def sdk_client(body: str, status: int = 200) -> openai.OpenAI:
         return httpx2.Response(status, content=body.encode(), headers={"content-type": kind})
 
     return openai.OpenAI(
-        api_key="test", base_url="http://proxy.test/v1", max_retries=0,
+        api_key="test",
+        base_url="http://proxy.test/v1",
+        max_retries=0,
         http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
     )
 
@@ -325,18 +345,22 @@ def test_stream_accumulates_in_the_sdk_state() -> None:
     message = final.choices[0].message
     assert message.content == "Let me check both."
     assert final.choices[0].finish_reason == "tool_calls"
-    assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or []] == [
-        (c.id, c.name, c.arguments) for c in CALLS
-    ]
+    assert [
+        (c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or []
+    ] == [(c.id, c.name, c.arguments) for c in CALLS]
 
 
 def test_stream_through_the_sdk_client_with_usage() -> None:
     encoder = OpenAIStreamEncoder("smollm2", "chatcmpl-x", 1, include_usage=True)
     client = sdk_client("".join(stream_reply(encoder)))
-    with client.chat.completions.stream(model="smollm2", messages=[{"role": "user", "content": "hi"}]) as stream:
+    with client.chat.completions.stream(
+        model="smollm2", messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
         final = stream.get_final_completion()
     assert final.choices[0].message.content == "Let me check both."
-    assert [json.loads(c.function.arguments) for c in final.choices[0].message.tool_calls or []] == [
+    assert [
+        json.loads(c.function.arguments) for c in final.choices[0].message.tool_calls or []
+    ] == [
         {"city": "Paris"},
         {"city": "Paris", "tz": "€"},
     ]
@@ -353,12 +377,16 @@ def test_stream_text_only_finishes_with_stop_or_length() -> None:
 
 def test_stream_error_mid_stream_is_raised_by_the_sdk() -> None:
     encoder = OpenAIStreamEncoder("m", "chatcmpl-x", 1)
-    events = encoder.text("partial ") + encoder.error("upstream reset the connection", code="upstream_reset")
+    events = encoder.text("partial ") + encoder.error(
+        "upstream reset the connection", code="upstream_reset"
+    )
     assert "[DONE]" not in "".join(events)
     assert json.loads(events[-1][len("data: ") :])["error"]["code"] == "upstream_reset"
     client = sdk_client("".join(events))
     with pytest.raises(openai.APIError, match="upstream reset the connection"):
-        with client.chat.completions.stream(model="m", messages=[{"role": "user", "content": "hi"}]) as stream:
+        with client.chat.completions.stream(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
             stream.get_final_completion()
 
 
@@ -437,3 +465,31 @@ def test_errors_map_to_status_and_body(exc: Any, status: int, param: str | None)
 def test_public_names_are_sorted_and_exported() -> None:
     assert protocols.__all__ == sorted(protocols.__all__)
     assert all(hasattr(protocols, name) for name in protocols.__all__)
+
+
+def test_replay_synthesizes_the_same_reply_as_the_whole_response() -> None:
+    events = OpenAIStreamEncoder("m", "chatcmpl-x", 1).replay("Checking.", CALLS, "stop", USAGE)
+    state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+    for chunk in chunks_of(events):
+        state.handle_chunk(chunk)
+    streamed = state.get_final_completion().choices[0]
+    whole = ChatCompletion.model_validate(
+        encode_openai_response(
+            model="m",
+            content="Checking.",
+            tool_calls=CALLS,
+            usage=USAGE,
+            created=1,
+            response_id="chatcmpl-x",
+        )
+    ).choices[0]
+    assert streamed.finish_reason == whole.finish_reason == "tool_calls"
+    assert streamed.message.content == whole.message.content
+    assert [
+        (c.id, c.type, c.function.name, c.function.arguments)
+        for c in streamed.message.tool_calls or []
+    ] == [
+        (c.id, c.type, c.function.name, c.function.arguments)
+        for c in whole.message.tool_calls or []
+        if c.type == "function"
+    ]

@@ -1,4 +1,4 @@
-"""Typed reads of fields in a client's JSON body; each failure is a RequestError naming the field."""
+"""Typed reads of a client's JSON body; each failure is a RequestError naming the field."""
 
 from __future__ import annotations
 

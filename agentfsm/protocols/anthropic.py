@@ -53,7 +53,17 @@ __all__ = [
 ]
 
 _HANDLED = frozenset(
-    {"model", "messages", "system", "tools", "tool_choice", "stream", "max_tokens", "temperature", "stop_sequences"}
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "stream",
+        "max_tokens",
+        "temperature",
+        "stop_sequences",
+    }
 )
 _TEXT = {"text": "text"}
 _DROPPED = frozenset({"thinking", "redacted_thinking"})
@@ -126,7 +136,9 @@ def _messages(raw: Any) -> tuple[Message, ...]:
                 param=f"{where}.role",
             )
         else:
-            raise RequestError(f"{where}.role must be 'user' or 'assistant'; got {role!r}", param=f"{where}.role")
+            raise RequestError(
+                f"{where}.role must be 'user' or 'assistant'; got {role!r}", param=f"{where}.role"
+            )
     return tuple(out)
 
 
@@ -156,7 +168,9 @@ def _user(content: Any, where: str, calls: Mapping[str, ToolCall]) -> list[Messa
         elif kind == "tool_result":
             results.append(_tool_result(block, block_where, calls))
         elif kind == "tool_use":
-            raise RequestError(f"{block_where}: tool_use blocks belong in assistant messages", param=block_where)
+            raise RequestError(
+                f"{block_where}: tool_use blocks belong in assistant messages", param=block_where
+            )
         else:
             raise UnsupportedContent(kind, block_where)
     # Results answer the previous assistant turn, so they come before any text of the
@@ -166,10 +180,14 @@ def _user(content: Any, where: str, calls: Mapping[str, ToolCall]) -> list[Messa
     return results
 
 
-def _tool_result(block: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall]) -> ToolMessage:
+def _tool_result(
+    block: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall]
+) -> ToolMessage:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
-        raise RequestError(f"{where}: a tool_result needs a tool_use_id", param=f"{where}.tool_use_id")
+        raise RequestError(
+            f"{where}: a tool_result needs a tool_use_id", param=f"{where}.tool_use_id"
+        )
     call = calls.get(call_id)
     if call is None:
         raise RequestError(
@@ -180,7 +198,9 @@ def _tool_result(block: Mapping[str, Any], where: str, calls: Mapping[str, ToolC
     text = "" if raw is None else text_of_parts(raw, f"{where}.content", text_types=_TEXT) or ""
     is_error = opt_bool(block, "is_error", False, where=f"{where}.is_error")
     status = "error" if is_error else ("ok" if text.strip() else "empty")
-    return ToolMessage(result=ToolResult(call_id=call_id, content=text, status=status, name=call.name))
+    return ToolMessage(
+        result=ToolResult(call_id=call_id, content=text, status=status, name=call.name)
+    )
 
 
 def _assistant(content: Any, where: str) -> AssistantMessage:
@@ -221,7 +241,8 @@ def _tools(raw: Any) -> tuple[ToolSpec, ...]:
         kind = tool.get("type", "custom")
         if kind != "custom":
             raise RequestError(
-                f"{where}: tool type {kind!r} is not supported (only custom tools with an input_schema)",
+                f"{where}: tool type {kind!r} is not supported "
+                "(only custom tools with an input_schema)",
                 param=f"{where}.type",
             )
         try:
@@ -260,7 +281,8 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, boo
             )
         return name, parallel
     raise RequestError(
-        f"tool_choice.type must be 'auto', 'any', 'tool' or 'none'; got {kind!r}", param="tool_choice.type"
+        f"tool_choice.type must be 'auto', 'any', 'tool' or 'none'; got {kind!r}",
+        param="tool_choice.type",
     )
 
 
@@ -333,7 +355,9 @@ def anthropic_error(status: int, message: str, type: str | None = None) -> JSONO
     ``type`` defaults from the status (``invalid_request_error`` for 400,
     ``request_too_large`` for 413, ``timeout_error`` for 504 ...).
     """
-    kind = type or _DEFAULT_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    kind = type or _DEFAULT_TYPES.get(
+        status, "api_error" if status >= 500 else "invalid_request_error"
+    )
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 

@@ -9,6 +9,7 @@ the official SDK raises as an error rather than taking for a clean end.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentfsm._types import JSONObject
@@ -76,7 +77,11 @@ class AnthropicStreamEncoder:
             out += self._close_block()
             out.append(self._open_block({"type": "text", "text": ""}, "text"))
         out.append(
-            _event("content_block_delta", index=self._index, delta={"type": "text_delta", "text": delta})
+            _event(
+                "content_block_delta",
+                index=self._index,
+                delta={"type": "text_delta", "text": delta},
+            )
         )
         return out
 
@@ -126,6 +131,19 @@ class AnthropicStreamEncoder:
         out.append(_event("message_stop"))
         self._closed = True
         return out
+
+    def replay(
+        self,
+        content: str | None,
+        tool_calls: Sequence[ToolCall],
+        reason: str = "stop",
+        usage: Usage | None = None,
+    ) -> list[str]:
+        """A whole stream synthesized from a finished reply (text block, then tool_use blocks)."""
+        out = self.text(content or "")
+        for call in tool_calls:
+            out += self.tool_call(call)
+        return out + self.finish(reason, usage)
 
     def error(self, message: str, type: str = "api_error") -> list[str]:
         """End the stream with ``event: error`` (no ``message_stop``)."""

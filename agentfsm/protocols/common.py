@@ -214,7 +214,9 @@ def upstream_openai_body(request: NormalizedRequest) -> JSONObject:
     if request.protocol == "openai":
         body.update(request.raw_extra)
     else:
-        body.update({k: request.raw_extra[k] for k in _ANTHROPIC_FORWARDABLE if k in request.raw_extra})
+        body.update(
+            {k: request.raw_extra[k] for k in _ANTHROPIC_FORWARDABLE if k in request.raw_extra}
+        )
     body["model"] = request.model
     body["messages"] = to_openai_upstream_messages(request.messages)
     body["stream"] = request.stream

@@ -170,7 +170,8 @@ def _messages(raw: Any) -> tuple[Message, ...]:
             )
         else:
             raise RequestError(
-                f"{where}.role must be one of system, developer, user, assistant, tool; got {role!r}",
+                f"{where}.role must be one of system, developer, user, assistant, tool; "
+                f"got {role!r}",
                 param=f"{where}.role",
             )
     return tuple(out)
@@ -215,7 +216,9 @@ def _tool_call(raw: Any, where: str) -> ToolCall:
 def _tool_message(msg: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall]) -> ToolMessage:
     call_id = msg.get("tool_call_id")
     if not isinstance(call_id, str) or not call_id:
-        raise RequestError(f"{where}: a tool message needs a tool_call_id", param=f"{where}.tool_call_id")
+        raise RequestError(
+            f"{where}: a tool message needs a tool_call_id", param=f"{where}.tool_call_id"
+        )
     call = calls.get(call_id)
     if call is None:
         raise RequestError(
@@ -224,7 +227,9 @@ def _tool_message(msg: Mapping[str, Any], where: str, calls: Mapping[str, ToolCa
         )
     text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_USER_TEXT) or ""
     status = "ok" if text.strip() else "empty"
-    return ToolMessage(result=ToolResult(call_id=call_id, content=text, status=status, name=call.name))
+    return ToolMessage(
+        result=ToolResult(call_id=call_id, content=text, status=status, name=call.name)
+    )
 
 
 def _tools(raw: Any) -> tuple[ToolSpec, ...]:
@@ -237,13 +242,18 @@ def _tools(raw: Any) -> tuple[ToolSpec, ...]:
         tool = req_mapping(item, where)
         kind = tool.get("type", "function")
         if kind != "function":
-            raise RequestError(f"{where}: tool type {kind!r} is not supported (only 'function')", param=f"{where}.type")
+            raise RequestError(
+                f"{where}: tool type {kind!r} is not supported (only 'function')",
+                param=f"{where}.type",
+            )
         try:
             spec = ToolSpec.from_openai(tool)
         except ToolSpecError as exc:
             raise RequestError(f"{where}: {exc}", param=where) from exc
         if spec.name in seen:
-            raise RequestError(f"{where}: duplicate tool name {spec.name!r}", param=f"{where}.function.name")
+            raise RequestError(
+                f"{where}: duplicate tool name {spec.name!r}", param=f"{where}.function.name"
+            )
         seen.add(spec.name)
         specs.append(spec)
     return tuple(specs)
@@ -270,7 +280,8 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tup
         name = req_str(fn.get("name"), "tool_choice.function.name")
         if name not in names:
             raise RequestError(
-                f"tool_choice names {name!r}, which is not among the tools ({', '.join(names) or 'none'})",
+                f"tool_choice names {name!r}, which is not among the tools "
+                f"({', '.join(names) or 'none'})",
                 param="tool_choice",
             )
         return name, tools
@@ -278,18 +289,24 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tup
         allowed = req_mapping(choice.get("allowed_tools"), "tool_choice.allowed_tools")
         mode = allowed.get("mode", "auto")
         if mode not in ("auto", "required"):
-            raise RequestError(f"tool_choice.allowed_tools.mode must be 'auto' or 'required'; got {mode!r}", param="tool_choice")
+            raise RequestError(
+                f"tool_choice.allowed_tools.mode must be 'auto' or 'required'; got {mode!r}",
+                param="tool_choice",
+            )
         wanted: list[str] = []
         for i, item in enumerate(req_list(allowed.get("tools"), "tool_choice.allowed_tools.tools")):
             where = f"tool_choice.allowed_tools.tools[{i}]"
             fn = req_mapping(req_mapping(item, where).get("function"), f"{where}.function")
             name = req_str(fn.get("name"), f"{where}.function.name")
             if name not in names:
-                raise RequestError(f"{where} names {name!r}, which is not among the tools", param="tool_choice")
+                raise RequestError(
+                    f"{where} names {name!r}, which is not among the tools", param="tool_choice"
+                )
             wanted.append(name)
         kept = tuple(t for t in tools if t.name in wanted)
         if not kept:
-            return "none", kept
+            # nothing may be called now; the tools stay for reading the history
+            return "none", tools
         return mode, kept
     raise RequestError(f"tool_choice type {kind!r} is not supported", param="tool_choice")
 
@@ -378,7 +395,9 @@ def openai_error(
 
     ``type`` defaults from the status (``invalid_request_error`` for 400 ...).
     """
-    kind = type or _DEFAULT_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    kind = type or _DEFAULT_TYPES.get(
+        status, "server_error" if status >= 500 else "invalid_request_error"
+    )
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 

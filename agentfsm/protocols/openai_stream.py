@@ -9,6 +9,8 @@ the official SDK raises as an error rather than taking for a clean end.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agentfsm._types import JSONObject
 from agentfsm.backends.base import Usage
 from agentfsm.errors import UsageError
@@ -105,6 +107,19 @@ class OpenAIStreamEncoder:
         out.append(sse_event("[DONE]"))
         self._closed = True
         return out
+
+    def replay(
+        self,
+        content: str | None,
+        tool_calls: Sequence[ToolCall],
+        reason: str = "stop",
+        usage: Usage | None = None,
+    ) -> list[str]:
+        """A whole stream synthesized from a finished reply (prose first, then the calls)."""
+        out = self.text(content or "")
+        for index, call in enumerate(tool_calls, start=len(self._call_ids)):
+            out += self.tool_call(index, call)
+        return out + self.finish(reason, usage)
 
     def error(
         self, message: str, type: str = "upstream_error", code: str | None = None
