@@ -17,7 +17,7 @@ from agentfsm.protocols.anthropic import (
 from agentfsm.protocols.anthropic_stream import AnthropicStreamEncoder
 from agentfsm.protocols.common import (
     NormalizedRequest,
-    Protocol,
+    WireProtocol,
     error_status,
     estimate_tokens,
     mint_call_id,
@@ -39,7 +39,7 @@ __all__ = [
     "AnthropicStreamEncoder",
     "NormalizedRequest",
     "OpenAIStreamEncoder",
-    "Protocol",
+    "WireProtocol",
     "anthropic_error",
     "anthropic_error_for",
     "encode_anthropic_response",

@@ -38,8 +38,8 @@ from agentfsm.messages import (
 __all__ = [
     "FinishReason",
     "NormalizedRequest",
-    "Protocol",
     "RECOVERED_TOOL_SCHEMA",
+    "WireProtocol",
     "dump_arguments",
     "error_status",
     "estimate_tokens",
@@ -52,7 +52,7 @@ __all__ = [
     "upstream_openai_body",
 ]
 
-Protocol: TypeAlias = Literal["openai", "anthropic"]
+WireProtocol: TypeAlias = Literal["openai", "anthropic"]
 
 #: Why a generation ended, in our own vocabulary; each encoder maps it to its protocol's.
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "stop_sequence"]
@@ -62,8 +62,8 @@ RECOVERED_TOOL_SCHEMA: JSONObject = {"type": "object"}
 
 _ALNUM = string.ascii_letters + string.digits
 _ID_LENGTH = 24
-_CALL_PREFIX: dict[Protocol, str] = {"openai": "call_", "anthropic": "toolu_"}
-_RESPONSE_PREFIX: dict[Protocol, str] = {"openai": "chatcmpl-", "anthropic": "msg_"}
+_CALL_PREFIX: dict[WireProtocol, str] = {"openai": "call_", "anthropic": "toolu_"}
+_RESPONSE_PREFIX: dict[WireProtocol, str] = {"openai": "chatcmpl-", "anthropic": "msg_"}
 
 
 class NormalizedRequest(BaseModel):
@@ -89,7 +89,7 @@ class NormalizedRequest(BaseModel):
     max_tokens: int | None = None
     temperature: float | None = None
     stop: tuple[str, ...] = ()
-    protocol: Protocol
+    protocol: WireProtocol
     #: parameters we do not act on but that are harmless; kept for pass-through upstream
     raw_extra: JSONObject = Field(default_factory=dict)
 
@@ -111,7 +111,7 @@ def recover_tools(messages: Iterable[Message]) -> tuple[ToolSpec, ...]:
     )
 
 
-def mint_call_id(protocol: Protocol, source: str | random.Random) -> str:
+def mint_call_id(protocol: WireProtocol, source: str | random.Random) -> str:
     """A tool-call id in the protocol's style: ``call_<24 alnum>`` or ``toolu_<24 alnum>``.
 
     ``source`` is a token from the edge (e.g. ``secrets.token_hex(12)``: used as is when
@@ -120,13 +120,13 @@ def mint_call_id(protocol: Protocol, source: str | random.Random) -> str:
     return _CALL_PREFIX[protocol] + _id_body(source)
 
 
-def mint_response_id(protocol: Protocol, source: str | random.Random) -> str:
+def mint_response_id(protocol: WireProtocol, source: str | random.Random) -> str:
     """A response id: ``chatcmpl-<24 alnum>`` (OpenAI) or ``msg_<24 alnum>`` (Anthropic)."""
     return _RESPONSE_PREFIX[protocol] + _id_body(source)
 
 
 def remint_ids(
-    calls: Sequence[ToolCall], protocol: Protocol, make_token: Callable[[], str]
+    calls: Sequence[ToolCall], protocol: WireProtocol, make_token: Callable[[], str]
 ) -> tuple[ToolCall, ...]:
     """Give parser-numbered calls (``call_0``, ``call_1`` ...) fresh protocol-style ids."""
     return tuple(
