@@ -79,7 +79,9 @@ def run_guards(
     checks: tuple[Callable[[], Verdict], ...] = (
         lambda: json_valid.check(parsed, dialect_name, example=example),
         lambda: refusal.check(parsed, tool_choice, tools, dialect_name=dialect_name),
-        lambda: _choice.check(parsed, tool_choice, tools, dialect_name=dialect_name, example=example),
+        lambda: _choice.check(
+            parsed, tool_choice, tools, dialect_name=dialect_name, example=example
+        ),
         lambda: unknown_tool.check(parsed, tools),
         lambda: schema.check(parsed, tools),
     )

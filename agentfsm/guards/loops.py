@@ -12,7 +12,14 @@ import json
 from collections.abc import Sequence
 
 from agentfsm.guards.base import ACCEPT, Stop, Verdict
-from agentfsm.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, UserMessage
+from agentfsm.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    UserMessage,
+)
 
 __all__ = ["DEFAULT_THRESHOLD", "GUARD", "call_signature", "check", "repeats"]
 

@@ -67,7 +67,8 @@ PHRASES: Mapping[RefusalCategory, tuple[str, ...]] = {
         rf"(?:[\w-]+ )?{_TOOL}\b",
         r"\b(?:no|there are no|i have no) tools? (?:are |is )?(?:available|provided|accessible)",
         r"\bno (?:tools|functions) (?:are )?available to me\b",
-        rf"\b{_TOOL} (?:is|are) not (?:available|supported|enabled|accessible) (?:to me|here|in this)",
+        rf"\b{_TOOL} (?:is|are) not (?:available|supported|enabled|accessible) "
+        r"(?:to me|here|in this)",
         r"\bi (?:do not|cannot) (?:have|use) (?:tools|function calls|tool calls)\b",
         r"\bi am (?:just )?an? (?:text-based|text based|language) (?:model|ai|assistant)\b"
         r"[^.]{0,60}\b(?:cannot|not able|unable|no access|do not have)",
@@ -77,23 +78,29 @@ PHRASES: Mapping[RefusalCategory, tuple[str, ...]] = {
         rf"(?:internet|web|online|external|{_LIVE})",
         r"\bi (?:do|did) not have (?:access to )?(?:the )?(?:internet|web|browsing|external)\b",
         r"\bi (?:do|did) not have (?:any )?(?:internet|web|network|online|browsing) access\b",
-        rf"\bi (?:do|did) not have (?:access to )?(?:any )?{_LIVE} (?:data|information|info|weather|prices|news|updates)",
-        r"\bi (?:cannot|am unable to|am not able to) (?:run|execute|compile) (?:code|programs?|scripts?|commands?)",
+        rf"\bi (?:do|did) not have (?:access to )?(?:any )?{_LIVE} "
+        r"(?:data|information|info|weather|prices|news|updates)",
+        r"\bi (?:cannot|am unable to|am not able to) (?:run|execute|compile) "
+        r"(?:code|programs?|scripts?|commands?)",
         r"\bi (?:cannot|am unable to|am not able to|do not have access to) "
         r"(?:access |read |open |see |view |modify |write to )?(?:your |the |local |any )?"
         r"(?:files?|file system|filesystem|computer|device|database|screen)\b",
-        rf"\bi (?:cannot|am unable to|am not able to) (?:provide|give|get|check|fetch|retrieve|look up) "
+        r"\bi (?:cannot|am unable to|am not able to) "
+        r"(?:provide|give|get|check|fetch|retrieve|look up) "
         rf"(?:you )?(?:with )?(?:the )?{_LIVE}",
         r"\b(?:my|the) (?:knowledge|training data) (?:cutoff|cut-off|only goes|is limited to|ends)",
-        r"\bas an ai(?: language model| assistant| model)?,? i (?:cannot|am unable to|am not able to|do not have)",
+        r"\bas an ai(?: language model| assistant| model)?,? i "
+        r"(?:cannot|am unable to|am not able to|do not have)",
     ),
     "hard_refusal": (
         r"\bi (?:cannot|am unable to|am not able to|will not|refuse to|am not going to) "
         r"(?:help(?! but)|assist|comply|fulfill|fulfil|complete that|complete this|do that|do this"
         r"|perform that|answer that|provide that)",
         r"\bi (?:must|have to) (?:decline|refuse)\b",
-        r"\bi am (?:very |really |truly )?sorry,? but i (?:cannot|am unable|am not able|will not|must decline)",
-        r"\b(?:sorry|unfortunately),? (?:but )?i (?:cannot|am unable to|am not able to|will not be able to)\b",
+        r"\bi am (?:very |really |truly )?sorry,? but i "
+        r"(?:cannot|am unable|am not able|will not|must decline)",
+        r"\b(?:sorry|unfortunately),? (?:but )?i "
+        r"(?:cannot|am unable to|am not able to|will not be able to)\b",
         r"\bi will not be able to (?:help|assist|do)\b",
         r"\bthat is not something i (?:can|am able to) (?:help|assist|do)\b",
         r"\bi am not (?:allowed|permitted) to (?:help|assist|do|share|answer)\b",
@@ -103,10 +110,12 @@ PHRASES: Mapping[RefusalCategory, tuple[str, ...]] = {
         r"|i suggest|i would suggest|try|consider) (?:check(?:ing)?|visit(?:ing)?|look(?:ing)? up"
         r"|search(?:ing)?(?: for)?|consult(?:ing)?|us(?:e|ing)|refer(?:ring)? to) "
         r"(?:a |an |the |your |some |any )?(?:[\w-]+ )?(?:[\w-]+ )?"
-        r"(?:website|web site|site|app|service|search engine|online resources?|news outlet|provider)\b",
+        r"(?:website|web site|site|app|service|search engine|online resources?"
+        r"|news outlet|provider)\b",
         r"\bplease (?:check|visit|refer to|consult) (?:a |an |the |your )?(?:[\w-]+ )?"
         r"(?:website|site|app|service|official|online|local|resource)",
-        rf"\bfor (?:the )?(?:most )?(?:{_LIVE}|accurate) (?:information|data|results|weather|prices|news)"
+        rf"\bfor (?:the )?(?:most )?(?:{_LIVE}|accurate) "
+        r"(?:information|data|results|weather|prices|news)"
         r"\b[^.]{0,40}\b(?:check|visit|refer|consult|recommend)",
     ),
 }
@@ -157,7 +166,9 @@ def match(text: str) -> RefusalMatch | None:
         for pattern in patterns:
             found = pattern.search(normalized)
             if found:
-                return RefusalMatch(category=category, phrase=found.group(0), pattern=pattern.pattern)
+                return RefusalMatch(
+                    category=category, phrase=found.group(0), pattern=pattern.pattern
+                )
     return None
 
 

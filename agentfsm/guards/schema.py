@@ -219,7 +219,9 @@ def _excerpt(error: ValidationError, originals: Mapping[str, str]) -> str:
 
 
 def _pattern_keyword(budget: _Budget) -> Any:
-    def pattern(validator: Any, patrn: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    def pattern(
+        validator: Any, patrn: Any, instance: Any, schema: Any
+    ) -> Iterator[ValidationError]:
         if not isinstance(patrn, str) or not validator.is_type(instance, "string"):
             return
         if budget.search(patrn, instance) is False:
@@ -241,7 +243,8 @@ def validate_arguments(arguments: JSONObject, parameters: JSONObject) -> SchemaC
         return SchemaCheck(note=f"arguments over {MAX_ARGUMENT_CHARS} characters, not validated")
     schema_problem = _schema_error(schema_text)
     if schema_problem is not None:
-        return SchemaCheck(note=f"invalid client schema, not validated: {_trim(schema_problem, 200)}")
+        problem = _trim(schema_problem, 200)
+        return SchemaCheck(note=f"invalid client schema, not validated: {problem}")
     budget = _Budget()
     originals: dict[str, str] = {}
     try:

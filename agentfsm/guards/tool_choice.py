@@ -31,7 +31,7 @@ GUARD = "tool_choice"
 
 
 def forced_tool(tool_choice: ToolChoice) -> str | None:
-    """The tool name a ``tool_choice`` forces, or ``None`` for ``auto`` / ``none`` / ``required``."""
+    """The tool a ``tool_choice`` names, or ``None`` for ``auto``, ``none`` and ``required``."""
     return None if tool_choice in ("auto", "none", "required", "any") else tool_choice
 
 

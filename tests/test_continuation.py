@@ -1,0 +1,118 @@
+"""Tests for the tool-result continuation framing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agentfsm.continuation import (
+    TRUNCATION_MARKER,
+    frame_result,
+    frame_results,
+    next_step,
+    truncate_result,
+)
+from agentfsm.errors import UsageError
+from agentfsm.messages import ToolResult
+
+OK = ToolResult(call_id="c1", content='{"temp": 18}', name="get_weather")
+EMPTY = ToolResult(call_id="c2", content="", status="empty")
+ERROR = ToolResult(call_id="c3", content="city not found", status="error")
+LONG = ToolResult(call_id="c4", content="x" * 100)
+
+
+def test_truncate_leaves_short_results_alone() -> None:
+    assert truncate_result(OK, 100) is OK
+
+
+def test_truncate_cuts_and_marks() -> None:
+    cut = truncate_result(LONG, 40)
+    assert cut.status == "truncated"
+    assert cut.content == "x" * 40 + TRUNCATION_MARKER.format(omitted=60, total=100)
+    assert cut.call_id == LONG.call_id
+    assert LONG.content == "x" * 100  # values are immutable
+
+
+def test_truncate_keeps_the_error_status() -> None:
+    cut = truncate_result(ToolResult(call_id="e", content="e" * 50, status="error"), 10)
+    assert cut.status == "error"
+    assert "result truncated" in cut.content
+
+
+def test_truncate_rejects_a_nonsense_cap() -> None:
+    with pytest.raises(UsageError):
+        truncate_result(OK, 0)
+
+
+@pytest.mark.parametrize(
+    ("result", "name", "expected"),
+    [
+        (OK, None, 'Result of get_weather (call c1):\n{"temp": 18}'),
+        (OK, "weather", 'Result of weather (call c1):\n{"temp": 18}'),
+        (EMPTY, "lookup", "No data from lookup (call c2): the result is empty."),
+        (
+            ToolResult(call_id="c5", content="  \n"),
+            "lookup",
+            "No data from lookup (call c5): the result is empty.",
+        ),
+        (ERROR, "lookup", "Error from lookup (call c3), the call failed:\ncity not found"),
+        (
+            ToolResult(call_id="c6", content="part", status="truncated"),
+            None,
+            "Result of the tool (call c6), truncated (incomplete):\npart",
+        ),
+    ],
+)
+def test_frame_result_wording(result: ToolResult, name: str | None, expected: str) -> None:
+    assert frame_result(result, tool_name=name) == expected
+
+
+def test_frame_result_truncates_over_the_cap() -> None:
+    text = frame_result(LONG, tool_name="dump", max_chars=10)
+    assert text.startswith("Result of dump (call c4), truncated (incomplete):\nxxxxxxxxxx\n[")
+    assert "90 of 100 characters omitted" in text
+
+
+def test_each_status_has_its_own_wording() -> None:
+    frames = [frame_result(r, tool_name="t", max_chars=40) for r in (OK, EMPTY, ERROR, LONG)]
+    heads = [re.sub(r" \(call c\d\)", "", frame.splitlines()[0]) for frame in frames]
+    assert heads == [
+        "Result of t:",
+        "No data from t: the result is empty.",
+        "Error from t, the call failed:",
+        "Result of t, truncated (incomplete):",
+    ]
+
+
+def test_frame_results_auto_lets_the_model_call_or_answer() -> None:
+    text = frame_results([(OK, None)], "json-action", "auto")
+    assert text.startswith('Tool result:\nResult of get_weather (call c1):\n{"temp": 18}\n\n')
+    assert text.endswith(
+        "Decide the next step: call another tool, written as a ```json action``` block with "
+        '{"tool": NAME, "parameters": {...}}, or, if you have what you need, '
+        "answer the user in plain text."
+    )
+
+
+def test_frame_results_several_with_hints() -> None:
+    results = [(OK, None), (EMPTY, "a"), (ERROR, "b"), (LONG, "c")]
+    text = frame_results(results, "command", "auto", max_chars=10)
+    assert text.startswith("Tool results:\n")
+    assert text.count("(call c") == 4
+    assert "If a call failed, fix its arguments" in text
+    assert "An empty result means the tool found nothing." in text
+    assert "A cut result is incomplete" in text
+    assert "@tool NAME {json arguments}" in text
+
+
+@pytest.mark.parametrize(
+    ("choice", "dialect", "expected"),
+    [
+        ("none", "json-protocol", 'Now answer the user in one JSON object {"final": {"content"'),
+        ("required", "command", "Now call the next tool, written as one line: @tool NAME {json"),
+        ("get_weather", "smiley", "Now call get_weather, written as the JSON"),
+    ],
+)
+def test_next_step_follows_tool_choice(choice: str, dialect: str, expected: str) -> None:
+    assert next_step(["ok"], dialect, choice).startswith(expected)

@@ -1,0 +1,104 @@
+"""Tests for the retry budget: counting from the history, raising, and escalation."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentfsm.errors import RetryBudgetExceeded
+from agentfsm.guards import budget
+from agentfsm.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    UserMessage,
+)
+
+SYSTEM = SystemMessage(content="contract")
+ASK = UserMessage(content="Weather in Paris?")
+BAD = AssistantMessage(content="I have no tools.")
+
+
+def _fix(reason: str = "refusal") -> UserMessage:
+    return UserMessage(content="Call a tool.", correction=reason)
+
+
+CALL = AssistantMessage(tool_calls=(ToolCall(id="c1", name="get_weather"),))
+RESULT = ToolMessage(result=ToolResult(call_id="c1", content="18C"))
+
+
+@pytest.mark.parametrize(
+    ("history", "expected"),
+    [
+        ([], 0),
+        ([SYSTEM, ASK], 0),
+        ([SYSTEM, ASK, BAD], 0),
+        ([SYSTEM, ASK, BAD, _fix(), BAD], 1),
+        ([SYSTEM, ASK, BAD, _fix(), BAD, _fix("missing_call"), BAD], 2),
+        # a new user turn resets the count
+        ([ASK, BAD, _fix(), BAD, _fix(), BAD, ASK, BAD], 0),
+        ([ASK, BAD, _fix(), BAD, ASK, BAD, _fix(), BAD], 1),
+        # a tool result resets it too: a new decision
+        ([ASK, BAD, _fix(), CALL, RESULT, BAD], 0),
+        ([ASK, BAD, _fix(), CALL, RESULT, BAD, _fix(), BAD], 1),
+    ],
+)
+def test_corrections_in_turn(history: list[Message], expected: int) -> None:
+    assert budget.corrections_in_turn(history) == expected
+
+
+def test_check_returns_the_next_attempt() -> None:
+    assert budget.check([ASK, BAD], max_corrections=2, last_reply="x", reason="refusal") == 1
+    history: list[Message] = [ASK, BAD, _fix(), BAD]
+    assert budget.check(history, max_corrections=2, last_reply="x", reason="refusal") == 2
+
+
+def test_spent_budget_raises_with_attempts_and_last_reply() -> None:
+    history: list[Message] = [ASK, BAD, _fix(), BAD, _fix(), BAD]
+    with pytest.raises(RetryBudgetExceeded) as info:
+        budget.check(history, max_corrections=2, last_reply="I have no tools.", reason="refusal")
+    assert info.value.attempts == 3
+    assert info.value.last_reply == "I have no tools."
+    assert info.value.reason == "refusal"
+
+
+def test_zero_budget_raises_at_once() -> None:
+    with pytest.raises(RetryBudgetExceeded) as info:
+        budget.check([ASK, BAD], max_corrections=0, last_reply="x", reason="missing_call")
+    assert info.value.attempts == 1
+
+
+MESSAGE = (
+    "Your last response did not include any ```json action``` block. "
+    "You must call get_weather now.\nExample:\n```json action\n{}\n```"
+)
+OPENER = "```json action\n"
+
+
+def test_attempt_one_is_the_message_as_written() -> None:
+    assert budget.escalate(MESSAGE, 1, "json-action", OPENER) == MESSAGE
+
+
+def test_attempt_two_adds_the_procedural_wording() -> None:
+    text = budget.escalate(MESSAGE, 2, "json-action", OPENER)
+    assert text.startswith(MESSAGE)
+    assert text.endswith(
+        "You must respond with one valid ```json action``` block now. "
+        "Do not explain. Output the ```json action``` block directly."
+    )
+
+
+def test_attempt_three_is_terse_with_the_opener() -> None:
+    text = budget.escalate(MESSAGE, 3, "command", "@tool ")
+    assert text == (
+        "Your last response did not include any ```json action``` block. "
+        "Reply with the @tool line only. Do not explain. Start your reply with exactly: @tool "
+    )
+    assert len(text) < len(budget.escalate(MESSAGE, 2, "command", "@tool "))
+
+
+def test_each_attempt_differs() -> None:
+    texts = {budget.escalate(MESSAGE, n, "smiley", "😊" * 14) for n in (1, 2, 3)}
+    assert len(texts) == 3

@@ -1,0 +1,182 @@
+"""Tests for the schema-mismatch guard, including its safety on hostile client schemas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentfsm.dialects.base import ParsedReply
+from agentfsm.guards import _linear_regex, schema
+from agentfsm.guards.base import ACCEPT, Accept, Correction
+from agentfsm.messages import ToolCall, ToolSpec
+
+WEATHER = ToolSpec(
+    name="get_weather",
+    parameters={
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "minLength": 1},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            "days": {"type": "integer", "minimum": 1, "maximum": 7},
+        },
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+)
+
+
+def _reply(*calls: tuple[str, dict[str, Any]]) -> ParsedReply:
+    return ParsedReply(
+        content=None,
+        tool_calls=tuple(
+            ToolCall(id=f"c{i}", name=n, arguments=a) for i, (n, a) in enumerate(calls)
+        ),
+    )
+
+
+def test_accepts_matching_arguments() -> None:
+    reply = _reply(("get_weather", {"city": "Paris", "unit": "celsius", "days": 3}))
+    assert schema.check(reply, [WEATHER]) == ACCEPT
+
+
+def test_leaves_unknown_tools_to_their_guard() -> None:
+    assert schema.check(_reply(("nope", {"x": 1})), [WEATHER]) == ACCEPT
+
+
+def test_mismatch_quotes_path_error_and_excerpt() -> None:
+    reply = _reply(
+        ("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Oslo", "unit": "kelvin"})
+    )
+    verdict = schema.check(reply, [WEATHER])
+    assert isinstance(verdict, Correction)
+    assert verdict.reason == "schema_mismatch"
+    assert verdict.guard == "schema"
+    assert verdict.call_index == 1
+    assert "at arguments.unit:" in verdict.message
+    assert "'kelvin' is not one of ['celsius', 'fahrenheit']" in verdict.message
+    assert 'Schema: {"enum": ["celsius", "fahrenheit"], "type": "string"}' in verdict.message
+    assert "Call get_weather again with corrected arguments." in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("arguments", "path", "keyword", "error"),
+    [
+        ({}, "arguments", "required", "'city' is a required property"),
+        ({"city": "Oslo", "days": 9}, "arguments.days", "maximum", "9 is greater than the maximum"),
+        ({"city": 5}, "arguments.city", "type", "5 is not of type 'string'"),
+        ({"city": "Oslo", "wind": 1}, "arguments", "additionalProperties", "'wind' was unexpected"),
+    ],
+)
+def test_mismatch_fields(arguments: dict[str, Any], path: str, keyword: str, error: str) -> None:
+    result = schema.validate_arguments(arguments, WEATHER.parameters)
+    assert result.mismatch is not None
+    assert result.mismatch.path == path
+    assert result.mismatch.keyword == keyword
+    assert error in result.mismatch.error
+    assert result.mismatch.excerpt.startswith(f'{{"{keyword}": ')
+
+
+def test_nested_paths() -> None:
+    params = {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"properties": {"a b": {"type": "string"}}}}
+        },
+    }
+    result = schema.validate_arguments({"items": [{}, {"a b": 2}]}, params)
+    assert result.mismatch is not None
+    assert result.mismatch.path == 'arguments.items[1]["a b"]'
+
+
+def test_excerpt_is_trimmed() -> None:
+    params = {"type": "object", "required": ["x"], "description": "d" * 2000}
+    result = schema.validate_arguments({}, params)
+    assert result.mismatch is not None
+    assert len(result.mismatch.excerpt) == schema.EXCERPT_CHARS
+    assert result.mismatch.excerpt.endswith("...")
+
+
+def test_catastrophic_pattern_is_structurally_safe() -> None:
+    params = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}}}
+    result = schema.validate_arguments({"name": "a" * 10_000 + "!"}, params)
+    assert result.mismatch is not None
+    assert result.mismatch.keyword == "pattern"
+    assert "does not match '^(a+)+$'" in result.mismatch.error
+    assert schema.validate_arguments({"name": "aaaa"}, params).mismatch is None
+
+
+def test_catastrophic_pattern_properties_are_structurally_safe() -> None:
+    params = {
+        "type": "object",
+        "patternProperties": {"^(a+)+$": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    hostile = schema.validate_arguments({"a" * 60 + "!": 1}, params)
+    assert hostile.mismatch is not None
+    assert hostile.mismatch.keyword == "additionalProperties"
+    assert "'^(a+)+$'" in hostile.mismatch.error  # the client's regex, not the rewrite
+    assert '"^(a+)+$"' in hostile.mismatch.excerpt
+    typed = schema.validate_arguments({"aaa": "x"}, params)
+    assert typed.mismatch is not None
+    assert typed.mismatch.path == "arguments.aaa"
+    assert schema.validate_arguments({"aaa": 1, "a": 2}, params).mismatch is None
+
+
+def test_unsupported_pattern_is_skipped_with_a_note() -> None:
+    params = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(x)\\1"}}}
+    result = schema.validate_arguments({"a": "xy"}, params)
+    assert result.mismatch is None
+    assert "not checked (unsupported)" in result.note
+
+
+def test_pattern_work_is_capped_per_check() -> None:
+    pattern = "^[a-z]+[0-9]*x?y?z?$"
+    params = {"type": "object", "additionalProperties": {"pattern": pattern}}
+    # each string is fine alone; together they exceed the per-check regex budget
+    strings = {f"k{i}": "a" * 30_000 for i in range(5)}
+    assert 5 * (_linear_regex.work(pattern, strings["k0"]) or 0) > schema.MAX_PATTERN_WORK
+    result = schema.validate_arguments(strings, params)
+    assert result.mismatch is None
+    assert "size bound" in result.note
+
+
+@pytest.mark.parametrize(
+    ("parameters", "note"),
+    [
+        ({"type": "nope"}, "invalid client schema"),
+        ({"properties": {"a": {"$ref": "https://example.com/remote.json"}}}, "Unresolvable"),
+        ({"type": "object", "description": "x" * 70_000}, "schema over"),
+        (
+            {"type": "object", "patternProperties": {"(?=a)": {"type": "string"}}},
+            "patternProperties regex",
+        ),
+    ],
+)
+def test_client_schemas_never_crash(parameters: dict[str, Any], note: str) -> None:
+    result = schema.validate_arguments({"a": 1}, parameters)
+    assert result.mismatch is None
+    assert note in result.note
+
+
+def test_oversized_arguments_are_not_validated() -> None:
+    result = schema.validate_arguments({"a": "x" * 300_000}, {"type": "object"})
+    assert result.mismatch is None
+    assert "arguments over" in result.note
+
+
+def test_declared_draft_is_honoured() -> None:
+    draft4 = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "properties": {"n": {"type": "number", "maximum": 5, "exclusiveMaximum": True}},
+    }
+    result = schema.validate_arguments({"n": 5}, draft4)
+    assert result.mismatch is not None
+    assert result.mismatch.keyword == "maximum"
+
+
+def test_notes_reach_the_accept_detail() -> None:
+    tool = ToolSpec(name="f", parameters={"type": "nope"})
+    verdict = schema.check(_reply(("f", {})), [tool])
+    assert isinstance(verdict, Accept)
+    assert verdict.detail.startswith("call 0 (f): invalid client schema")

@@ -1,0 +1,82 @@
+"""Tests for the tool_choice guard (missing call, wrong tool, calls under none)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentfsm.dialects.base import ParsedReply
+from agentfsm.guards import tool_choice
+from agentfsm.guards.base import ACCEPT, Correction
+from agentfsm.messages import ToolCall, ToolSpec
+
+TOOLS = [ToolSpec(name="get_weather"), ToolSpec(name="convert_units")]
+
+
+def _reply(*names: str, content: str | None = None) -> ParsedReply:
+    calls = tuple(ToolCall(id=f"c{i}", name=n) for i, n in enumerate(names))
+    return ParsedReply(content=content, tool_calls=calls)
+
+
+@pytest.mark.parametrize(
+    ("choice", "names"),
+    [
+        ("auto", ()),
+        ("auto", ("get_weather",)),
+        ("required", ("convert_units",)),
+        ("get_weather", ("get_weather",)),
+        ("get_weather", ("get_weather", "get_weather")),
+        ("none", ()),
+    ],
+)
+def test_accepts(choice: str, names: tuple[str, ...]) -> None:
+    assert tool_choice.check(_reply(*names, content="hi"), choice, TOOLS) == ACCEPT
+
+
+@pytest.mark.parametrize("choice", ["required", "any"])
+def test_required_without_a_call_is_a_missing_call(choice: str) -> None:
+    verdict = tool_choice.check(_reply(content="Paris is nice."), choice, TOOLS)
+    assert isinstance(verdict, Correction)
+    assert verdict.reason == "missing_call"
+    assert verdict.message.startswith(
+        "Your last response did not include any ```json action``` block."
+    )
+    assert "get_weather, convert_units" in verdict.message
+
+
+def test_named_without_a_call_names_the_tool() -> None:
+    verdict = tool_choice.check(_reply(content="ok"), "get_weather", TOOLS, dialect_name="command")
+    assert isinstance(verdict, Correction)
+    assert verdict.reason == "missing_call"
+    assert "You must call get_weather now." in verdict.message
+    assert "@tool" in verdict.message
+
+
+def test_named_with_another_tool_is_wrong_tool() -> None:
+    verdict = tool_choice.check(_reply("get_weather", "convert_units"), "get_weather", TOOLS)
+    assert isinstance(verdict, Correction)
+    assert verdict.reason == "wrong_tool"
+    assert verdict.call_index == 1
+    assert "not convert_units" in verdict.message
+
+
+def test_calls_under_none_are_not_allowed() -> None:
+    verdict = tool_choice.check(_reply("get_weather"), "none", TOOLS, dialect_name="json-protocol")
+    assert isinstance(verdict, Correction)
+    assert verdict.reason == "calls_not_allowed"
+    assert '{"final"' in verdict.message
+
+
+def test_required_with_no_tools_cannot_be_satisfied_and_accepts() -> None:
+    assert tool_choice.check(_reply(content="hi"), "required", []) == ACCEPT
+
+
+def test_example_is_included() -> None:
+    verdict = tool_choice.check(_reply(), "required", TOOLS, example="@tool get_weather {}")
+    assert isinstance(verdict, Correction)
+    assert verdict.message.endswith("Example:\n@tool get_weather {}")
+
+
+def test_forced_tool() -> None:
+    assert tool_choice.forced_tool("auto") is None
+    assert tool_choice.forced_tool("required") is None
+    assert tool_choice.forced_tool("get_weather") == "get_weather"
