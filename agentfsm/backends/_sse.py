@@ -1,0 +1,156 @@
+"""Decoding OpenAI chat-completion bodies and SSE streams (pure: bytes in, values out)."""
+
+from __future__ import annotations
+
+import codecs
+import json
+from typing import Any
+
+from agentfsm.backends.base import Completion, Usage
+from agentfsm.errors import BackendProtocolError
+
+__all__ = ["ChatStreamState", "SSEDecoder", "parse_chat_completion"]
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _usage(data: Any) -> Usage:
+    if not isinstance(data, dict):
+        return Usage()
+    return Usage(
+        prompt_tokens=int(data.get("prompt_tokens") or 0),
+        completion_tokens=int(data.get("completion_tokens") or 0),
+    )
+
+
+def _upstream_error(data: dict[str, Any]) -> BackendProtocolError:
+    error = data["error"]
+    message = error.get("message") if isinstance(error, dict) else error
+    return BackendProtocolError(f"upstream reported an error: {_excerpt(str(message))}")
+
+
+def parse_chat_completion(body: bytes) -> Completion:
+    """A ``chat.completion`` JSON body to a :class:`Completion`, or BackendProtocolError."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise BackendProtocolError(f"upstream body is not JSON: {_excerpt(text)!r}") from exc
+    if not isinstance(data, dict):
+        raise BackendProtocolError(f"upstream body is not a JSON object: {_excerpt(text)!r}")
+    if "error" in data and not data.get("choices"):
+        raise _upstream_error(data)
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise BackendProtocolError(f"upstream answer has no choices: {_excerpt(text)!r}")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise BackendProtocolError("upstream choice has no message")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise BackendProtocolError("upstream message content is not a string")
+    model = data.get("model")
+    return Completion(
+        text=content or "",
+        usage=_usage(data.get("usage")),
+        finish_reason=str(choices[0].get("finish_reason") or "stop"),
+        model=model if isinstance(model, str) else None,
+    )
+
+
+class SSEDecoder:
+    """Incremental server-sent-events decoder: feed bytes, get the ``data`` of each event."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Decode ``chunk``; return the data of every event it completed."""
+        self._pending += self._decoder.decode(chunk)
+        events: list[str] = []
+        while True:
+            cut = min(
+                (i for i in (self._pending.find("\n"), self._pending.find("\r")) if i >= 0),
+                default=-1,
+            )
+            # a lone trailing \r may be the first half of \r\n: wait for more
+            if cut < 0 or (cut == len(self._pending) - 1 and self._pending[cut] == "\r"):
+                return events
+            line = self._pending[:cut]
+            skip = 2 if self._pending.startswith("\r\n", cut) else 1
+            self._pending = self._pending[cut + skip :]
+            self._line(line, events)
+
+    def close(self) -> list[str]:
+        """End of body: an event still open (no blank line after it) is returned too."""
+        events: list[str] = []
+        if self._pending:
+            self._line(self._pending.rstrip("\r"), events)
+            self._pending = ""
+        self._line("", events)
+        return events
+
+    def _line(self, line: str, events: list[str]) -> None:
+        if not line:
+            if self._data:
+                events.append("\n".join(self._data))
+                self._data = []
+            return
+        if line.startswith(":"):
+            return  # a comment (keep-alive)
+        name, _, value = line.partition(":")
+        if name == "data":
+            self._data.append(value[1:] if value.startswith(" ") else value)
+
+
+class ChatStreamState:
+    """Follows a ``chat.completion.chunk`` stream: text deltas out, end checked."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.finish_reason: str | None = None
+        self.usage = Usage()
+        self.model: str | None = None
+
+    def accept(self, data: str) -> str:
+        """The text delta carried by one event's data ('' when it carries none)."""
+        if data.strip() == "[DONE]":
+            self.done = True
+            return ""
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise BackendProtocolError(f"upstream stream event is not JSON: {_excerpt(data)!r}") from exc
+        if not isinstance(chunk, dict):
+            raise BackendProtocolError(f"upstream stream event is not an object: {_excerpt(data)!r}")
+        if "error" in chunk:
+            raise _upstream_error(chunk)
+        if isinstance(chunk.get("model"), str):
+            self.model = chunk["model"]
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise BackendProtocolError("upstream stream event has malformed choices")
+        text = ""
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+            delta = choice.get("delta") or {}
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(content, str):
+                text += content
+        return text
+
+    def finish(self) -> None:
+        """At end of body: a stream with neither ``[DONE]`` nor a finish_reason was cut."""
+        if not self.done and self.finish_reason is None:
+            raise BackendProtocolError(
+                "upstream stream ended without a finish_reason or [DONE] (truncated)"
+            )

@@ -1,0 +1,208 @@
+"""Transport policy for HTTP backends: timeouts, a per-call deadline, retries, error mapping.
+
+Foreign errors (httpx, tenacity) become agentfsm errors here, at the edge.
+Retries are bounded twice: by ``max_retries`` and by the call's total deadline.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import httpx
+import tenacity
+from loguru import logger
+
+from agentfsm.errors import (
+    BackendConnectionError,
+    BackendError,
+    BackendHTTPError,
+    BackendProtocolError,
+    BackendTimeout,
+)
+
+__all__ = [
+    "RETRY_STATUSES",
+    "CallState",
+    "RetryPolicy",
+    "Timeouts",
+    "is_retryable",
+    "map_transport_error",
+    "parse_retry_after",
+]
+
+#: statuses worth another try: timeout, conflict, throttled, server errors
+RETRY_STATUSES = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds: to connect, between two reads, and for the whole call (retries included).
+
+    ``total`` is what bounds an upstream that drips one byte at a time, which a read
+    timeout alone never does.
+    """
+
+    connect: float = 5.0
+    read: float = 60.0
+    total: float = 120.0
+
+
+@dataclass
+class CallState:
+    """One backend call: its deadline and what the last attempt learned."""
+
+    total: float
+    deadline: float = 0.0
+    #: seconds the upstream asked us to wait (Retry-After of the last attempt)
+    retry_after: float | None = None
+    planned: dict[int, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.total
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (may be negative)."""
+        return self.deadline - time.monotonic()
+
+    def check(self) -> float:
+        """Seconds left, or BackendTimeout when none are."""
+        left = self.remaining()
+        if left <= 0:
+            raise BackendTimeout(f"no complete answer within the total timeout of {self.total:g}s")
+        return left
+
+    def httpx_timeout(self, timeouts: Timeouts) -> httpx.Timeout:
+        """Per-attempt httpx timeouts, never past the deadline."""
+        left = self.check()
+        return httpx.Timeout(
+            connect=min(timeouts.connect, left),
+            read=min(timeouts.read, left),
+            write=min(timeouts.read, left),
+            pool=left,
+        )
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds from ``retry-after-ms`` / ``Retry-After`` (delta seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def map_transport_error(exc: httpx.HTTPError, redact: Callable[[str], str]) -> BackendError:
+    """An httpx transport error as an agentfsm error (raise it ``from exc``)."""
+    detail = redact(str(exc) or type(exc).__name__)
+    if isinstance(exc, httpx.ConnectTimeout):
+        return BackendTimeout(f"connecting to the upstream timed out: {detail}")
+    if isinstance(exc, httpx.TimeoutException):
+        return BackendTimeout(f"upstream timed out ({type(exc).__name__}): {detail}")
+    if isinstance(exc, (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.CloseError)):
+        return BackendConnectionError(f"upstream connection failed: {detail}")
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return BackendConnectionError(f"upstream dropped the connection: {detail}")
+    if isinstance(exc, httpx.ProtocolError):
+        return BackendProtocolError(f"HTTP protocol error: {detail}")
+    return BackendConnectionError(f"upstream request failed: {detail}")
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Connection failures, connect timeouts, and 408/409/429/5xx answers."""
+    if isinstance(exc, BackendHTTPError):
+        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+    if isinstance(exc, BackendConnectionError):
+        return True
+    return isinstance(exc, BackendTimeout) and isinstance(exc.__cause__, httpx.ConnectTimeout)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries: ``max_retries`` more attempts, never sleeping past the deadline."""
+
+    max_retries: int = 3
+    retry_after_cap: float = 10.0
+    backoff: float = 0.5
+    backoff_max: float = 8.0
+
+    def sleep_for(self, call: CallState, attempt: int) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (memoized per attempt)."""
+        if attempt not in call.planned:
+            if call.retry_after is not None:
+                seconds = min(call.retry_after, self.retry_after_cap)
+            else:
+                seconds = min(self.backoff * 2 ** (attempt - 1), self.backoff_max)
+                seconds *= 0.5 + random.random() / 2  # jitter: no thundering herd
+            call.planned[attempt] = seconds
+        return call.planned[attempt]
+
+    def _wait(self, call: CallState) -> Callable[[tenacity.RetryCallState], float]:
+        def wait(state: tenacity.RetryCallState) -> float:
+            return self.sleep_for(call, state.attempt_number)
+
+        return wait
+
+    def _stop(self, call: CallState) -> tenacity.stop.stop_base:
+        return tenacity.stop_any(
+            tenacity.stop_after_attempt(self.max_retries + 1), _StopAtDeadline(self, call)
+        )
+
+    def sync(self, call: CallState) -> tenacity.Retrying:
+        """A tenacity controller for one blocking call."""
+        return tenacity.Retrying(
+            stop=self._stop(call),
+            wait=self._wait(call),
+            retry=tenacity.retry_if_exception(is_retryable),
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+
+    def asynchronous(self, call: CallState) -> tenacity.AsyncRetrying:
+        """A tenacity controller for one async call."""
+        return tenacity.AsyncRetrying(
+            stop=self._stop(call),
+            wait=self._wait(call),
+            retry=tenacity.retry_if_exception(is_retryable),
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+
+
+class _StopAtDeadline(tenacity.stop.stop_base):
+    """Stop when the next sleep would end past the call's deadline."""
+
+    def __init__(self, policy: RetryPolicy, call: CallState) -> None:
+        self.policy = policy
+        self.call = call
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self.policy.sleep_for(self.call, retry_state.attempt_number) >= self.call.remaining()
+
+
+def _log_retry(state: tenacity.RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    sleep = state.next_action.sleep if state.next_action else 0.0
+    logger.warning(
+        "upstream attempt {} failed ({}: {}); retrying in {:.2f}s",
+        state.attempt_number, type(exc).__name__, exc, sleep,
+    )

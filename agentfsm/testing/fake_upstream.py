@@ -1,0 +1,349 @@
+"""A scripted OpenAI-compatible upstream: a real HTTP server on 127.0.0.1.
+
+For tests of anything that talks HTTP to a chat model (backends, the proxy, batch
+runs). Each ``POST /v1/chat/completions`` takes the next step of a script (a queue,
+or a function of the request) and answers it: a reply, or a fault::
+
+    from agentfsm.testing import FakeUpstream, reset, status
+
+    with FakeUpstream([reset(), status(429, retry_after=1), "hello"]) as fake:
+        backend = OpenAICompatBackend(fake.base_url, model="fake")
+        ...
+        assert fake.requests[-1].headers["authorization"] == "Bearer sk-test"
+
+Requests with ``"stream": true`` are answered as SSE, others as one JSON body.
+The server is asyncio-based, so many concurrent requests with ``latency()`` overlap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, TypeAlias
+
+from agentfsm._types import JSONObject
+from agentfsm.testing._http import HTTPRequest, ResponseWriter, ThreadedHTTPServer
+
+__all__ = [
+    "FakeReply",
+    "FakeUpstream",
+    "ReceivedRequest",
+    "Script",
+    "drip",
+    "garbage",
+    "latency",
+    "reply",
+    "reset",
+    "stall",
+    "status",
+    "stream_no_terminator",
+]
+
+Fault: TypeAlias = Literal["stall", "reset", "garbage", "no_terminator", "drip"]
+
+
+@dataclass(frozen=True)
+class FakeReply:
+    """One scripted answer. Build it with the helper functions of this module."""
+
+    text: str = ""
+    finish_reason: str = "stop"
+    #: seconds to wait before answering (concurrent requests wait concurrently)
+    latency: float = 0.0
+    status: int = 200
+    retry_after: float | str | None = None
+    #: raw body for an error status (default: an OpenAI-style error object)
+    body: str | None = None
+    fault: Fault | None = None
+    #: stall duration, or the interval between two dripped bytes
+    seconds: float = 0.0
+    #: drip filler forever (whitespace / SSE comments) instead of ever finishing
+    forever: bool = False
+
+
+def reply(text: str, finish_reason: str = "stop") -> FakeReply:
+    """A normal completion with ``text``."""
+    return FakeReply(text=text, finish_reason=finish_reason)
+
+
+def latency(seconds: float, text: str = "ok") -> FakeReply:
+    """A normal completion sent after ``seconds`` (for concurrency benchmarks)."""
+    return FakeReply(text=text, latency=seconds)
+
+
+def stall(seconds: float) -> FakeReply:
+    """Send nothing for ``seconds``, then close the connection without a response."""
+    return FakeReply(fault="stall", seconds=seconds)
+
+
+def reset() -> FakeReply:
+    """Drop the connection with a TCP reset right after reading the request."""
+    return FakeReply(fault="reset")
+
+
+def status(code: int, retry_after: float | str | None = None, body: str | None = None) -> FakeReply:
+    """An HTTP error status, optionally with a ``Retry-After`` header."""
+    return FakeReply(status=code, retry_after=retry_after, body=body)
+
+
+def garbage() -> FakeReply:
+    """A 200 whose body is not JSON (as SSE: events whose data is not JSON)."""
+    return FakeReply(fault="garbage")
+
+
+def stream_no_terminator(text: str = "partial") -> FakeReply:
+    """SSE deltas, then a clean end of body with neither finish_reason nor ``[DONE]``.
+
+    To a non-streaming request: a JSON body cut in the middle (with a matching length).
+    """
+    return FakeReply(text=text, fault="no_terminator")
+
+
+def drip(interval: float, text: str = "slow", forever: bool = False) -> FakeReply:
+    """Send the response one byte every ``interval`` seconds (or filler forever)."""
+    return FakeReply(text=text, fault="drip", seconds=interval, forever=forever)
+
+
+@dataclass(frozen=True)
+class ReceivedRequest:
+    """A request the fake received: for assertions on what a client sent."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    #: time.monotonic() when it arrived
+    received_at: float = field(default=0.0, compare=False)
+
+    @property
+    def stream(self) -> bool:
+        """Whether the client asked for SSE."""
+        return isinstance(self.body, dict) and bool(self.body.get("stream"))
+
+    @property
+    def messages(self) -> list[JSONObject]:
+        """The ``messages`` of a chat request (empty for other requests)."""
+        if isinstance(self.body, dict) and isinstance(self.body.get("messages"), list):
+            return list(self.body["messages"])
+        return []
+
+
+Script: TypeAlias = "Iterable[FakeReply | str] | Callable[[ReceivedRequest], FakeReply | str] | None"
+
+
+def _echo(request: ReceivedRequest) -> FakeReply:
+    last = request.messages[-1].get("content", "") if request.messages else ""
+    return FakeReply(text=f"echo: {last}")
+
+
+def _count(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+class FakeUpstream:
+    """An OpenAI-compatible chat server on 127.0.0.1 answering from a script.
+
+    ``script``: a sequence of steps (served in order; more can be added with
+    :meth:`enqueue`), a function of the request, or None to echo the last message.
+    A step is a :class:`FakeReply` or a plain string (a normal reply). When a queue
+    runs out the fake answers 500 with ``fake upstream script exhausted``.
+    """
+
+    def __init__(self, script: Script = None, *, model: str = "fake-model", port: int = 0) -> None:
+        self.model = model
+        self._function: Callable[[ReceivedRequest], FakeReply | str] | None = None
+        self._queue: deque[FakeReply | str] = deque()
+        if script is None:
+            self._function = _echo
+        elif callable(script):
+            self._function = script
+        else:
+            self._queue.extend(script)
+        #: every request received, in arrival order
+        self.requests: list[ReceivedRequest] = []
+        self._server = ThreadedHTTPServer(self._handle, port=port)
+        self._ids = 0
+        #: chat requests being answered right now, and the most at any one time
+        self.in_flight = 0
+        self.peak_in_flight = 0
+
+    # lifecycle -------------------------------------------------------------
+    def start(self) -> FakeUpstream:
+        """Start serving (idempotent use through ``with`` is preferred)."""
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close every connection."""
+        self._server.stop()
+
+    def __enter__(self) -> FakeUpstream:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self._server.port}"
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL: ``http://127.0.0.1:PORT/v1``."""
+        return f"{self.url}/v1"
+
+    def enqueue(self, *steps: FakeReply | str) -> None:
+        """Append steps to a queue script."""
+        self._queue.extend(steps)
+
+    @property
+    def chat_requests(self) -> list[ReceivedRequest]:
+        """The chat-completion requests received (other paths left out)."""
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    # serving ---------------------------------------------------------------
+    async def _handle(self, raw: HTTPRequest, out: ResponseWriter) -> None:
+        request = ReceivedRequest(
+            raw.method, raw.path, dict(raw.headers), raw.json(), time.monotonic()
+        )
+        self.requests.append(request)
+        if raw.method == "GET" and raw.path.rstrip("/") in ("/v1/models", "/models"):
+            data = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+            await out.send(200, json.dumps(data).encode())
+            return
+        if raw.method != "POST" or not raw.path.endswith("/chat/completions"):
+            await out.send(404, _error_body(f"no route {raw.method} {raw.path}", "not_found"))
+            return
+        step = self._next_step(request)
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            if step.latency:
+                await asyncio.sleep(step.latency)
+            await self._answer(request, step, out)
+        finally:
+            self.in_flight -= 1
+
+    def _next_step(self, request: ReceivedRequest) -> FakeReply:
+        if self._function is not None:
+            step: FakeReply | str = self._function(request)
+        elif self._queue:
+            step = self._queue.popleft()
+        else:
+            step = status(500, body=_error_body("fake upstream script exhausted").decode())
+        return FakeReply(text=step) if isinstance(step, str) else step
+
+    async def _answer(self, request: ReceivedRequest, step: FakeReply, out: ResponseWriter) -> None:
+        if step.fault == "reset":
+            out.reset()
+        elif step.fault == "stall":
+            await asyncio.sleep(step.seconds)
+            out.close()
+        elif step.status != 200:
+            headers = {} if step.retry_after is None else {"retry-after": str(step.retry_after)}
+            body = step.body.encode() if step.body is not None else _error_body(
+                f"scripted status {step.status}"
+            )
+            await out.send(step.status, body, headers=headers)
+        elif request.stream:
+            await self._answer_stream(request, step, out)
+        else:
+            await self._answer_json(request, step, out)
+
+    async def _answer_json(self, request: ReceivedRequest, step: FakeReply, out: ResponseWriter) -> None:
+        if step.fault == "garbage":
+            await out.send(200, b"<html>this is not json</html>")
+            return
+        body = json.dumps(self._completion(request, step)).encode()
+        if step.fault == "no_terminator":
+            await out.send(200, body[: len(body) // 2])
+        elif step.fault == "drip":
+            await out.start_chunked(200, "application/json")
+            filler = b" " if step.forever else b""
+            data = body if not step.forever else b""
+            while True:
+                for byte in data or filler:
+                    await out.chunk(bytes([byte]))
+                    await asyncio.sleep(step.seconds)
+                if not step.forever:
+                    break
+            await out.end_chunked()
+        else:
+            await out.send(200, body)
+
+    async def _answer_stream(self, request: ReceivedRequest, step: FakeReply, out: ResponseWriter) -> None:
+        await out.start_chunked(200, "text/event-stream", {"cache-control": "no-cache"})
+        if step.fault == "garbage":
+            await out.chunk(b"data: {this is not json\n\n")
+            await out.end_chunked()
+            return
+        if step.fault == "drip" and step.forever:
+            while True:
+                await out.chunk(b": keep-alive\n\n")
+                await asyncio.sleep(step.seconds)
+        complete = step.fault != "no_terminator"
+        for event in self._sse_events(request, step, complete):
+            if step.fault == "drip":
+                for byte in event:
+                    await out.chunk(bytes([byte]))
+                    await asyncio.sleep(step.seconds)
+            else:
+                await out.chunk(event)
+        await out.end_chunked()
+
+    # payloads --------------------------------------------------------------
+    def _new_id(self) -> str:
+        self._ids += 1
+        return f"chatcmpl-fake-{self._ids}"
+
+    def _usage(self, request: ReceivedRequest, text: str) -> JSONObject:
+        prompt = sum(_count(str(m.get("content", ""))) for m in request.messages)
+        completion = _count(text)
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion}
+
+    def _completion(self, request: ReceivedRequest, step: FakeReply) -> JSONObject:
+        return {
+            "id": self._new_id(),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": step.text},
+                "finish_reason": step.finish_reason,
+            }],
+            "usage": self._usage(request, step.text),
+        }
+
+    def _sse_events(self, request: ReceivedRequest, step: FakeReply, complete: bool) -> list[bytes]:
+        cid, created = self._new_id(), int(time.time())
+
+        def chunk(delta: JSONObject, finish: str | None) -> bytes:
+            data = {"id": cid, "object": "chat.completion.chunk", "created": created,
+                    "model": self.model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+        events = [chunk({"role": "assistant", "content": ""}, None)]
+        text = step.text
+        events += [chunk({"content": text[i:i + 4]}, None) for i in range(0, len(text), 4)]
+        if complete:
+            events.append(chunk({}, step.finish_reason))
+            events.append(b"data: [DONE]\n\n")
+        return events
+
+
+def _error_body(message: str, code: str = "upstream_error") -> bytes:
+    return json.dumps({"error": {"message": message, "type": code, "code": None}}).encode()

@@ -1,0 +1,38 @@
+"""Helpers for backend tests: run any backend call mode from a plain test."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentfsm.backends import GenerationOptions, OpenAICompatBackend
+from agentfsm.backends.base import Backend
+from agentfsm.messages import PromptMessage
+
+__all__ = ["MODES", "MESSAGES", "OPTIONS", "call"]
+
+#: the four ways to ask a backend: whole or streamed, blocking or async
+MODES = ("complete", "stream", "acomplete", "astream")
+MESSAGES = (PromptMessage(role="system", content="be brief"), PromptMessage(role="user", content="hi"))
+OPTIONS = GenerationOptions(max_tokens=16)
+
+
+def call(
+    backend: Backend, mode: str, options: GenerationOptions = OPTIONS,
+    messages: tuple[PromptMessage, ...] = MESSAGES,
+) -> str:
+    """The reply text, whichever mode; async modes run on a fresh loop and close their pool."""
+    if mode == "complete":
+        return backend.complete(messages, options).text
+    if mode == "stream":
+        return "".join(backend.stream(messages, options))
+
+    async def run() -> str:
+        try:
+            if mode == "acomplete":
+                return (await backend.acomplete(messages, options)).text
+            return "".join([delta async for delta in backend.astream(messages, options)])
+        finally:
+            if isinstance(backend, OpenAICompatBackend):
+                await backend.aclose()
+
+    return asyncio.run(run())
