@@ -38,9 +38,9 @@ from agentfsm.messages import ToolSpec
 
 __all__ = [
     "ACCEPT",
-    "GUARD_ORDER",
     "Accept",
     "Correction",
+    "GUARD_ORDER",
     "Stop",
     "Verdict",
     "budget",

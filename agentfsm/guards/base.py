@@ -22,8 +22,8 @@ __all__ = [
     "CorrectionReason",
     "Stop",
     "Verdict",
-    "action_name",
     "action_format",
+    "action_name",
     "answer_format",
     "with_example",
 ]
