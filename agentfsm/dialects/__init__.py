@@ -1,1 +1,43 @@
-"""Action dialects: one module per format, plus formats models emit natively."""
+"""Action dialects: one module per format, plus formats models emit natively.
+
+The contract asks for one dialect; the parser (:func:`agentfsm.parser.parse_reply`)
+recognises every format whatever was asked for, and the dialect only selects the
+strictness rules (json-protocol's ``strict`` and its thought cap).
+"""
+
+from __future__ import annotations
+
+from agentfsm._types import DIALECT_NAMES
+from agentfsm.dialects.base import Dialect
+from agentfsm.dialects.command import CommandDialect
+from agentfsm.dialects.json_action import JsonActionDialect
+from agentfsm.dialects.json_protocol import JsonProtocolDialect
+from agentfsm.dialects.smiley import SmileyDialect
+from agentfsm.errors import UsageError
+
+__all__ = [
+    "DIALECTS",
+    "CommandDialect",
+    "JsonActionDialect",
+    "JsonProtocolDialect",
+    "SmileyDialect",
+    "get_dialect",
+]
+
+#: every dialect the contract can ask for, by name
+DIALECTS: dict[str, Dialect] = {
+    "json-action": JsonActionDialect(),
+    "json-protocol": JsonProtocolDialect(),
+    "command": CommandDialect(),
+    "smiley": SmileyDialect(),
+}
+assert tuple(DIALECTS) == DIALECT_NAMES
+
+
+def get_dialect(name: str) -> Dialect:
+    """The dialect called ``name``; :class:`~agentfsm.errors.UsageError` names the valid ones."""
+    try:
+        return DIALECTS[name]
+    except (KeyError, TypeError):
+        valid = ", ".join(DIALECTS)
+        raise UsageError(f"unknown dialect {name!r}; valid dialects: {valid}") from None

@@ -1,0 +1,58 @@
+"""Shared pieces of the dialects' instruction text: the example call and its arguments."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agentfsm._types import JSONObject
+from agentfsm.messages import ToolCall, ToolSpec
+
+__all__ = ["dumps", "example_call"]
+
+
+def dumps(value: Any) -> str:
+    """Compact one-line JSON as the dialects write it (UTF-8 kept, no ASCII escapes)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _example_value(schema: Any, name: str) -> Any:
+    if not isinstance(schema, dict):
+        return "value"
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    for key in ("const", "default"):
+        if key in schema:
+            return schema[key]
+    typ = schema.get("type")
+    if isinstance(typ, list):
+        typ = next((t for t in typ if t != "null"), "string")
+    simple: dict[Any, Any] = {"integer": 1, "number": 1.5, "boolean": True}
+    if typ in simple:
+        return simple[typ]
+    if typ == "array":
+        return [_example_value(schema.get("items"), name)]
+    if typ == "object":
+        return _example_arguments(schema)
+    return name
+
+
+def _example_arguments(parameters: JSONObject) -> JSONObject:
+    props = parameters.get("properties")
+    if not isinstance(props, dict):
+        return {}
+    required = parameters.get("required")
+    names = [n for n in props if isinstance(required, list) and n in required] or list(props)[:1]
+    return {n: _example_value(props[n], n) for n in names}
+
+
+def example_call(tools: Sequence[ToolSpec]) -> ToolCall:
+    """One plausible call of the first tool (a placeholder call when there is none)."""
+    if not tools:
+        return ToolCall.model_construct(id="call_0", name="tool_name", arguments={"arg": "value"})
+    tool = tools[0]
+    return ToolCall.model_construct(
+        id="call_0", name=tool.name, arguments=_example_arguments(tool.parameters)
+    )

@@ -1,0 +1,51 @@
+"""The ``command`` dialect: one line ``@tool NAME {json-args}`` per call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentfsm._types import DialectName, ToolChoice
+from agentfsm.dialects._render import dumps, example_call
+from agentfsm.messages import ToolCall, ToolSpec
+
+__all__ = ["COMMAND_PREFIX", "CommandDialect"]
+
+#: the word a command line starts with
+COMMAND_PREFIX = "@tool"
+
+
+class CommandDialect:
+    """Actions as single command lines: ``@tool get_weather {"city": "Paris"}``."""
+
+    name: DialectName = "command"
+
+    @property
+    def opener(self) -> str:
+        """The start of a command line."""
+        return f"{COMMAND_PREFIX} "
+
+    def render_call(self, call: ToolCall) -> str:
+        """One command line; the arguments are one JSON object on the same line."""
+        return f"{COMMAND_PREFIX} {call.name} {dumps(call.arguments)}"
+
+    def render_calls(self, calls: Sequence[ToolCall]) -> str:
+        """One line per call."""
+        return "\n".join(self.render_call(c) for c in calls)
+
+    def render_final(self, content: str) -> str:
+        """A final answer is plain prose."""
+        return content
+
+    def render_instructions(
+        self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool
+    ) -> str:
+        """How to write a command line, with one example."""
+        lines = [
+            "To call a tool, write one line exactly like this:",
+            self.render_call(example_call(tools)),
+            f"Start the line with {COMMAND_PREFIX}, then the tool name, then the arguments "
+            "as one JSON object on the same line.",
+            "Write one line per call." if parallel else "Write only one such line.",
+            "To answer without a tool, write plain text.",
+        ]
+        return "\n".join(lines)

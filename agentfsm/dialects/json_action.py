@@ -1,0 +1,68 @@
+"""The ``json-action`` dialect (the default): fenced ```` ```json action ```` blocks.
+
+A reply may hold several blocks and prose around them. Plain ```` ```json ```` fences
+holding a call are accepted too; text inside any other fence is never a call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentfsm._types import DialectName, ToolChoice
+from agentfsm.dialects._render import dumps, example_call
+from agentfsm.messages import ToolCall, ToolSpec
+
+__all__ = ["ACTION_INFOS", "JSON_INFOS", "JsonActionDialect"]
+
+#: fence info strings (lower-cased, spaces collapsed) that always mark an action block
+ACTION_INFOS = frozenset(
+    {
+        "json action",
+        "json-action",
+        "json_action",
+        "jsonc action",
+        "action",
+        "tool_call",
+        "tool_calls",
+        "tool-call",
+        "tool",
+    }
+)
+#: fence info strings whose block is a call only when its JSON has the shape of one
+JSON_INFOS = frozenset({"", "json", "jsonc", "json5"})
+
+
+class JsonActionDialect:
+    """Actions as fenced ```` ```json action ```` blocks, ``{"tool": ..., "parameters": {...}}``."""
+
+    name: DialectName = "json-action"
+
+    @property
+    def opener(self) -> str:
+        """The fence line an action starts with."""
+        return "```json action\n"
+
+    def render_call(self, call: ToolCall) -> str:
+        """One fenced action block."""
+        return f"```json action\n{dumps({'tool': call.name, 'parameters': call.arguments})}\n```"
+
+    def render_calls(self, calls: Sequence[ToolCall]) -> str:
+        """One block per call, separated by a blank line."""
+        return "\n\n".join(self.render_call(c) for c in calls)
+
+    def render_final(self, content: str) -> str:
+        """A final answer is plain prose, with no block."""
+        return content
+
+    def render_instructions(
+        self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool
+    ) -> str:
+        """How to write an action, with one example."""
+        lines = [
+            "To call a tool, write an action block exactly like this:",
+            self.render_call(example_call(tools)),
+            'Put the tool name in "tool" and its arguments in "parameters".',
+            "Write one block per call." if parallel else "Write only one block.",
+            "To answer without a tool, write plain text with no block.",
+        ]
+        return "\n".join(lines)

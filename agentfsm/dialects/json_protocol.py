@@ -1,0 +1,60 @@
+"""The ``json-protocol`` dialect: the whole reply is one JSON object.
+
+``{"thought": "...", "action": {"tool": NAME, "args": {...}}}`` calls a tool;
+``{"final": {"content": ...}}`` ends the turn. ``strict`` parsing rejects any text
+outside the object; the thought is capped at :data:`THOUGHT_CAP` characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentfsm._types import DialectName, ToolChoice
+from agentfsm.dialects._render import dumps, example_call
+from agentfsm.messages import ToolCall, ToolSpec
+
+__all__ = ["THOUGHT_CAP", "JsonProtocolDialect"]
+
+#: the longest thought kept; a longer one is cut (problem ``thought_too_long``)
+THOUGHT_CAP = 200
+
+
+class JsonProtocolDialect:
+    """One JSON object per reply: an action, or the final answer."""
+
+    name: DialectName = "json-protocol"
+
+    @property
+    def opener(self) -> str:
+        """Every reply starts an object with a quoted key."""
+        return '{"'
+
+    def render_call(self, call: ToolCall) -> str:
+        """``{"action": {"tool": ..., "args": {...}}}``."""
+        return dumps({"action": {"tool": call.name, "args": call.arguments}})
+
+    def render_calls(self, calls: Sequence[ToolCall]) -> str:
+        """Several calls go in one object, as a list of actions."""
+        if len(calls) == 1:
+            return self.render_call(calls[0])
+        return dumps({"action": [{"tool": c.name, "args": c.arguments} for c in calls]})
+
+    def render_final(self, content: str) -> str:
+        """``{"final": {"content": ...}}``."""
+        return dumps({"final": {"content": content}})
+
+    def render_instructions(
+        self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool
+    ) -> str:
+        """How to write the one JSON object, with one example of each kind."""
+        call = example_call(tools)
+        action = {"thought": "why this tool", "action": {"tool": call.name, "args": call.arguments}}
+        lines = [
+            "Reply with one JSON object and nothing else. No markdown, no other text.",
+            "To call a tool:",
+            dumps(action),
+            "When you are done:",
+            self.render_final("your answer"),
+            f"Keep the thought short (under {THOUGHT_CAP} characters).",
+        ]
+        return "\n".join(lines)
