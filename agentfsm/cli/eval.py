@@ -1,0 +1,143 @@
+"""``agentfsm eval bfcl``: BFCL cases through the runtime, beside BFCL's own prompt mode."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agentfsm.backends.base import Backend, GenerationOptions
+from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
+from agentfsm.errors import AgentFSMError
+from agentfsm.eval.bfcl_data import parse_categories
+from agentfsm.eval.machine import machine_description, now_iso
+from agentfsm.eval.report import aggregate, render_table, write_report
+from agentfsm.eval.runner import CaseResult, EvalPlan, load_plan_cases, resolve_specs, run_eval
+
+__all__ = ["bfcl", "eval_app", "register"]
+
+eval_app = typer.Typer(name="eval", help="Benchmarks through the agentfsm runtime.", no_args_is_help=True)
+
+CategoriesOpt = Annotated[
+    str,
+    typer.Option(
+        "--categories",
+        help="Comma list: simple_python, multiple, parallel, parallel_multiple, irrelevance, live_* ... or 'all' "
+        "(simple_python, multiple, parallel, irrelevance).",
+    ),
+]
+LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="First N cases of each category.")]
+DialectsOpt = Annotated[str, typer.Option("--dialects", help="'all' or a comma list of dialects.")]
+LevelsOpt = Annotated[
+    str, typer.Option("--enforcement", help="'all' or a comma list of auto, prompt, prefill, constrained.")
+]
+OutputOpt = Annotated[
+    Path, typer.Option("-o", "--output", help="Report path stem: writes STEM.json, STEM.md and STEM.png.")
+]
+BaselineOpt = Annotated[bool, typer.Option("--baseline/--no-baseline", help="Add BFCL's prompt-mode row.")]
+MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=16, help="Generation bound per model call.")]
+DataDirOpt = Annotated[
+    Path | None, typer.Option("--data-dir", help="BFCL data folder (default: the installed bfcl-eval package).")
+]
+
+
+def _bfcl_version() -> str | None:
+    try:
+        return metadata.version("bfcl-eval")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _execute(backend: Backend, plan: EvalPlan, options: GenerationOptions, console: Console) -> list[CaseResult]:
+    cases = load_plan_cases(plan)
+    total = len(cases) * len(plan.specs)
+    right = 0
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("BFCL", total=total, last="")
+
+        def on_result(result: CaseResult) -> None:
+            nonlocal right
+            right += result.valid
+            mark = "[green]ok[/]" if result.valid else "[red]x[/]"
+            progress.update(task, advance=1, last=f"{result.case_id} {result.dialect}/{result.enforcement} {mark}")
+
+        return asyncio.run(run_eval(backend, plan, options, on_result=on_result, cases=cases))
+
+
+def bfcl(
+    categories: CategoriesOpt = "simple_python",
+    limit: LimitOpt = None,
+    dialects: DialectsOpt = "json-action",
+    enforcement: LevelsOpt = "auto",
+    backend: BackendOpt = "local",
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    api_key: ApiKeyOpt = None,
+    output: OutputOpt = Path("runs/eval/bfcl"),
+    baseline: BaselineOpt = True,
+    max_tokens: MaxTokensOpt = 256,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Run Berkeley Function Calling Leaderboard cases through the runtime and score them.
+
+    Each case is one deciding turn; the calls are scored with BFCL's AST checker
+    rules (irrelevance: any call is wrong). A baseline row runs BFCL's own prompt
+    mode on the same backend and cases. Writes a JSON and a Markdown report and a
+    chart of accuracy by dialect x enforcement level.
+    """
+    console = Console()
+    try:
+        cats = parse_categories(categories)
+        model_backend = make_backend(backend, base_url, model, api_key)
+        specs = resolve_specs(model_backend, dialects, enforcement, baseline)
+        plan = EvalPlan(categories=cats, specs=specs, limit=limit, data_dir=data_dir)
+        options = GenerationOptions(max_tokens=max_tokens)
+        results = _execute(model_backend, plan, options, console)
+    except AgentFSMError as exc:
+        typer.echo(f"agentfsm: error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    rows = aggregate(results)
+    meta: dict[str, Any] = {
+        "command": "agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "date": now_iso(),
+        "backend": model_backend.name,
+        "model": model,
+        "machine": machine_description(),
+        "bfcl_eval": _bfcl_version(),
+        "max_tokens": max_tokens,
+        "categories": list(cats),
+        "limit": limit,
+    }
+    console.print(render_table(rows))
+    written = write_report(output, rows, results, meta)
+    try:
+        from agentfsm.eval.chart import write_chart
+
+        written.append(write_chart(rows, written[0].with_suffix(".png")))
+    except AgentFSMError as exc:
+        console.print(f"[yellow]chart skipped:[/] {exc}")
+    for path in written:
+        console.print(f"wrote {path}")
+
+
+eval_app.command("bfcl")(bfcl)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``eval`` command group to ``app``."""
+    app.add_typer(eval_app, name="eval")

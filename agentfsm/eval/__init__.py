@@ -1,0 +1,61 @@
+"""Benchmark harness: the Berkeley Function Calling Leaderboard through the agentfsm runtime.
+
+- :mod:`~agentfsm.eval.bfcl_data`: cases from the installed ``bfcl-eval`` data files;
+- :mod:`~agentfsm.eval.checker`: a faithful port of BFCL's AST checker;
+- :mod:`~agentfsm.eval.baseline`: BFCL's own prompt mode (system prompt, decoder);
+- :mod:`~agentfsm.eval.runner`: one deciding turn per case, baseline beside it;
+- :mod:`~agentfsm.eval.report` and :mod:`~agentfsm.eval.chart`: tables, JSON, Markdown, PNG.
+
+The data and checker modules do not import the runtime; the runner and report names
+are loaded on first use, so scoring works on its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from agentfsm.eval.bfcl_data import BfclCase, load_cases, parse_categories
+from agentfsm.eval.checker import ast_checker, check_case
+
+if TYPE_CHECKING:
+    from agentfsm.eval.report import ReportRow, aggregate, render_markdown, write_report
+    from agentfsm.eval.runner import BASELINE, CaseResult, EvalPlan, RunSpec, resolve_specs, run_eval
+
+__all__ = [
+    "BASELINE",
+    "BfclCase",
+    "CaseResult",
+    "EvalPlan",
+    "ReportRow",
+    "RunSpec",
+    "aggregate",
+    "ast_checker",
+    "check_case",
+    "load_cases",
+    "parse_categories",
+    "render_markdown",
+    "resolve_specs",
+    "run_eval",
+    "write_report",
+]
+
+_LAZY = {
+    "ReportRow": "report",
+    "aggregate": "report",
+    "render_markdown": "report",
+    "write_report": "report",
+    "BASELINE": "runner",
+    "CaseResult": "runner",
+    "EvalPlan": "runner",
+    "RunSpec": "runner",
+    "resolve_specs": "runner",
+    "run_eval": "runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentfsm.eval' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"agentfsm.eval.{module}"), name)

@@ -1,0 +1,311 @@
+"""Run BFCL cases through the agentfsm runtime, and through BFCL's own prompt mode.
+
+Each case is one deciding turn (:func:`agentfsm.turn.run_turn`): the model's calls are
+scored, never executed. ``tool_choice`` is ``auto`` for every category, so nothing
+tells the model whether a call is expected (irrelevance cases need none).
+
+Scoring rules, as BFCL's eval runner applies them:
+
+- a turn that ends in calls is scored on those calls, ``[{name: arguments}]``;
+- a turn that ends in a prose answer holds no call (``[]``);
+- a turn that ends without an accepted reply (budget spent, loop) is wrong in the AST
+  categories; in the relevance categories it counts as a call when its last reply held one.
+
+The baseline row sends BFCL's system prompt and decodes the reply with BFCL's decoder,
+on the same backend, with the same generation options minus schema and prefill.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentfsm.backends.base import Backend, GenerationOptions
+from agentfsm.engine import CallTools, EngineConfig
+from agentfsm.enforcement import choose_level
+from agentfsm.errors import RunError, UsageError
+from agentfsm.eval.baseline import bfcl_prompt_messages, decode_ast_prompting
+from agentfsm.eval.bfcl_data import BfclCase, load_cases
+from agentfsm.eval.checker import check_case
+from agentfsm.messages import AssistantMessage, Message, PromptMessage, SystemMessage, UserMessage
+from agentfsm.turn import run_turn
+
+__all__ = [
+    "BASELINE",
+    "CaseResult",
+    "EvalPlan",
+    "load_plan_cases",
+    "RunSpec",
+    "resolve_specs",
+    "run_baseline_case",
+    "run_eval",
+    "run_runtime_case",
+    "try_decode",
+]
+
+DIALECTS_ALL: tuple[str, ...] = ("json-action", "json-protocol", "command", "smiley")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One row family of the report: a dialect and an enforcement level (or the baseline)."""
+
+    dialect: str
+    enforcement: str
+
+    @property
+    def is_baseline(self) -> bool:
+        """Whether this is BFCL's own prompt mode."""
+        return self.enforcement == "baseline"
+
+    @property
+    def label(self) -> str:
+        """``dialect / level``, as printed in tables and charts."""
+        return "BFCL prompt (baseline)" if self.is_baseline else f"{self.dialect} / {self.enforcement}"
+
+
+#: BFCL's prompt mode: its system prompt and its decoder
+BASELINE = RunSpec("bfcl-prompt", "baseline")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """How one case went under one spec."""
+
+    case_id: str
+    category: str
+    dialect: str
+    enforcement: str
+    valid: bool
+    error_type: str | None
+    replies: int
+    parsed_replies: int
+    repaired_replies: int
+    protocol_valid: bool
+    corrections: dict[str, int] = field(default_factory=dict)
+    refusals: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    decoded: Any = None
+    last_reply: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict for the JSON report."""
+        return {
+            "id": self.case_id,
+            "category": self.category,
+            "dialect": self.dialect,
+            "enforcement": self.enforcement,
+            "valid": self.valid,
+            "error_type": self.error_type,
+            "replies": self.replies,
+            "parsed_replies": self.parsed_replies,
+            "repaired_replies": self.repaired_replies,
+            "protocol_valid": self.protocol_valid,
+            "corrections": dict(self.corrections),
+            "refusals": self.refusals,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 4),
+            "decoded": repr(self.decoded) if self.decoded is not None else None,
+            "last_reply": self.last_reply[:2000],
+        }
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """What to run: categories, how many cases each, and the specs (baseline included)."""
+
+    categories: tuple[str, ...]
+    specs: tuple[RunSpec, ...]
+    limit: int | None = None
+    data_dir: Path | None = None
+    max_corrections: int = 3
+
+
+def resolve_specs(backend: Backend, dialects: str, enforcement: str, baseline: bool = True) -> tuple[RunSpec, ...]:
+    """Expand ``all`` / comma lists into specs; levels the backend cannot do are refused.
+
+    ``all`` levels are ``prompt`` and, where the backend constrains decoding,
+    ``constrained``: ``prefill`` only acts when a call is required, and BFCL's
+    ``tool_choice`` is ``auto``, so it would repeat the ``prompt`` row.
+    """
+    names = DIALECTS_ALL if dialects.strip() == "all" else tuple(d.strip() for d in dialects.split(",") if d.strip())
+    for name in names:
+        if name not in DIALECTS_ALL:
+            raise UsageError(f"unknown dialect {name!r}; known: {', '.join(DIALECTS_ALL)}")
+    caps = backend.capabilities
+    if enforcement.strip() == "all":
+        levels: tuple[str, ...] = ("prompt", "constrained") if caps.json_schema else ("prompt",)
+    else:
+        requested = tuple(e.strip() for e in enforcement.split(",") if e.strip())
+        levels = tuple(dict.fromkeys(choose_level(e, caps, "auto") if e == "auto" else e for e in requested))
+        for level in levels:
+            choose_level(level, caps, "auto")  # raises UsageError for a level the backend lacks
+    if not names or not levels:
+        raise UsageError("no dialect or enforcement level to run")
+    specs = tuple(RunSpec(d, lvl) for d in names for lvl in levels)
+    return ((BASELINE,) if baseline else ()) + specs
+
+
+def _history(case: BfclCase) -> list[Message]:
+    out: list[Message] = []
+    for m in case.messages:
+        if m["role"] == "system":
+            out.append(SystemMessage(content=m["content"]))
+        elif m["role"] == "assistant":
+            out.append(AssistantMessage(content=m["content"]))
+        else:
+            out.append(UserMessage(content=m["content"]))
+    return out
+
+
+class _Recorder:
+    """Collects the turn's events: parses, guard verdicts, raw replies."""
+
+    def __init__(self) -> None:
+        self.replies = 0
+        self.parsed = 0
+        self.repaired = 0
+        self.corrections: Counter[str] = Counter()
+        self.last_text = ""
+        self.last_calls: list[dict[str, Any]] = []
+
+    def __call__(self, kind: str, **fields: Any) -> None:
+        if kind == "model_output":
+            self.replies += 1
+            self.last_text = str(fields.get("text", ""))
+        elif kind == "parse":
+            problems = fields.get("problems") or []
+            if not any(p.get("rejected", True) for p in problems) and not fields.get("truncated"):
+                self.parsed += 1
+            if any(not p.get("rejected", True) for p in problems):
+                self.repaired += 1
+            self.last_calls = [{c["name"]: c.get("arguments", {})} for c in fields.get("tool_calls") or []]
+        elif kind == "guard" and fields.get("verdict") == "correct":
+            self.corrections[str(fields.get("guard"))] += 1
+
+
+async def run_runtime_case(
+    backend: Backend,
+    case: BfclCase,
+    spec: RunSpec,
+    options: GenerationOptions,
+    max_corrections: int = 3,
+) -> CaseResult:
+    """One case through :func:`~agentfsm.turn.run_turn` with ``spec``'s dialect and level."""
+    history = _history(case)
+    config = EngineConfig(
+        tools=case.tools, dialect=spec.dialect, tool_choice="auto", parallel=True, max_corrections=max_corrections
+    )
+    rec = _Recorder()
+    start = time.perf_counter()
+    prompt_tokens = completion_tokens = 0
+    decoded: Any
+    try:
+        result = await run_turn(backend, history, config=config, enforcement=spec.enforcement, options=options, emit=rec)
+        prompt_tokens, completion_tokens = result.usage.prompt_tokens, result.usage.completion_tokens
+        calls = result.decision.calls if isinstance(result.decision, CallTools) else ()
+        decoded = [{c.name: dict(c.arguments)} for c in calls]
+        protocol_valid = True
+    except RunError:
+        protocol_valid = False
+        decoded = None if case.ground_truth is not None else (rec.last_calls or None)
+    seconds = time.perf_counter() - start
+    verdict = check_case(case.category, list(case.functions), _truth(case), decoded)
+    return CaseResult(
+        case_id=case.id,
+        category=case.category,
+        dialect=spec.dialect,
+        enforcement=spec.enforcement,
+        valid=bool(verdict["valid"]),
+        error_type=verdict.get("error_type") if not verdict["valid"] else None,
+        replies=rec.replies,
+        parsed_replies=rec.parsed,
+        repaired_replies=rec.repaired,
+        protocol_valid=protocol_valid,
+        corrections=dict(rec.corrections),
+        refusals=rec.corrections.get("refusal", 0),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        seconds=seconds,
+        decoded=decoded,
+        last_reply=rec.last_text,
+    )
+
+
+def _truth(case: BfclCase) -> list[dict[str, Any]] | None:
+    return list(case.ground_truth) if case.ground_truth is not None else None
+
+
+def try_decode(text: str) -> list[dict[str, Any]] | None:
+    """BFCL's decoder on ``text``; ``None`` where it fails (any exception, as BFCL counts it)."""
+    try:
+        return decode_ast_prompting(text)
+    except Exception:  # noqa: BLE001 - BFCL scores every decoder exception as "did not decode"
+        return None
+
+
+async def run_baseline_case(backend: Backend, case: BfclCase, options: GenerationOptions) -> CaseResult:
+    """One case in BFCL's prompt mode: its system prompt, plain generation, its decoder."""
+    messages = bfcl_prompt_messages(list(case.messages), list(case.functions))
+    prompt = [PromptMessage.model_validate(m) for m in messages]
+    plain = options.model_copy(update={"json_schema": None, "prefill": None})
+    start = time.perf_counter()
+    completion = await backend.acomplete(prompt, plain)
+    seconds = time.perf_counter() - start
+    decoded = try_decode(completion.text)
+    verdict = check_case(case.category, list(case.functions), _truth(case), decoded)
+    return CaseResult(
+        case_id=case.id,
+        category=case.category,
+        dialect=BASELINE.dialect,
+        enforcement=BASELINE.enforcement,
+        valid=bool(verdict["valid"]),
+        error_type=verdict.get("error_type") if not verdict["valid"] else None,
+        replies=1,
+        parsed_replies=1 if decoded is not None else 0,
+        repaired_replies=0,
+        protocol_valid=decoded is not None,
+        prompt_tokens=completion.usage.prompt_tokens,
+        completion_tokens=completion.usage.completion_tokens,
+        seconds=seconds,
+        decoded=decoded,
+        last_reply=completion.text,
+    )
+
+
+async def run_eval(
+    backend: Backend,
+    plan: EvalPlan,
+    options: GenerationOptions | None = None,
+    on_result: Callable[[CaseResult], None] | None = None,
+    cases: Sequence[BfclCase] | None = None,
+) -> list[CaseResult]:
+    """Every case of the plan under every spec, case by case (specs interleaved, so a
+    slow stretch of the machine hits all rows alike)."""
+    options = options or GenerationOptions()
+    todo = list(cases) if cases is not None else [
+        c for cat in plan.categories for c in load_cases(cat, plan.limit, plan.data_dir)
+    ]
+    results: list[CaseResult] = []
+    for case in todo:
+        for spec in plan.specs:
+            if spec.is_baseline:
+                result = await run_baseline_case(backend, case, options)
+            else:
+                result = await run_runtime_case(backend, case, spec, options, plan.max_corrections)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return results
+
+
+def load_plan_cases(plan: EvalPlan) -> list[BfclCase]:
+    """The cases a plan runs, in order (for progress totals)."""
+    return [c for cat in plan.categories for c in load_cases(cat, plan.limit, plan.data_dir)]
