@@ -94,7 +94,7 @@ def test_http_error_carries_status_and_body(mode: str) -> None:
 
 
 def test_retry_after_past_the_deadline_gives_up_at_once(mode: str) -> None:
-    script = [status(429, retry_after=60), "never served"]
+    script: list[FakeReply | str] = [status(429, retry_after=60), "never served"]
     timeouts = Timeouts(connect=1.0, read=1.0, total=2.0)
     with FakeUpstream(script) as fake, backend_for(fake, timeout=timeouts, retry_after_cap=60) as backend:
         with pytest.raises(BackendHTTPError) as info:

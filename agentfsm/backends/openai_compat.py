@@ -52,6 +52,18 @@ class _SchemaRejected(Exception):
         self.error = error
 
 
+class _Secret:
+    """Holds the API key; shows as ``***`` in reprs, ``vars()`` and tracebacks' locals."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str | None) -> None:
+        self.value = value or None
+
+    def __repr__(self) -> str:
+        return "'***'" if self.value else "None"
+
+
 def _env_key() -> str | None:
     return os.environ.get("AGENTFSM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
 
@@ -97,10 +109,8 @@ class OpenAICompatBackend:
         self._policy = RetryPolicy(
             max_retries=max_retries, retry_after_cap=retry_after_cap, backoff=backoff
         )
-        self._key = api_key if api_key is not None else _env_key()
+        self._key = _Secret(api_key if api_key is not None else _env_key())
         self._headers = {"accept": "application/json", **(extra_headers or {})}
-        if self._key:
-            self._headers["authorization"] = f"Bearer {self._key}"
         self._extra_body = dict(extra_body or {})
         self._limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
@@ -249,12 +259,20 @@ class OpenAICompatBackend:
         await self.aclose()
 
     def __repr__(self) -> str:
-        key = "'***'" if self._key else "None"
+        key = "'***'" if self._key.value else "None"
         return f"OpenAICompatBackend(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
 
     # -- requests ------------------------------------------------------------------
     def _redact(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+        key = self._key.value
+        return text.replace(key, "***") if key else text
+
+    def _client_headers(self) -> httpx.Headers:
+        # httpx masks authorization in its own reprs; we keep the key out of ours
+        headers = httpx.Headers(self._headers)
+        if self._key.value:
+            headers["authorization"] = f"Bearer {self._key.value}"
+        return headers
 
     def _payload(
         self, messages: Sequence[PromptMessage], options: GenerationOptions, stream: bool
@@ -323,7 +341,7 @@ class OpenAICompatBackend:
     def _sync_client(self) -> httpx.Client:
         if self._client is None:
             self._client = httpx.Client(
-                base_url=self.base_url + "/", headers=self._headers, limits=self._limits,
+                base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
                 transport=self._transport,
             )
         return self._client
@@ -379,7 +397,7 @@ class OpenAICompatBackend:
         if self._aclient is None or self._aclient_loop is not loop:
             # a pool belongs to one event loop; a new loop gets a new pool
             self._aclient = httpx.AsyncClient(
-                base_url=self.base_url + "/", headers=self._headers, limits=self._limits,
+                base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
                 transport=self._async_transport,
             )
             self._aclient_loop = loop
