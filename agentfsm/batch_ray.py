@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from agentfsm._batch_io import ResultLog, load_tasks
@@ -76,7 +76,7 @@ def run_batch_ray(
     fsync_every: int = 32,
     num_cpus: float = 0.25,
     ray_init: dict[str, Any] | None = None,
-) -> Iterator[TaskResult]:
+) -> Generator[TaskResult, None, None]:
     """Run the tasks as Ray tasks; yield each result once it is written to ``output``.
 
     Starts a local Ray instance with ``ray.init(**ray_init)`` unless one is already
@@ -110,7 +110,7 @@ def _drive(
     fsync_every: int,
     num_cpus: float,
     ray_init: dict[str, Any] | None,
-) -> Iterator[TaskResult]:
+) -> Generator[TaskResult, None, None]:
     log = ResultLog(output, fsync_every=fsync_every)
     try:
         if retry_failed:

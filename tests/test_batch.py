@@ -1,0 +1,258 @@
+"""Batch controller: task files, the exactly-once results log, runs against a real HTTP fake."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from agentfsm.backends.openai_compat import OpenAICompatBackend
+from agentfsm.batch import BatchStats, run_batch, run_batch_sync
+from agentfsm.batch_task import Task, TaskResult, transcript_name
+from agentfsm._batch_io import ResultLog, load_tasks
+from agentfsm.cli import app
+from agentfsm.dialects import get_dialect
+from agentfsm.errors import UsageError
+from agentfsm.messages import ToolCall
+from agentfsm.testing import FakeUpstream, ScriptedBackend
+from agentfsm.transcript import read_transcript
+from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def _results(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _assert_exactly_once(path: Path, ids: set[str]) -> list[dict[str, Any]]:
+    raw = path.read_bytes()
+    assert raw.endswith(b"\n")
+    rows = _results(path)  # every line parses
+    seen = [r["id"] for r in rows]
+    assert len(seen) == len(set(seen)), "an id appears twice"
+    assert set(seen) == ids
+    return rows
+
+
+# --- task files ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"id": "a", "prompt": "x"}', "{not json"], ":2: not a JSON line"),
+        (['{"id": "a", "prompt": "x"}', '{"id": "a", "prompt": "y"}'], "duplicate task id 'a'"),
+        (['{"id": "a"}'], ":1: bad task"),
+        (['{"id": "a", "prompt": "x", "messages": []}'], "exactly one of 'prompt' or 'messages'"),
+        (['{"id": "", "prompt": "x"}'], ":1: bad task: id"),
+        (['{"id": "a", "prompt": "x", "colour": 1}'], ":1: bad task: colour"),
+    ],
+)
+def test_bad_task_files_are_refused_naming_the_line(tmp_path: Path, lines: list[str], message: str) -> None:
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_tasks(_write(tmp_path / "tasks.jsonl", lines))
+
+
+def test_task_ids_may_be_integers_and_tool_shapes_are_both_accepted() -> None:
+    openai_tool = {"type": "function", "function": {"name": "calculate", "parameters": {"type": "object"}}}
+    anthropic_tool = {"name": "convert_units", "input_schema": {"type": "object"}}
+    task = Task.model_validate({"id": 7, "prompt": "hi", "tools": [openai_tool, anthropic_tool],
+                                "tool_choice": {"type": "tool", "name": "calculate"}})
+    assert task.id == "7"
+    assert [s.name for s in task.specs() or ()] == ["calculate", "convert_units"]
+    assert task.choice("auto") == "calculate"
+    assert Task(id="x", prompt="p", tool_choice={"type": "any"}).choice("auto") == "required"
+    fn_choice = {"type": "function", "function": {"name": "calculate"}}
+    assert Task(id="x", prompt="p", tool_choice=fn_choice).choice("auto") == "calculate"
+
+
+def test_openai_shaped_messages_become_a_history() -> None:
+    task = Task(id="m", messages=[{"role": "system", "content": "be brief"},
+                                  {"role": "user", "content": [{"type": "text", "text": "hello"}]}])
+    history = task.history()
+    assert [m.role for m in history] == ["system", "user"]
+    assert history[1].content == "hello"
+
+
+@pytest.mark.parametrize("task_id", ["plain-id_1.x", "has space/slash", "ü" * 3, "../escape"])
+def test_transcript_names_are_safe_file_names(task_id: str) -> None:
+    name = transcript_name(task_id)
+    assert name.endswith(".jsonl") and "/" not in name and not name.startswith(".")
+
+
+def test_a_tool_the_module_lacks_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    tool = {"type": "function", "function": {"name": "launch_rocket"}}
+    tasks = [{"id": "a", "prompt": "go", "tools": [tool]}]
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(UsageError, match="launch_rocket"):
+        run_batch_sync(tasks, output=out, backend=ScriptedBackend([]), tools_module=TOOLS_MODULE)
+    assert not out.exists() or out.read_text() == ""
+
+
+# --- the results log -----------------------------------------------------------------
+
+
+def _result(task_id: str, ok: bool = True) -> TaskResult:
+    return TaskResult(id=task_id, ok=ok, content="x" if ok else None, error=None if ok else "RunError: no")
+
+
+def test_results_log_repairs_a_torn_last_line(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    with ResultLog(out) as log:
+        log.append(_result("a"))
+        log.append(_result("b"))
+    with out.open("ab") as fh:
+        fh.write(b'{"id": "c", "ok": tr')  # a writer killed mid-line
+    log = ResultLog(out)
+    assert log.repaired and set(log.done) == {"a", "b"}
+    log.append(_result("c"))
+    log.close()
+    _assert_exactly_once(out, {"a", "b", "c"})
+
+
+def test_results_log_refuses_a_file_it_did_not_write(tmp_path: Path) -> None:
+    out = _write(tmp_path / "out.jsonl", ['{"hello": 1}'])
+    with pytest.raises(UsageError, match=":1: not a result line"):
+        ResultLog(out)
+
+
+def test_results_log_drop_rewrites_without_the_given_ids(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    with ResultLog(out) as log:
+        for i, ok in enumerate([True, False, True]):
+            log.append(_result(f"r{i}", ok))
+        log.drop({"r1"})
+        log.append(_result("r1"))
+    rows = _assert_exactly_once(out, {"r0", "r1", "r2"})
+    assert all(r["ok"] for r in rows)
+
+
+# --- runs ----------------------------------------------------------------------------
+
+
+def _always_unknown_tool(_messages: Any) -> str:
+    return get_dialect("json-action").render_call(ToolCall(id="c", name="no_such_tool", arguments={}))
+
+
+def test_failed_tasks_are_recorded_and_only_retried_when_asked(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    tasks = [{"id": "bad", "prompt": "x"}]
+    stats = run_batch_sync(tasks, output=out, backend=ScriptedBackend(_always_unknown_tool), tools_module=TOOLS_MODULE)
+    assert (stats.done, stats.failed) == (1, 1)
+    assert stats.guards.get("unknown_tool", 0) >= 1
+    [row] = _results(out)
+    assert row["ok"] is False and row["error"].startswith("RetryBudgetExceeded")
+    again = run_batch_sync(tasks, output=out, backend=ScriptedBackend(_always_unknown_tool), tools_module=TOOLS_MODULE)
+    assert (again.skipped, again.done) == (1, 0)
+    fixed = run_batch_sync(tasks, output=out, backend=ScriptedBackend(["fine"]), tools_module=TOOLS_MODULE,
+                           retry_failed=True)
+    assert (fixed.done, fixed.ok) == (1, 1)
+    [row] = _assert_exactly_once(out, {"bad"})
+    assert row["ok"] is True and row["content"] == "fine"
+
+
+async def test_run_batch_is_an_async_iterator_that_writes_before_yielding(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    tasks = [Task(id=f"a{i}", prompt=f"say {i}") for i in range(5)]
+    run = run_batch(tasks, output=out, backend=lambda: ScriptedBackend(lambda m: "ok"), concurrency=2)
+    await run.start()
+    assert run.stats.pending == 5
+    seen = []
+    async for result in run:
+        assert result.id in {r["id"] for r in _results(out)}
+        seen.append(result.id)
+    assert sorted(seen) == [f"a{i}" for i in range(5)]
+    assert isinstance(run.stats, BatchStats) and run.stats.ok == 5
+
+
+def test_thousand_tasks_at_concurrency_64_against_a_fake_upstream(tmp_path: Path) -> None:
+    tasks = _write(tmp_path / "tasks.jsonl", task_lines(1000))
+    out = tmp_path / "out.jsonl"
+    with FakeUpstream(make_script(latency=0.005)) as fake:
+        backend = OpenAICompatBackend(fake.base_url, model="fake", api_key="sk-test")
+        stats = run_batch_sync(tasks, output=out, backend=backend, tools_module=TOOLS_MODULE, concurrency=64)
+        assert len(fake.chat_requests) == 2000
+    assert (stats.done, stats.ok, stats.tool_calls, stats.model_calls) == (1000, 1000, 1000, 2000)
+    rows = _assert_exactly_once(out, {f"t{i}" for i in range(1000)})
+    for row in rows:
+        n = int(row["id"][1:])
+        assert row["content"] == f"{n} + 1 = {n + 1}"
+        assert row["tool_calls"][0]["result"]["content"] == f"{float(n + 1)}"
+        assert row["usage"]["prompt_tokens"] > 0
+
+
+def test_cli_batch_prints_a_summary_and_writes_transcripts(tmp_path: Path) -> None:
+    tasks = _write(tmp_path / "tasks.jsonl", task_lines(12))
+    out, transcripts = tmp_path / "out.jsonl", tmp_path / "runs"
+    with FakeUpstream(make_script()) as fake:
+        result = CliRunner().invoke(app, [
+            "batch", str(tasks), "-o", str(out), "--concurrency", "4", "--transcripts", str(transcripts),
+            "--backend", "openai", "--base-url", fake.base_url, "--model", "fake",
+            "--tools-module", TOOLS_MODULE, "--no-progress",
+        ])
+    assert result.exit_code == 0, result.output
+    assert "success rate" in result.output and "100.0%" in result.output
+    _assert_exactly_once(out, {f"t{i}" for i in range(12)})
+    assert len(list(transcripts.glob("*.jsonl"))) == 12
+    events = read_transcript(transcripts / "t3.jsonl")
+    assert events[-1]["type"] == "run_end" and events[-1]["status"] == "final"
+
+
+def _batch_cmd(tasks: Path, out: Path, transcripts: Path, base_url: str) -> list[str]:
+    return [
+        sys.executable, "-m", "agentfsm", "batch", str(tasks), "-o", str(out),
+        "--concurrency", "16", "--transcripts", str(transcripts), "--fsync-every", "0",
+        "--backend", "openai", "--base-url", base_url, "--model", "fake",
+        "--tools-module", TOOLS_MODULE, "--no-progress", "--json",
+    ]
+
+
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def test_sigkill_at_several_points_then_rerun_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    n = 240
+    tasks = _write(tmp_path / "tasks.jsonl", task_lines(n))
+    out, transcripts = tmp_path / "out.jsonl", tmp_path / "runs"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with FakeUpstream(make_script(latency=0.05)) as fake:
+        cmd = _batch_cmd(tasks, out, transcripts, fake.base_url)
+        for kill_at in (1, 40, 120, 200):
+            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            deadline = time.monotonic() + 120
+            while _lines(out) < kill_at and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+            proc.send_signal(signal.SIGKILL)
+            _, err = proc.communicate()
+            assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+            whole = out.read_bytes().split(b"\n")[:-1]  # at most a torn last line after a kill
+            ids = [json.loads(line)["id"] for line in whole]
+            assert len(ids) == len(set(ids))
+        final = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, timeout=300)
+    assert final.returncode == 0, final.stderr.decode()[-2000:]
+    summary = json.loads(final.stdout)
+    assert summary["skipped"] + summary["done"] == n
+    rows = _assert_exactly_once(out, {f"t{i}" for i in range(n)})
+    assert all(r["ok"] for r in rows)
+    for i in range(n):  # a killed task's partial transcript was replaced by its re-run
+        events = read_transcript(transcripts / f"t{i}.jsonl")
+        assert [e["type"] for e in events].count("run_start") == 1
+        assert events[-1]["type"] == "run_end"

@@ -1,0 +1,52 @@
+"""The Ray adapter on a local Ray instance: same per-task function, same exactly-once output."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+
+from agentfsm.backends.openai_compat import OpenAICompatBackend
+from agentfsm.batch_ray import run_batch_ray
+from agentfsm.testing import FakeUpstream
+from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def _ids(path: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_ray_batch_is_exactly_once_across_a_torn_restart(tmp_path: Path, local_ray: None) -> None:
+    n = 20
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("\n".join(task_lines(n)) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    with FakeUpstream(make_script()) as fake:
+        factory = functools.partial(OpenAICompatBackend, fake.base_url, model="fake", api_key="sk-test")
+        first = run_batch_ray(tasks, output=out, backend_factory=factory, tools_module=TOOLS_MODULE, concurrency=4)
+        for i, _ in enumerate(first):
+            if i == 6:
+                break  # the driver stops (as if killed) after 7 results
+        first.close()
+        with out.open("ab") as fh:
+            fh.write(b'{"id": "t19", "ok": tru')  # and its last write was torn
+        rest = list(run_batch_ray(tasks, output=out, backend_factory=factory, tools_module=TOOLS_MODULE, concurrency=4))
+        again = list(run_batch_ray(tasks, output=out, backend_factory=factory, tools_module=TOOLS_MODULE))
+    ids = _ids(out)
+    assert len(ids) == len(set(ids)) == n and set(ids) == {f"t{i}" for i in range(n)}
+    assert len(rest) == n - 7 and again == []
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        k = int(row["id"][1:])
+        assert row["ok"] and row["content"] == f"{k} + 1 = {k + 1}"

@@ -1,0 +1,196 @@
+"""Replay: recorded runs re-decided by today's code; divergences found at the right event."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from typer.testing import CliRunner
+
+import agentfsm.guards.schema
+from agentfsm.backends.base import Capabilities
+from agentfsm.cli import app
+from agentfsm.dialects import get_dialect
+from agentfsm.errors import AgentFSMError, UsageError
+from agentfsm.guards.base import ACCEPT
+from agentfsm.messages import ToolCall
+from agentfsm.replay import areplay, replay
+from agentfsm.runtime import Agent
+from agentfsm.testing import ScriptedBackend
+from agentfsm.testing.pytest_replay import assert_replays, replay_snapshot
+from agentfsm.transcript import read_transcript
+
+
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+def convert(value: float, unit: Literal["km", "mi"]) -> str:
+    """Convert a distance to the other unit."""
+    return f"{value * (0.621371 if unit == 'km' else 1.609344):.3f}"
+
+
+def lookup(key: str) -> str:
+    """Look a key up (always fails)."""
+    raise KeyError(key)
+
+
+TOOLS = [add, convert, lookup]
+
+
+def call(name: str, dialect: str = "json-action", **args: Any) -> str:
+    return get_dialect(dialect).render_call(ToolCall(id="x", name=name, arguments=args))
+
+
+def calls(*pairs: tuple[str, dict[str, Any]], dialect: str = "json-action") -> str:
+    rendered = [ToolCall(id=f"x{i}", name=n, arguments=a) for i, (n, a) in enumerate(pairs)]
+    return get_dialect(dialect).render_calls(rendered)
+
+
+@dataclass
+class Scenario:
+    name: str
+    replies: Sequence[str]
+    options: dict[str, Any] = field(default_factory=dict)
+    capabilities: Capabilities = field(default_factory=Capabilities)
+
+
+SCENARIOS = [
+    Scenario("answer-direct", ["Paris is the capital of France."]),
+    Scenario("one-tool", [call("add", a=2, b=3), "2 + 3 = 5"]),
+    Scenario("parallel-calls", [calls(("add", {"a": 1, "b": 2}), ("convert", {"value": 5, "unit": "km"})), "3 and 3.107"]),
+    Scenario("sequential-calls", [call("add", a=1, b=2), call("add", a=3, b=4), "3 then 7"]),
+    Scenario("schema-correction", [call("convert", value=5, unit="parsecs"), call("convert", value=5, unit="km"), "3.107 miles"]),
+    Scenario("unknown-tool-correction", [call("multiply", a=2, b=3), call("add", a=2, b=3), "5"]),
+    Scenario("refusal-correction", ["I'm sorry, but I don't have access to any tools.", call("add", a=1, b=1), "2"],
+             {"tool_choice": "required"}),
+    Scenario("tool-error-result", [call("lookup", key="k"), "The lookup failed."]),
+    Scenario("budget-spent", [call("nope")] * 4),
+    Scenario("loop-detected", [call("add", a=1, b=1)] * 5 + ["2"]),
+    Scenario("max-steps", [call("add", a=1, b=1), call("add", a=2, b=2), "done"], {"max_steps": 2}),
+    Scenario("prefill-forced", [get_dialect("json-action").opener + call("add", a=4, b=4)[len(get_dialect("json-action").opener):], "8"],
+             {"tool_choice": "add"}, Capabilities(prefill=True)),
+    Scenario("no-parallel", [calls(("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})), "3"], {"parallel": False}),
+    Scenario("tool-choice-none", [call("add", a=1, b=2) + "\nNo tools today.", ], {"tool_choice": "none"}),
+    Scenario("command-dialect", [call("add", "command", a=2, b=2), "4"], {"dialect": "command"}),
+    Scenario("smiley-dialect", [call("add", "smiley", a=2, b=2), "4"], {"dialect": "smiley"}),
+    Scenario("json-protocol-dialect", [call("add", "json-protocol", a=2, b=2), get_dialect("json-protocol").render_final("4")],
+             {"dialect": "json-protocol"}),
+]
+
+
+def record(scenario: Scenario, path: Path) -> Path:
+    """Run the scenario with a scripted model, writing its transcript to ``path``."""
+    agent = Agent(ScriptedBackend(list(scenario.replies), scenario.capabilities), TOOLS,
+                  transcript=path, **scenario.options)
+    try:
+        agent.run(f"Scenario {scenario.name}: please help.")
+    except AgentFSMError:
+        pass  # runs that end in an error are recorded too
+    return path
+
+
+@pytest.fixture(params=SCENARIOS, ids=lambda s: s.name)
+def recorded(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    scenario: Scenario = request.param
+    return record(scenario, tmp_path / f"{scenario.name}.jsonl")
+
+
+def test_every_scenario_replays_identical_and_matches_its_snapshot(recorded: Path, snapshot: Any) -> None:
+    report = assert_replays(recorded)
+    assert report.compared > 0 and not report.contract_changed and report.runs == 1
+    assert replay_snapshot(recorded) == snapshot
+
+
+def _types(path: Path) -> list[str]:
+    return [e["type"] for e in read_transcript(path)]
+
+
+def test_the_scenarios_cover_corrections_errors_and_finals(tmp_path: Path) -> None:
+    kinds = {s.name: _types(record(s, tmp_path / f"{s.name}.jsonl")) for s in SCENARIOS}
+    assert "retry" in kinds["schema-correction"] and "final" in kinds["schema-correction"]
+    assert "retry" in kinds["refusal-correction"]
+    assert "error" in kinds["budget-spent"] and "error" in kinds["loop-detected"] and "error" in kinds["max-steps"]
+    assert "tool_result" in kinds["parallel-calls"]
+
+
+def _first(path: Path, type_: str) -> int:
+    return next(i for i, e in enumerate(read_transcript(path)) if e["type"] == type_)
+
+
+def test_a_guard_that_now_accepts_everything_diverges_at_the_recorded_correction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = record(SCENARIOS[4], tmp_path / "schema.jsonl")  # schema-correction
+    monkeypatch.setattr(agentfsm.guards.schema, "check", lambda *a, **k: ACCEPT)
+    report = replay(path)
+    assert not report.identical and report.divergence is not None
+    d = report.divergence
+    assert d.index == _first(path, "guard")
+    assert d.event_type == "guard" and d.then["guard"] == "schema" and d.then["verdict"] == "correct"
+    assert d.now and d.now != d.then
+    with pytest.raises(AssertionError, match=f"diverged at event {d.index}"):
+        assert_replays(path)
+
+
+def test_replay_needing_more_model_output_than_recorded_is_a_divergence(tmp_path: Path) -> None:
+    path = record(SCENARIOS[1], tmp_path / "one.jsonl")  # one-tool
+    events = read_transcript(path)
+    last_output = max(i for i, e in enumerate(events) if e["type"] == "model_output")
+    events[last_output]["text"] = call("add", a=9, b=9)  # now the model "asked" for another call
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    report = replay(path)
+    assert not report.identical and report.divergence is not None
+    assert report.divergence.index > last_output
+
+
+def test_a_cut_off_recording_is_compared_as_far_as_it_goes(tmp_path: Path) -> None:
+    path = record(SCENARIOS[3], tmp_path / "seq.jsonl")  # sequential-calls
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(lines[: len(lines) // 2]) + "\n" + lines[len(lines) // 2][:25], encoding="utf-8")
+    report = replay(path)
+    assert report.identical and any("no run_end" in n for n in report.notes)
+
+
+def test_a_file_holding_two_runs_replays_both(tmp_path: Path) -> None:
+    path = tmp_path / "two.jsonl"
+    record(SCENARIOS[0], path)
+    record(SCENARIOS[1], path)
+    report = replay(path)
+    assert report.identical and report.runs == 2
+
+
+def test_a_changed_contract_is_noted_but_is_not_a_divergence(tmp_path: Path) -> None:
+    path = record(SCENARIOS[1], tmp_path / "c.jsonl")
+    events = read_transcript(path)
+    for e in events:
+        if e["type"] == "contract":
+            e["hash"] = "0" * 64
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    report = replay(path)
+    assert report.identical and report.contract_changed
+
+
+async def test_replay_inside_a_running_loop_says_to_use_areplay(tmp_path: Path) -> None:
+    path = record(SCENARIOS[0], tmp_path / "a.jsonl")
+    with pytest.raises(UsageError, match="areplay"):
+        replay(path)
+    assert (await areplay(path)).identical
+
+
+def test_cli_replay_exit_codes_and_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = record(SCENARIOS[1], tmp_path / "good.jsonl")
+    changed = record(SCENARIOS[4], tmp_path / "changed.jsonl")
+    ok = CliRunner().invoke(app, ["replay", str(good)])
+    assert ok.exit_code == 0 and "identical" in ok.output
+    monkeypatch.setattr(agentfsm.guards.schema, "check", lambda *a, **k: ACCEPT)
+    bad = CliRunner().invoke(app, ["replay", str(tmp_path), "--json"])
+    assert bad.exit_code == 1
+    reports = {Path(r["path"]).name: r for r in map(json.loads, bad.output.splitlines())}
+    assert reports["good.jsonl"]["identical"] is True
+    assert reports["changed.jsonl"]["divergence"]["index"] == _first(changed, "guard")
