@@ -132,10 +132,11 @@ class _ToolTurn:
         self.answered = [False] * len(calls)
         self.remaining = len(calls)
         self.by_id: dict[str, deque[int]] = {}
-        self.by_name: dict[str, deque[int]] = {}
         self.idless: deque[int] = deque()
         self.idless_by_name: dict[str, deque[int]] = {}
-        self.order: deque[int] = deque(range(len(calls)))
+        # Built on first use: only results without an id need them (rule 3c).
+        self.by_name: dict[str, deque[int]] | None = None
+        self.order: deque[int] | None = None
         for index, (call_id, name) in enumerate(calls):
             if call_id is None:
                 self.idless.append(index)
@@ -143,8 +144,6 @@ class _ToolTurn:
                     self.idless_by_name.setdefault(name, deque()).append(index)
             else:
                 self.by_id.setdefault(call_id, deque()).append(index)
-            if name is not None:
-                self.by_name.setdefault(name, deque()).append(index)
 
     def _take(self, queue: deque[int] | None) -> int | None:
         # Queues are cleaned lazily: each index leaves each queue at most once,
@@ -166,6 +165,12 @@ class _ToolTurn:
             if index is None:
                 index = self._take(self.idless)
         if index is None and result_id is None:
+            if self.by_name is None or self.order is None:
+                self.by_name = {}
+                for position, (_, name) in enumerate(self.calls):
+                    if name is not None:
+                        self.by_name.setdefault(name, deque()).append(position)
+                self.order = deque(range(len(self.calls)))
             if result_name is not None:
                 index = self._take(self.by_name.get(result_name))
             if index is None:
@@ -250,6 +255,8 @@ def pending_calls(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[str,
 
 def _read(message: object, position: int) -> tuple[int, list[_Ref]]:
     """Classify one message and pull out its calls or results."""
+    if isinstance(message, dict):  # the wire's usual shape: skip the slower checks below
+        return _read_mapping(message)
     if isinstance(message, ToolMessage):
         return _RESULTS, [(_as_id(message.result.call_id), message.result.name)]
     if isinstance(message, AssistantMessage):
