@@ -1,0 +1,90 @@
+"""The FakeUpstream test server itself, spoken to with plain httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest, garbage, latency, reply, reset, status
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}
+
+
+@pytest.fixture
+def echo() -> Iterator[FakeUpstream]:
+    with FakeUpstream(model="echo-model") as fake:
+        yield fake
+
+
+def test_default_script_echoes_the_last_message(echo: FakeUpstream) -> None:
+    answer = httpx.post(f"{echo.base_url}/chat/completions", json=CHAT).json()
+    assert answer["choices"][0]["message"] == {"role": "assistant", "content": "echo: ping"}
+    assert answer["model"] == "echo-model" and answer["usage"]["completion_tokens"] > 0
+
+
+def test_models_and_unknown_routes(echo: FakeUpstream) -> None:
+    models = httpx.get(f"{echo.base_url}/models").json()
+    assert [m["id"] for m in models["data"]] == ["echo-model"]
+    assert httpx.get(f"{echo.url}/nowhere").status_code == 404
+    assert [r.path for r in echo.requests] == ["/v1/models", "/nowhere"]
+    assert echo.chat_requests == []
+
+
+def test_sse_stream_shape(echo: FakeUpstream) -> None:
+    with httpx.stream("POST", f"{echo.base_url}/chat/completions", json={**CHAT, "stream": True}) as r:
+        assert r.headers["content-type"] == "text/event-stream"
+        events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "echo: ping"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_queue_faults_and_exhaustion() -> None:
+    with FakeUpstream([status(429, retry_after=3), garbage(), reset()]) as fake, httpx.Client() as client:
+        url = f"{fake.base_url}/chat/completions"
+        throttled = client.post(url, json=CHAT)
+        assert (throttled.status_code, throttled.headers["retry-after"]) == (429, "3")
+        assert client.post(url, json=CHAT).text == "<html>this is not json</html>"
+        with pytest.raises(httpx.TransportError):
+            client.post(url, json=CHAT)
+        fake.enqueue(reply("late"))
+        assert client.post(url, json=CHAT).json()["choices"][0]["message"]["content"] == "late"
+        exhausted = client.post(url, json=CHAT)
+        assert exhausted.status_code == 500 and "exhausted" in exhausted.text
+
+
+def test_records_headers_and_chunked_bodies(echo: FakeUpstream) -> None:
+    body = json.dumps(CHAT).encode()
+    response = httpx.post(
+        f"{echo.base_url}/chat/completions",
+        content=iter([body[:10], body[10:]]),  # an iterator is sent chunked
+        headers={"authorization": "Bearer t", "content-type": "application/json"},
+    )
+    assert response.status_code == 200
+    received = echo.chat_requests[0]
+    assert received.headers["transfer-encoding"] == "chunked"
+    assert received.headers["authorization"] == "Bearer t"
+    assert received.body == CHAT and received.messages == CHAT["messages"] and not received.stream
+
+
+def test_function_script_and_concurrent_latency() -> None:
+    def script(request: ReceivedRequest) -> FakeReply:
+        return latency(0.3, f"answer to {request.messages[-1]['content']}")
+
+    async def fire(base_url: str) -> list[str]:
+        limits = httpx.Limits(max_connections=64)
+        async with httpx.AsyncClient(base_url=base_url + "/", limits=limits) as client:
+            payloads = [{**CHAT, "messages": [{"role": "user", "content": str(i)}]} for i in range(64)]
+            answers = await asyncio.gather(*(client.post("chat/completions", json=p) for p in payloads))
+        return [a.json()["choices"][0]["message"]["content"] for a in answers]
+
+    with FakeUpstream(script) as fake:
+        texts = asyncio.run(fire(fake.base_url))
+    assert texts == [f"answer to {i}" for i in range(64)]
+    assert fake.peak_in_flight > 8  # the requests overlapped instead of queueing
+    assert fake.in_flight == 0
