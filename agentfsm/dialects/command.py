@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from agentfsm._types import DialectName, ToolChoice
 from agentfsm.dialects._render import dumps, example_call
+from agentfsm.dialects._tokens import OpenerDef, cls, lit
 from agentfsm.messages import ToolCall, ToolSpec
 
-__all__ = ["COMMAND_PREFIX", "CommandDialect"]
+__all__ = ["COMMAND", "COMMAND_HEAD", "COMMAND_PREFIX", "CommandDialect"]
 
 #: the word a command line starts with
 COMMAND_PREFIX = "@tool"
+#: ``@tool`` and a blank (not preceded by a word character or ``@``: checked by the scanner)
+COMMAND = OpenerDef("command", (lit(COMMAND_PREFIX), cls(r"[ \t]")))
+#: the tool name and the blanks after it; a ``{``, a line end or the reply's end must follow
+COMMAND_HEAD = re.compile(r"[ \t]{0,15}([A-Za-z_][\w.\-]{0,127})[ \t]{0,16}")
 
 
 class CommandDialect:

@@ -6,13 +6,24 @@ holding a call are accepted too; text inside any other fence is never a call.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from agentfsm._types import DialectName, ToolChoice
 from agentfsm.dialects._render import dumps, example_call
+from agentfsm.dialects._tokens import OpenerDef, lit
 from agentfsm.messages import ToolCall, ToolSpec
 
-__all__ = ["ACTION_INFOS", "JSON_INFOS", "JsonActionDialect"]
+__all__ = [
+    "ACTION_INFOS",
+    "FENCE",
+    "FENCE_CLOSER",
+    "FENCE_INFO",
+    "FENCE_INFO_MAX",
+    "JSON_INFOS",
+    "JsonActionDialect",
+    "classify_fence",
+]
 
 #: fence info strings (lower-cased, spaces collapsed) that always mark an action block
 ACTION_INFOS = frozenset(
@@ -66,3 +77,21 @@ class JsonActionDialect:
             "To answer without a tool, write plain text with no block.",
         ]
         return "\n".join(lines)
+
+
+#: ```` ``` ```` opens a fence; what follows on its line says what kind
+FENCE = OpenerDef("fence", (lit("```"),))
+FENCE_CLOSER = "```"
+#: the fence info: characters an info string may hold (bounded: longer is "other")
+FENCE_INFO = re.compile(r"[`A-Za-z0-9 \t_+.\-\r]{0,64}")
+FENCE_INFO_MAX = 64
+
+
+def classify_fence(info: str) -> str:
+    """``"action"``, ``"json"`` (a call only if shaped as one) or ``"other"`` (never a call)."""
+    key = " ".join(info.strip("`").lower().split())
+    if key in ACTION_INFOS:
+        return "action"
+    if key in JSON_INFOS:
+        return "json"
+    return "other"

@@ -1,0 +1,170 @@
+"""From one action block's raw text to calls, problems and the text it leaves.
+
+A block is prose again (kept in the content, no problem) when it turns out not to be
+an action: bare JSON or a plain json fence without a call's shape, a pythonic list that
+does not parse, a name that is not a known tool.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from agentfsm.dialects._calls import Found, find_calls
+from agentfsm.dialects._json import MISSING, RepairBudget, read_json
+from agentfsm.dialects.base import Problem, ProblemCode
+from agentfsm.dialects.json_protocol import THOUGHT_CAP
+from agentfsm.dialects.native import parse_pythonic
+
+__all__ = ["Block", "Context", "Outcome", "decode_block"]
+
+#: kinds that are prose when they hold no call; the others are always actions
+LENIENT: Final = frozenset({"fence-json", "object", "array", "pythonic"})
+_SOURCES: Final = {
+    "fence-action": "json-action",
+    "fence-json": "json",
+    "hermes": "hermes",
+    "smiley": "smiley",
+    "command": "command",
+    "mistral": "mistral",
+    "object": "llama",
+    "array": "json-array",
+    "pythonic": "pythonic",
+}
+_CUT: Final = {
+    "fence-action": "an action fence without its closing ```",
+    "fence-json": "a json fence without its closing ```",
+    "hermes": "<tool_call> without </tool_call>",
+    "smiley": "a smiley delimiter without its closing delimiter",
+    "mistral": "[TOOL_CALLS] with unterminated JSON",
+    "command": "an @tool line with unterminated JSON",
+}
+
+
+@dataclass
+class Block:
+    """One action block as read: its kind, where it is, its raw text."""
+
+    kind: str
+    #: offset of the block in the reply
+    start: int
+    raw: str
+    #: where the payload starts and ends, as indexes into ``raw``
+    body: int = 0
+    body_end: int | None = None
+    #: the tool name written before the payload (command, Mistral)
+    name: str | None = None
+    #: the payload already decoded while reading, else MISSING
+    value: Any = MISSING
+    #: ``closed``, ``truncated`` (the reply ended inside it) or ``limit`` (too large)
+    state: str = "closed"
+
+
+@dataclass
+class Context:
+    """What decoding needs besides the block."""
+
+    known: frozenset[str] | None
+    protocol: bool
+    budget: RepairBudget = field(default_factory=RepairBudget)
+
+
+@dataclass
+class Outcome:
+    """What one block yields."""
+
+    #: the block is plain text after all
+    prose: bool = False
+    #: text the block adds to the content (a json-protocol thought or final answer)
+    text: str = ""
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    final: Any = MISSING
+    truncated: bool = False
+    #: the block had json-protocol's shape
+    protocol: bool = False
+
+
+def _problem(
+    code: ProblemCode, message: str, position: int | None, source: str, rejected: bool = True
+) -> Problem:
+    return Problem.model_construct(
+        code=code, message=message, position=position, rejected=rejected, source=source
+    )
+
+
+def decode_block(block: Block, ctx: Context) -> Outcome:
+    """Decode ``block`` into calls (or prose), recording what was repaired or rejected."""
+    source = _SOURCES[block.kind]
+    if block.state == "limit":
+        message = f"a {source} block larger than the parser reads; the rest of the reply is dropped"
+        return Outcome(problems=[_problem("limit_exceeded", message, block.start, source)])
+    if block.state == "truncated":
+        what = _CUT.get(block.kind, "unterminated JSON")
+        message = f"cut off: {what}; it was not run"
+        return Outcome(truncated=True, problems=[_problem("truncated", message, block.start, source)])
+    payload = block.raw[block.body : block.body_end]
+    lenient = block.kind in LENIENT
+    if block.kind == "pythonic":
+        calls = parse_pythonic(payload, ctx.known)
+        return Outcome(prose=True) if calls is None else Outcome(calls=calls)
+    if block.kind == "command" or (block.kind == "mistral" and block.name is not None):
+        return _named(block, payload, ctx, source)
+    read = read_json(payload, ctx.budget, block.value)
+    if not read.ok:
+        if lenient:
+            return Outcome(prose=True)
+        position = block.start + block.body + (read.position or 0)
+        return Outcome(problems=[_problem(read.code or "invalid_json", read.message, position, source)])
+    found = find_calls(read.value, loose=not lenient, known=ctx.known, budget=ctx.budget)
+    if found is None:
+        if lenient:
+            return Outcome(prose=True)
+        message = "the action has no tool name (expected a \"tool\" or \"name\" key)"
+        return Outcome(problems=[_problem("malformed_action", message, block.start, source)])
+    out = _outcome(found, block, ctx, "json-protocol" if found.protocol else source)
+    if read.repaired:
+        out.problems.insert(0, _problem("repaired_json", read.repaired, block.start, source, False))
+    return out
+
+
+def _named(block: Block, payload: str, ctx: Context, source: str) -> Outcome:
+    name = block.name or ""
+    if not payload.strip():
+        return Outcome(calls=[(name, {})])
+    read = read_json(payload, ctx.budget, block.value)
+    if not read.ok:
+        position = block.start + block.body + (read.position or 0)
+        return Outcome(problems=[_problem(read.code or "invalid_json", read.message, position, source)])
+    if not isinstance(read.value, dict):
+        message = f"the arguments of {name!r} must be a JSON object"
+        return Outcome(problems=[_problem("malformed_action", message, block.start, source)])
+    out = Outcome(calls=[(name, read.value)])
+    if read.repaired:
+        out.problems.append(_problem("repaired_json", read.repaired, block.start, source, False))
+    return out
+
+
+def _outcome(found: Found, block: Block, ctx: Context, source: str) -> Outcome:
+    out = Outcome(calls=found.calls, protocol=found.protocol)
+    for code, message, rejected in found.notes:
+        out.problems.append(_problem(code, message, block.start, source, rejected))
+    if found.final is not MISSING:
+        out.final = found.final
+        out.text = found.final if isinstance(found.final, str) else _dumps(found.final)
+    elif isinstance(found.thought, str):
+        thought = found.thought
+        if ctx.protocol and len(thought) > THOUGHT_CAP:
+            message = f"the thought has {len(thought)} characters; it was cut to {THOUGHT_CAP}"
+            out.problems.append(_problem("thought_too_long", message, block.start, source, False))
+            thought = thought[:THOUGHT_CAP]
+        out.text = thought
+    if not out.calls and out.final is MISSING and not out.problems:
+        message = "the action block holds no call"
+        out.problems.append(_problem("malformed_action", message, block.start, source))
+    return out
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,256 @@
+"""Reading the JSON of one action: the C decoder first, then a bounded repair.
+
+The fast path is ``json``'s C decoder. Only when it fails does the text go, within
+size, depth and per-reply budgets, through a smart-quote normaliser and then the
+``json_repair`` library (which is slow and superlinear on garbage, hence the caps).
+Nothing here raises: every failure is a :class:`Read` with a problem code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+import json_repair
+
+from agentfsm.dialects.base import ProblemCode
+
+__all__ = [
+    "MAX_REPAIR_CHARS",
+    "MAX_REPAIR_DEPTH",
+    "MISSING",
+    "DECODER",
+    "Read",
+    "RepairBudget",
+    "read_json",
+]
+
+#: the largest block handed to json_repair, and the total per reply
+MAX_REPAIR_CHARS: Final = 16_384
+#: blocks nested deeper than this are not repaired
+MAX_REPAIR_DEPTH: Final = 32
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final = _Missing()
+
+
+class _ConstantError(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _ConstantError(name)
+
+
+#: the decoder every action goes through: standard JSON, with NaN and Infinity refused
+DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_WS = re.compile(r"[ \t\n\r]*")
+_BRACKETS = re.compile(r"[\[\]{}]")
+_SMART = ("\u201c", "\u201d", "\u2018", "\u2019", "\u201e")
+
+
+@dataclass
+class RepairBudget:
+    """How many characters json_repair may still be given while parsing one reply."""
+
+    remaining: int = MAX_REPAIR_CHARS
+
+
+@dataclass
+class Read:
+    """The outcome of reading one JSON text."""
+
+    value: Any = MISSING
+    #: why the text needed repair (``None`` when it was valid JSON)
+    repaired: str | None = None
+    #: set when nothing could be read
+    code: ProblemCode | None = None
+    message: str = ""
+    #: offset of the error within the text
+    position: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not MISSING
+
+
+class Multi(list[Any]):
+    """Several JSON values written one after another in one block."""
+
+
+def read_json(text: str, budget: RepairBudget, pre: Any = MISSING) -> Read:
+    """Read ``text`` as JSON (``pre``: a value already decoded from it)."""
+    if pre is not MISSING:
+        return _clean(text, Read(pre))
+    try:
+        return _clean(text, Read(DECODER.decode(text)))
+    except _ConstantError as exc:
+        return Read(code="invalid_json", message=f"{exc} is not allowed in JSON")
+    except RecursionError:
+        return Read(code="limit_exceeded", message="JSON nested too deeply")
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":
+            values = _several(text)
+            if values is not None:
+                return _clean(text, Read(values))
+        return _repair(text, exc, budget)
+    except ValueError as exc:  # int() refuses numbers of more than 4300 digits
+        return Read(code="limit_exceeded", message=f"number too long: {str(exc)[:80]}")
+
+
+def _several(text: str) -> Multi | None:
+    values = Multi()
+    i = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    try:
+        while i < len(text):
+            value, i = DECODER.raw_decode(text, i)
+            values.append(value)
+            i = _WS.match(text, i).end()  # type: ignore[union-attr]
+    except (ValueError, RecursionError):
+        return None
+    return values
+
+
+def _depth(text: str) -> int:
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        if m.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif depth:
+            depth -= 1
+    return deepest
+
+
+def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
+    where = f"{exc.msg} (line {exc.lineno} column {exc.colno})"
+    if len(text) > MAX_REPAIR_CHARS or len(text) > budget.remaining:
+        return Read(
+            code="limit_exceeded",
+            message=f"invalid JSON too large to repair ({len(text)} characters): {where}",
+            position=exc.pos,
+        )
+    if _depth(text) > MAX_REPAIR_DEPTH:
+        return Read(code="limit_exceeded", message=f"invalid JSON nested too deeply: {where}")
+    budget.remaining -= len(text)
+    candidate = text
+    if any(q in text for q in _SMART):
+        candidate = normalize_smart_quotes(text)
+        try:
+            return _clean(candidate, Read(DECODER.decode(candidate), repaired="smart quotes"))
+        except (ValueError, RecursionError):
+            pass
+    value: Any
+    try:
+        value = json_repair.loads(candidate, skip_json_loads=True)
+    except Exception:  # a foreign library: whatever it raises means "unreadable"
+        value = MISSING
+    if not isinstance(value, (dict, list)) or not _finite(value):
+        return Read(code="invalid_json", message=f"invalid JSON: {where}", position=exc.pos)
+    return _clean(candidate, Read(value, repaired=f"repaired invalid JSON: {where}"))
+
+
+def _walk_strings(value: Any, fix: Any) -> Any:
+    """Apply ``fix`` to every string (keys included), iteratively."""
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        holder, key = stack.pop()
+        item = holder[key]
+        if isinstance(item, str):
+            holder[key] = fix(item)
+        elif isinstance(item, list):
+            stack.extend((item, i) for i in range(len(item)))
+        elif isinstance(item, dict):
+            fixed = {fix(k) if isinstance(k, str) else k: v for k, v in item.items()}
+            item.clear()
+            item.update(fixed)
+            stack.extend((item, k) for k in item)
+    return root[0]
+
+
+def _finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return True
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _clean(text: str, read: Read) -> Read:
+    """Replace lone surrogates (from ``\\ud800`` escapes or raw) by U+FFFD."""
+    if "\\ud" in text or "\\uD" in text or (not text.isascii() and _has_lone_surrogate(text)):
+        changed: list[str] = []
+
+        def fix(s: str) -> str:
+            if _has_lone_surrogate(s):
+                changed.append(s)
+                return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            return s
+
+        read.value = _walk_strings(read.value, fix)
+        if changed:
+            read.repaired = read.repaired or "lone surrogates replaced by U+FFFD"
+    return read
+
+
+def _structural_follows(s: str, j: int) -> bool:
+    n = len(s)
+    while j < n and s[j] in " \t\r\n":
+        j += 1
+    return j == n or s[j] in ":,}]"
+
+
+def normalize_smart_quotes(s: str) -> str:
+    """Turn typographic quotes used as JSON delimiters into ``"``, leaving apostrophes alone.
+
+    A smart quote opens a string only outside strings; inside a string opened by a smart
+    quote, only the matching closer followed by ``: , } ]`` (or the end) closes it, so
+    ``it’s`` inside ``“...”`` or ``‘...’`` survives. Straight-quoted strings are copied.
+    """
+    out: list[str] = []
+    closers = ""
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if not closers:
+            if c == '"':
+                closers = '"'
+            elif c in "\u201c\u201d\u201e":
+                closers, c = '\u201d\u201c"', '"'
+            elif c in "\u2018\u2019":
+                closers, c = "\u2019\u2018", '"'
+        elif c == "\\" and i + 1 < n:
+            out.append(s[i : i + 2])
+            i += 2
+            continue
+        elif c in closers and (c == '"' and closers == '"' or _structural_follows(s, i + 1)):
+            closers, c = "", '"'
+        elif c == '"':
+            c = '\\"'
+        elif closers == '"' and c in "\u201d\u2019" and _structural_follows(s, i + 1):
+            closers, c = "", '"'
+        out.append(c)
+        i += 1
+    return "".join(out)

@@ -1,0 +1,375 @@
+"""The scanner behind ``parse_reply`` and ``StreamParser``: one pass, any chunking.
+
+Prose is searched for action openers (every search a C-speed ``str.find`` or a regex
+with bounded, non-nested quantifiers, resumed where it stopped); an opener hands the
+text that follows to a reader (``_readers``), which finds the block's end; the block is
+decoded (``_decode``). Fed in chunks, the scanner holds back only a tail that could
+still grow into an opener, and decides nothing that later text could change: the
+outcome is the same whatever the chunking.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from agentfsm.dialects._decode import Block, Context, Outcome, decode_block
+from agentfsm.dialects._json import MISSING
+from agentfsm.dialects._readers import (
+    MAX_BLOCK_CHARS,
+    MAX_PYTHONIC_CHARS,
+    BracketReader,
+    CloserReader,
+    Reader,
+    SmileyReader,
+)
+from agentfsm.dialects._tokens import OpenerDef
+from agentfsm.dialects.base import ParsedReply, Problem
+from agentfsm.dialects.command import COMMAND, COMMAND_HEAD
+from agentfsm.dialects.json_action import (
+    FENCE,
+    FENCE_CLOSER,
+    FENCE_INFO,
+    FENCE_INFO_MAX,
+    classify_fence,
+)
+from agentfsm.dialects.native import (
+    BARE_ARRAY,
+    BARE_OBJECT,
+    HERMES,
+    HERMES_CLOSER,
+    MISTRAL,
+    MISTRAL_HEAD,
+    MISTRAL_HEAD_MAX,
+    PYTHONIC,
+)
+from agentfsm.dialects.smiley import SMILEY, SMILEY_DELIMITER, SMILEY_RUN
+from agentfsm.messages import ToolCall
+
+__all__ = ["Scanner"]
+
+_DEFS: Final = (FENCE, HERMES, MISTRAL, COMMAND, BARE_OBJECT, BARE_ARRAY, PYTHONIC)
+_KINDS: Final = tuple(d.kind for d in _DEFS) + ("smiley",)
+_LITERALS: Final = {"fence": "```", "hermes": "<tool_call>", "mistral": "[TOOL_CALLS]"}
+_BY_FIRST: Final[dict[str, tuple[OpenerDef, ...]]] = {
+    c: tuple(d for d in _DEFS if c in d.first_chars) for d in _DEFS for c in d.first_chars
+}
+#: how far back from the end of the text an unfinished opener can start
+_WINDOW: Final = max(max(d.max_len for d in _DEFS), SMILEY_RUN) + 1
+_RUN: Final = re.compile(SMILEY + "+")
+_NEED, _REJECT, _DONE = 0, 1, 2
+TEXT, CALL = 0, 1
+
+
+class Scanner:
+    """Incremental reply scanner: ``feed`` text, then ``result``."""
+
+    def __init__(self, known: frozenset[str] | None, protocol: bool, strict: bool) -> None:
+        self._ctx = Context(known, protocol)
+        #: json-protocol strict mode: calls are only known at the end
+        self.strict = strict and protocol
+        self._buf = ""
+        self._pos = 0
+        self._base = 0
+        self._prev = ""
+        self._last = ""
+        self._fed = 0
+        self._other = False
+        self._reader: Reader | None = None
+        self._pending: Block | None = None
+        self._cache: dict[str, tuple[int, int, int]] = {}
+        #: ``(TEXT, str)`` and ``(CALL, ToolCall)`` in order, since last taken
+        self.events: list[tuple[int, Any]] = []
+        self._texts: list[str] = []
+        self._calls: list[ToolCall] = []
+        self._problems: list[Problem] = []
+        self._truncated = False
+        self._final: Any = MISSING
+        self._prose_at: int | None = None
+        self._actions: list[str] = []
+
+    # -- feeding -----------------------------------------------------------------
+
+    def feed(self, chunk: str, final: bool = False) -> None:
+        """Scan ``chunk``; ``final`` when it is the last (the reply ends after it)."""
+        start = self._fed
+        self._fed += len(chunk)
+        if self._reader is not None:
+            end = self._reader.feed(chunk, 0, final)
+            if end is None:
+                if final:
+                    self._finish_reader(final=True)
+                self._last = chunk[-1:] or self._last
+                return
+            self._finish_reader(final=False)
+            self._buf, self._base, self._pos, self._prev = chunk, start, end, self._last
+        else:
+            self._buf += chunk
+        self._cache.clear()
+        self._run(final)
+        if not final:
+            buf, pos = self._buf, self._pos
+            if pos:
+                self._prev = buf[pos - 1]
+                self._buf = buf[pos:]
+                self._base += pos
+                self._pos = 0
+        self._last = chunk[-1:] or self._last
+
+    def _run(self, final: bool) -> None:
+        buf = self._buf
+        n = len(buf)
+        while True:
+            pos = self._pos
+            if self._other:
+                q = buf.find(FENCE_CLOSER, pos)
+                if q >= 0:
+                    self._prose(pos, q + 3)
+                    self._other = False
+                    continue
+                keep = 0
+                while not final and keep < 2 and n - keep > pos and buf[n - keep - 1] == "`":
+                    keep += 1
+                self._prose(pos, n - keep)
+                return
+            if pos >= n:
+                return
+            cand = self._candidate(buf, pos, final)
+            if not final:
+                hold = self._hold(buf, pos, cand[0] if cand else n)
+                if hold is not None:
+                    self._prose(pos, hold)
+                    return
+            if cand is None:
+                self._prose(pos, n)
+                return
+            p, kind, end = cand
+            self._prose(pos, p)
+            step = self._open(buf, p, kind, end, final)
+            if step == _REJECT:
+                self._cache[kind] = self._search(kind, buf, p + 1, final)
+            elif step == _NEED or self._reader is not None:
+                return
+
+    def _prose(self, i: int, j: int) -> None:
+        if j <= i:
+            self._pos = max(self._pos, j)
+            return
+        text = self._buf[i:j]
+        self._pos = j
+        if self._prose_at is None and not text.isspace():
+            self._prose_at = self._base + i + len(text) - len(text.lstrip())
+        self._texts.append(text)
+        self.events.append((TEXT, text))
+
+    # -- finding openers -----------------------------------------------------------
+
+    def _candidate(self, buf: str, pos: int, final: bool) -> tuple[int, str, int] | None:
+        best: tuple[int, str, int] | None = None
+        for kind in _KINDS:
+            entry = self._cache.get(kind)
+            if entry is None or 0 <= entry[1] < pos:
+                entry = self._search(kind, buf, pos, final)
+                self._cache[kind] = entry
+            p = entry[1]
+            if p >= 0 and (best is None or p < best[0]):
+                best = (p, kind, entry[2])
+        return best
+
+    def _search(self, kind: str, buf: str, i: int, final: bool) -> tuple[int, int, int]:
+        literal = _LITERALS.get(kind)
+        if literal is not None:
+            p = buf.find(literal, i)
+            return (i, p, p + len(literal) if p >= 0 else -1)
+        if kind == "smiley":
+            return self._search_smiley(buf, i, final)
+        regex = _REGEX[kind]
+        j = i
+        while True:
+            m = regex.search(buf, j)
+            if m is None:
+                return (i, -1, -1)
+            if kind != "command" or self._word_boundary(buf, m.start()):
+                return (i, m.start(), m.end())
+            j = m.start() + 1
+
+    def _search_smiley(self, buf: str, i: int, final: bool) -> tuple[int, int, int]:
+        j = i
+        while True:
+            q = buf.find(SMILEY_DELIMITER, j)
+            if q < 0:
+                return (i, -1, -1)
+            e = _RUN.match(buf, q).end()  # type: ignore[union-attr]
+            if e - q == SMILEY_RUN and self._before(buf, q) != SMILEY and (final or e < len(buf)):
+                return (i, q, e)
+            j = e
+
+    def _before(self, buf: str, i: int) -> str:
+        return buf[i - 1] if i > 0 else self._prev
+
+    def _word_boundary(self, buf: str, i: int) -> bool:
+        c = self._before(buf, i)
+        return not c or not (c.isalnum() or c in "_@")
+
+    def _hold(self, buf: str, pos: int, limit: int) -> int | None:
+        """The first position from which the tail could still grow into an opener."""
+        n = len(buf)
+        for i in range(max(pos, n - _WINDOW), min(limit, n)):
+            c = buf[i]
+            if c == SMILEY:
+                if self._before(buf, i) != SMILEY and n - i <= SMILEY_RUN:
+                    if buf.count(SMILEY, i) == n - i:
+                        return i
+                continue
+            for d in _BY_FIRST.get(c, ()):
+                if d.could_grow(buf, i) and (d is not COMMAND or self._word_boundary(buf, i)):
+                    return i
+        return None
+
+    # -- opening blocks --------------------------------------------------------------
+
+    def _open(self, buf: str, p: int, kind: str, end: int, final: bool) -> int:
+        n = len(buf)
+        reader: Reader
+        name: str | None = None
+        if kind == "fence":
+            e = FENCE_INFO.match(buf, end).end()  # type: ignore[union-attr]
+            if not final and e == n and e - end < FENCE_INFO_MAX:
+                return _NEED
+            info = buf[end:e]
+            fence = classify_fence(info)
+            c = buf[e] if e < n else ""
+            body = e + 1 if c == "\n" else e
+            if fence == "other" or (c and c not in "\n{[") or (not c and not info.strip("` \t\r")):
+                self._prose(p, body)
+                self._other = bool(c)
+                return _DONE
+            kind = "fence-action" if fence == "action" else "fence-json"
+            reader = CloserReader(buf, p, FENCE_CLOSER, fence=True)
+        elif kind == "hermes":
+            body = end
+            reader = CloserReader(buf, p, HERMES_CLOSER, fence=False)
+        elif kind == "smiley":
+            body = end
+            reader = SmileyReader(buf, p)
+        elif kind == "mistral":
+            m = MISTRAL_HEAD.match(buf, end)
+            if m is None:
+                short = n - end < MISTRAL_HEAD_MAX
+                if not final and short:
+                    return _NEED
+                if final and short and "\n" not in buf[end:]:
+                    self._block(Block(kind, self._base + p, buf[p:], state="truncated"))
+                    self._pos = n
+                    return _DONE
+                return _REJECT
+            body = m.start(1) if m.group(1) else m.start(3)
+            name = m.group(2)
+            reader = BracketReader(buf, p, body, python=False, cap=MAX_BLOCK_CHARS)
+        elif kind == "command":
+            m = COMMAND_HEAD.match(buf, end)
+            if m is None or m.end() == n:
+                rest = buf[end : end + 16]
+                if not final and (m is not None or (len(rest) < 16 and not rest.strip(" \t"))):
+                    return _NEED
+                if m is None:
+                    return _REJECT
+            e = m.end()
+            c = buf[e] if e < n else ""
+            if c == "{":
+                body, name = e, m.group(1)
+                reader = BracketReader(buf, p, e, python=False, cap=MAX_BLOCK_CHARS)
+            elif c in ("", "\n", "\r"):
+                self._block(Block(kind, self._base + p, buf[p:e], body=e - p, name=m.group(1)))
+                self._pos = e
+                return _DONE
+            else:
+                return _REJECT
+        else:
+            body = p
+            python = kind == "pythonic"
+            cap = MAX_PYTHONIC_CHARS if python else MAX_BLOCK_CHARS
+            reader = BracketReader(buf, p, p, python=python, cap=cap)
+        self._pending = Block(kind, self._base + p, "", body=body - p, name=name)
+        stop = reader.feed(buf, body, final)
+        self._reader = reader
+        if stop is not None:
+            self._finish_reader(final=False)
+            self._pos = stop
+        elif final:
+            self._finish_reader(final=True)
+            self._pos = n
+        else:
+            self._pos = n
+        return _DONE
+
+    def _finish_reader(self, final: bool) -> None:
+        reader, block = self._reader, self._pending
+        assert reader is not None and block is not None
+        self._reader = self._pending = None
+        block.raw = reader.raw
+        block.value = reader.value
+        if reader.exceeded:
+            block.state = "limit"
+        elif final:
+            block.state = "truncated"
+        elif block.kind in ("fence-action", "fence-json"):
+            block.body_end = len(block.raw) - len(FENCE_CLOSER)
+        elif block.kind == "hermes":
+            block.body_end = len(block.raw) - len(HERMES_CLOSER)
+        elif block.kind == "smiley":
+            block.body_end = len(block.raw) - SMILEY_RUN
+        self._block(block)
+
+    def _block(self, block: Block) -> None:
+        out: Outcome = decode_block(block, self._ctx)
+        if out.prose:
+            self._texts.append(block.raw)
+            self.events.append((TEXT, block.raw))
+            if self._prose_at is None and not block.raw.isspace():
+                self._prose_at = block.start
+            return
+        self._actions.append(block.kind)
+        if out.text:
+            self._texts.append(out.text)
+            self.events.append((TEXT, out.text))
+        for name, args in out.calls:
+            call = ToolCall.model_construct(id=f"call_{len(self._calls)}", name=name, arguments=args)
+            self._calls.append(call)
+            self.events.append((CALL, call))
+        self._problems.extend(out.problems)
+        self._truncated = self._truncated or out.truncated
+        if out.final is not MISSING and self._final is MISSING:
+            self._final = out.final
+
+    # -- the result --------------------------------------------------------------------
+
+    def result(self) -> ParsedReply:
+        """The parsed reply (call after the final feed)."""
+        calls, final, problems = self._calls, self._final, self._problems
+        if self.strict:
+            one_object = len(self._actions) == 1 and self._actions[0] == "object"
+            if not one_object or self._prose_at is not None:
+                what = "text outside the one JSON object" if self._actions else "no JSON object"
+                problems = [
+                    *problems,
+                    Problem.model_construct(
+                        code="extra_text",
+                        message=f"json-protocol (strict): the reply must be one JSON object; found {what}",
+                        position=self._prose_at if self._prose_at is not None else 0,
+                        rejected=True,
+                        source="json-protocol",
+                    ),
+                ]
+                calls, final = [], MISSING
+        content = "".join(self._texts).strip()
+        return ParsedReply.model_construct(
+            content=content or None,
+            tool_calls=tuple(calls),
+            problems=tuple(problems),
+            truncated=self._truncated,
+            final=None if final is MISSING else final,
+        )
+
+
+_REGEX: Final = {d.kind: d.regex for d in _DEFS}

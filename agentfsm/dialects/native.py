@@ -1,0 +1,157 @@
+"""Formats models emit on their own, recognised whatever dialect was asked for.
+
+- Hermes / Qwen: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+- Mistral: ``[TOOL_CALLS]name[ARGS]{...}``, and ``[TOOL_CALLS][{"name", "arguments"}, ...]``
+- Llama 3: a bare ``{"name": ..., "parameters": {...}}`` object (or an array of them)
+- pythonic: ``[get_weather(city="Paris"), get_time(tz="UTC")]``
+
+The bare and pythonic forms count as calls only when they have the shape of one and,
+when the tools are known, only when they name a known tool.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from typing import Any, Final
+
+from agentfsm.dialects._tokens import OpenerDef, cls, lit
+
+__all__ = [
+    "BARE_ARRAY",
+    "BARE_OBJECT",
+    "HERMES",
+    "HERMES_CLOSER",
+    "MISTRAL",
+    "MISTRAL_HEAD",
+    "MISTRAL_HEAD_MAX",
+    "PYTHONIC",
+    "parse_pythonic",
+]
+
+_QUOTE = cls("[\"'\u201c\u201d\u2018\u2019]")
+_CALL_KEYS = ("name", "tool", "function")
+
+HERMES: Final = OpenerDef("hermes", (lit("<tool_call>"),))
+HERMES_CLOSER: Final = "</tool_call>"
+MISTRAL: Final = OpenerDef("mistral", (lit("[TOOL_CALLS]"),))
+#: what follows ``[TOOL_CALLS]``: a JSON list / object, or ``name[ARGS]{``
+MISTRAL_HEAD: Final = re.compile(
+    r"[ \t\r\n]{0,8}(?:([\[{])|([A-Za-z_][\w.\-]{0,127})(?:\[CALL_ID\][\w\-]{0,64})?"
+    r"\[ARGS\][ \t\r\n]{0,8}(\{))"
+)
+MISTRAL_HEAD_MAX: Final = 8 + 128 + 9 + 64 + 6 + 8 + 1
+#: ``{"name":`` ... a JSON object whose first key is one a call (or json-protocol) starts with
+BARE_OBJECT: Final = OpenerDef(
+    "object",
+    (
+        lit("{"),
+        cls(r"\s", 0, 32),
+        _QUOTE,
+        lit(*_CALL_KEYS, "thought", "action", "final", "tool_calls"),
+        _QUOTE,
+        cls(r"[ \t]", 0, 8),
+        lit(":"),
+    ),
+)
+BARE_ARRAY: Final = OpenerDef(
+    "array",
+    (
+        lit("["),
+        cls(r"\s", 0, 32),
+        lit("{"),
+        cls(r"\s", 0, 32),
+        _QUOTE,
+        lit(*_CALL_KEYS),
+        _QUOTE,
+        cls(r"[ \t]", 0, 8),
+        lit(":"),
+    ),
+)
+PYTHONIC: Final = OpenerDef(
+    "pythonic",
+    (lit("["), cls(r"\s", 0, 32), cls("[A-Za-z_]"), cls(r"[\w.]", 0, 63), cls(r"[ \t]", 0, 8), lit("(")),
+)
+
+_NAMED_CONSTANTS: Final[dict[str, Any]] = {
+    "True": True,
+    "False": False,
+    "None": None,
+    "true": True,
+    "false": False,
+    "null": None,
+}
+
+
+class _NotLiteral(Exception):
+    pass
+
+
+def _literal(node: ast.expr) -> Any:
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
+            return value
+        if isinstance(value, float) and math.isfinite(value):
+            return value
+        raise _NotLiteral
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out: dict[str, Any] = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            if not isinstance(k, ast.Constant) or not isinstance(k.value, str):
+                raise _NotLiteral
+            out[k.value] = _literal(v)
+        return out
+    if isinstance(node, ast.Name) and node.id in _NAMED_CONSTANTS:
+        return _NAMED_CONSTANTS[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _literal(node.operand)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    raise _NotLiteral
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def parse_pythonic(
+    source: str, known: frozenset[str] | None
+) -> list[tuple[str, dict[str, Any]]] | None:
+    """The calls of a pythonic list ``[f(a=1), g(b="x")]``; ``None`` when it is not one.
+
+    Only keyword arguments with literal values are accepted (JSON-like constants
+    ``true``/``false``/``null`` included); with ``known`` every name must be in it.
+    """
+    try:
+        tree = ast.parse(source.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    node = tree.body
+    if not isinstance(node, ast.List) or not node.elts:
+        return None
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for elt in node.elts:
+        if not isinstance(elt, ast.Call) or elt.args:
+            return None
+        name = _dotted(elt.func)
+        if name is None or (known is not None and name not in known):
+            return None
+        args: dict[str, Any] = {}
+        for kw in elt.keywords:
+            if kw.arg is None:
+                return None
+            try:
+                args[kw.arg] = _literal(kw.value)
+            except (_NotLiteral, RecursionError):
+                return None
+        calls.append((name, args))
+    return calls
