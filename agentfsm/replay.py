@@ -124,6 +124,34 @@ async def _never(_args: dict[str, Any]) -> Any:  # pragma: no cover - aexecute i
     raise ToolExecutionError("replay tools are answered from the transcript")
 
 
+def _backend_error_names() -> frozenset[str]:
+    from agentfsm import errors
+    from agentfsm.backends.scripted import ScriptExhausted
+
+    names = {ScriptExhausted.__name__}
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        if isinstance(cls, type) and issubclass(cls, errors.BackendError):
+            names.add(name)
+    return frozenset(names)
+
+
+def _same(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Equal decisions; a recorded backend failure matches running out of recorded output.
+
+    When the model could not be reached, the recording has no output after that point,
+    so today's run stops there for want of one: the same place, not a new decision.
+    """
+    if old == new:
+        return True
+    return (
+        old.get("type") == new.get("type") == "error"
+        and new.get("error") == "ScriptExhausted"
+        and str(new.get("message", "")).startswith("replay transcript exhausted")
+        and old.get("error") in _backend_error_names()
+    )
+
+
 def _runs(events: Sequence[dict[str, Any]]) -> list[tuple[str, list[int]]]:
     """Run ids in order of appearance, each with the positions of its events."""
     order: dict[str, list[int]] = {}
@@ -195,7 +223,7 @@ async def _replay_run(
     for k, (pos, old) in enumerate(then):
         report.compared += 1
         new = now[k] if k < len(now) else {}
-        if old != new:
+        if not _same(old, new):
             return Divergence(
                 index=positions[pos], event_type=str(old.get("type")), then=old, now=new, run=run_id
             )

@@ -15,7 +15,7 @@ import agentfsm.guards.schema
 from agentfsm.backends.base import Capabilities
 from agentfsm.cli import app
 from agentfsm.dialects import get_dialect
-from agentfsm.errors import AgentFSMError, UsageError
+from agentfsm.errors import AgentFSMError, BackendTimeout, UsageError
 from agentfsm.guards.base import ACCEPT
 from agentfsm.messages import ToolCall
 from agentfsm.replay import areplay, replay
@@ -55,7 +55,7 @@ def calls(*pairs: tuple[str, dict[str, Any]], dialect: str = "json-action") -> s
 @dataclass
 class Scenario:
     name: str
-    replies: Sequence[str]
+    replies: Sequence[str | Exception]
     options: dict[str, Any] = field(default_factory=dict)
     capabilities: Capabilities = field(default_factory=Capabilities)
 
@@ -67,14 +67,16 @@ SCENARIOS = [
     Scenario("sequential-calls", [call("add", a=1, b=2), call("add", a=3, b=4), "3 then 7"]),
     Scenario("schema-correction", [call("convert", value=5, unit="parsecs"), call("convert", value=5, unit="km"), "3.107 miles"]),
     Scenario("unknown-tool-correction", [call("multiply", a=2, b=3), call("add", a=2, b=3), "5"]),
-    Scenario("refusal-correction", ["I'm sorry, but I don't have access to any tools.", call("add", a=1, b=1), "2"],
-             {"tool_choice": "required"}),
+    Scenario("refusal-correction", ["I'm sorry, but I don't have access to any tools.", call("add", a=1, b=1), "2"]),
     Scenario("tool-error-result", [call("lookup", key="k"), "The lookup failed."]),
     Scenario("budget-spent", [call("nope")] * 4),
     Scenario("loop-detected", [call("add", a=1, b=1)] * 5 + ["2"]),
     Scenario("max-steps", [call("add", a=1, b=1), call("add", a=2, b=2), "done"], {"max_steps": 2}),
-    Scenario("prefill-forced", [get_dialect("json-action").opener + call("add", a=4, b=4)[len(get_dialect("json-action").opener):], "8"],
-             {"tool_choice": "add"}, Capabilities(prefill=True)),
+    # a forced tool is forced on every turn: this run ends when max_steps is spent
+    Scenario("prefill-forced", [call("add", a=4, b=4), call("add", a=8, b=8)],
+             {"tool_choice": "add", "max_steps": 2}, Capabilities(prefill=True)),
+    Scenario("constrained-auto", [call("add", a=4, b=4), "8"], {}, Capabilities(json_schema=True)),
+    Scenario("backend-error", [call("add", a=1, b=2), BackendTimeout("upstream timed out")]),
     Scenario("no-parallel", [calls(("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})), "3"], {"parallel": False}),
     Scenario("tool-choice-none", [call("add", a=1, b=2) + "\nNo tools today.", ], {"tool_choice": "none"}),
     Scenario("command-dialect", [call("add", "command", a=2, b=2), "4"], {"dialect": "command"}),
@@ -114,7 +116,8 @@ def _types(path: Path) -> list[str]:
 def test_the_scenarios_cover_corrections_errors_and_finals(tmp_path: Path) -> None:
     kinds = {s.name: _types(record(s, tmp_path / f"{s.name}.jsonl")) for s in SCENARIOS}
     assert "retry" in kinds["schema-correction"] and "final" in kinds["schema-correction"]
-    assert "retry" in kinds["refusal-correction"]
+    assert "retry" in kinds["refusal-correction"] and "final" in kinds["refusal-correction"]
+    assert "error" in kinds["backend-error"] and "error" in kinds["prefill-forced"]
     assert "error" in kinds["budget-spent"] and "error" in kinds["loop-detected"] and "error" in kinds["max-steps"]
     assert "tool_result" in kinds["parallel-calls"]
 
@@ -176,8 +179,13 @@ def test_a_changed_contract_is_noted_but_is_not_a_divergence(tmp_path: Path) -> 
     assert report.identical and report.contract_changed
 
 
-async def test_replay_inside_a_running_loop_says_to_use_areplay(tmp_path: Path) -> None:
-    path = record(SCENARIOS[0], tmp_path / "a.jsonl")
+@pytest.fixture
+def answered(tmp_path: Path) -> Path:
+    return record(SCENARIOS[0], tmp_path / "a.jsonl")
+
+
+async def test_replay_inside_a_running_loop_says_to_use_areplay(answered: Path) -> None:
+    path = answered
     with pytest.raises(UsageError, match="areplay"):
         replay(path)
     assert (await areplay(path)).identical
