@@ -28,7 +28,7 @@ event, never with a clean end.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from loguru import logger
 
@@ -40,7 +40,7 @@ from agentfsm.enforcement import call_required
 from agentfsm.errors import AgentFSMError, BackendTimeout
 from agentfsm.messages import Message, PromptMessage
 from agentfsm.protocols import estimate_tokens
-from agentfsm.stream import StreamParser, TextDelta
+from agentfsm.stream import StreamEvent, StreamParser, TextDelta
 from agentfsm.turn import prepare_request, record_decision
 
 __all__ = ["stream_events"]
@@ -195,7 +195,7 @@ async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
         return
 
 
-def _prose(events: list[object], hold: bool, forwarded: list[str], sink: StreamSink) -> list[str]:
+def _prose(events: Sequence[StreamEvent], hold: bool, forwarded: list[str], sink: StreamSink) -> list[str]:
     """SSE for the prose deltas among ``events`` (none while prose is held)."""
     out: list[str] = []
     if hold:
