@@ -12,6 +12,7 @@ per model (a lock), and async calls run in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import json
 import os
@@ -77,6 +78,16 @@ class _LoadedModel:
 
 _MODELS: dict[tuple[str, int, int, int], _LoadedModel] = {}
 _MODELS_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_models() -> None:
+    # free llama.cpp models while the interpreter is whole: their __del__ fails at teardown
+    for loaded in _MODELS.values():
+        close = getattr(loaded.llama, "close", None)
+        if close is not None:
+            close()
+    _MODELS.clear()
 
 
 def _llama_cpp() -> Any:
