@@ -183,5 +183,5 @@ class StreamSink:
 
 def wire_for_path(path: str) -> Wire:
     """The protocol whose error shape fits a request path (``/v1/messages`` is Anthropic's)."""
-    return Wire("anthropic" if path.rstrip("/").endswith("/messages") else "openai")
+    return Wire("anthropic" if path.startswith("/v1/messages") else "openai")
 

@@ -41,13 +41,15 @@ def action(tool: str, **arguments: Any) -> str:
     return "```json action\n" + json.dumps({"tool": tool, "parameters": arguments}) + "\n```"
 
 
-def upstream_backend(fake: FakeUpstream, *, total: float = 10.0, retries: int = 0) -> OpenAICompatBackend:
+def upstream_backend(
+    fake: FakeUpstream, *, total: float = 10.0, read: float = 5.0, retries: int = 0
+) -> OpenAICompatBackend:
     """A backend on the fake upstream: no transport retries, short timeouts."""
     return OpenAICompatBackend(
         fake.base_url,
         model="fake-model",
         api_key="sk-upstream-secret",
-        timeout=Timeouts(connect=2.0, read=5.0, total=total),
+        timeout=Timeouts(connect=2.0, read=read, total=total),
         max_retries=retries,
         backoff=0.01,
         json_schema_mode="off",

@@ -1,0 +1,342 @@
+"""Faults and safety: every client gets a protocol-valid ending, whatever the upstream does.
+
+A fake upstream that stalls, resets, sends garbage, answers 500 or 429, drips bytes, or
+never finishes its stream; the SDK must end with its own API error (an HTTP error in the
+protocol's shape, or the protocol's error event mid-stream), never a hang, a reset, or a
+clean end. Also: API keys, the body cap, client mistakes as 4xx, client disconnects,
+the request timeout, transcripts, and the bind rule of ``agentfsm serve``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+import anthropic
+import httpx
+import openai
+import pytest
+from typer.testing import CliRunner
+
+from agentfsm._server_auth import check_bind, is_loopback
+from agentfsm.cli import app as cli_app
+from agentfsm.errors import UsageError
+from agentfsm.testing import (
+    FakeReply,
+    FakeUpstream,
+    drip,
+    garbage,
+    latency,
+    reset,
+    stall,
+    status,
+    stream_no_terminator,
+)
+from agentfsm.transcript import read_transcript
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_backend
+
+USER = [{"role": "user", "content": "weather in Paris?"}]
+
+#: fault -> the HTTP statuses a client may see for it (when it fails before any event)
+FAULTS: dict[str, tuple[Callable[[], FakeReply], set[int]]] = {
+    "stall": (lambda: stall(30), {504}),
+    "reset": (reset, {502}),
+    "garbage": (garbage, {502}),
+    "500": (lambda: status(500), {502}),
+    "429": (lambda: status(429, retry_after=0), {429}),
+    "drip": (lambda: drip(0.2, text="x" * 200), {504}),
+    "no_terminator": (lambda: stream_no_terminator("partial answer"), {502}),
+    "never_ends": (lambda: drip(0.05, forever=True), {504}),
+}
+
+
+@pytest.fixture(scope="module")
+def faulty() -> Iterator[tuple[FakeUpstream, str]]:
+    """One fake and one proxy for the whole matrix; each test enqueues its fault."""
+    with FakeUpstream([]) as fake:
+        with proxy(upstream_backend(fake, total=1.5, read=1.0), request_timeout=5.0) as url:
+            yield fake, url
+
+
+def _openai_outcome(url: str, stream: bool) -> openai.APIError:
+    with openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=30) as client:
+        with pytest.raises(openai.APIError) as info:
+            result = client.chat.completions.create(
+                model="m", messages=USER, tools=TOOLS_OPENAI, stream=stream  # type: ignore[call-overload]
+            )
+            if stream:
+                for _ in result:
+                    pass
+    return info.value
+
+
+def _anthropic_outcome(url: str, stream: bool) -> anthropic.APIError:
+    with anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=30) as client:
+        with pytest.raises(anthropic.APIError) as info:
+            if stream:
+                with client.messages.stream(model="m", max_tokens=64, messages=USER, tools=TOOLS_ANTHROPIC) as s:
+                    for _ in s:
+                        pass
+            else:
+                client.messages.create(model="m", max_tokens=64, messages=USER, tools=TOOLS_ANTHROPIC)
+    return info.value
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_openai_client_gets_a_protocol_error(faulty: tuple[FakeUpstream, str], fault: str, stream: bool) -> None:
+    fake, url = faulty
+    make, statuses = FAULTS[fault]
+    fake.enqueue(make())
+    error = _openai_outcome(url, stream)
+    # neither a transport failure nor a client-side timeout: the proxy answered properly
+    assert not isinstance(error, openai.APIConnectionError)
+    if isinstance(error, openai.APIStatusError):
+        assert error.status_code in statuses
+        assert set(error.response.json()["error"]) == {"message", "type", "param", "code"}
+    else:  # the stream had started: it ended with `data: {"error": ...}`
+        assert stream and error.message
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_anthropic_client_gets_a_protocol_error(faulty: tuple[FakeUpstream, str], fault: str, stream: bool) -> None:
+    fake, url = faulty
+    make, statuses = FAULTS[fault]
+    fake.enqueue(make())
+    error = _anthropic_outcome(url, stream)
+    assert not isinstance(error, anthropic.APIConnectionError)
+    assert isinstance(error, anthropic.APIStatusError)
+    body = error.body
+    assert isinstance(body, dict) and body["type"] == "error" and set(body["error"]) == {"type", "message"}
+    if error.status_code != 200:  # 200: the stream had started and ended with `event: error`
+        assert error.status_code in statuses
+
+
+def test_mid_stream_failure_is_an_error_event_not_a_clean_end(faulty: tuple[FakeUpstream, str]) -> None:
+    fake, url = faulty
+    fake.enqueue(stream_no_terminator("Some prose that streams before the upstream dies"))
+    lines: list[str] = []
+    with httpx.stream("POST", f"{url}/v1/chat/completions", timeout=30, json={
+        "model": "m", "messages": USER, "tools": TOOLS_OPENAI, "stream": True,
+    }) as response:
+        assert response.status_code == 200
+        lines = [line for line in response.iter_lines() if line]
+    assert any('"content"' in line for line in lines)
+    assert lines[-1].startswith("data: {\"error\"") and "data: [DONE]" not in lines
+    fake.enqueue(stream_no_terminator("Some prose that streams before the upstream dies"))
+    with httpx.stream("POST", f"{url}/v1/messages", timeout=30, json={
+        "model": "m", "max_tokens": 64, "messages": USER, "tools": TOOLS_ANTHROPIC, "stream": True,
+    }) as response:
+        lines = [line for line in response.iter_lines() if line]
+    assert lines[-2] == "event: error" and "message_stop" not in "".join(lines)
+
+
+# -- client disconnects and the request timeout ---------------------------------------
+
+def _wait_idle(fake: FakeUpstream) -> None:
+    """Wait (bounded) until the fake has no request in flight."""
+    deadline = time.monotonic() + 15
+    while fake.in_flight and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_client_disconnect_cancels_the_upstream_call(stream: bool) -> None:
+    with FakeUpstream([drip(0.02, forever=True)]) as fake:
+        with proxy(upstream_backend(fake, total=60)) as url:
+            with openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=1.0) as c:
+                with pytest.raises(openai.APITimeoutError):
+                    result = c.chat.completions.create(
+                        model="m", messages=USER, tools=TOOLS_OPENAI, stream=stream  # type: ignore[call-overload]
+                    )
+                    if stream:
+                        list(result)
+            _wait_idle(fake)
+            # the upstream's connection was closed by the proxy, long before its 60 s budget
+            assert fake.in_flight == 0 and len(fake.chat_requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_request_timeout_is_504(stream: bool) -> None:
+    with FakeUpstream([latency(10, "late")]) as fake:
+        with proxy(upstream_backend(fake, total=60), request_timeout=0.5) as url:
+            body = {"model": "m", "messages": USER, "tools": TOOLS_OPENAI, "stream": stream}
+            response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
+            assert response.status_code == 504
+            assert response.json()["error"]["type"] == "timeout_error"
+            _wait_idle(fake)
+            assert fake.in_flight == 0
+
+
+# -- keys, body cap, client mistakes ----------------------------------------------
+
+@pytest.fixture
+def guarded(tmp_path: Path) -> Iterator[tuple[FakeUpstream, str, Path]]:
+    with FakeUpstream([]) as fake:
+        with proxy(upstream_backend(fake), api_key="sk-proxy-key", max_body_bytes=4096,
+                   transcripts_dir=tmp_path / "t") as url:
+            yield fake, url, tmp_path / "t"
+
+
+def test_api_key_required_in_both_shapes(guarded: tuple[FakeUpstream, str, Path]) -> None:
+    fake, url, _ = guarded
+    with openai.OpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0) as c:
+        with pytest.raises(openai.AuthenticationError) as oe:
+            c.chat.completions.create(model="m", messages=USER)
+    assert oe.value.status_code == 401 and oe.value.response.json()["error"]["type"] == "authentication_error"
+    with anthropic.Anthropic(base_url=url, api_key="wrong", max_retries=0) as a:
+        with pytest.raises(anthropic.AuthenticationError) as ae:
+            a.messages.create(model="m", max_tokens=8, messages=USER)
+    assert ae.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
+    for path in ("/v1/chat/completions", "/v1/messages", "/v1/models"):
+        method = "GET" if path.endswith("models") else "POST"
+        assert httpx.request(method, f"{url}{path}", json={}).status_code == 401
+    assert httpx.get(f"{url}/health").status_code == 200
+    assert fake.chat_requests == []
+
+
+def test_api_key_as_bearer_and_x_api_key(guarded: tuple[FakeUpstream, str, Path]) -> None:
+    fake, url, transcripts = guarded
+    fake.enqueue(action("get_weather", city="Paris"), "Hi.")
+    with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-proxy-key", max_retries=0) as c:  # Bearer
+        completion = c.chat.completions.create(model="m", messages=USER, tools=TOOLS_OPENAI)
+    assert completion.choices[0].message.tool_calls is not None
+    with anthropic.Anthropic(base_url=url, api_key="sk-proxy-key", max_retries=0) as a:  # x-api-key
+        assert a.messages.create(model="m", max_tokens=8, messages=USER).content[0].type == "text"
+    # the proxy's key reaches neither the upstream nor a transcript
+    assert all("sk-proxy-key" not in json.dumps(r.headers) for r in fake.requests)
+    for path in transcripts.glob("*.jsonl"):
+        assert "sk-proxy-key" not in path.read_text()
+
+
+def test_body_too_large_is_413(guarded: tuple[FakeUpstream, str, Path]) -> None:
+    _, url, _ = guarded
+    big = [{"role": "user", "content": "x" * 10_000}]
+    with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-proxy-key", max_retries=0) as c:
+        with pytest.raises(openai.APIStatusError) as oe:
+            c.chat.completions.create(model="m", messages=big)
+    assert oe.value.status_code == 413
+    with anthropic.Anthropic(base_url=url, api_key="sk-proxy-key", max_retries=0) as a:
+        with pytest.raises(anthropic.APIStatusError) as ae:
+            a.messages.create(model="m", max_tokens=8, messages=big)
+    assert ae.value.status_code == 413 and ae.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [
+        ("/v1/chat/completions", b"{not json"),
+        ("/v1/chat/completions", b""),
+        ("/v1/chat/completions", b"[]"),
+        ("/v1/chat/completions", b'{"model": "m"}'),
+        ("/v1/chat/completions", b'{"model": "m", "messages": "hi"}'),
+        ("/v1/chat/completions", b'{"messages": [{"role": "wizard", "content": "x"}]}'),
+        ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}'),
+        ("/v1/messages", b"{not json"),
+        ("/v1/messages", b'{"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "video"}]}]}'),
+        ("/v1/messages", b'{"messages": [], "tools": [{"name": 5}]}'),
+    ],
+)
+def test_client_mistakes_are_400_in_the_right_shape(
+    guarded: tuple[FakeUpstream, str, Path], path: str, content: bytes
+) -> None:
+    _, url, _ = guarded
+    headers = {"authorization": "Bearer sk-proxy-key", "content-type": "application/json"}
+    response = httpx.post(f"{url}{path}", content=content, headers=headers)
+    assert response.status_code == 400
+    body = response.json()
+    if path == "/v1/messages":
+        assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    else:
+        assert body["error"]["type"] == "invalid_request_error"
+
+
+def test_unknown_routes_are_404_and_405_in_shape(guarded: tuple[FakeUpstream, str, Path]) -> None:
+    _, url, _ = guarded
+    assert httpx.get(f"{url}/v1/nothing").json()["error"]["type"] == "not_found_error"
+    assert httpx.post(f"{url}/v1/messages/batches", json={}).json()["type"] == "error"
+    response = httpx.get(f"{url}/v1/chat/completions")
+    assert response.status_code == 405 and "error" in response.json()
+
+
+def test_transcript_per_request(guarded: tuple[FakeUpstream, str, Path]) -> None:
+    fake, url, transcripts = guarded
+    fake.enqueue("no tool for you", action("get_weather", city="Paris"))
+    with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-proxy-key", max_retries=0) as c:
+        c.chat.completions.create(model="m", messages=USER, tools=TOOLS_OPENAI, tool_choice="required")
+    (path,) = transcripts.glob("*.jsonl")
+    events = read_transcript(path)
+    types = [e["type"] for e in events]
+    assert types[:2] == ["run_start", "request"] and types[-1] == "run_end"
+    assert types.count("model_request") == 2 and "retry" in types and "tool_call" in types
+    request = events[1]
+    assert request["tool_choice"] == "required" and request["normalized"]["protocol"] == "openai"
+    assert [t["name"] for t in request["tools"]] == ["get_weather", "get_time"]
+    assert path.stem == events[0]["run"]
+
+
+# -- the bind rule and the command -------------------------------------------------
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("localhost", True), ("::1", True), ("[::1]", True),
+    ("0.0.0.0", False), ("192.168.1.5", False), ("example.com", False),
+])
+def test_bind_rule(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+    check_bind(host, "key")
+    if loopback:
+        check_bind(host, None)
+    else:
+        with pytest.raises(UsageError, match="--api-key"):
+            check_bind(host, None)
+
+
+def test_serve_refuses_public_bind_without_key() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTFSM_API_KEY"}
+    result = CliRunner().invoke(cli_app, ["serve", "--host", "0.0.0.0", "--backend", "openai",
+                                          "--base-url", "http://127.0.0.1:9/v1"], env=env)
+    assert result.exit_code == 2 and "--api-key" in result.output
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_command_proxies(tmp_path: Path) -> None:
+    with FakeUpstream([action("get_time", tz="UTC")]) as fake:
+        port = _free_port()
+        env = {**os.environ, "AGENTFSM_API_KEY": "sk-cli-key"}
+        env.pop("OPENAI_API_KEY", None)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentfsm", "serve", "--port", str(port), "--backend", "openai",
+             "--base-url", fake.base_url, "--model", "fake-model", "--transcripts", str(tmp_path)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert proc.poll() is None and time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.1)
+            with openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-cli-key", max_retries=0) as c:
+                completion = c.chat.completions.create(model="m", messages=USER, tools=TOOLS_OPENAI)
+        finally:
+            proc.terminate()
+            _, err = proc.communicate(timeout=20)
+    assert completion.choices[0].message.tool_calls[0].function.name == "get_time"  # type: ignore[index]
+    # the proxy's key is not the upstream's: it never travels upstream
+    assert "authorization" not in fake.chat_requests[0].headers
+    assert "sk-cli-key" not in err.decode() and len(list(tmp_path.glob("*.jsonl"))) == 1
+
