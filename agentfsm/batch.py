@@ -151,6 +151,7 @@ class BatchRun:
         concurrency: int,
         retry_failed: bool,
         fsync_every: int,
+        close_backend: bool | None = None,
     ) -> None:
         if concurrency < 1:
             raise UsageError("concurrency must be at least 1")
@@ -161,6 +162,8 @@ class BatchRun:
         self.concurrency = concurrency
         self.retry_failed = retry_failed
         self.fsync_every = fsync_every
+        #: close the backend's connections at the end (default: when built from a factory)
+        self.close_backend = close_backend
         self.stats = BatchStats()
         self.log: ResultLog | None = None
         self._pending: list[Task] = []
@@ -182,15 +185,16 @@ class BatchRun:
         self._pending = [t for t in tasks if t.id not in log.done]
         self.stats = BatchStats(total=len(tasks), skipped=len(tasks) - len(self._pending))
 
-    def _resolve_backend(self) -> Backend:
+    def _resolve_backend(self) -> tuple[Backend, bool]:
+        """The backend, and whether this run built it."""
         backend = self._backend
         if backend is None:
             from agentfsm.runtime import _default_backend
 
-            return _default_backend()
+            return _default_backend(), False
         if isinstance(backend, Backend):
-            return backend
-        return backend()
+            return backend, False
+        return backend(), True
 
     async def _results(self) -> AsyncGenerator[TaskResult, None]:
         await self.start()
@@ -200,7 +204,8 @@ class BatchRun:
             self.stats.finished = time.perf_counter()
             log.close()
             return
-        backend = self._resolve_backend()
+        backend, built = self._resolve_backend()
+        close = built if self.close_backend is None else self.close_backend
         queue: asyncio.Queue[TaskResult | None] = asyncio.Queue()
         todo = iter(self._pending)
 
@@ -231,6 +236,9 @@ class BatchRun:
             await asyncio.gather(*workers, return_exceptions=True)
             self.stats.finished = time.perf_counter()
             log.close()
+            aclose = getattr(backend, "aclose", None)
+            if close and aclose is not None:
+                await aclose()
 
     def __aiter__(self) -> AsyncIterator[TaskResult]:
         return self
@@ -263,12 +271,15 @@ def run_batch(
     parallel: bool = True,
     retry_failed: bool = False,
     fsync_every: int = 32,
+    close_backend: bool | None = None,
 ) -> BatchRun:
     """Run ``tasks`` (a JSONL path, or Task/dict values) into ``output``; iterate the results.
 
     ``backend`` defaults to the embedded local model. ``tools_module`` supplies the tool
     implementations (``"pkg.mod"`` or ``"pkg.mod:TOOLS"``). ``fsync_every``: fsync after
     that many lines (0: only at the end); a process kill loses nothing either way.
+    ``close_backend``: ``aclose()`` the backend at the end (default: only one this run
+    built from a factory).
     """
     settings = TaskSettings(
         dialect=dialect,
@@ -287,11 +298,16 @@ def run_batch(
         concurrency=concurrency,
         retry_failed=retry_failed,
         fsync_every=fsync_every,
+        close_backend=close_backend,
     )
 
 
 def run_batch_sync(tasks: TaskSource, **kwargs: Any) -> BatchStats:
-    """:func:`run_batch` to the end, blocking; returns the stats. Not inside a running loop."""
+    """:func:`run_batch` to the end, blocking; returns the stats. Not inside a running loop.
+
+    The backend's async connections are closed at the end (they belong to the event
+    loop this call starts and ends), unless ``close_backend=False``.
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -300,7 +316,7 @@ def run_batch_sync(tasks: TaskSource, **kwargs: Any) -> BatchStats:
         raise UsageError("run_batch_sync() was called inside a running event loop; use run_batch()")
 
     async def drain() -> BatchStats:
-        run = run_batch(tasks, **kwargs)
+        run = run_batch(tasks, **{"close_backend": True, **kwargs})
         async for _ in run:
             pass
         return run.stats

@@ -47,8 +47,17 @@ def run_task_remote(
     task: dict[str, Any], settings: TaskSettings, backend_factory: Callable[[], Backend]
 ) -> dict[str, Any]:
     """The body of one Ray task: one conversation, as a plain result dict."""
-    result = asyncio.run(run_task(Task.model_validate(task), backend_factory(), settings))
-    return result.model_dump(mode="json")
+
+    async def once() -> TaskResult:
+        backend = backend_factory()
+        try:
+            return await run_task(Task.model_validate(task), backend, settings)
+        finally:
+            aclose = getattr(backend, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    return asyncio.run(once()).model_dump(mode="json")
 
 
 def _ray() -> Any:
