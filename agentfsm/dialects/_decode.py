@@ -124,7 +124,7 @@ def decode_block(block: Block, ctx: Context) -> Outcome:
         message = "the action has no tool name (expected a \"tool\" or \"name\" key)"
         return Outcome(problems=[_problem("malformed_action", message, block.start, source)])
     out = _outcome(found, block, ctx, "json-protocol" if found.protocol else source)
-    if read.repaired:
+    if read.repaired and (out.calls or out.final is not MISSING):
         out.problems.insert(0, _problem("repaired_json", read.repaired, block.start, source, False))
     return out
 

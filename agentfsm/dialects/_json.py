@@ -21,6 +21,7 @@ from agentfsm.dialects.base import ProblemCode
 __all__ = [
     "MAX_REPAIR_CHARS",
     "MAX_REPAIR_DEPTH",
+    "MAX_REPAIRS",
     "MISSING",
     "DECODER",
     "Read",
@@ -32,6 +33,8 @@ __all__ = [
 MAX_REPAIR_CHARS: Final = 16_384
 #: blocks nested deeper than this are not repaired
 MAX_REPAIR_DEPTH: Final = 32
+#: at most this many blocks of one reply go to json_repair (each call costs ~0.3 ms)
+MAX_REPAIRS: Final = 16
 
 
 class _Missing:
@@ -62,6 +65,7 @@ class RepairBudget:
     """How many characters json_repair may still be given while parsing one reply."""
 
     remaining: int = MAX_REPAIR_CHARS
+    calls: int = MAX_REPAIRS
 
 
 @dataclass
@@ -132,15 +136,16 @@ def _depth(text: str) -> int:
 
 def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
     where = f"{exc.msg} (line {exc.lineno} column {exc.colno})"
-    if len(text) > MAX_REPAIR_CHARS or len(text) > budget.remaining:
+    if len(text) > MAX_REPAIR_CHARS or len(text) > budget.remaining or budget.calls <= 0:
         return Read(
             code="limit_exceeded",
-            message=f"invalid JSON too large to repair ({len(text)} characters): {where}",
+            message=f"invalid JSON beyond the repair limits ({len(text)} characters): {where}",
             position=exc.pos,
         )
     if _depth(text) > MAX_REPAIR_DEPTH:
         return Read(code="limit_exceeded", message=f"invalid JSON nested too deeply: {where}")
     budget.remaining -= len(text)
+    budget.calls -= 1
     candidate = text
     if any(q in text for q in _SMART):
         candidate = normalize_smart_quotes(text)

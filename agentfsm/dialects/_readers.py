@@ -69,12 +69,28 @@ class Reader:
         raise NotImplementedError
 
 
-def fence_closes(s: str, q: int) -> bool:
-    """A ```` ``` ```` at ``s[q]`` closes an action fence at a line start or right after ``}`` / ``]``."""
+def fence_closes(s: str, q: int, final: bool) -> int | None:
+    """Where the fence closed by the ```` ``` ```` at ``s[q]`` ends; -1: it is no closer; ``None``: not known yet.
+
+    It closes at the start of a line, or right after a ``}`` / ``]`` when only blanks
+    follow on its line (those blanks then belong to the block): inside a JSON string a
+    fence is never at a line start (a string holds no raw newline) and is always
+    followed by more of the string.
+    """
     j, lo = q, max(0, q - 9)
     while j > lo and s[j - 1] in " \t":
         j -= 1
-    return j > 0 and s[j - 1] in "\n\r}]"
+    if j > 0 and s[j - 1] in "\n\r":
+        return q + 3
+    if not (j > 0 and s[j - 1] in "}]"):
+        return -1
+    k = q + 3
+    hi = min(len(s), k + 9)
+    while k < hi and s[k] in " \t":
+        k += 1
+    if k < len(s):
+        return k if s[k] in "\r\n" else -1
+    return k if final else None
 
 
 class CloserReader(Reader):
@@ -85,26 +101,34 @@ class CloserReader(Reader):
         self._closer = closer
         self._fence = fence
         self._carry = ""
+        #: where the body starts in ``_carry`` (a closer is never searched before it)
+        self._floor = 0
 
     def feed(self, text: str, start: int, final: bool) -> int | None:
         closer = self._closer
         if self._carry:
             s = self._carry + text[start:]
             off = len(self._carry)
-            i = max(0, off - len(closer) + 1)
+            floor = self._floor
+            i = max(floor, off - len(closer) - 9)
         else:
             s, off, i = text, start, start
+            floor = start
         while True:
             q = s.find(closer, i)
             if q < 0:
                 break
-            if not self._fence or fence_closes(s, q):
-                end = q + len(closer) - off + start
+            stop = fence_closes(s, q, final) if self._fence else q + len(closer)
+            if stop is None:
+                break
+            if stop >= 0:
+                end = stop - off + start
                 self._keep(text, start, end)
                 return end
             i = q + 1
         self._keep(text, start, len(text))
         self._carry = s[-_CARRY:]
+        self._floor = max(0, floor - (len(s) - len(self._carry)))
         return None
 
 

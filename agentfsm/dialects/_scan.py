@@ -11,7 +11,9 @@ outcome is the same whatever the chunking.
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel
 
 from agentfsm.dialects._decode import Block, Context, Outcome, decode_block
 from agentfsm.dialects._json import MISSING
@@ -25,7 +27,7 @@ from agentfsm.dialects._readers import (
 )
 from agentfsm.dialects._tokens import OpenerDef
 from agentfsm.dialects.base import ParsedReply, Problem
-from agentfsm.dialects.command import COMMAND, COMMAND_HEAD
+from agentfsm.dialects.command import COMMAND, COMMAND_AT_END, COMMAND_HEAD
 from agentfsm.dialects.json_action import (
     FENCE,
     FENCE_CLOSER,
@@ -40,24 +42,38 @@ from agentfsm.dialects.native import (
     HERMES_CLOSER,
     MISTRAL,
     MISTRAL_HEAD,
-    MISTRAL_HEAD_MAX,
     PYTHONIC,
 )
 from agentfsm.dialects.smiley import SMILEY, SMILEY_DELIMITER, SMILEY_RUN
 from agentfsm.messages import ToolCall
 
-__all__ = ["Scanner"]
+__all__ = ["MAX_BLOCKS", "Scanner"]
 
-_DEFS: Final = (FENCE, HERMES, MISTRAL, COMMAND, BARE_OBJECT, BARE_ARRAY, PYTHONIC)
-_KINDS: Final = tuple(d.kind for d in _DEFS) + ("smiley",)
-_LITERALS: Final = {"fence": "```", "hermes": "<tool_call>", "mistral": "[TOOL_CALLS]"}
+_DEFS: Final = (FENCE, HERMES, *MISTRAL, COMMAND, BARE_OBJECT, BARE_ARRAY, PYTHONIC)
+#: kinds grouped by the literal every opener of theirs starts with: one ``str.find`` per
+#: group tells whether (and from where) its regexes need running at all
+_FAMILIES: Final = (
+    ("```", ("fence",)),
+    ("<tool_call>", ("hermes",)),
+    ("[TOOL_CALLS]", ("mistral-json", "mistral-named", "mistral-id")),
+    ("@tool", ("command", "command-eof")),
+    ("{", ("object",)),
+    ("[", ("array", "pythonic")),
+    (SMILEY_DELIMITER, ("smiley",)),
+)
+_LITERALS: Final = {"fence": "```", "hermes": "<tool_call>"}
+#: after this many action blocks (or fences) in one reply, the rest is not parsed
+MAX_BLOCKS: Final = 512
+_COMMAND_TAIL: Final = 170
 _BY_FIRST: Final[dict[str, tuple[OpenerDef, ...]]] = {
     c: tuple(d for d in _DEFS if c in d.first_chars) for d in _DEFS for c in d.first_chars
 }
 #: how far back from the end of the text an unfinished opener can start
 _WINDOW: Final = max(max(d.max_len for d in _DEFS), SMILEY_RUN) + 1
 _RUN: Final = re.compile(SMILEY + "+")
-_NEED, _REJECT, _DONE = 0, 1, 2
+_NEED, _DONE = 0, 2
+_M = TypeVar("_M", bound=BaseModel)
+_set = object.__setattr__
 TEXT, CALL = 0, 1
 
 
@@ -78,6 +94,7 @@ class Scanner:
         self._reader: Reader | None = None
         self._pending: Block | None = None
         self._cache: dict[str, tuple[int, int, int]] = {}
+        self._next: list[int] = [-2] * len(_FAMILIES)
         #: ``(TEXT, str)`` and ``(CALL, ToolCall)`` in order, since last taken
         self.events: list[tuple[int, Any]] = []
         self._texts: list[str] = []
@@ -87,6 +104,8 @@ class Scanner:
         self._final: Any = MISSING
         self._prose_at: int | None = None
         self._actions: list[str] = []
+        self._blocks = 0
+        self._dropped = False
 
     # -- feeding -----------------------------------------------------------------
 
@@ -94,6 +113,8 @@ class Scanner:
         """Scan ``chunk``; ``final`` when it is the last (the reply ends after it)."""
         start = self._fed
         self._fed += len(chunk)
+        if self._dropped:
+            return
         if self._reader is not None:
             end = self._reader.feed(chunk, 0, final)
             if end is None:
@@ -106,6 +127,7 @@ class Scanner:
         else:
             self._buf += chunk
         self._cache.clear()
+        self._next = [-2] * len(_FAMILIES)
         self._run(final)
         if not final:
             buf, pos = self._buf, self._pos
@@ -145,11 +167,27 @@ class Scanner:
                 return
             p, kind, end = cand
             self._prose(pos, p)
-            step = self._open(buf, p, kind, end, final)
-            if step == _REJECT:
-                self._cache[kind] = self._search(kind, buf, p + 1, final)
-            elif step == _NEED or self._reader is not None:
+            if self._blocks >= MAX_BLOCKS:
+                self._drop(p)
                 return
+            if self._open(buf, p, kind, end, final) == _NEED:
+                return
+            self._blocks += 1
+            if self._reader is not None:
+                return
+
+    def _drop(self, p: int) -> None:
+        message = (
+            f"more than {MAX_BLOCKS} action blocks in one reply: "
+            f"the rest of the reply, from offset {self._base + p}, was not parsed"
+        )
+        self._problems.append(
+            Problem.model_construct(
+                code="limit_exceeded", message=message, position=self._base + p, rejected=True
+            )
+        )
+        self._dropped = True
+        self._pos = len(self._buf)
 
     def _prose(self, i: int, j: int) -> None:
         if j <= i:
@@ -166,14 +204,20 @@ class Scanner:
 
     def _candidate(self, buf: str, pos: int, final: bool) -> tuple[int, str, int] | None:
         best: tuple[int, str, int] | None = None
-        for kind in _KINDS:
-            entry = self._cache.get(kind)
-            if entry is None or 0 <= entry[1] < pos:
-                entry = self._search(kind, buf, pos, final)
-                self._cache[kind] = entry
-            p = entry[1]
-            if p >= 0 and (best is None or p < best[0]):
-                best = (p, kind, entry[2])
+        nexts, cache = self._next, self._cache
+        for f, (literal, kinds) in enumerate(_FAMILIES):
+            q = nexts[f]
+            if q == -2 or 0 <= q < pos:
+                q = nexts[f] = buf.find(literal, pos)
+            if q < 0 or (best is not None and q >= best[0]):
+                continue
+            for kind in kinds:
+                entry = cache.get(kind)
+                if entry is None or 0 <= entry[1] < pos:
+                    entry = cache[kind] = self._search(kind, buf, max(pos, q), final)
+                p = entry[1]
+                if p >= 0 and (best is None or p < best[0]):
+                    best = (p, kind, entry[2])
         return best
 
     def _search(self, kind: str, buf: str, i: int, final: bool) -> tuple[int, int, int]:
@@ -183,13 +227,17 @@ class Scanner:
             return (i, p, p + len(literal) if p >= 0 else -1)
         if kind == "smiley":
             return self._search_smiley(buf, i, final)
-        regex = _REGEX[kind]
-        j = i
+        if kind == "command-eof":
+            if not final:
+                return (i, -1, -1)
+            regex, j = COMMAND_AT_END, max(i, len(buf) - _COMMAND_TAIL)
+        else:
+            regex, j = _REGEX[kind], i
         while True:
             m = regex.search(buf, j)
             if m is None:
                 return (i, -1, -1)
-            if kind != "command" or self._word_boundary(buf, m.start()):
+            if not kind.startswith("command") or self._word_boundary(buf, m.start()):
                 return (i, m.start(), m.end())
             j = m.start() + 1
 
@@ -252,39 +300,23 @@ class Scanner:
         elif kind == "smiley":
             body = end
             reader = SmileyReader(buf, p)
-        elif kind == "mistral":
-            m = MISTRAL_HEAD.match(buf, end)
-            if m is None:
-                short = n - end < MISTRAL_HEAD_MAX
-                if not final and short:
-                    return _NEED
-                if final and short and "\n" not in buf[end:]:
-                    self._block(Block(kind, self._base + p, buf[p:], state="truncated"))
-                    self._pos = n
-                    return _DONE
-                return _REJECT
+        elif kind.startswith("mistral"):
+            m = MISTRAL_HEAD.match(buf, p)
+            assert m is not None  # the opener matched the same text
+            kind, name = "mistral", m.group(2)
             body = m.start(1) if m.group(1) else m.start(3)
-            name = m.group(2)
             reader = BracketReader(buf, p, body, python=False, cap=MAX_BLOCK_CHARS)
-        elif kind == "command":
-            m = COMMAND_HEAD.match(buf, end)
-            if m is None or m.end() == n:
-                rest = buf[end : end + 16]
-                if not final and (m is not None or (len(rest) < 16 and not rest.strip(" \t"))):
-                    return _NEED
-                if m is None:
-                    return _REJECT
-            e = m.end()
-            c = buf[e] if e < n else ""
-            if c == "{":
-                body, name = e, m.group(1)
+        elif kind.startswith("command"):
+            m = COMMAND_HEAD.match(buf, p)
+            assert m is not None  # the opener matched the same text
+            kind, name, e = "command", m.group(1), m.end()
+            if e < n and buf[e] == "{":
+                body = e
                 reader = BracketReader(buf, p, e, python=False, cap=MAX_BLOCK_CHARS)
-            elif c in ("", "\n", "\r"):
-                self._block(Block(kind, self._base + p, buf[p:e], body=e - p, name=m.group(1)))
+            else:
+                self._block(Block(kind, self._base + p, buf[p:e], body=e - p, name=name))
                 self._pos = e
                 return _DONE
-            else:
-                return _REJECT
         else:
             body = p
             python = kind == "pythonic"
@@ -314,7 +346,7 @@ class Scanner:
         elif final:
             block.state = "truncated"
         elif block.kind in ("fence-action", "fence-json"):
-            block.body_end = len(block.raw) - len(FENCE_CLOSER)
+            block.body_end = block.raw.rfind(FENCE_CLOSER)
         elif block.kind == "hermes":
             block.body_end = len(block.raw) - len(HERMES_CLOSER)
         elif block.kind == "smiley":
@@ -334,7 +366,8 @@ class Scanner:
             self._texts.append(out.text)
             self.events.append((TEXT, out.text))
         for name, args in out.calls:
-            call = ToolCall.model_construct(id=f"call_{len(self._calls)}", name=name, arguments=args)
+            values = {"id": f"call_{len(self._calls)}", "name": name, "arguments": args}
+            call = _construct(ToolCall, values)
             self._calls.append(call)
             self.events.append((CALL, call))
         self._problems.extend(out.problems)
@@ -363,13 +396,29 @@ class Scanner:
                 ]
                 calls, final = [], MISSING
         content = "".join(self._texts).strip()
-        return ParsedReply.model_construct(
-            content=content or None,
-            tool_calls=tuple(calls),
-            problems=tuple(problems),
-            truncated=self._truncated,
-            final=None if final is MISSING else final,
-        )
+        values = {
+            "content": content or None,
+            "tool_calls": tuple(calls),
+            "problems": tuple(problems),
+            "truncated": self._truncated,
+            "final": None if final is MISSING else final,
+        }
+        return _construct(ParsedReply, values)
 
 
 _REGEX: Final = {d.kind: d.regex for d in _DEFS}
+
+
+def _construct(cls: type[_M], values: dict[str, Any]) -> _M:
+    """``cls.model_construct(**values)`` for models given every field, without its overhead.
+
+    This is what pydantic's ``model_construct`` stores (the values were checked by
+    the parser itself); ``tests/test_parser.py`` checks the result equals a validated
+    model.
+    """
+    obj = cls.__new__(cls)
+    _set(obj, "__dict__", values)
+    _set(obj, "__pydantic_fields_set__", set(values))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj

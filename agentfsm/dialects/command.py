@@ -10,14 +10,21 @@ from agentfsm.dialects._render import dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, cls, lit
 from agentfsm.messages import ToolCall, ToolSpec
 
-__all__ = ["COMMAND", "COMMAND_HEAD", "COMMAND_PREFIX", "CommandDialect"]
+__all__ = ["COMMAND", "COMMAND_AT_END", "COMMAND_HEAD", "COMMAND_PREFIX", "CommandDialect"]
 
 #: the word a command line starts with
 COMMAND_PREFIX = "@tool"
-#: ``@tool`` and a blank (not preceded by a word character or ``@``: checked by the scanner)
-COMMAND = OpenerDef("command", (lit(COMMAND_PREFIX), cls(r"[ \t]")))
-#: the tool name and the blanks after it; a ``{``, a line end or the reply's end must follow
-COMMAND_HEAD = re.compile(r"[ \t]{0,15}([A-Za-z_][\w.\-]{0,127})[ \t]{0,16}")
+_NAME = (cls("[A-Za-z_]"), cls(r"[\w.\-]", 0, 127))
+#: ``@tool NAME`` then ``{`` or a line end (not after a word character or ``@``: the
+#: scanner checks that); a command ending the reply is found by :data:`COMMAND_AT_END`
+COMMAND = OpenerDef(
+    "command",
+    (lit(COMMAND_PREFIX), cls(r"[ \t]", 1, 16), *_NAME, cls(r"[ \t]", 0, 16), lit("{", "\n", "\r")),
+)
+#: a command without arguments as the last thing in the reply
+COMMAND_AT_END = re.compile(r"@tool[ \t]{1,16}[A-Za-z_][\w.\-]{0,127}[ \t]{0,16}\Z")
+#: the tool name and the blanks after it
+COMMAND_HEAD = re.compile(r"@tool[ \t]{1,16}([A-Za-z_][\w.\-]{0,127})[ \t]{0,16}")
 
 
 class CommandDialect:

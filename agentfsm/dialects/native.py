@@ -25,7 +25,6 @@ __all__ = [
     "HERMES_CLOSER",
     "MISTRAL",
     "MISTRAL_HEAD",
-    "MISTRAL_HEAD_MAX",
     "PYTHONIC",
     "parse_pythonic",
 ]
@@ -35,13 +34,34 @@ _CALL_KEYS = ("name", "tool", "function")
 
 HERMES: Final = OpenerDef("hermes", (lit("<tool_call>"),))
 HERMES_CLOSER: Final = "</tool_call>"
-MISTRAL: Final = OpenerDef("mistral", (lit("[TOOL_CALLS]"),))
-#: what follows ``[TOOL_CALLS]``: a JSON list / object, or ``name[ARGS]{``
+_MISTRAL_WS = cls(r"[ \t\r\n]", 0, 8)
+_MISTRAL_NAME = (cls("[A-Za-z_]"), cls(r"[\w.\-]", 0, 127))
+#: ``[TOOL_CALLS]`` followed by a JSON list or object, ``name[ARGS]{`` or ``name[CALL_ID]id[ARGS]{``
+MISTRAL: Final = (
+    OpenerDef("mistral-json", (lit("[TOOL_CALLS]"), _MISTRAL_WS, lit("[", "{"))),
+    OpenerDef(
+        "mistral-named",
+        (lit("[TOOL_CALLS]"), _MISTRAL_WS, *_MISTRAL_NAME, lit("[ARGS]"), _MISTRAL_WS, lit("{")),
+    ),
+    OpenerDef(
+        "mistral-id",
+        (
+            lit("[TOOL_CALLS]"),
+            _MISTRAL_WS,
+            *_MISTRAL_NAME,
+            lit("[CALL_ID]"),
+            cls(r"[\w\-]", 0, 64),
+            lit("[ARGS]"),
+            _MISTRAL_WS,
+            lit("{"),
+        ),
+    ),
+)
+#: parses what :data:`MISTRAL` matched: a JSON start (group 1) or a name (2) and its ``{`` (3)
 MISTRAL_HEAD: Final = re.compile(
-    r"[ \t\r\n]{0,8}(?:([\[{])|([A-Za-z_][\w.\-]{0,127})(?:\[CALL_ID\][\w\-]{0,64})?"
+    r"\[TOOL_CALLS\][ \t\r\n]{0,8}(?:([\[{])|([A-Za-z_][\w.\-]{0,127})(?:\[CALL_ID\][\w\-]{0,64})?"
     r"\[ARGS\][ \t\r\n]{0,8}(\{))"
 )
-MISTRAL_HEAD_MAX: Final = 8 + 128 + 9 + 64 + 6 + 8 + 1
 #: ``{"name":`` ... a JSON object whose first key is one a call (or json-protocol) starts with
 BARE_OBJECT: Final = OpenerDef(
     "object",
