@@ -171,6 +171,10 @@ async def _serve(request: Request, wire: Wire, backend: Backend, settings: Setti
     except AgentFSMError as exc:
         if ex is not None:
             ex.end(error=exc)
+        if isinstance(exc, UsageError):
+            # settings were checked when the app was built: this one came from the request
+            # (e.g. a tool schema the backend cannot turn into a grammar)
+            exc = RequestError(str(exc))
         return _error(wire, exc, ex)
     except Exception as exc:
         logger.exception("unexpected error in {}", request.url.path)

@@ -31,7 +31,6 @@ from agentfsm.testing import (
     FakeUpstream,
     drip,
     garbage,
-    latency,
     reset,
     stall,
     status,
@@ -59,7 +58,7 @@ FAULTS: dict[str, tuple[Callable[[], FakeReply], set[int]]] = {
 def faulty() -> Iterator[tuple[FakeUpstream, str]]:
     """One fake and one proxy for the whole matrix; each test enqueues its fault."""
     with FakeUpstream([]) as fake:
-        with proxy(upstream_backend(fake, total=1.5, read=1.0), request_timeout=5.0) as url:
+        with proxy(upstream_backend(fake, total=1.0, read=0.5), request_timeout=5.0) as url:
             yield fake, url
 
 
@@ -164,7 +163,8 @@ def test_client_disconnect_cancels_the_upstream_call(stream: bool) -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_request_timeout_is_504(stream: bool) -> None:
-    with FakeUpstream([latency(10, "late")]) as fake:
+    # an upstream that keeps the connection busy forever, well inside its own 60 s budget
+    with FakeUpstream([drip(0.02, forever=True)]) as fake:
         with proxy(upstream_backend(fake, total=60), request_timeout=0.5) as url:
             body = {"model": "m", "messages": USER, "tools": TOOLS_OPENAI, "stream": stream}
             response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
