@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agentfsm.backends.base import Backend, GenerationOptions
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.errors import AgentFSMError
-from agentfsm.eval.bfcl_data import parse_categories
+from agentfsm.eval.bfcl_data import BfclCase, parse_categories
 from agentfsm.eval.machine import machine_description, now_iso
 from agentfsm.eval.report import aggregate, render_table, write_report
 from agentfsm.eval.runner import CaseResult, EvalPlan, load_plan_cases, resolve_specs, run_eval
@@ -76,7 +77,26 @@ def _execute(backend: Backend, plan: EvalPlan, options: GenerationOptions, conso
             mark = "[green]ok[/]" if result.valid else "[red]x[/]"
             progress.update(task, advance=1, last=f"{result.case_id} {result.dialect}/{result.enforcement} {mark}")
 
-        return asyncio.run(run_eval(backend, plan, options, on_result=on_result, cases=cases))
+        return asyncio.run(_run_and_close(backend, plan, options, on_result, cases))
+
+
+async def _run_and_close(
+    backend: Backend,
+    plan: EvalPlan,
+    options: GenerationOptions,
+    on_result: Callable[[CaseResult], None],
+    cases: list[BfclCase],
+) -> list[CaseResult]:
+    """Run the eval, then close the backend's async pool on the loop that opened it."""
+    try:
+        return await run_eval(backend, plan, options, on_result=on_result, cases=cases)
+    finally:
+        aclose = getattr(backend, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
 
 
 def bfcl(
