@@ -22,6 +22,7 @@ from agentfsm.cli import app
 from agentfsm.dialects import get_dialect
 from agentfsm.errors import UsageError
 from agentfsm.messages import ToolCall
+from agentfsm.replay import replay
 from agentfsm.testing import FakeUpstream, ScriptedBackend
 from agentfsm.transcript import read_transcript
 from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines
@@ -210,6 +211,7 @@ def test_cli_batch_prints_a_summary_and_writes_transcripts(tmp_path: Path) -> No
     assert len(list(transcripts.glob("*.jsonl"))) == 12
     events = read_transcript(transcripts / "t3.jsonl")
     assert events[-1]["type"] == "run_end" and events[-1]["status"] == "final"
+    assert replay(transcripts / "t3.jsonl").identical  # a batch transcript replays without the upstream
 
 
 def _batch_cmd(tasks: Path, out: Path, transcripts: Path, base_url: str) -> list[str]:
