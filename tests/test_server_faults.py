@@ -265,18 +265,25 @@ def test_unknown_routes_are_404_and_405_in_shape(guarded: tuple[FakeUpstream, st
     assert response.status_code == 405 and "error" in response.json()
 
 
-def test_transcript_per_request(guarded: tuple[FakeUpstream, str, Path]) -> None:
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_transcript_per_request(guarded: tuple[FakeUpstream, str, Path], stream: bool) -> None:
     fake, url, transcripts = guarded
     fake.enqueue("no tool for you", action("get_weather", city="Paris"))
     with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-proxy-key", max_retries=0) as c:
-        c.chat.completions.create(model="m", messages=USER, tools=TOOLS_OPENAI, tool_choice="required")
+        result = c.chat.completions.create(
+            model="m", messages=USER, tools=TOOLS_OPENAI, tool_choice="required", stream=stream  # type: ignore[call-overload]
+        )
+        if stream:
+            list(result)
     (path,) = transcripts.glob("*.jsonl")
     events = read_transcript(path)
     types = [e["type"] for e in events]
     assert types[:2] == ["run_start", "request"] and types[-1] == "run_end"
+    assert events[-1]["status"] == "final" and events[-1]["steps"] == 2 and events[-1]["corrections"] == 1
     assert types.count("model_request") == 2 and "retry" in types and "tool_call" in types
     request = events[1]
     assert request["tool_choice"] == "required" and request["normalized"]["protocol"] == "openai"
+    assert request["normalized"]["stream"] is stream and request["messages"][0]["content"] == USER[0]["content"]
     assert [t["name"] for t in request["tools"]] == ["get_weather", "get_time"]
     assert path.stem == events[0]["run"]
 
