@@ -28,7 +28,8 @@ event, never with a clean end.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 
 from loguru import logger
 
@@ -88,7 +89,7 @@ async def _aclose(iterator: AsyncIterator[str]) -> None:
 
 async def _pieces(
     ex: Exchange, prompt: list[PromptMessage], options: GenerationOptions
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The upstream's text deltas, each wait bounded by the request's deadline."""
     upstream = ex.backend.astream(prompt, options)
     try:
@@ -123,10 +124,11 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
         enforcement="prompt",
     )
     parts: list[str] = []
-    async for piece in _pieces(ex, prompt, options):
-        parts.append(piece)
-        for event in sink.text(piece):
-            yield event
+    async with aclosing(_pieces(ex, prompt, options)) as pieces:
+        async for piece in pieces:
+            parts.append(piece)
+            for event in sink.text(piece):
+                yield event
     text = "".join(parts)
     ex.add_usage(sum(estimate_tokens(m.content) for m in prompt), estimate_tokens(text))
     ex.emit("model_output", text=text, usage=ex.usage.model_dump(), finish_reason="stop")
@@ -157,12 +159,13 @@ async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
         parts = [prefill] if prefill else []
         forwarded: list[str] = []
         pending = parser.feed(prefill) if prefill else []
-        async for piece in _pieces(ex, prompt, options):
-            parts.append(piece)
-            pending += parser.feed(piece)
-            for event in _prose(pending, hold, forwarded, sink):
-                yield event
-            pending = []
+        async with aclosing(_pieces(ex, prompt, options)) as pieces:
+            async for piece in pieces:
+                parts.append(piece)
+                pending += parser.feed(piece)
+                for event in _prose(pending, hold, forwarded, sink):
+                    yield event
+                pending = []
         pending += parser.close()
         for event in _prose(pending, hold, forwarded, sink):
             yield event

@@ -161,6 +161,26 @@ def test_client_disconnect_cancels_the_upstream_call(stream: bool) -> None:
             assert fake.in_flight == 0 and len(fake.chat_requests) == 1
 
 
+@pytest.mark.parametrize(("path", "extra"), [
+    ("/v1/chat/completions", {}),
+    ("/v1/messages", {"max_tokens": 64}),
+])
+def test_client_leaving_mid_stream_cancels_the_upstream_call(path: str, extra: dict[str, int]) -> None:
+    # prose dripped a byte at a time: the proxy is streaming it when the client leaves
+    with FakeUpstream([drip(0.002, text="word " * 2000)]) as fake:
+        with proxy(upstream_backend(fake, total=60, read=30)) as url:
+            body = {"model": "m", "messages": USER, "tools": TOOLS_OPENAI, "stream": True, **extra}
+            if path == "/v1/messages":
+                body["tools"] = TOOLS_ANTHROPIC
+            with httpx.stream("POST", f"{url}{path}", json=body, timeout=30) as response:
+                for line in response.iter_lines():
+                    if "word" in line:
+                        break  # one prose delta seen: leave, closing the connection
+            assert len(fake.chat_requests) == 1  # the upstream call had started
+            _wait_idle(fake)
+            assert fake.in_flight == 0
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_request_timeout_is_504(stream: bool) -> None:
     # an upstream that keeps the connection busy forever, well inside its own 60 s budget
