@@ -138,6 +138,8 @@ def _print_tables(tables: list[dict[str, Any]], module: str, seconds: float) -> 
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)  # logs get whole tables, not folded ones
     for t in tables:
         table = Table(title=str(t.get("title", module)), title_style="bold red" if t.get("failed") else "bold")
         for col in t.get("columns", []):

@@ -121,6 +121,8 @@ def bfcl(
     chart of accuracy by dialect x enforcement level.
     """
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)  # a log file gets the whole table, not a folded one
     try:
         cats = parse_categories(categories)
         model_backend = make_backend(backend, base_url, model, api_key)
