@@ -58,6 +58,8 @@ DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 _WS = re.compile(r"[ \t\n\r]*")
 _BRACKETS = re.compile(r"[\[\]{}]")
 _SMART = ("\u201c", "\u201d", "\u2018", "\u2019", "\u201e")
+# escape pairs, left to right (so ``\\\\f`` is a backslash then ``f``): a surrogate pair first
+_ESCAPE = re.compile(r"\\(u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|.)", re.DOTALL)
 
 
 @dataclass
@@ -154,13 +156,77 @@ def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
         except (ValueError, RecursionError):
             pass
     value: Any
+    candidate, saved = _protect_strings(candidate)
+    if "\\" in candidate:
+        candidate = _ESCAPE.sub(_plain_escape, candidate)
     try:
         value = json_repair.loads(candidate, skip_json_loads=True)
     except Exception:  # a foreign library: whatever it raises means "unreadable"
         value = MISSING
+    if saved and isinstance(value, (dict, list)):
+        value = _walk_strings(value, lambda s: _restore(s, saved))
     if not isinstance(value, (dict, list)) or not _finite(value):
         return Read(code="invalid_json", message=f"invalid JSON: {where}", position=exc.pos)
     return _clean(candidate, Read(value, repaired=f"repaired invalid JSON: {where}"))
+
+
+_MARK = "\ue000"
+_STRING_END = re.compile(r'["\\]')
+
+
+def _protect_strings(text: str) -> tuple[str, list[str]]:
+    """Swap each well-formed, well-placed string literal for a placeholder.
+
+    json_repair mangles some escapes (``\\f``, a ``\\u`` after ``\\\\``, a trailing
+    ``\\n``); the literals the C decoder reads are kept out of its hands and put back
+    after. A literal is well placed between ``{ [ , :`` and ``: , } ]``.
+    """
+    if _MARK in text:
+        return text, []
+    out: list[str] = []
+    saved: list[str] = []
+    n, last, i = len(text), 0, 0
+    while (q := text.find('"', i)) >= 0:
+        j = q + 1
+        while (m := _STRING_END.search(text, j)) is not None and m.group() == "\\":
+            j = m.end() + 1
+        if m is None:
+            break
+        end = m.end()
+        before, after = q - 1, end
+        while before >= 0 and text[before] in " \t\r\n":
+            before -= 1
+        while after < n and text[after] in " \t\r\n":
+            after += 1
+        if (before < 0 or text[before] in "{[,:") and (after == n or text[after] in ":,}]"):
+            try:
+                value = json.loads(text[q:end])
+            except ValueError:
+                pass
+            else:
+                out.append(text[last:q])
+                out.append(f'"{_MARK}{len(saved)}{_MARK}"')
+                saved.append(value)
+                last = end
+        i = end
+    out.append(text[last:])
+    return "".join(out), saved
+
+
+def _restore(s: str, saved: list[str]) -> str:
+    if s.startswith(_MARK) and s.endswith(_MARK) and s[1:-1].isdigit():
+        k = int(s[1:-1])
+        if k < len(saved):
+            return saved[k]
+    return s
+
+
+def _plain_escape(m: re.Match[str]) -> str:
+    """Rewrite the escapes json_repair misreads (``\\f``, ``\\/``, surrogate pairs) equivalently."""
+    esc = m.group(1)
+    if len(esc) == 11:
+        return str(json.loads(f'"\\{esc}"'))
+    return {"f": "\\u000c", "/": "/"}.get(esc, m.group())
 
 
 def _walk_strings(value: Any, fix: Any) -> Any:
@@ -254,8 +320,6 @@ def normalize_smart_quotes(s: str) -> str:
             closers, c = "", '"'
         elif c == '"':
             c = '\\"'
-        elif closers == '"' and c in "\u201d\u2019" and _structural_follows(s, i + 1):
-            closers, c = "", '"'
         out.append(c)
         i += 1
     return "".join(out)

@@ -146,7 +146,7 @@ class SmileyReader(Reader):
             length = m.end() - i if m else 0
             total = self._run + length
             if i + length == n and not final:
-                self._run = total
+                self._run = min(total, SMILEY_RUN + 1)
                 self._keep(text, start, n)
                 return None
             self._run = 0
@@ -164,20 +164,27 @@ class SmileyReader(Reader):
                 self._keep(text, start, n)
                 return None
             e = _RUN.match(text, q).end()  # type: ignore[union-attr]
+            if e == n and not final:
+                # the run may go on in the next chunk: carry its length (capped past 14)
+                self._run = min(e - q, SMILEY_RUN + 1)
+                self._keep(text, start, n)
+                return None
             if e - q == SMILEY_RUN:
-                if e == n and not final:
-                    self._run = SMILEY_RUN
-                    self._keep(text, start, n)
-                    return None
                 self._keep(text, start, e)
                 return e
             i = e
 
 
 _RUN: Final = re.compile(SMILEY + "+")
-_OUT_JSON: Final = re.compile(r'[\[\]{}"]')
+_OUT_JSON: Final = re.compile('[\\[\\]{}"\u201c\u201d]')
 _OUT_PY: Final = re.compile(r"[\[\](){}\"']")
-_IN: Final = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
+# a string opened by a typographic double quote ends at the next one, whichever way it curls
+_IN: Final = {
+    '"': re.compile(r'["\\]'),
+    "'": re.compile(r"['\\]"),
+    "\u201c": re.compile("[\u201c\u201d\\\\]"),
+    "\u201d": re.compile("[\u201c\u201d\\\\]"),
+}
 
 
 class BracketReader(Reader):
@@ -255,7 +262,7 @@ class BracketReader(Reader):
                 return None
             i = m.end()
             c = m.group()
-            if c in "\"'":
+            if c in "\"'\u201c\u201d":
                 self._quote = c
             elif c in "[{(":
                 self._depth += 1

@@ -1,0 +1,187 @@
+"""StreamParser: same result whatever the chunking; prose held back only for a possible opener."""
+
+from __future__ import annotations
+
+import codecs
+import random
+from collections.abc import Iterable, Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentfsm.dialects.base import ParsedReply
+from agentfsm.errors import UsageError
+from agentfsm.messages import ToolCall
+from agentfsm.parser import parse_reply
+from agentfsm.stream import StreamEvent, StreamParser, TextDelta, ToolCallDelta
+from tests._replies import ReplyFixture, fixtures
+
+FIXTURES = fixtures()
+IDS = [f.id for f in FIXTURES]
+S = "\U0001f60a"
+Outcome = tuple[list[tuple[str, object]], ParsedReply]
+
+
+def _normal(events: Iterable[StreamEvent]) -> list[tuple[str, object]]:
+    """Events with adjacent text merged (how text is cut into deltas may vary)."""
+    out: list[tuple[str, object]] = []
+    for e in events:
+        if isinstance(e, TextDelta):
+            if out and out[-1][0] == "text":
+                out[-1] = ("text", str(out[-1][1]) + e.text)
+            elif e.text:
+                out.append(("text", e.text))
+        else:
+            out.append(("call", (e.index, e.call)))
+    return out
+
+
+def _stream(fx: ReplyFixture, chunks: Iterable[str | bytes]) -> Outcome:
+    parser = StreamParser(fx.tools, fx.dialect, strict=fx.strict)
+    events: list[StreamEvent] = []
+    for chunk in chunks:
+        events.extend(parser.feed(chunk))
+    events.extend(parser.close())
+    return _normal(events), parser.result()
+
+
+def _check(fx: ReplyFixture, splits: Iterable[Sequence[str | bytes]]) -> None:
+    whole = parse_reply(fx.text, fx.tools, fx.dialect, strict=fx.strict)
+    events, result = _stream(fx, [fx.text])
+    assert result == whole
+    text = "".join(str(v) for k, v in events if k == "text")
+    assert text.strip() == (whole.content or "")
+    assert [v for k, v in events if k == "call"] == list(enumerate(whole.tool_calls))
+    for chunks in splits:
+        assert _stream(fx, chunks) == (events, whole), chunks
+
+
+@pytest.mark.parametrize("fx", FIXTURES, ids=IDS)
+def test_every_two_way_split(fx: ReplyFixture) -> None:
+    t = fx.text
+    _check(fx, ([t[:i], t[i:]] for i in range(len(t) + 1)))
+
+
+@pytest.mark.parametrize("fx", FIXTURES, ids=IDS)
+def test_one_character_at_a_time(fx: ReplyFixture) -> None:
+    _check(fx, [list(fx.text), ["", *fx.text, ""]])
+
+
+@pytest.mark.parametrize("fx", FIXTURES, ids=IDS)
+def test_seeded_random_splits(fx: ReplyFixture) -> None:
+    rnd = random.Random(fx.id)
+    t = fx.text
+    splits = []
+    for _ in range(30):
+        cuts = sorted(rnd.choices(range(len(t) + 1), k=rnd.randint(1, 12)))
+        splits.append([t[a:b] for a, b in zip([0, *cuts], [*cuts, len(t)], strict=True)])
+    _check(fx, splits)
+
+
+@pytest.mark.parametrize("fx", FIXTURES, ids=IDS)
+def test_utf8_byte_boundaries(fx: ReplyFixture) -> None:
+    data = fx.text.encode("utf-8")
+    # bytes straight into feed(), cut anywhere, one byte at a time included
+    _check(fx, [[data[:i], data[i:]] for i in range(len(data) + 1)])
+    _check(fx, [[data[i : i + 1] for i in range(len(data))]])
+    # bytes through an incremental decoder, its str output fed
+    rnd = random.Random(fx.id)
+    for _ in range(10):
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        cuts = sorted(rnd.choices(range(len(data) + 1), k=rnd.randint(1, 10)))
+        parts = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+        _check(fx, [[decoder.decode(p) for p in parts] + [decoder.decode(b"", final=True)]])
+
+
+_TOKENS = [
+    "```", "```json action\n", "```json\n", "```python\n", "\n", " ", "a", "{", "}", "[", "]",
+    '"', "\\", ":", ",", '{"name": ', '"tool"', '{"tool": "f", "parameters": {', '"arguments"',
+    "<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]", "@tool", "@tool f ", "f(", ")", "=1",
+    S, S * 14, S * 13, "\u201c", "\u201d", "\u2019", "'", '{"final": ', '{"action": ', "null",
+    "`", "}```", "[f(a=1)]", "\u00e9",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from(_TOKENS), max_size=24),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8),
+    protocol=st.booleans(),
+)
+def test_split_invariance_on_generated_replies(parts: list[str], cuts: list[int], protocol: bool) -> None:
+    text = "".join(parts)
+    fx = ReplyFixture("generated", text, {"dialect": "json-protocol", "strict": True} if protocol else {})
+    points = sorted(min(c, len(text)) for c in cuts)
+    _check(fx, [[text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)], list(text)])
+
+
+@pytest.mark.parametrize(
+    ("chunk", "emitted"),
+    [
+        ("Hello world", "Hello world"),
+        ("Hello {", "Hello "),
+        ('Hello {"na', "Hello "),
+        ('Hello {"x', 'Hello {"x'),
+        ("Hi [", "Hi "),
+        ("Hi [get_weath", "Hi "),
+        ("Hi [1, 2", "Hi [1, 2"),
+        ("So ``", "So "),
+        ("mail me@tool", "mail me@tool"),
+        ("Run @to", "Run "),
+        ("Go <tool_c", "Go "),
+        ("Go <b>", "Go <b>"),
+        (f"Hey {S * 3}", "Hey "),
+        (f"Hey {S * 15}", f"Hey {S * 15}"),
+        ("```python\nprint(1)\n`", "```python\nprint(1)\n"),
+        ("```json action\n{", ""),
+    ],
+)
+def test_prose_is_held_back_only_for_a_possible_opener(chunk: str, emitted: str) -> None:
+    events = StreamParser().feed(chunk)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == emitted
+
+
+def test_a_call_is_emitted_when_its_block_closes() -> None:
+    parser = StreamParser()
+    assert parser.feed('Looking.\n```json action\n{"tool": "a", "parameters": {}}\n') == [
+        TextDelta("Looking.\n")
+    ]
+    events = parser.feed("```\nDone")
+    assert events[0] == ToolCallDelta(0, parser_call("a"))
+    assert events[1:] == [TextDelta("\nDone")]
+    assert parser.close() == []
+    assert parser.result().content == "Looking.\n\nDone"
+
+
+def parser_call(name: str) -> ToolCall:
+    return ToolCall(id="call_0", name=name, arguments={})
+
+
+def test_strict_json_protocol_emits_calls_at_close() -> None:
+    parser = StreamParser(dialect="json-protocol", strict=True)
+    assert parser.feed('{"action": {"tool": "a", "args": {}}}') == []
+    assert parser.close() == [ToolCallDelta(0, parser_call("a"))]
+    rejected = StreamParser(dialect="json-protocol", strict=True)
+    assert rejected.feed('{"action": {"tool": "a", "args": {}}} and more') == [TextDelta(" and more")]
+    assert rejected.close() == []
+    assert [p.code for p in rejected.result().problems] == ["extra_text"]
+
+
+def test_invalid_utf8_bytes_become_replacement_characters() -> None:
+    parser = StreamParser()
+    parser.feed(b"caf\xc3")
+    parser.feed("!")
+    parser.feed(b"\xff ok")
+    parser.close()
+    assert parser.result().content == "caf\ufffd!\ufffd ok"
+
+
+def test_misuse_is_a_usage_error() -> None:
+    parser = StreamParser()
+    with pytest.raises(UsageError):
+        parser.result()
+    parser.close()
+    assert parser.close() == []
+    with pytest.raises(UsageError):
+        parser.feed("more")
