@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@echo "Installing agentfsm with its test and local-model extras (llama-cpp-python compiles once, ~7 min on 2 cores; pip caches it)..."
-	$(PY) -m pip install -e '.[local,test,mcp,eval]'
+	$(PY) -m pip install -e '.[local,test,mcp,eval,ray]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -31,7 +31,7 @@ diagrams: install
 	$(PY) -m agentfsm diagram fixtures/transcripts -o diagrams/observed.md
 
 bench: install
-	$(PY) -m agentfsm.bench
+	$(PY) bench/run.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache

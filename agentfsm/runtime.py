@@ -12,7 +12,7 @@ import asyncio
 import os
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loguru import logger
@@ -63,7 +63,12 @@ def _add_usage(a: Usage, b: Usage) -> Usage:
 
 
 class Agent:
-    """A tool-using agent over a text-only backend."""
+    """A tool-using agent over a text-only backend.
+
+    ``tool_choice`` binds the first decision after each user message; once tool
+    results have come back the model may call again or answer (``none`` stays off).
+    Without ``backend``, the embedded local model is used (needs ``agentfsm[local]``).
+    """
 
     def __init__(
         self,
@@ -148,6 +153,12 @@ class Agent:
             max_corrections=self.max_corrections,
             loop_threshold=self.loop_threshold,
         )
+        # tool_choice binds the first decision of the user's turn; once results are in,
+        # the model may answer (tool history alone never makes another call mandatory).
+        followup = config if self.tool_choice == "none" else replace(config, tool_choice="auto")
+        followup_contract = (
+            render_contract(specs, self.dialect, followup.tool_choice, self.parallel) if specs else None
+        )
         writer = TranscriptWriter(self.transcript)
         emit = self._emitter(writer)
         path = [derive_state(history).value]
@@ -192,10 +203,10 @@ class Agent:
                 turn = await run_turn(
                     backend,
                     history,
-                    config=config,
+                    config=config if steps == 0 else followup,
                     enforcement=self.enforcement,
                     options=self.options,
-                    contract=contract,
+                    contract=contract if steps == 0 else followup_contract,
                     emit=emit,
                     on_transition=lambda rec: path.append(rec.dest.value),
                     max_attempts=self.max_steps - steps,
