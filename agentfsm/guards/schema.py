@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
@@ -218,16 +219,21 @@ def _excerpt(error: ValidationError, originals: Mapping[str, str]) -> str:
     return _trim(_dumps(schema), EXCERPT_CHARS)
 
 
-def _pattern_keyword(budget: _Budget) -> Any:
-    def pattern(
-        validator: Any, patrn: Any, instance: Any, schema: Any
-    ) -> Iterator[ValidationError]:
-        if not isinstance(patrn, str) or not validator.is_type(instance, "string"):
-            return
-        if budget.search(patrn, instance) is False:
-            yield ValidationError(f"{_trim(repr(instance), 80)} does not match {patrn!r}")
+#: the pattern budget of the validation in progress (the extended class is built once)
+_BUDGET: ContextVar[_Budget] = ContextVar("agentfsm_schema_budget")
 
-    return pattern
+
+def _pattern(validator: Any, patrn: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not isinstance(patrn, str) or not validator.is_type(instance, "string"):
+        return
+    if _BUDGET.get().search(patrn, instance) is False:
+        yield ValidationError(f"{_trim(repr(instance), 80)} does not match {patrn!r}")
+
+
+@lru_cache(maxsize=16)
+def _safe_class(base: type[Validator]) -> type[Validator]:
+    """``base`` with the bounded-time ``pattern`` keyword (building a class costs ~3 ms)."""
+    return _extend(base, {"pattern": _pattern})
 
 
 def validate_arguments(arguments: JSONObject, parameters: JSONObject) -> SchemaCheck:
@@ -251,9 +257,12 @@ def validate_arguments(arguments: JSONObject, parameters: JSONObject) -> SchemaC
         keys: set[str] = set()
         _collect_keys(arguments, keys)
         safe_schema = _rewrite_pattern_properties(parameters, keys, budget, originals)
-        base = _validator_class(parameters)
-        cls = _extend(base, {"pattern": _pattern_keyword(budget)})
-        error = best_match(cls(safe_schema, registry=Registry()).iter_errors(arguments))
+        cls = _safe_class(_validator_class(parameters))
+        token = _BUDGET.set(budget)
+        try:
+            error = best_match(cls(safe_schema, registry=Registry()).iter_errors(arguments))
+        finally:
+            _BUDGET.reset(token)
     except _Undecided as exc:
         return SchemaCheck(note=f"not validated: {exc}")
     except Exception as exc:  # unresolvable $ref, recursion, odd client schemas: never crash
