@@ -22,12 +22,15 @@ __all__ = ["parse_reply"]
 
 
 def scanner_for(
-    tools: Sequence[ToolSpec] | None, dialect: DialectName | str | None, strict: bool
+    tools: Sequence[ToolSpec] | None,
+    dialect: DialectName | str | None,
+    strict: bool,
+    stream: bool = False,
 ) -> Scanner:
     """A fresh scanner configured for ``tools``, ``dialect`` and ``strict``."""
-    name = "json-action" if dialect is None else get_dialect(dialect).name
+    protocol = dialect is not None and get_dialect(dialect).name == "json-protocol"
     known = None if tools is None else frozenset(t.name for t in tools)
-    return Scanner(known, protocol=name == "json-protocol", strict=strict)
+    return Scanner(known, protocol, strict, stream)
 
 
 def parse_reply(

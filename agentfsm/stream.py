@@ -62,7 +62,7 @@ class StreamParser:
         *,
         strict: bool = False,
     ) -> None:
-        self._scanner: Scanner = scanner_for(tools, dialect, strict)
+        self._scanner: Scanner = scanner_for(tools, dialect, strict, stream=True)
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._calls = 0
         self._result: ParsedReply | None = None

@@ -190,6 +190,8 @@ def test_round_trip(tool: str, args: dict[str, Any]) -> None:
         assert reply.tool_calls == (call,) and reply.problems == ()
     stringified = json.dumps(args, ensure_ascii=False)
     for fmt in _FORMATS:
+        if fmt == "hermes" and "</tool_call>" in stringified:
+            continue  # the one text a <tool_call> payload cannot hold
         dialect = fmt if fmt in DIALECT_NAMES else None
         plain = _render(fmt, tool, args)
         variants = [_smart(plain), _trailing_commas(plain)]

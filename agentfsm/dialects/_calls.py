@@ -14,13 +14,13 @@ from typing import Any, Final
 from agentfsm.dialects._json import MISSING, RepairBudget, read_json
 from agentfsm.dialects.base import ProblemCode
 
-__all__ = ["ARGS_KEYS", "NAME_KEYS", "Found", "find_calls"]
+__all__ = ["ARGS_KEYS", "NAME_KEYS", "Found", "find_calls", "plain_call"]
 
 NAME_KEYS: Final = ("tool", "name", "function")
 ARGS_KEYS: Final = ("parameters", "arguments", "args", "input")
 
 
-@dataclass
+@dataclass(slots=True)
 class Found:
     """Calls found in one value, with what was repaired or rejected on the way."""
 
@@ -64,6 +64,26 @@ def find_calls(
     if isinstance(value, list) and value:
         return found if _collect(value, found, loose, known, budget) else None
     return None
+
+
+_SPECIAL: Final = ("action", "final", "tool_calls")
+
+
+def plain_call(value: Any) -> tuple[str, dict[str, Any]] | None:
+    """The common case, quickly: ``{NAME_KEY: "name", ARGS_KEY: {...}}`` and nothing special.
+
+    Gives what :func:`find_calls` gives for such a value, or ``None`` to leave it to it.
+    """
+    if type(value) is not dict or any(k in value for k in _SPECIAL):
+        return None
+    key = next((k for k in NAME_KEYS if k in value), None)
+    args_key = next((k for k in ARGS_KEYS if k in value), None)
+    if key is None or args_key is None:
+        return None
+    name, args = value[key], value[args_key]
+    if type(name) is not str or type(args) is not dict or not name or name != name.strip():
+        return None
+    return name, args
 
 
 def _has_name(d: dict[str, Any]) -> bool:

@@ -8,17 +8,19 @@ does not parse, a name that is not a known tool.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from agentfsm.dialects._calls import Found, find_calls
-from agentfsm.dialects._json import MISSING, RepairBudget, read_json
+from agentfsm.dialects._calls import Found, find_calls, plain_call
+from agentfsm.dialects._json import DECODER, MISSING, Read, RepairBudget, read_json
 from agentfsm.dialects.base import Problem, ProblemCode
 from agentfsm.dialects.json_protocol import THOUGHT_CAP
 from agentfsm.dialects.native import parse_pythonic
 
 __all__ = ["Block", "Context", "Outcome", "decode_block"]
 
+_WS: Final = re.compile(r"[ \t\n\r]*")
 #: kinds that are prose when they hold no call; the others are always actions
 LENIENT: Final = frozenset({"fence-json", "object", "array", "pythonic"})
 _SOURCES: Final = {
@@ -42,7 +44,7 @@ _CUT: Final = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class Block:
     """One action block as read: its kind, where it is, its raw text."""
 
@@ -61,7 +63,7 @@ class Block:
     state: str = "closed"
 
 
-@dataclass
+@dataclass(slots=True)
 class Context:
     """What decoding needs besides the block."""
 
@@ -70,7 +72,7 @@ class Context:
     budget: RepairBudget = field(default_factory=RepairBudget)
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """What one block yields."""
 
@@ -104,19 +106,21 @@ def decode_block(block: Block, ctx: Context) -> Outcome:
         what = _CUT.get(block.kind, "unterminated JSON")
         message = f"cut off: {what}; it was not run"
         return Outcome(truncated=True, problems=[_problem("truncated", message, block.start, source)])
-    payload = block.raw[block.body : block.body_end]
     lenient = block.kind in LENIENT
     if block.kind == "pythonic":
-        calls = parse_pythonic(payload, ctx.known)
+        calls = parse_pythonic(block.raw[block.body : block.body_end], ctx.known)
         return Outcome(prose=True) if calls is None else Outcome(calls=calls)
     if block.kind == "command" or (block.kind == "mistral" and block.name is not None):
-        return _named(block, payload, ctx, source)
-    read = read_json(payload, ctx.budget, block.value)
+        return _named(block, ctx, source)
+    read = _read(block, ctx)
     if not read.ok:
         if lenient:
             return Outcome(prose=True)
         position = block.start + block.body + (read.position or 0)
         return Outcome(problems=[_problem(read.code or "invalid_json", read.message, position, source)])
+    quick = None if read.repaired else plain_call(read.value)
+    if quick is not None and (not lenient or ctx.known is None or quick[0] in ctx.known):
+        return Outcome(calls=[quick])
     found = find_calls(read.value, loose=not lenient, known=ctx.known, budget=ctx.budget)
     if found is None:
         if lenient:
@@ -129,11 +133,27 @@ def decode_block(block: Block, ctx: Context) -> Outcome:
     return out
 
 
-def _named(block: Block, payload: str, ctx: Context, source: str) -> Outcome:
+def _read(block: Block, ctx: Context) -> Read:
+    """Read the payload, without copying it out of the block when it is valid JSON."""
+    raw = block.raw
+    if block.value is not MISSING:
+        return read_json(raw, ctx.budget, block.value)
+    end = len(raw) if block.body_end is None else block.body_end
+    try:
+        value, stop = DECODER.raw_decode(raw, _WS.match(raw, block.body, end).end())  # type: ignore[union-attr]
+    except (ValueError, RecursionError):
+        pass
+    else:
+        if stop <= end and _WS.match(raw, stop, end).end() == end:  # type: ignore[union-attr]
+            return read_json(raw, ctx.budget, value)
+    return read_json(raw[block.body : end], ctx.budget)
+
+
+def _named(block: Block, ctx: Context, source: str) -> Outcome:
     name = block.name or ""
-    if not payload.strip():
+    if not block.raw[block.body : block.body_end].strip():
         return Outcome(calls=[(name, {})])
-    read = read_json(payload, ctx.budget, block.value)
+    read = _read(block, ctx)
     if not read.ok:
         position = block.start + block.body + (read.position or 0)
         return Outcome(problems=[_problem(read.code or "invalid_json", read.message, position, source)])

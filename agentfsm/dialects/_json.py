@@ -62,7 +62,7 @@ _SMART = ("\u201c", "\u201d", "\u2018", "\u2019", "\u201e")
 _ESCAPE = re.compile(r"\\(u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|.)", re.DOTALL)
 
 
-@dataclass
+@dataclass(slots=True)
 class RepairBudget:
     """How many characters json_repair may still be given while parsing one reply."""
 
@@ -70,7 +70,7 @@ class RepairBudget:
     calls: int = MAX_REPAIRS
 
 
-@dataclass
+@dataclass(slots=True)
 class Read:
     """The outcome of reading one JSON text."""
 
@@ -271,7 +271,8 @@ def _has_lone_surrogate(text: str) -> bool:
 
 def _clean(text: str, read: Read) -> Read:
     """Replace lone surrogates (from ``\\ud800`` escapes or raw) by U+FFFD."""
-    if "\\ud" in text or "\\uD" in text or (not text.isascii() and _has_lone_surrogate(text)):
+    escapes = "\\" in text and ("\\ud" in text or "\\uD" in text)
+    if escapes or (not text.isascii() and _has_lone_surrogate(text)):
         changed: list[str] = []
 
         def fix(s: str) -> str:

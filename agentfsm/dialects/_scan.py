@@ -52,16 +52,15 @@ __all__ = ["MAX_BLOCKS", "Scanner"]
 _DEFS: Final = (FENCE, HERMES, *MISTRAL, COMMAND, BARE_OBJECT, BARE_ARRAY, PYTHONIC)
 #: kinds grouped by the literal every opener of theirs starts with: one ``str.find`` per
 #: group tells whether (and from where) its regexes need running at all
-_FAMILIES: Final = (
-    ("```", ("fence",)),
-    ("<tool_call>", ("hermes",)),
-    ("[TOOL_CALLS]", ("mistral-json", "mistral-named", "mistral-id")),
+_FAMILIES: Final[tuple[tuple[str, tuple[str, ...] | None], ...]] = (
+    ("```", None),
+    ("<tool_call>", None),
+    ("[TOOL_CALLS]", ("mistral",)),
     ("@tool", ("command", "command-eof")),
     ("{", ("object",)),
-    ("[", ("array", "pythonic")),
+    ("[", ("bracket",)),
     (SMILEY_DELIMITER, ("smiley",)),
 )
-_LITERALS: Final = {"fence": "```", "hermes": "<tool_call>"}
 #: after this many action blocks (or fences) in one reply, the rest is not parsed
 MAX_BLOCKS: Final = 512
 _COMMAND_TAIL: Final = 170
@@ -80,8 +79,19 @@ TEXT, CALL = 0, 1
 class Scanner:
     """Incremental reply scanner: ``feed`` text, then ``result``."""
 
-    def __init__(self, known: frozenset[str] | None, protocol: bool, strict: bool) -> None:
+    __slots__ = (
+        "_actions", "_base", "_blocks", "_buf", "_cache", "_calls", "_ctx", "_dropped",
+        "_fed", "_final", "_last", "_next", "_other", "_pending", "_pos", "_prev",
+        "_problems", "_prose_at", "_reader", "_stream", "_texts", "_truncated", "events",
+        "strict",
+    )  # fmt: skip
+
+    def __init__(
+        self, known: frozenset[str] | None, protocol: bool, strict: bool, stream: bool = False
+    ) -> None:
         self._ctx = Context(known, protocol)
+        #: keep ``events`` (a whole-text parse only needs the result)
+        self._stream = stream
         #: json-protocol strict mode: calls are only known at the end
         self.strict = strict and protocol
         self._buf = ""
@@ -93,7 +103,7 @@ class Scanner:
         self._other = False
         self._reader: Reader | None = None
         self._pending: Block | None = None
-        self._cache: dict[str, tuple[int, int, int]] = {}
+        self._cache: dict[str, tuple[int, int, int, str]] = {}
         self._next: list[int] = [-2] * len(_FAMILIES)
         #: ``(TEXT, str)`` and ``(CALL, ToolCall)`` in order, since last taken
         self.events: list[tuple[int, Any]] = []
@@ -198,58 +208,65 @@ class Scanner:
         if self._prose_at is None and not text.isspace():
             self._prose_at = self._base + i + len(text) - len(text.lstrip())
         self._texts.append(text)
-        self.events.append((TEXT, text))
+        if self._stream:
+            self.events.append((TEXT, text))
 
     # -- finding openers -----------------------------------------------------------
 
     def _candidate(self, buf: str, pos: int, final: bool) -> tuple[int, str, int] | None:
         best: tuple[int, str, int] | None = None
+        best_p = len(buf) + 1
         nexts, cache = self._next, self._cache
-        for f, (literal, kinds) in enumerate(_FAMILIES):
+        for f, (literal, units) in enumerate(_FAMILIES):
             q = nexts[f]
             if q == -2 or 0 <= q < pos:
-                q = nexts[f] = buf.find(literal, pos)
-            if q < 0 or (best is not None and q >= best[0]):
+                # a one-character find first: memchr-fast, and most replies lack these
+                q = buf.find(literal[0], pos)
+                if q >= 0 and len(literal) > 1:
+                    q = buf.find(literal, q)
+                nexts[f] = q
+            if q < 0 or q >= best_p:
                 continue
-            for kind in kinds:
-                entry = cache.get(kind)
+            if units is None:  # the literal is the whole opener
+                best_p, best = q, (q, literal, q + len(literal))
+                continue
+            for unit in units:
+                entry = cache.get(unit)
                 if entry is None or 0 <= entry[1] < pos:
-                    entry = cache[kind] = self._search(kind, buf, max(pos, q), final)
+                    entry = cache[unit] = self._search(unit, buf, max(pos, q), final)
                 p = entry[1]
-                if p >= 0 and (best is None or p < best[0]):
-                    best = (p, kind, entry[2])
+                if 0 <= p < best_p:
+                    best_p, best = p, (p, entry[3], entry[2])
         return best
 
-    def _search(self, kind: str, buf: str, i: int, final: bool) -> tuple[int, int, int]:
-        literal = _LITERALS.get(kind)
-        if literal is not None:
-            p = buf.find(literal, i)
-            return (i, p, p + len(literal) if p >= 0 else -1)
-        if kind == "smiley":
-            return self._search_smiley(buf, i, final)
-        if kind == "command-eof":
+    def _search(self, unit: str, buf: str, i: int, final: bool) -> tuple[int, int, int, str]:
+        """``(searched from, opener start or -1, opener end, kind)`` of ``unit``'s next opener."""
+        if unit == "smiley":
+            p, e = self._search_smiley(buf, i, final)
+            return (i, p, e, unit)
+        if unit == "command-eof":
             if not final:
-                return (i, -1, -1)
+                return (i, -1, -1, unit)
             regex, j = COMMAND_AT_END, max(i, len(buf) - _COMMAND_TAIL)
         else:
-            regex, j = _REGEX[kind], i
+            regex, j = _REGEX[unit], i
         while True:
             m = regex.search(buf, j)
             if m is None:
-                return (i, -1, -1)
-            if not kind.startswith("command") or self._word_boundary(buf, m.start()):
-                return (i, m.start(), m.end())
+                return (i, -1, -1, unit)
+            if not unit.startswith("command") or self._word_boundary(buf, m.start()):
+                return (i, m.start(), m.end(), _GROUP_KIND.get(m.lastgroup or "", unit))
             j = m.start() + 1
 
-    def _search_smiley(self, buf: str, i: int, final: bool) -> tuple[int, int, int]:
+    def _search_smiley(self, buf: str, i: int, final: bool) -> tuple[int, int]:
         j = i
         while True:
             q = buf.find(SMILEY_DELIMITER, j)
             if q < 0:
-                return (i, -1, -1)
+                return (-1, -1)
             e = _RUN.match(buf, q).end()  # type: ignore[union-attr]
             if e - q == SMILEY_RUN and self._before(buf, q) != SMILEY and (final or e < len(buf)):
-                return (i, q, e)
+                return (q, e)
             j = e
 
     def _before(self, buf: str, i: int) -> str:
@@ -280,7 +297,7 @@ class Scanner:
         n = len(buf)
         reader: Reader
         name: str | None = None
-        if kind == "fence":
+        if kind == FENCE_CLOSER:
             e = FENCE_INFO.match(buf, end).end()  # type: ignore[union-attr]
             if not final and e == n and e - end < FENCE_INFO_MAX:
                 return _NEED
@@ -294,8 +311,8 @@ class Scanner:
                 return _DONE
             kind = "fence-action" if fence == "action" else "fence-json"
             reader = CloserReader(buf, p, FENCE_CLOSER, fence=True)
-        elif kind == "hermes":
-            body = end
+        elif kind == "<tool_call>":
+            kind, body = "hermes", end
             reader = CloserReader(buf, p, HERMES_CLOSER, fence=False)
         elif kind == "smiley":
             body = end
@@ -357,19 +374,22 @@ class Scanner:
         out: Outcome = decode_block(block, self._ctx)
         if out.prose:
             self._texts.append(block.raw)
-            self.events.append((TEXT, block.raw))
+            if self._stream:
+                self.events.append((TEXT, block.raw))
             if self._prose_at is None and not block.raw.isspace():
                 self._prose_at = block.start
             return
         self._actions.append(block.kind)
         if out.text:
             self._texts.append(out.text)
-            self.events.append((TEXT, out.text))
+            if self._stream:
+                self.events.append((TEXT, out.text))
         for name, args in out.calls:
             values = {"id": f"call_{len(self._calls)}", "name": name, "arguments": args}
             call = _construct(ToolCall, values)
             self._calls.append(call)
-            self.events.append((CALL, call))
+            if self._stream:
+                self.events.append((CALL, call))
         self._problems.extend(out.problems)
         self._truncated = self._truncated or out.truncated
         if out.final is not MISSING and self._final is MISSING:
@@ -406,7 +426,25 @@ class Scanner:
         return _construct(ParsedReply, values)
 
 
-_REGEX: Final = {d.kind: d.regex for d in _DEFS}
+def _union(defs: tuple[OpenerDef, ...]) -> re.Pattern[str]:
+    """One search for openers sharing their first tokens (``\\[`` ...), a named group each."""
+    k = 0
+    while all(len(d.toks) > k + 1 and d.toks[k] == defs[0].toks[k] for d in defs):
+        k += 1
+    common = "".join(t.pattern() for t in defs[0].toks[:k])
+    alts = "|".join(
+        f"(?P<{d.kind.replace('-', '_')}>" + "".join(t.pattern() for t in d.toks[k:]) + ")" for d in defs
+    )
+    return re.compile(f"{common}(?:{alts})")
+
+
+_REGEX: Final = {
+    "mistral": _union(MISTRAL),
+    "command": COMMAND.regex,
+    "object": BARE_OBJECT.regex,
+    "bracket": _union((BARE_ARRAY, PYTHONIC)),
+}
+_GROUP_KIND: Final = {d.kind.replace("-", "_"): d.kind for d in _DEFS}
 
 
 def _construct(cls: type[_M], values: dict[str, Any]) -> _M:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from agentfsm._types import DialectName, ToolChoice
 from agentfsm.dialects._render import dumps, example_call
@@ -87,6 +88,7 @@ FENCE_INFO = re.compile(r"[`A-Za-z0-9 \t_+.\-\r]{0,64}")
 FENCE_INFO_MAX = 64
 
 
+@lru_cache(maxsize=256)
 def classify_fence(info: str) -> str:
     """``"action"``, ``"json"`` (a call only if shaped as one) or ``"other"`` (never a call)."""
     key = " ".join(info.strip("`").lower().split())
