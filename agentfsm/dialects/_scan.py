@@ -25,50 +25,26 @@ from agentfsm.dialects._readers import (
     Reader,
     SmileyReader,
 )
-from agentfsm.dialects._tokens import OpenerDef
+from agentfsm.dialects._openers import (
+    BY_FIRST,
+    COMMAND_TAIL,
+    FAMILIES,
+    FIRST,
+    GROUP_KIND,
+    REGEX,
+    WINDOW,
+)
 from agentfsm.dialects.base import ParsedReply, Problem
 from agentfsm.dialects.command import COMMAND, COMMAND_AT_END, COMMAND_HEAD
-from agentfsm.dialects.json_action import (
-    FENCE,
-    FENCE_CLOSER,
-    FENCE_INFO,
-    FENCE_INFO_MAX,
-    classify_fence,
-)
-from agentfsm.dialects.native import (
-    BARE_ARRAY,
-    BARE_OBJECT,
-    HERMES,
-    HERMES_CLOSER,
-    MISTRAL,
-    MISTRAL_HEAD,
-    PYTHONIC,
-)
+from agentfsm.dialects.json_action import FENCE_CLOSER, FENCE_INFO, FENCE_INFO_MAX, classify_fence
+from agentfsm.dialects.native import HERMES_CLOSER, MISTRAL_HEAD
 from agentfsm.dialects.smiley import SMILEY, SMILEY_DELIMITER, SMILEY_RUN
 from agentfsm.messages import ToolCall
 
 __all__ = ["MAX_BLOCKS", "Scanner"]
 
-_DEFS: Final = (FENCE, HERMES, *MISTRAL, COMMAND, BARE_OBJECT, BARE_ARRAY, PYTHONIC)
-#: kinds grouped by the literal every opener of theirs starts with: one ``str.find`` per
-#: group tells whether (and from where) its regexes need running at all
-_FAMILIES: Final[tuple[tuple[str, tuple[str, ...] | None], ...]] = (
-    ("```", None),
-    ("<tool_call>", None),
-    ("[TOOL_CALLS]", ("mistral",)),
-    ("@tool", ("command", "command-eof")),
-    ("{", ("object",)),
-    ("[", ("bracket",)),
-    (SMILEY_DELIMITER, ("smiley",)),
-)
 #: after this many action blocks (or fences) in one reply, the rest is not parsed
 MAX_BLOCKS: Final = 512
-_COMMAND_TAIL: Final = 170
-_BY_FIRST: Final[dict[str, tuple[OpenerDef, ...]]] = {
-    c: tuple(d for d in _DEFS if c in d.first_chars) for d in _DEFS for c in d.first_chars
-}
-#: how far back from the end of the text an unfinished opener can start
-_WINDOW: Final = max(max(d.max_len for d in _DEFS), SMILEY_RUN) + 1
 _RUN: Final = re.compile(SMILEY + "+")
 _NEED, _DONE = 0, 2
 _M = TypeVar("_M", bound=BaseModel)
@@ -104,7 +80,7 @@ class Scanner:
         self._reader: Reader | None = None
         self._pending: Block | None = None
         self._cache: dict[str, tuple[int, int, int, str]] = {}
-        self._next: list[int] = [-2] * len(_FAMILIES)
+        self._next: list[int] = [-2] * len(FAMILIES)
         #: ``(TEXT, str)`` and ``(CALL, ToolCall)`` in order, since last taken
         self.events: list[tuple[int, Any]] = []
         self._texts: list[str] = []
@@ -137,7 +113,7 @@ class Scanner:
         else:
             self._buf += chunk
         self._cache.clear()
-        self._next = [-2] * len(_FAMILIES)
+        self._next = [-2] * len(FAMILIES)
         self._run(final)
         if not final:
             buf, pos = self._buf, self._pos
@@ -217,7 +193,7 @@ class Scanner:
         best: tuple[int, str, int] | None = None
         best_p = len(buf) + 1
         nexts, cache = self._next, self._cache
-        for f, (literal, units) in enumerate(_FAMILIES):
+        for f, (literal, units) in enumerate(FAMILIES):
             q = nexts[f]
             if q == -2 or 0 <= q < pos:
                 # a one-character find first: memchr-fast, and most replies lack these
@@ -247,15 +223,15 @@ class Scanner:
         if unit == "command-eof":
             if not final:
                 return (i, -1, -1, unit)
-            regex, j = COMMAND_AT_END, max(i, len(buf) - _COMMAND_TAIL)
+            regex, j = COMMAND_AT_END, max(i, len(buf) - COMMAND_TAIL)
         else:
-            regex, j = _REGEX[unit], i
+            regex, j = REGEX[unit], i
         while True:
             m = regex.search(buf, j)
             if m is None:
                 return (i, -1, -1, unit)
             if not unit.startswith("command") or self._word_boundary(buf, m.start()):
-                return (i, m.start(), m.end(), _GROUP_KIND.get(m.lastgroup or "", unit))
+                return (i, m.start(), m.end(), GROUP_KIND.get(m.lastgroup or "", unit))
             j = m.start() + 1
 
     def _search_smiley(self, buf: str, i: int, final: bool) -> tuple[int, int]:
@@ -279,16 +255,19 @@ class Scanner:
     def _hold(self, buf: str, pos: int, limit: int) -> int | None:
         """The first position from which the tail could still grow into an opener."""
         n = len(buf)
-        for i in range(max(pos, n - _WINDOW), min(limit, n)):
-            c = buf[i]
+        for m in FIRST.finditer(buf, max(pos, n - WINDOW), min(limit, n)):
+            i = m.start()
+            c = m.group()
             if c == SMILEY:
                 if self._before(buf, i) != SMILEY and n - i <= SMILEY_RUN:
                     if buf.count(SMILEY, i) == n - i:
                         return i
                 continue
-            for d in _BY_FIRST.get(c, ()):
-                if d.could_grow(buf, i) and (d is not COMMAND or self._word_boundary(buf, i)):
-                    return i
+            for d in BY_FIRST[c]:
+                # text longer than the opener would already have matched in full, or not at all
+                if n - i < d.max_len and d.could_grow(buf, i):
+                    if d is not COMMAND or self._word_boundary(buf, i):
+                        return i
         return None
 
     # -- opening blocks --------------------------------------------------------------
@@ -424,27 +403,6 @@ class Scanner:
             "final": None if final is MISSING else final,
         }
         return _construct(ParsedReply, values)
-
-
-def _union(defs: tuple[OpenerDef, ...]) -> re.Pattern[str]:
-    """One search for openers sharing their first tokens (``\\[`` ...), a named group each."""
-    k = 0
-    while all(len(d.toks) > k + 1 and d.toks[k] == defs[0].toks[k] for d in defs):
-        k += 1
-    common = "".join(t.pattern() for t in defs[0].toks[:k])
-    alts = "|".join(
-        f"(?P<{d.kind.replace('-', '_')}>" + "".join(t.pattern() for t in d.toks[k:]) + ")" for d in defs
-    )
-    return re.compile(f"{common}(?:{alts})")
-
-
-_REGEX: Final = {
-    "mistral": _union(MISTRAL),
-    "command": COMMAND.regex,
-    "object": BARE_OBJECT.regex,
-    "bracket": _union((BARE_ARRAY, PYTHONIC)),
-}
-_GROUP_KIND: Final = {d.kind.replace("-", "_"): d.kind for d in _DEFS}
 
 
 def _construct(cls: type[_M], values: dict[str, Any]) -> _M:

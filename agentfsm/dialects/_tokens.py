@@ -68,6 +68,11 @@ class OpenerDef:
 
     def could_grow(self, text: str, start: int) -> bool:
         """True when ``text[start:]`` is a proper prefix of some opener (more text could complete it)."""
+        head = self.toks[0].lits
+        if len(head) == 1:  # the usual case, settled without recursion when it fails
+            rest = text[start : start + len(head[0])]
+            if not head[0].startswith(rest):
+                return False
         return _prefix(self.toks, 0, text, start)
 
 
