@@ -1,0 +1,162 @@
+"""Benchmark: tokens per second from the embedded SmolLM2-135M model, by way of calling it.
+
+The reference is plain in-process generation (``LocalBackend.complete``), measured in
+the same run; the other rows are ratios against it: streaming, JSON-schema grammar
+constrained decoding, and the same model served by ``python -m llama_cpp.server`` on
+127.0.0.1 and reached through ``OpenAICompatBackend`` (HTTP, JSON, SSE overhead).
+Generation is greedy, so the same prompt gives the same tokens in every row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agentfsm.backends import GenerationOptions, OpenAICompatBackend, Timeouts
+from agentfsm.backends.base import Backend
+from agentfsm.backends.local import LocalBackend, default_model_path
+from agentfsm.messages import PromptMessage
+
+__all__ = ["run"]
+
+PROMPTS = (
+    "Write a short story about a lighthouse keeper.",
+    "Explain how a bicycle works, step by step.",
+    "List ten fruits and describe each one.",
+)
+MAX_TOKENS = 64
+REPEATS = 1
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "steps": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["title", "steps"],
+}
+
+
+def _messages(prompt: str) -> list[PromptMessage]:
+    return [PromptMessage(role="user", content=prompt)]
+
+
+def _tokens_per_second(
+    generate: Callable[[list[PromptMessage]], str], count: Callable[[str], int]
+) -> tuple[int, float]:
+    """Total tokens and seconds over every prompt, REPEATS times (after one warm-up)."""
+    generate(_messages(PROMPTS[0]))
+    tokens, seconds = 0, 0.0
+    for _ in range(REPEATS):
+        for prompt in PROMPTS:
+            start = time.perf_counter()
+            text = generate(_messages(prompt))
+            seconds += time.perf_counter() - start
+            tokens += count(text)
+    return tokens, seconds
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def _llama_server(n_threads: int) -> Iterator[str]:
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()),
+        "--chat_format", "chatml", "--host", "127.0.0.1", "--port", str(port),
+        "--n_ctx", "4096", "--n_threads", str(n_threads),
+    ]
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            base_url = f"http://127.0.0.1:{port}/v1"
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and process.poll() is None:
+                try:
+                    if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.25)
+            else:
+                raise RuntimeError("llama_cpp.server did not start")
+            yield base_url
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def _row(name: str, tokens: int, seconds: float, reference: float) -> list[Any]:
+    rate = tokens / seconds
+    return [name, tokens, f"{seconds:.2f}", f"{rate:.1f}", f"{rate / reference:.2f}x"]
+
+
+def run() -> list[dict[str, Any]]:
+    """One table: tokens/s per way of calling the model, as ratios to in-process complete."""
+    local = LocalBackend()
+    local.load()
+    llama = local._model.llama
+
+    def count(text: str) -> int:
+        return len(llama.tokenize(text.encode(), add_bos=False, special=False))
+
+    plain = GenerationOptions(max_tokens=MAX_TOKENS)
+    constrained = GenerationOptions(max_tokens=MAX_TOKENS, json_schema=SCHEMA)
+
+    def via(backend: Backend, options: GenerationOptions, mode: str) -> Callable[[list[PromptMessage]], str]:
+        def generate(messages: list[PromptMessage]) -> str:
+            if mode == "stream":
+                return "".join(backend.stream(messages, options))
+            if mode == "astream":
+                async def collect() -> str:
+                    return "".join([d async for d in backend.astream(messages, options)])
+
+                return asyncio.run(collect())
+            return backend.complete(messages, options).text
+
+        return generate
+
+    measured: list[tuple[str, int, float]] = []
+    reference_tokens, reference_seconds = _tokens_per_second(via(local, plain, "complete"), count)
+    measured.append(("in-process complete (reference)", reference_tokens, reference_seconds))
+    measured.append(("in-process stream", *_tokens_per_second(via(local, plain, "stream"), count)))
+    measured.append(("in-process astream (worker thread)", *_tokens_per_second(via(local, plain, "astream"), count)))
+    measured.append(("in-process JSON-schema grammar", *_tokens_per_second(via(local, constrained, "complete"), count)))
+    with _llama_server(local.n_threads) as base_url:
+        upstream = OpenAICompatBackend(base_url, "smollm2", api_key="", timeout=Timeouts(5, 120, 300))
+        with upstream:
+            measured.append(("llama_cpp.server via HTTP complete", *_tokens_per_second(via(upstream, plain, "complete"), count)))
+            measured.append(("llama_cpp.server via HTTP stream (SSE)", *_tokens_per_second(via(upstream, plain, "stream"), count)))
+    reference = reference_tokens / reference_seconds
+    return [{
+        "title": "Embedded model (SmolLM2-135M-Instruct Q4_1): tokens per second by way of calling it",
+        "columns": ["path", "tokens", "seconds", "tokens/s", "vs in-process complete"],
+        "rows": [_row(name, tokens, seconds, reference) for name, tokens, seconds in measured],
+        "notes": (
+            f"{len(PROMPTS)} prompts x {REPEATS} repeats after one warm-up, max_tokens={MAX_TOKENS}, greedy; "
+            f"n_threads={local.n_threads}. Tokens counted with the model's tokenizer on the returned text. "
+            "The server runs in a separate process with the same thread count, while this process waits. "
+            "Ratios are against in-process complete, measured in the same run."
+        ),
+    }]
+
+
+if __name__ == "__main__":
+    for table in run():
+        print(table["title"])
+        for row in table["rows"]:
+            print(row)
+        print(table["notes"])
