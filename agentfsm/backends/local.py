@@ -161,7 +161,9 @@ class LocalBackend:
         return self._loaded
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
-        text = json.dumps(schema, sort_keys=True)
+        # The grammar keeps the schema's property order ("tool" before "args"); sorted
+        # keys would make the model write the arguments first. The cache key is the text.
+        text = json.dumps(schema)
         grammars = self._model.grammars
         if text not in grammars:
             try:
@@ -170,7 +172,9 @@ class LocalBackend:
                 raise UsageError(f"cannot turn the JSON schema into a grammar: {exc}") from exc
         return grammars[text]
 
-    def _arguments(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> dict[str, Any]:
+    def _arguments(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> dict[str, Any]:
         arguments: dict[str, Any] = {
             "prompt": render_chatml(messages, options.prefill, self.default_system),
             "max_tokens": options.max_tokens,
