@@ -116,7 +116,9 @@ def run() -> list[dict[str, Any]]:
     plain = GenerationOptions(max_tokens=MAX_TOKENS)
     constrained = GenerationOptions(max_tokens=MAX_TOKENS, json_schema=SCHEMA)
 
-    def via(backend: Backend, options: GenerationOptions, mode: str) -> Callable[[list[PromptMessage]], str]:
+    def via(
+        backend: Backend, options: GenerationOptions, mode: str
+    ) -> Callable[[list[PromptMessage]], str]:
         def generate(messages: list[PromptMessage]) -> str:
             if mode == "stream":
                 return "".join(backend.stream(messages, options))
@@ -129,27 +131,33 @@ def run() -> list[dict[str, Any]]:
 
         return generate
 
+    paths: list[tuple[str, Backend | None, GenerationOptions, str]] = [
+        ("in-process complete (reference)", local, plain, "complete"),
+        ("in-process stream", local, plain, "stream"),
+        ("in-process astream (worker thread)", local, plain, "astream"),
+        ("in-process JSON-schema grammar", local, constrained, "complete"),
+        ("llama_cpp.server via HTTP complete", None, plain, "complete"),
+        ("llama_cpp.server via HTTP stream (SSE)", None, plain, "stream"),
+    ]
     measured: list[tuple[str, int, float]] = []
-    reference_tokens, reference_seconds = _tokens_per_second(via(local, plain, "complete"), count)
-    measured.append(("in-process complete (reference)", reference_tokens, reference_seconds))
-    measured.append(("in-process stream", *_tokens_per_second(via(local, plain, "stream"), count)))
-    measured.append(("in-process astream (worker thread)", *_tokens_per_second(via(local, plain, "astream"), count)))
-    measured.append(("in-process JSON-schema grammar", *_tokens_per_second(via(local, constrained, "complete"), count)))
     with _llama_server(local.n_threads) as base_url:
-        upstream = OpenAICompatBackend(base_url, "smollm2", api_key="", timeout=Timeouts(5, 120, 300))
-        with upstream:
-            measured.append(("llama_cpp.server via HTTP complete", *_tokens_per_second(via(upstream, plain, "complete"), count)))
-            measured.append(("llama_cpp.server via HTTP stream (SSE)", *_tokens_per_second(via(upstream, plain, "stream"), count)))
+        timeouts = Timeouts(5, 120, 300)
+        with OpenAICompatBackend(base_url, "smollm2", api_key="", timeout=timeouts) as upstream:
+            for name, backend, options, mode in paths:
+                generate = via(backend or upstream, options, mode)
+                measured.append((name, *_tokens_per_second(generate, count)))
+    _, reference_tokens, reference_seconds = measured[0]
     reference = reference_tokens / reference_seconds
     return [{
-        "title": "Embedded model (SmolLM2-135M-Instruct Q4_1): tokens per second by way of calling it",
+        "title": "Embedded model (SmolLM2-135M-Instruct Q4_1): tokens/s by way of calling it",
         "columns": ["path", "tokens", "seconds", "tokens/s", "vs in-process complete"],
         "rows": [_row(name, tokens, seconds, reference) for name, tokens, seconds in measured],
         "notes": (
-            f"{len(PROMPTS)} prompts x {REPEATS} repeats after one warm-up, max_tokens={MAX_TOKENS}, greedy; "
-            f"n_threads={local.n_threads}. Tokens counted with the model's tokenizer on the returned text. "
-            "The server runs in a separate process with the same thread count, while this process waits. "
-            "Ratios are against in-process complete, measured in the same run."
+            f"{len(PROMPTS)} prompts x {REPEATS} repeat(s) after one warm-up, "
+            f"max_tokens={MAX_TOKENS}, greedy; n_threads={local.n_threads}. Tokens counted with "
+            "the model's tokenizer on the returned text. The server is a separate process with "
+            "the same thread count (idle while in-process rows run, and vice versa). Ratios are "
+            "against in-process complete, measured in the same run."
         ),
     }]
 

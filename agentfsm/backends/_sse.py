@@ -124,7 +124,9 @@ class ChatStreamState:
         try:
             chunk = json.loads(data)
         except ValueError as exc:
-            raise BackendProtocolError(f"upstream stream event is not JSON: {_excerpt(data)!r}") from exc
+            raise BackendProtocolError(
+                f"upstream stream event is not JSON: {_excerpt(data)!r}"
+            ) from exc
         if not isinstance(chunk, dict):
             raise BackendProtocolError(f"upstream stream event is not an object: {_excerpt(data)!r}")
         if "error" in chunk:

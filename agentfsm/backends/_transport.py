@@ -6,12 +6,14 @@ Retries are bounded twice: by ``max_retries`` and by the call's total deadline.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TypeVar
 
 import httpx
 import tenacity
@@ -30,10 +32,15 @@ __all__ = [
     "CallState",
     "RetryPolicy",
     "Timeouts",
+    "aread_body",
+    "bounded",
     "is_retryable",
     "map_transport_error",
     "parse_retry_after",
+    "read_body",
 ]
+
+_T = TypeVar("_T")
 
 #: statuses worth another try: timeout, conflict, throttled, server errors
 RETRY_STATUSES = frozenset({408, 409, 429})
@@ -134,6 +141,44 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, BackendConnectionError):
         return True
     return isinstance(exc, BackendTimeout) and isinstance(exc.__cause__, httpx.ConnectTimeout)
+
+
+def read_body(response: httpx.Response, call: CallState, limit: int | None = None) -> bytes:
+    """A streamed response's body, checking the deadline after every chunk (a drip ends)."""
+    parts: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if limit is not None and size >= limit:
+            break
+        call.check()
+    return b"".join(parts)
+
+
+async def bounded(start: Callable[[], Awaitable[_T]], call: CallState) -> _T:
+    """Await ``start()``, but never past the call's deadline (BackendTimeout)."""
+    left = call.check()
+    try:
+        async with asyncio.timeout(left):
+            return await start()
+    except TimeoutError as exc:
+        raise BackendTimeout(f"no complete answer within the total timeout of {call.total:g}s") from exc
+
+
+async def aread_body(response: httpx.Response, call: CallState, limit: int | None = None) -> bytes:
+    """Async :func:`read_body`: every wait for a chunk is bounded by the deadline."""
+    parts: list[bytes] = []
+    size = 0
+    chunks = response.aiter_bytes()
+    while limit is None or size < limit:
+        try:
+            chunk = await bounded(lambda: anext(chunks), call)
+        except StopAsyncIteration:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts)
 
 
 @dataclass(frozen=True)

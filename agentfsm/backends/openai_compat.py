@@ -29,13 +29,16 @@ from agentfsm.backends._payload import JSONSchemaMode, build_payload, rejects_js
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
 from agentfsm.backends._transport import (
     CallState,
+    aread_body,
+    bounded,
+    read_body,
     RetryPolicy,
     Timeouts,
     map_transport_error,
     parse_retry_after,
 )
 from agentfsm.backends.base import Capabilities, Completion, GenerationOptions
-from agentfsm.errors import BackendError, BackendHTTPError, BackendTimeout, UsageError
+from agentfsm.errors import BackendError, BackendHTTPError, UsageError
 from agentfsm.messages import PromptMessage
 
 __all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts"]
@@ -75,7 +78,8 @@ class OpenAICompatBackend:
     ``prefill=True`` declares that the upstream continues a trailing assistant
     message (a property of the server, so it is opt-in). ``extra_body`` is merged
     into every request body. ``backoff`` is the first wait between retries when the
-    upstream gives no ``Retry-After`` (doubling, jittered). ``transport`` / ``async_transport`` replace httpx's.
+    upstream gives no ``Retry-After`` (doubling, jittered). ``transport`` /
+    ``async_transport`` replace httpx's.
     """
 
     def __init__(
@@ -104,7 +108,10 @@ class OpenAICompatBackend:
         self.model = model
         self.timeouts = timeout or Timeouts()
         self.json_schema_mode: JSONSchemaMode = json_schema_mode
-        self._schema_form: JSONSchemaMode = "json_schema" if json_schema_mode == "auto" else json_schema_mode
+        #: the form actually sent; ``auto`` starts as json_schema and may fall back once
+        self._schema_form: JSONSchemaMode = (
+            "json_schema" if json_schema_mode == "auto" else json_schema_mode
+        )
         self._prefill = prefill
         self._policy = RetryPolicy(
             max_retries=max_retries, retry_after_cap=retry_after_cap, backoff=backoff
@@ -160,7 +167,7 @@ class OpenAICompatBackend:
         )
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                yield parse_chat_completion(self._read(response, call)).text
+                yield parse_chat_completion(read_body(response, call)).text
                 return
             decoder, state = SSEDecoder(), ChatStreamState()
             try:
@@ -190,14 +197,14 @@ class OpenAICompatBackend:
         response = await self._awith_fallback(run, messages, options, stream=True)
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                yield parse_chat_completion(await self._aread(response, call)).text
+                yield parse_chat_completion(await aread_body(response, call)).text
                 return
             decoder, state = SSEDecoder(), ChatStreamState()
             chunks = response.aiter_bytes()
             try:
                 while True:
                     try:
-                        chunk = await self._bounded(lambda: anext(chunks), call)
+                        chunk = await bounded(lambda: anext(chunks), call)
                     except StopAsyncIteration:
                         break
                     for data in decoder.feed(chunk):
@@ -246,7 +253,10 @@ class OpenAICompatBackend:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -254,7 +264,10 @@ class OpenAICompatBackend:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.aclose()
 
@@ -324,7 +337,9 @@ class OpenAICompatBackend:
         except _SchemaRejected as rejected:
             raise rejected.error from None
 
-    def _fail(self, response: httpx.Response, body: bytes, payload: JSONObject, call: CallState) -> NoReturn:
+    def _fail(
+        self, response: httpx.Response, body: bytes, payload: JSONObject, call: CallState
+    ) -> NoReturn:
         error = BackendHTTPError(response.status_code, self._redact(body.decode("utf-8", "replace")))
         if self._should_fall_back(error, payload):
             raise _SchemaRejected(error)
@@ -346,17 +361,6 @@ class OpenAICompatBackend:
             )
         return self._client
 
-    def _read(self, response: httpx.Response, call: CallState, limit: int | None = None) -> bytes:
-        parts: list[bytes] = []
-        size = 0
-        for chunk in response.iter_bytes():
-            parts.append(chunk)
-            size += len(chunk)
-            if limit is not None and size >= limit:
-                break
-            call.check()
-        return b"".join(parts)
-
     def _attempt_json(self, payload: JSONObject, call: CallState) -> Completion:
         call.retry_after = None
         self._log(payload)
@@ -366,8 +370,8 @@ class OpenAICompatBackend:
                 "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
             ) as response:
                 if response.status_code >= 400:
-                    self._fail(response, self._read(response, call, _ERROR_BODY_LIMIT), payload, call)
-                body = self._read(response, call)
+                    self._fail(response, read_body(response, call, _ERROR_BODY_LIMIT), payload, call)
+                body = read_body(response, call)
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, self._redact) from exc
         return parse_chat_completion(body)
@@ -383,7 +387,7 @@ class OpenAICompatBackend:
             response = client.send(request, stream=True)
             if response.status_code >= 400:
                 try:
-                    body = self._read(response, call, _ERROR_BODY_LIMIT)
+                    body = read_body(response, call, _ERROR_BODY_LIMIT)
                 finally:
                     response.close()
                 self._fail(response, body, payload, call)
@@ -403,30 +407,6 @@ class OpenAICompatBackend:
             self._aclient_loop = loop
         return self._aclient
 
-    async def _bounded(self, start: Callable[[], Awaitable[_T]], call: CallState) -> _T:
-        """Await ``start()`` but never past the call's deadline."""
-        left = call.check()
-        try:
-            async with asyncio.timeout(left):
-                return await start()
-        except TimeoutError as exc:
-            raise BackendTimeout(
-                f"no complete answer within the total timeout of {call.total:g}s"
-            ) from exc
-
-    async def _aread(self, response: httpx.Response, call: CallState, limit: int | None = None) -> bytes:
-        parts: list[bytes] = []
-        size = 0
-        chunks = response.aiter_bytes()
-        while limit is None or size < limit:
-            try:
-                chunk = await self._bounded(lambda: anext(chunks), call)
-            except StopAsyncIteration:
-                break
-            parts.append(chunk)
-            size += len(chunk)
-        return b"".join(parts)
-
     async def _aattempt_open(self, payload: JSONObject, call: CallState) -> httpx.Response:
         call.retry_after = None
         self._log(payload)
@@ -435,10 +415,10 @@ class OpenAICompatBackend:
             "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
         )
         try:
-            response = await self._bounded(lambda: client.send(request, stream=True), call)
+            response = await bounded(lambda: client.send(request, stream=True), call)
             if response.status_code >= 400:
                 try:
-                    body = await self._aread(response, call, _ERROR_BODY_LIMIT)
+                    body = await aread_body(response, call, _ERROR_BODY_LIMIT)
                 finally:
                     await response.aclose()
                 self._fail(response, body, payload, call)
@@ -449,7 +429,7 @@ class OpenAICompatBackend:
     async def _aattempt_json(self, payload: JSONObject, call: CallState) -> Completion:
         response = await self._aattempt_open(payload, call)
         try:
-            body = await self._aread(response, call)
+            body = await aread_body(response, call)
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, self._redact) from exc
         finally:

@@ -261,7 +261,9 @@ class FakeUpstream:
         else:
             await self._answer_json(request, step, out)
 
-    async def _answer_json(self, request: ReceivedRequest, step: FakeReply, out: ResponseWriter) -> None:
+    async def _answer_json(
+        self, request: ReceivedRequest, step: FakeReply, out: ResponseWriter
+    ) -> None:
         if step.fault == "garbage":
             await out.send(200, b"<html>this is not json</html>")
             return
@@ -282,7 +284,9 @@ class FakeUpstream:
         else:
             await out.send(200, body)
 
-    async def _answer_stream(self, request: ReceivedRequest, step: FakeReply, out: ResponseWriter) -> None:
+    async def _answer_stream(
+        self, request: ReceivedRequest, step: FakeReply, out: ResponseWriter
+    ) -> None:
         await out.start_chunked(200, "text/event-stream", {"cache-control": "no-cache"})
         if step.fault == "garbage":
             await out.chunk(b"data: {this is not json\n\n")
