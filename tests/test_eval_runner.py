@@ -157,3 +157,16 @@ def test_cli_rejects_an_unknown_category() -> None:
     result = CliRunner().invoke(app, ["eval", "bfcl", "--categories", "simple_java"])
     assert result.exit_code == 2
     assert "unknown BFCL category" in result.output
+
+
+@pytest.mark.model
+def test_one_case_on_the_embedded_model() -> None:
+    from agentfsm.backends import create_backend
+
+    backend = create_backend("local")
+    specs = resolve_specs(backend, "json-action", "constrained")
+    plan = EvalPlan(categories=("simple_python",), specs=specs, limit=1, data_dir=FIXTURES)
+    baseline, runtime = asyncio.run(run_eval(backend, plan))
+    assert baseline.enforcement == "baseline" and baseline.replies == 1
+    assert runtime.enforcement == "constrained" and runtime.protocol_valid
+    assert runtime.decoded and next(iter(runtime.decoded[0])) == "weather.get"
