@@ -75,7 +75,11 @@ def _execute(backend: Backend, plan: EvalPlan, options: GenerationOptions, conso
             nonlocal right
             right += result.valid
             mark = "[green]ok[/]" if result.valid else "[red]x[/]"
-            progress.update(task, advance=1, last=f"{result.case_id} {result.dialect}/{result.enforcement} {mark}")
+            last = f"{result.case_id} {result.dialect}/{result.enforcement} {mark}"
+            progress.update(task, advance=1, last=last)
+            if not console.is_terminal:  # a log gets one line per case instead of a live bar
+                done = int(progress.tasks[0].completed)
+                console.print(f"[{done}/{total}] {last} ({result.seconds:.1f} s)", highlight=False)
 
         return asyncio.run(_run_and_close(backend, plan, options, on_result, cases))
 
