@@ -17,6 +17,7 @@ from agentfsm.errors import UsageError
 from agentfsm.messages import ToolSpec
 
 __all__ = [
+    "CONSTRAINED_DIALECT",
     "LEVELS",
     "Level",
     "build_action_schema",
@@ -94,26 +95,39 @@ def _simplify(schema: Any, depth: int = 0) -> Any:
 
 
 def build_action_schema(tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> JSONObject:
-    """The JSON schema of one action: ``anyOf`` over ``{tool: const, args: schema}``.
+    """The JSON schema of one reply under constrained decoding.
 
-    A final-answer branch ``{"final": {"content": string}}`` is added unless
-    ``tool_choice`` requires a call; a named ``tool_choice`` keeps only that tool.
+    ``{"action": X}`` where X is ``anyOf`` over ``{tool: const name, args: that tool's
+    schema}``, plus a final-answer branch ``{"final": {"content": string}}`` unless
+    ``tool_choice`` requires a call; a named ``tool_choice`` keeps only that tool. The
+    shape is the ``json-protocol`` dialect's, so the contract, the projected history
+    and the grammar all show the model one format.
     """
     offered = list(tools)
     if call_required(tool_choice) and tool_choice != "required":
         offered = [t for t in tools if t.name == tool_choice]
         if not offered:
             raise UsageError(f"tool_choice names {tool_choice!r}, which is not an offered tool")
-    branches: list[JSONObject] = []
+    actions: list[JSONObject] = []
     for tool in offered:
         args = _simplify(tool.parameters) or {"type": "object"}
         if "type" not in args:
             args["type"] = "object"
-        branches.append(
+        actions.append(
             {
                 "type": "object",
                 "properties": {"tool": {"const": tool.name}, "args": args},
                 "required": ["tool", "args"],
+                "additionalProperties": False,
+            }
+        )
+    branches: list[JSONObject] = []
+    if actions:
+        branches.append(
+            {
+                "type": "object",
+                "properties": {"action": actions[0] if len(actions) == 1 else {"anyOf": actions}},
+                "required": ["action"],
                 "additionalProperties": False,
             }
         )
@@ -136,3 +150,7 @@ def build_action_schema(tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> J
     if len(branches) == 1:
         return branches[0]
     return {"anyOf": branches}
+
+
+#: the dialect whose format constrained decoding produces
+CONSTRAINED_DIALECT = "json-protocol"

@@ -16,7 +16,7 @@ from agentfsm.backends.base import Backend, GenerationOptions, Usage
 from agentfsm.contract import render_contract
 from agentfsm.dialects import get_dialect
 from agentfsm.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, step
-from agentfsm.enforcement import build_action_schema, call_required, choose_level
+from agentfsm.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
 from agentfsm.errors import MaxStepsExceeded
 from agentfsm.messages import Message, PromptMessage
 from agentfsm.projection import project_history
@@ -53,17 +53,22 @@ def prepare_request(
     specs = config.tools
     level = choose_level(enforcement, backend.capabilities, config.tool_choice) if specs else "prompt"
     prefill = ""
+    dialect = config.dialect
     if level == "constrained":
         options = options.model_copy(update={"json_schema": build_action_schema(specs, config.tool_choice)})
+        if dialect != CONSTRAINED_DIALECT:
+            # the grammar forces the json-protocol shape: teach and show that one format
+            dialect = CONSTRAINED_DIALECT
+            contract = None
     elif level == "prefill" and call_required(config.tool_choice):
         prefill = get_dialect(config.dialect).opener
         options = options.model_copy(update={"prefill": prefill})
     if contract is None and specs:
-        contract = render_contract(specs, config.dialect, config.tool_choice, config.parallel)
+        contract = render_contract(specs, dialect, config.tool_choice, config.parallel)
     prompt = project_history(
         history,
         specs,
-        dialect=config.dialect,
+        dialect=dialect,
         tool_choice=config.tool_choice,
         parallel=config.parallel,
         contract=contract,

@@ -44,20 +44,22 @@ def test_impossible_levels_are_typed_errors() -> None:
 
 def test_schema_has_a_branch_per_tool_and_a_final_branch() -> None:
     schema = build_action_schema([WEATHER, TIME], "auto")
-    assert len(schema["anyOf"]) == 3
-    jsonschema.validate({"tool": "get_weather", "args": {"city": "Paris"}}, schema)
+    assert len(schema["anyOf"]) == 2
+    assert len(schema["anyOf"][0]["properties"]["action"]["anyOf"]) == 2
+    jsonschema.validate({"action": {"tool": "get_weather", "args": {"city": "Paris"}}}, schema)
     jsonschema.validate({"final": {"content": "hi"}}, schema)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"tool": "nope", "args": {}}, schema)
+        jsonschema.validate({"action": {"tool": "nope", "args": {}}}, schema)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"tool": "get_weather", "args": {}}, schema)
+        jsonschema.validate({"action": {"tool": "get_weather", "args": {}}}, schema)
 
 
 def test_required_drops_final_branch_and_named_keeps_one_tool() -> None:
     required = build_action_schema([WEATHER, TIME], "required")
-    assert len(required["anyOf"]) == 2
+    assert list(required["properties"]) == ["action"]
+    assert len(required["properties"]["action"]["anyOf"]) == 2
     named = build_action_schema([WEATHER, TIME], "get_time")
-    assert named["properties"]["tool"] == {"const": "get_time"}
+    assert named["properties"]["action"]["properties"]["tool"] == {"const": "get_time"}
     with pytest.raises(UsageError):
         build_action_schema([WEATHER], "nope")
     assert call_required("get_time") and not call_required("auto")

@@ -204,7 +204,7 @@ def test_async_run_and_history_input() -> None:
     ],
 )
 def test_enforcement_level_reaches_the_backend(caps: Capabilities, choice: str, level: str, tmp_path: Path) -> None:
-    reply = '{"tool": "calculate", "args": {"expression": "1+1"}}' if level == "constrained" else act("calculate", expression="1+1")
+    reply = '{"action": {"tool": "calculate", "args": {"expression": "1+1"}}}' if level == "constrained" else act("calculate", expression="1+1")
     backend = ScriptedBackend([reply, '{"final": {"content": "2"}}' if level == "constrained" else "2"], capabilities=caps)
     path = tmp_path / "t.jsonl"
     result = Agent(backend, TOOLS, tool_choice=choice, transcript=path).run("q")
