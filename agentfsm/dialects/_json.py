@@ -3,7 +3,9 @@
 The fast path is ``json``'s C decoder. Only when it fails does the text go, within
 size, depth and per-reply budgets, through a smart-quote normaliser and then the
 ``json_repair`` library (which is slow and superlinear on garbage, hence the caps).
-Nothing here raises: every failure is a :class:`Read` with a problem code.
+JSON that stops before its end (an unterminated string, unclosed brackets) is never
+repaired: completing it would run an action that was cut off. Nothing here raises:
+every failure is a :class:`Read` with a problem code.
 """
 
 from __future__ import annotations
@@ -107,6 +109,10 @@ def read_json(text: str, budget: RepairBudget, pre: Any = MISSING) -> Read:
             values = _several(text)
             if values is not None:
                 return _clean(text, Read(values))
+        elif exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()):
+            # never completed by repair: an action that stops mid-JSON was cut off
+            where = f"{exc.msg} (line {exc.lineno} column {exc.colno})"
+            return Read(code="invalid_json", message=f"unterminated JSON: {where}", position=exc.pos)
         return _repair(text, exc, budget)
     except ValueError as exc:  # int() refuses numbers of more than 4300 digits
         return Read(code="limit_exceeded", message=f"number too long: {str(exc)[:80]}")

@@ -6,10 +6,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm._types import JSONObject
+from agentfsm._types import DialectName, JSONObject
+from agentfsm.dialects.base import ParsedReply
 from agentfsm.messages import ToolCall, ToolSpec
 
-__all__ = ["dumps", "example_call"]
+__all__ = ["ParsesReplies", "dumps", "example_call"]
 
 
 def dumps(value: Any) -> str:
@@ -56,3 +57,17 @@ def example_call(tools: Sequence[ToolSpec]) -> ToolCall:
     return ToolCall.model_construct(
         id="call_0", name=tool.name, arguments=_example_arguments(tool.parameters)
     )
+
+
+class ParsesReplies:
+    """Gives a dialect ``parse``: :func:`~agentfsm.parser.parse_reply` with its rules."""
+
+    name: DialectName
+
+    def parse(
+        self, text: str, tools: Sequence[ToolSpec] | None = None, *, strict: bool = False
+    ) -> ParsedReply:
+        """Parse a reply with this dialect's rules (every format is still recognised)."""
+        from agentfsm.parser import parse_reply  # the parser imports the dialects
+
+        return parse_reply(text, tools, self.name, strict=strict)

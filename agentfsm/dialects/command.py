@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from agentfsm._types import DialectName, ToolChoice
-from agentfsm.dialects._render import dumps, example_call
+from agentfsm.dialects._render import ParsesReplies, dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, cls, lit
 from agentfsm.messages import ToolCall, ToolSpec
 
@@ -27,7 +27,7 @@ COMMAND_AT_END = re.compile(r"@tool[ \t]{1,16}[A-Za-z_][\w.\-]{0,127}[ \t]{0,16}
 COMMAND_HEAD = re.compile(r"@tool[ \t]{1,16}([A-Za-z_][\w.\-]{0,127})[ \t]{0,16}")
 
 
-class CommandDialect:
+class CommandDialect(ParsesReplies):
     """Actions as single command lines: ``@tool get_weather {"city": "Paris"}``."""
 
     name: DialectName = "command"

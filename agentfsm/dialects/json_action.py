@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from agentfsm._types import DialectName, ToolChoice
-from agentfsm.dialects._render import dumps, example_call
+from agentfsm.dialects._render import ParsesReplies, dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, lit
 from agentfsm.messages import ToolCall, ToolSpec
 
@@ -44,7 +44,7 @@ ACTION_INFOS = frozenset(
 JSON_INFOS = frozenset({"", "json", "jsonc", "json5"})
 
 
-class JsonActionDialect:
+class JsonActionDialect(ParsesReplies):
     """Actions as fenced ```` ```json action ```` blocks, ``{"tool": ..., "parameters": {...}}``."""
 
     name: DialectName = "json-action"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentfsm._types import DialectName, ToolChoice
-from agentfsm.dialects._render import dumps, example_call
+from agentfsm.dialects._render import ParsesReplies, dumps, example_call
 from agentfsm.messages import ToolCall, ToolSpec
 
 __all__ = ["SMILEY", "SMILEY_DELIMITER", "SMILEY_RUN", "SmileyDialect"]
@@ -21,7 +21,7 @@ SMILEY_RUN = 14
 SMILEY_DELIMITER = SMILEY * SMILEY_RUN
 
 
-class SmileyDialect:
+class SmileyDialect(ParsesReplies):
     """Calls written between two delimiter lines of fourteen smileys."""
 
     name: DialectName = "smiley"
