@@ -7,6 +7,8 @@ FastAPI).
 
 from __future__ import annotations
 
+from loguru import logger
+
 from agentfsm.backends import (
     Backend,
     Capabilities,
@@ -55,6 +57,10 @@ from agentfsm.tools import ToolRegistry
 from agentfsm.transcript import read_transcript
 
 __version__ = "0.1.0"
+
+# A library adds no log sinks and is silent by default (loguru's advice); the CLI
+# enables it, and users can with ``logger.enable("agentfsm")``.
+logger.disable("agentfsm")
 
 __all__ = [
     "Agent",

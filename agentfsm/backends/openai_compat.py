@@ -68,13 +68,13 @@ class _Secret:
 
 
 def _env_key() -> str | None:
-    return os.environ.get("AGENTFSM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+    return os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
 
 
 class OpenAICompatBackend:
     """Chat completions from an OpenAI-compatible HTTP upstream.
 
-    ``api_key`` defaults to ``$AGENTFSM_API_KEY``, then ``$OPENAI_API_KEY``.
+    ``api_key`` defaults to ``$AGENTFSM_UPSTREAM_API_KEY``, then ``$OPENAI_API_KEY``.
     ``prefill=True`` declares that the upstream continues a trailing assistant
     message (a property of the server, so it is opt-in). ``extra_body`` is merged
     into every request body. ``backoff`` is the first wait between retries when the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -39,7 +40,8 @@ _register_all()
 def main() -> None:
     """Console entry point: typed errors become a one-line message and exit code 2."""
     logger.remove()
-    logger.add(sys.stderr, level="WARNING", format="{level}: {message}")
+    logger.add(sys.stderr, level=os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING"), format="{level}: {message}")
+    logger.enable("agentfsm")
     try:
         app()
     except AgentFSMError as exc:
