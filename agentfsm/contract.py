@@ -86,7 +86,7 @@ def _example_value(schema: Any, name: str) -> Any:
         return [_example_value(schema.get("items"), name)]
     if typ == "object":
         return example_arguments(schema)
-    return f"<{name}>"
+    return f"example {name}"
 
 
 def example_arguments(parameters: JSONObject) -> JSONObject:
@@ -118,15 +118,20 @@ def _choice_rule(tool_choice: ToolChoice, names: Sequence[str]) -> str:
 
 
 def _few_shot(tools: Sequence[ToolSpec], dialect: Dialect) -> str:
+    # Small models copy the example: the example request states the very values the
+    # example call uses, which teaches "take the arguments from the user's message".
     tool = tools[0]
-    call_text = render_example_call(tool, dialect)
+    args = example_arguments(tool.parameters)
+    call = ToolCall(id="call_0", name=tool.name, arguments=args)
+    given = ", ".join(f"{k} = {json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+    request = f"Please use {tool.name} with {given}." if given else f"Please use {tool.name}."
     return (
         "Example of one full exchange:\n"
-        "User: <a request that needs the tool>\n"
-        f"Assistant:\n{call_text}\n"
-        f"User: Result of {tool.name} (call_0): <the tool's output>. "
+        f"User: {request}\n"
+        f"Assistant:\n{dialect.render_call(call)}\n"
+        f"User: Result of {tool.name} (call_0): 42. "
         "Call another tool if needed, or give the final answer.\n"
-        f"Assistant:\n{dialect.render_final('<the answer, using the result>')}"
+        f"Assistant:\n{dialect.render_final('The result is 42.')}"
     )
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "EngineConfig",
     "Fail",
     "GuardRecord",
+    "REPEATED_CALL",
     "TransitionRecord",
     "dispatch",
     "receive",
@@ -140,6 +141,32 @@ def _fire(machine: AgentMachine, event: str, records: list[TransitionRecord], **
     records.append(TransitionRecord(source, event, dest))
 
 
+#: the correction reason for a call that repeats the previous round's call and result
+REPEATED_CALL = "repeated_call"
+
+
+def _first_repeat(history: Sequence[Message], calls: Sequence[ToolCall]) -> tuple[ToolCall, str] | None:
+    """A call that repeats the last round exactly, when the model was not told so already.
+
+    Weak models often re-issue the call whose result they just got. They are told once
+    per turn, with the result quoted; if they insist, the call runs and the loop guard
+    stops the turn after ``loop_threshold`` identical rounds.
+    """
+    for msg in reversed(history):
+        if isinstance(msg, UserMessage):
+            if msg.correction == REPEATED_CALL:
+                return None
+            if msg.correction is None:
+                break
+    for call in calls:
+        if loops.repeats(history, call) == 1:
+            for msg in reversed(history):
+                if isinstance(msg, ToolMessage):
+                    return call, msg.result.content
+            return None
+    return None
+
+
 def step(history: Sequence[Message], reply: str, config: EngineConfig) -> Decision:
     """Decide what to do with ``reply``, the model's answer to ``history``."""
     state = derive_state(history)
@@ -203,6 +230,26 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig) -> Decisi
     minted = tuple(
         ToolCall(id=f"call_{base + i}", name=c.name, arguments=c.arguments) for i, c in enumerate(calls)
     )
+    repeated = _first_repeat(history, minted)
+    if repeated is not None:
+        used = budget.corrections_in_turn(history)
+        if used < config.max_corrections:
+            call, result = repeated
+            text = (
+                f"You already called {call.name} with these arguments and the result was: "
+                f"{result[:300]}\nUse that result. Answer the user now, or call a different tool."
+            )
+            guard = GuardRecord("loops", "correct", REPEATED_CALL, f"{call.name} repeated with the same arguments")
+            _fire(machine, "correct", records, budget_left=True)
+            return Correct(
+                parsed,
+                tuple(records),
+                (guard,),
+                message=UserMessage(content=text, correction=REPEATED_CALL),
+                assistant=AssistantMessage(content=reply),
+                reason=REPEATED_CALL,
+                attempt=used + 1,
+            )
     stop = loops.check(history, minted, threshold=config.loop_threshold)
     if isinstance(stop, Stop):
         _fire(machine, "abort", records)
