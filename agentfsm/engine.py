@@ -149,10 +149,13 @@ def _first_repeat(history: Sequence[Message], calls: Sequence[ToolCall]) -> tupl
     """A call that repeats the last round exactly, when the model was not told so already.
 
     Weak models often re-issue the call whose result they just got. They are told once
-    per turn, with the result quoted; if they insist, the call runs and the loop guard
-    stops the turn after ``loop_threshold`` identical rounds.
+    per round, with the result quoted (under constrained decoding the retry's grammar
+    also leaves that tool out); if they insist, the call runs, and the loop guard stops
+    the turn after ``loop_threshold`` identical rounds.
     """
     for msg in reversed(history):
+        if isinstance(msg, ToolMessage):
+            break  # only this round's corrections count
         if isinstance(msg, UserMessage):
             if msg.correction == REPEATED_CALL:
                 return None

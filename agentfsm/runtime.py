@@ -239,6 +239,11 @@ class Agent:
                     transition(receive(history))
                 if steps >= self.max_steps:
                     raise MaxStepsExceeded(self.max_steps)
+        except MaxStepsExceeded as exc:
+            error = MaxStepsExceeded(self.max_steps)
+            emit("error", error=type(error).__name__, message=str(error))
+            emit("run_end", status="error", steps=steps, corrections=corrections)
+            raise error from exc
         except AgentFSMError as exc:
             emit("error", error=type(exc).__name__, message=str(exc))
             emit("run_end", status="error", steps=steps, corrections=corrections)

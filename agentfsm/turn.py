@@ -15,10 +15,10 @@ from typing import Any
 from agentfsm.backends.base import Backend, GenerationOptions, Usage
 from agentfsm.contract import render_contract
 from agentfsm.dialects import get_dialect
-from agentfsm.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, step
+from agentfsm.engine import REPEATED_CALL, Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, step
 from agentfsm.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
 from agentfsm.errors import MaxStepsExceeded
-from agentfsm.messages import Message, PromptMessage
+from agentfsm.messages import AssistantMessage, Message, PromptMessage, ToolSpec, UserMessage
 from agentfsm.projection import project_history
 
 __all__ = ["TurnResult", "prepare_request", "run_turn"]
@@ -41,6 +41,29 @@ def _noop(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
+def _without_repeated(
+    history: Sequence[Message], specs: Sequence[ToolSpec], tool_choice: str
+) -> Sequence[ToolSpec]:
+    """After a ``repeated_call`` correction, the retry's grammar leaves out the tools
+    already called in this user turn.
+
+    That is the stricter retry under constrained decoding: the model must use the
+    results (answer) or call a tool it has not tried yet.
+    """
+    if not history or not isinstance(history[-1], UserMessage) or history[-1].correction != REPEATED_CALL:
+        return specs
+    called: set[str] = set()
+    for msg in reversed(history):
+        if isinstance(msg, UserMessage) and msg.correction is None:
+            break  # the user's turn starts here
+        if isinstance(msg, AssistantMessage):
+            called.update(c.name for c in msg.tool_calls)
+    kept = [s for s in specs if s.name not in called]
+    if call_required(tool_choice):
+        return specs  # a call is mandatory: the grammar keeps every offered tool
+    return kept
+
+
 def prepare_request(
     backend: Backend,
     history: Sequence[Message],
@@ -55,7 +78,8 @@ def prepare_request(
     prefill = ""
     dialect = config.dialect
     if level == "constrained":
-        options = options.model_copy(update={"json_schema": build_action_schema(specs, config.tool_choice)})
+        offered = _without_repeated(history, specs, config.tool_choice)
+        options = options.model_copy(update={"json_schema": build_action_schema(offered, config.tool_choice)})
         if dialect != CONSTRAINED_DIALECT:
             # the grammar forces the json-protocol shape: teach and show that one format
             dialect = CONSTRAINED_DIALECT

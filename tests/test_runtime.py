@@ -220,3 +220,20 @@ def test_bad_configuration_is_a_usage_error() -> None:
         Agent(ScriptedBackend([]), TOOLS, dialect="yaml")
     with pytest.raises(UsageError):
         Agent(ScriptedBackend([]), TOOLS, max_steps=0)
+
+
+def test_repeated_call_is_corrected_once_and_the_retry_grammar_drops_called_tools(tmp_path: Path) -> None:
+    call = '{"action": {"tool": "calculate", "args": {"expression": "1+1"}}}'
+    backend = ScriptedBackend(
+        [call, call, '{"final": {"content": "2"}}'], capabilities=Capabilities(json_schema=True)
+    )
+    path = tmp_path / "t.jsonl"
+    result = Agent(backend, TOOLS, transcript=path).run("q")
+    assert result.content == "2"
+    retry = next(e for e in read_transcript(path) if e["type"] == "retry")
+    assert retry["reason"] == "repeated_call" and "2.0" in retry["message"]
+    # the retry's schema offers no tool already called this turn: only convert_units and final
+    schema = backend.requests[2].options.json_schema
+    assert schema is not None
+    assert "calculate" not in json.dumps(schema) and "convert_units" in json.dumps(schema)
+    assert "calculate" in json.dumps(backend.requests[1].options.json_schema)
