@@ -70,12 +70,12 @@ def test_api_key_is_sent_but_never_logged_raised_or_shown(mode: str, log_lines: 
 
 
 def test_api_key_defaults_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("AGENTFSM_API_KEY", raising=False)
+    monkeypatch.delenv("AGENTFSM_UPSTREAM_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-openai-env")
     with FakeUpstream(["a", "b"]) as fake:
         with OpenAICompatBackend(fake.base_url, "m") as backend:
             call(backend, "complete")
-        monkeypatch.setenv("AGENTFSM_API_KEY", "sk-from-agentfsm-env")
+        monkeypatch.setenv("AGENTFSM_UPSTREAM_API_KEY", "sk-from-agentfsm-env")
         with OpenAICompatBackend(fake.base_url, "m") as backend:
             call(backend, "complete")
             assert "sk-from" not in repr(backend)
@@ -84,7 +84,7 @@ def test_api_key_defaults_to_the_environment(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_no_key_sends_no_authorization(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("AGENTFSM_API_KEY", raising=False)
+    monkeypatch.delenv("AGENTFSM_UPSTREAM_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with FakeUpstream(["a"]) as fake, OpenAICompatBackend(fake.base_url, "m") as backend:
         call(backend, "complete")
