@@ -13,6 +13,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	@echo "Installing agentfsm with its test and local-model extras (llama-cpp-python compiles once, ~7 min on 2 cores; pip caches it)..."
 	$(PY) -m pip install -e '.[local,test,mcp,eval,ray]'
+	@echo "Installing the BFCL data and checker without their heavy dependencies..."
+	$(PY) -m pip install --no-deps 'bfcl-eval==2026.3.23'
 	touch $@
 
 install: $(VENV)/.installed
