@@ -162,6 +162,7 @@ def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
         except (ValueError, RecursionError):
             pass
     value: Any
+    before = candidate
     candidate, saved = _protect_strings(candidate)
     if "\\" in candidate:
         candidate = _ESCAPE.sub(_plain_escape, candidate)
@@ -173,7 +174,42 @@ def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
         value = _walk_strings(value, lambda s: _restore(s, saved))
     if not isinstance(value, (dict, list)) or not _finite(value):
         return Read(code="invalid_json", message=f"invalid JSON: {where}", position=exc.pos)
+    if not _lossless(before, value):
+        return Read(
+            code="invalid_json",
+            message=f"invalid JSON (a repair would drop part of it): {where}",
+            position=exc.pos,
+        )
     return _clean(candidate, Read(value, repaired=f"repaired invalid JSON: {where}"))
+
+
+_PY_LITERALS = re.compile(r"\b(?:None|True|False)\b")
+_PY_JSON = {"None": "null", "True": "true", "False": "false"}
+
+
+def _ascii_alnum(text: str) -> str:
+    return "".join(c for c in text.lower() if c.isascii() and c.isalnum())
+
+
+def _lossless(original: str, value: Any) -> bool:
+    """Whether a repair kept every letter and digit of the original, in order.
+
+    json-repair fixes quotes, commas and brackets, but on some inputs it silently drops
+    content (``{"x": 2+2}`` becomes ``{"x": 2}``). Such a repair would run the tool
+    with arguments the model never wrote, so it is refused. Linear in the text.
+    """
+    try:
+        dumped = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    have = _ascii_alnum(dumped)
+
+    def kept(text: str) -> bool:
+        rest = iter(have)
+        return all(ch in rest for ch in _ascii_alnum(text))
+
+    # Python literals (None/True/False) become null/true/false; inside a string they stay
+    return kept(original) or kept(_PY_LITERALS.sub(lambda m: _PY_JSON[m.group()], original))
 
 
 _MARK = "\ue000"
