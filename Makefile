@@ -25,7 +25,7 @@ test: install
 
 demo: install
 	$(VENV)/bin/agentfsm run --tools agentfsm.examples.calculator:TOOLS \
-		"What is 12.5 * 4, and what is that many kilometres in miles?" \
+		"First calculate 12.5 * 4. Then convert the result from km to mi." \
 		--transcript runs/demo.jsonl
 
 diagrams: install
