@@ -1,0 +1,72 @@
+"""End to end on the real embedded model (SmolLM2-135M, temperature 0, fixed seed),
+through each enforcement level: the outcome is always protocol-valid — a final answer
+after valid calls, corrections, or a typed error — never a crash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentfsm import Agent, RunError
+from agentfsm.backends.base import GenerationOptions
+from agentfsm.backends.local import get_local_backend
+from agentfsm.examples.calculator import TOOLS
+from agentfsm.states import State
+from agentfsm.transcript import read_transcript
+
+pytestmark = pytest.mark.model
+
+VALID_STATES = {s.value for s in State}
+
+
+@pytest.mark.parametrize(
+    ("enforcement", "tool_choice"),
+    [("prompt", "auto"), ("prefill", "required"), ("constrained", "auto"), ("constrained", "required")],
+)
+def test_every_enforcement_level_ends_protocol_valid(enforcement: str, tool_choice: str, tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    agent = Agent(
+        get_local_backend(),
+        TOOLS,
+        enforcement=enforcement,
+        tool_choice=tool_choice,
+        max_steps=3,
+        options=GenerationOptions(max_tokens=96, temperature=0.0, seed=0),
+        transcript=path,
+    )
+    try:
+        result = agent.run("Convert 10 km to mi.")
+    except RunError as exc:  # budget, loop or max steps: typed, and recorded
+        outcome = type(exc).__name__
+    else:
+        outcome = "final"
+        assert result.path[0] == "first-decision" and result.path[-1] == "final"
+    events = read_transcript(path)
+    assert events[-1]["type"] == "run_end"
+    assert events[-1]["status"] == ("final" if outcome == "final" else "error")
+    levels = {e["enforcement"] for e in events if e["type"] == "model_request"}
+    assert levels == {enforcement}
+    for e in events:
+        if e["type"] == "transition":
+            assert {e["from"], e["to"]} <= VALID_STATES
+        if e["type"] == "tool_call":  # every call that ran names an offered tool, with object args
+            assert e["call"]["name"] in {"calculate", "convert_units"}
+            assert isinstance(e["call"]["arguments"], dict)
+    if enforcement == "constrained":
+        # decoding is held to the action schema: every output is one JSON object
+        for e in events:
+            if e["type"] == "model_output":
+                assert isinstance(json.loads(e["text"]), dict)
+
+
+def test_the_demo_task_runs_to_an_answer(tmp_path: Path) -> None:
+    """What `make demo` runs: two tool calls, then an answer, on the default settings."""
+    path = tmp_path / "demo.jsonl"
+    result = Agent(get_local_backend(), TOOLS, transcript=path).run(
+        "First calculate 12.5 * 4. Then convert the result from km to mi."
+    )
+    assert result.path[-1] == "final"
+    assert result.tool_calls, "the demo task is answered through tool calls"
+    assert {c["call"]["name"] for c in result.tool_calls} <= {"calculate", "convert_units"}
