@@ -1,0 +1,86 @@
+"""The CLI through typer's runner and as a real subprocess, against a fake upstream on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from agentfsm.cli import app
+from agentfsm.testing.fake_upstream import FakeUpstream
+
+runner = CliRunner()
+ACTION = '```json action\n{"tool": "calculate", "args": {"expression": "6*7"}}\n```'
+
+
+def test_help_lists_every_command() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("run", "chat", "tools", "serve", "diagram", "replay", "batch", "eval"):
+        assert command in result.output
+
+
+def test_tools_prints_the_contract() -> None:
+    result = runner.invoke(app, ["tools", "agentfsm.examples.calculator:TOOLS", "--dialect", "command"])
+    assert result.exit_code == 0
+    assert "convert_units" in result.output and "@tool" in result.output
+
+
+def test_run_json_against_an_upstream(tmp_path: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+    with FakeUpstream([ACTION, "The answer is 42."]) as fake:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "run", "What is 6*7?", "--tools", "agentfsm.examples.calculator:TOOLS",
+             "--backend", "openai", "--base-url", fake.base_url, "--model", "fake", "--enforcement", "prompt",
+             "--transcript", str(transcript), "--json"],
+            capture_output=True, text=True, timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["ok"] and out["content"] == "The answer is 42."
+    assert out["path"] == ["first-decision", "tool-emitted", "awaiting-result", "result-received", "final"]
+    assert out["tool_calls"][0]["result"]["content"] == "42.0"
+    assert transcript.exists()
+
+
+def test_run_shows_steps_and_path(tmp_path: Path) -> None:
+    with FakeUpstream([ACTION, "42."]) as fake:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "run", "6*7?", "--tools", "agentfsm.examples.calculator:TOOLS",
+             "--backend", "openai", "--base-url", fake.base_url, "--enforcement", "prompt"],
+            capture_output=True, text=True, timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert "calculate" in proc.stdout and "path:" in proc.stdout and "first-decision" in proc.stdout
+
+
+def test_bad_input_is_a_clear_error_with_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "run", "x", "--tools", "no.such.module:TOOLS", "--backend", "openai",
+         "--base-url", "http://127.0.0.1:9/v1"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "cannot import tools module" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "agentfsm", "run", "x", "--backend", "openai"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--base-url" in proc.stderr
+
+
+def test_chat_keeps_history_across_turns() -> None:
+    with FakeUpstream([ACTION, "42.", "Still 42."]) as fake:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "chat", "--tools", "agentfsm.examples.calculator:TOOLS",
+             "--backend", "openai", "--base-url", fake.base_url, "--enforcement", "prompt"],
+            input="What is 6*7?\nAnd again?\n\n", capture_output=True, text=True, timeout=120,
+        )
+        second = fake.chat_requests[-1]
+    assert proc.returncode == 0, proc.stderr
+    assert "Still 42." in proc.stdout
+    # the second turn's prompt carries the first turn's call and result
+    prompt = json.dumps(second.body if hasattr(second, "body") else second)
+    assert "6*7" in prompt and "42" in prompt
