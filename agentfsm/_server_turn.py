@@ -127,10 +127,7 @@ class Exchange:
 
     def add_usage(self, prompt: int, completion: int) -> None:
         """Count one model call's tokens."""
-        self.usage = Usage(
-            prompt_tokens=self.usage.prompt_tokens + prompt,
-            completion_tokens=self.usage.completion_tokens + completion,
-        )
+        self.usage = self.usage + Usage(prompt_tokens=prompt, completion_tokens=completion)
 
     def remint(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
         """Parser-numbered calls with fresh, unguessable protocol-style ids."""

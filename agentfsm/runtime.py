@@ -55,13 +55,6 @@ def _default_backend() -> Backend:
     return get_local_backend()
 
 
-def _add_usage(a: Usage, b: Usage) -> Usage:
-    return Usage(
-        prompt_tokens=a.prompt_tokens + b.prompt_tokens,
-        completion_tokens=a.completion_tokens + b.completion_tokens,
-    )
-
-
 class Agent:
     """A tool-using agent over a text-only backend.
 
@@ -213,7 +206,7 @@ class Agent:
                 )
                 steps += turn.attempts
                 corrections += turn.corrections
-                usage = _add_usage(usage, turn.usage)
+                usage = usage + turn.usage
                 decision = turn.decision
                 if isinstance(decision, Answer):
                     emit("final", content=decision.content)

@@ -134,10 +134,7 @@ async def run_turn(
         )
         completion = await backend.acomplete(prompt, opts)
         text = prefill + completion.text
-        usage = Usage(
-            prompt_tokens=usage.prompt_tokens + completion.usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens + completion.usage.completion_tokens,
-        )
+        usage = usage + completion.usage
         emit("model_output", text=text, usage=completion.usage.model_dump(), finish_reason=completion.finish_reason)
         decision = step(history, text, config)
         record_decision(decision, emit, on_transition)
