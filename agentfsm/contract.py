@@ -14,6 +14,7 @@ from typing import Any
 from agentfsm._types import JSONObject, ToolChoice
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import Dialect
+from agentfsm.enforcement import call_required
 from agentfsm.errors import UsageError
 from agentfsm.messages import ToolCall, ToolSpec
 
@@ -148,7 +149,7 @@ def render_contract(
     if len(set(names)) != len(names):
         raise UsageError("tool names must be unique")
     if not specs:
-        if call_required_choice(tool_choice):
+        if call_required(tool_choice):
             raise UsageError(f"tool_choice={tool_choice!r} but no tools are offered")
         return "Answer the user in plain prose."
     parts = ["You can call tools. Available tools:"]
@@ -174,10 +175,6 @@ def render_contract(
         parts.append("")
         parts.append(_few_shot(specs, d))
     return "\n".join(parts)
-
-
-def call_required_choice(tool_choice: ToolChoice) -> bool:
-    return tool_choice not in ("auto", "none")
 
 
 def contract_hash(text: str) -> str:

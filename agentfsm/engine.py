@@ -36,7 +36,7 @@ from agentfsm.messages import (
     UserMessage,
 )
 from agentfsm.parser import parse_reply
-from agentfsm.states import State, derive_state
+from agentfsm.states import DECIDING_STATES, State, derive_state
 
 __all__ = [
     "Answer",
@@ -52,8 +52,6 @@ __all__ = [
     "receive",
     "step",
 ]
-
-_DECIDING = (State.FIRST_DECISION, State.RESULT_RECEIVED)
 
 
 @dataclass(frozen=True)
@@ -173,7 +171,7 @@ def _first_repeat(history: Sequence[Message], calls: Sequence[ToolCall]) -> tupl
 def step(history: Sequence[Message], reply: str, config: EngineConfig) -> Decision:
     """Decide what to do with ``reply``, the model's answer to ``history``."""
     state = derive_state(history)
-    if state not in _DECIDING:
+    if state not in DECIDING_STATES:
         raise InvalidTransition("step", state.value)
     machine = AgentMachine(state)
     records: list[TransitionRecord] = []
