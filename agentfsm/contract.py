@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentfsm._types import JSONObject, ToolChoice
-from agentfsm.dialects import get_dialect
+from agentfsm.dialects import _render, get_dialect
 from agentfsm.dialects.base import Dialect
 from agentfsm.enforcement import call_required
 from agentfsm.errors import UsageError
@@ -65,39 +65,9 @@ def summarize_schema(parameters: JSONObject) -> list[str]:
     return lines
 
 
-def _example_value(schema: Any, name: str) -> Any:
-    if not isinstance(schema, dict):
-        return "value"
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    if "const" in schema:
-        return schema["const"]
-    if "default" in schema:
-        return schema["default"]
-    typ = schema.get("type")
-    if isinstance(typ, list):
-        typ = next((t for t in typ if t != "null"), "string")
-    if typ == "integer":
-        return 1
-    if typ == "number":
-        return 1.5
-    if typ == "boolean":
-        return True
-    if typ == "array":
-        return [_example_value(schema.get("items"), name)]
-    if typ == "object":
-        return example_arguments(schema)
-    return f"example {name}"
-
-
 def example_arguments(parameters: JSONObject) -> JSONObject:
-    """Plausible arguments for a schema: required parameters only, by type."""
-    props = parameters.get("properties")
-    if not isinstance(props, dict):
-        return {}
-    required = parameters.get("required")
-    names = [n for n in props if isinstance(required, list) and n in required] or list(props)[:1]
-    return {n: _example_value(props[n], n) for n in names}
+    """Plausible arguments for a schema (required parameters only); strings read ``example NAME``."""
+    return _render.example_arguments(parameters, prefix="example ")
 
 
 def render_example_call(tool: ToolSpec, dialect: Dialect) -> str:

@@ -10,7 +10,7 @@ from agentfsm._types import DialectName, JSONObject
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.messages import ToolCall, ToolSpec
 
-__all__ = ["ParsesReplies", "dumps", "example_call"]
+__all__ = ["ParsesReplies", "dumps", "example_arguments", "example_call"]
 
 
 def dumps(value: Any) -> str:
@@ -18,7 +18,7 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _example_value(schema: Any, name: str) -> Any:
+def _example_value(schema: Any, name: str, prefix: str) -> Any:
     if not isinstance(schema, dict):
         return "value"
     enum = schema.get("enum")
@@ -34,19 +34,23 @@ def _example_value(schema: Any, name: str) -> Any:
     if typ in simple:
         return simple[typ]
     if typ == "array":
-        return [_example_value(schema.get("items"), name)]
+        return [_example_value(schema.get("items"), name, prefix)]
     if typ == "object":
-        return _example_arguments(schema)
-    return name
+        return example_arguments(schema, prefix)
+    return f"{prefix}{name}"
 
 
-def _example_arguments(parameters: JSONObject) -> JSONObject:
+def example_arguments(parameters: JSONObject, prefix: str = "") -> JSONObject:
+    """Plausible arguments for a schema: required parameters only, by type.
+
+    A string argument is shown as ``prefix`` + its parameter name.
+    """
     props = parameters.get("properties")
     if not isinstance(props, dict):
         return {}
     required = parameters.get("required")
     names = [n for n in props if isinstance(required, list) and n in required] or list(props)[:1]
-    return {n: _example_value(props[n], n) for n in names}
+    return {n: _example_value(props[n], n, prefix) for n in names}
 
 
 def example_call(tools: Sequence[ToolSpec]) -> ToolCall:
@@ -55,7 +59,7 @@ def example_call(tools: Sequence[ToolSpec]) -> ToolCall:
         return ToolCall.model_construct(id="call_0", name="tool_name", arguments={"arg": "value"})
     tool = tools[0]
     return ToolCall.model_construct(
-        id="call_0", name=tool.name, arguments=_example_arguments(tool.parameters)
+        id="call_0", name=tool.name, arguments=example_arguments(tool.parameters)
     )
 
 
