@@ -25,7 +25,7 @@ from agentfsm.dialects import get_dialect
 from agentfsm.engine import Answer, EngineConfig, TransitionRecord, dispatch, receive
 from agentfsm.errors import AgentFSMError, MaxStepsExceeded, UsageError
 from agentfsm.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
-from agentfsm.turn import run_turn
+from agentfsm.turn import emit_transition, run_turn
 from agentfsm.states import derive_state
 from agentfsm.tools import ToolRegistry
 from agentfsm.transcript import TranscriptWriter
@@ -188,7 +188,7 @@ class Agent:
 
         def transition(rec: TransitionRecord) -> None:
             path.append(rec.dest.value)
-            emit("transition", **{"from": rec.source.value, "event": rec.event, "to": rec.dest.value})
+            emit_transition(emit, rec)
 
         try:
             steps = 0
@@ -202,7 +202,8 @@ class Agent:
                     contract=contract if steps == 0 else followup_contract,
                     emit=emit,
                     on_transition=lambda rec: path.append(rec.dest.value),
-                    max_attempts=self.max_steps - steps,
+                    max_steps=self.max_steps,
+                    steps_taken=steps,
                 )
                 steps += turn.attempts
                 corrections += turn.corrections
@@ -232,11 +233,6 @@ class Agent:
                     transition(receive(history))
                 if steps >= self.max_steps:
                     raise MaxStepsExceeded(self.max_steps)
-        except MaxStepsExceeded as exc:
-            error = MaxStepsExceeded(self.max_steps)
-            emit("error", error=type(error).__name__, message=str(error))
-            emit("run_end", status="error", steps=steps, corrections=corrections)
-            raise error from exc
         except AgentFSMError as exc:
             emit("error", error=type(exc).__name__, message=str(exc))
             emit("run_end", status="error", steps=steps, corrections=corrections)

@@ -21,7 +21,7 @@ from agentfsm.errors import MaxStepsExceeded
 from agentfsm.messages import AssistantMessage, Message, PromptMessage, ToolSpec, UserMessage
 from agentfsm.projection import project_history
 
-__all__ = ["TurnResult", "prepare_request", "run_turn"]
+__all__ = ["TurnResult", "emit_transition", "prepare_request", "record_decision", "run_turn"]
 
 Emit = Callable[..., None]
 
@@ -110,19 +110,22 @@ async def run_turn(
     contract: str | None = None,
     emit: Emit = _noop,
     on_transition: Callable[[TransitionRecord], None] | None = None,
-    max_attempts: int | None = None,
+    max_steps: int | None = None,
+    steps_taken: int = 0,
 ) -> TurnResult:
     """Call the model until the engine accepts a reply; mutates ``history``.
 
     On ``CallTools`` and ``Answer`` the accepted assistant message has been appended.
+    ``max_steps`` bounds the model calls of a whole run, ``steps_taken`` of which
+    earlier turns already made.
     """
     options = options or GenerationOptions()
     usage = Usage()
     attempts = 0
     corrections = 0
     while True:
-        if max_attempts is not None and attempts >= max_attempts:
-            raise MaxStepsExceeded(attempts)
+        if max_steps is not None and steps_taken + attempts >= max_steps:
+            raise MaxStepsExceeded(max_steps)
         prompt, opts, level, prefill = prepare_request(backend, history, config, enforcement, options, contract)
         attempts += 1
         emit(
@@ -168,4 +171,9 @@ def record_decision(
     for rec in decision.transitions:
         if on_transition is not None:
             on_transition(rec)
-        emit("transition", **{"from": rec.source.value, "event": rec.event, "to": rec.dest.value})
+        emit_transition(emit, rec)
+
+
+def emit_transition(emit: Emit, rec: TransitionRecord) -> None:
+    """Write one fired machine event to the transcript."""
+    emit("transition", **{"from": rec.source.value, "event": rec.event, "to": rec.dest.value})

@@ -171,8 +171,11 @@ def test_loop_is_stopped_with_a_clear_final_state(tmp_path: Path) -> None:
 
 def test_max_steps() -> None:
     replies = [act("calculate", expression=f"{i}+1") for i in range(5)]
-    with pytest.raises(MaxStepsExceeded):
+    with pytest.raises(MaxStepsExceeded, match="max_steps=3"):
         Agent(ScriptedBackend(replies), TOOLS, max_steps=3).run("q")
+    # the limit also binds inside a turn of corrections
+    with pytest.raises(MaxStepsExceeded, match="max_steps=2"):
+        Agent(ScriptedBackend(["no tools here"] * 5), TOOLS, tool_choice="required", max_steps=2).run("q")
 
 
 def test_tool_exception_becomes_error_result(tmp_path: Path) -> None:
