@@ -25,10 +25,10 @@ from typing import Any
 
 from agentfsm.parser import parse_reply
 from agentfsm.stream import StreamParser
+from fixtures.adversarial import CASES  # the test suite parses the same inputs
 
 __all__ = ["run"]
 
-S = "\U0001f60a"
 SIZES = (65_536, 262_144, 1_048_576)
 
 
@@ -61,47 +61,6 @@ def _typical() -> tuple[str, str]:
     )
     return reply, payload
 
-
-def _fill(unit: str, size: int, head: str = "", tail: str = "") -> str:
-    return head + unit * max(1, (size - len(head) - len(tail)) // len(unit)) + tail
-
-
-FENCE = "```json action\n"
-# the same inputs as tests/test_adversarial.py
-CASES: dict[str, Callable[[int], str]] = {
-    "unclosed fence": lambda n: _fill("x", n, FENCE),
-    "unclosed fence in JSON": lambda n: _fill("a", n, FENCE + '{"tool": "f", "parameters": {"s": "'),
-    "unclosed <tool_call>": lambda n: _fill('{"name": "f", ', n, "<tool_call>"),
-    "unclosed smiley": lambda n: _fill("y", n, S * 14 + "\n"),
-    "unclosed bare JSON": lambda n: _fill("[1, ", n, 'ok {"name": "f", "parameters": {"a": '),
-    "{ flood": lambda n: _fill("{", n),
-    "[ flood": lambda n: _fill("[", n),
-    "] } flood": lambda n: _fill("]}", n),
-    '{"name": flood': lambda n: _fill('{"name": ', n),
-    "[{ flood": lambda n: _fill('[{"name": [', n),
-    "quote flood": lambda n: _fill('"', n, '{"name": "f", "parameters": {"a": '),
-    "backslash flood": lambda n: _fill("\\", n, '{"name": "f", "parameters": {"a": "'),
-    "@tool flood": lambda n: _fill("@tool ", n),
-    "@tool x { flood": lambda n: _fill("@tool x {", n),
-    "@tool calls": lambda n: _fill("@tool ping\n", n),
-    "``` flood": lambda n: _fill("```", n),
-    "```json flood": lambda n: _fill("```json\n", n),
-    "smiley flood": lambda n: _fill(S, n),
-    "14-smiley flood": lambda n: _fill(S * 14 + "x", n),
-    "[TOOL_CALLS] flood": lambda n: _fill("[TOOL_CALLS]", n),
-    "[f( flood": lambda n: _fill("[f(", n),
-    "giant string": lambda n: _fill("a", n, FENCE + '{"tool": "f", "parameters": {"s": "', '"}}\n```'),
-    "deep nesting": lambda n: _fill("[", n // 2, FENCE) + "]" * (n // 2) + "\n```",
-    "deep nesting, bare": lambda n: _fill('{"name": ', n // 2) + "}" * (n // 20),
-    "5000-digit numbers": lambda n: _fill(FENCE + '{"tool": "f", "parameters": {"n": ' + "7" * 5000 + "}}\n```\n", n),
-    "NaN": lambda n: _fill(FENCE + '{"tool": "f", "parameters": {"n": NaN}}\n```\n', n),
-    "lone surrogates": lambda n: _fill(FENCE + '{"tool": "f", "parameters": {"s": "\\ud800 \ud800"}}\n```\n', n),
-    "broken blocks": lambda n: _fill(FENCE + '{"tool": "f", "parameters": {"a": [1,,2,]},}\n```\n', n),
-    "smart-quote garbage": lambda n: _fill("\u201c{\u2019:\u201d,", n, FENCE, "\n```"),
-    "pythonic garbage": lambda n: _fill("[f(a=[g(b=", n),
-    "valid blocks": lambda n: _fill(FENCE + '{"tool": "f", "parameters": {"a": 1}}\n```\n', n),
-    "bare calls in prose": lambda n: _fill('ok {"name": "f", "parameters": {"a": [1, 2]}} ', n),
-}
 
 
 def _adversarial(size: int) -> dict[str, str]:
