@@ -144,7 +144,7 @@ async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
     config = ex.config
     while True:
         prompt, options, level, prefill = prepare_request(
-            ex.backend, history, config, ex.settings.enforcement, ex.options, None
+            ex.backend, history, config, ex.settings.enforcement, ex.options
         )
         ex.attempts += 1
         ex.emit(

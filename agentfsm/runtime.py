@@ -20,12 +20,12 @@ from loguru import logger
 from agentfsm._types import ToolChoice
 from agentfsm.backends.base import Backend, GenerationOptions, Usage
 from agentfsm.continuation import truncate_result
-from agentfsm.contract import contract_hash, render_contract
+from agentfsm.contract import contract_hash
 from agentfsm.dialects import get_dialect
 from agentfsm.engine import Answer, EngineConfig, TransitionRecord, dispatch, receive
 from agentfsm.errors import AgentFSMError, MaxStepsExceeded, UsageError
 from agentfsm.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
-from agentfsm.turn import emit_transition, run_turn
+from agentfsm.turn import contract_for, emit_transition, run_turn
 from agentfsm.states import derive_state
 from agentfsm.tools import ToolRegistry
 from agentfsm.transcript import TranscriptWriter
@@ -149,16 +149,13 @@ class Agent:
         # tool_choice binds the first decision of the user's turn; once results are in,
         # the model may answer (tool history alone never makes another call mandatory).
         followup = config if self.tool_choice == "none" else replace(config, tool_choice="auto")
-        followup_contract = (
-            render_contract(specs, self.dialect, followup.tool_choice, self.parallel) if specs else None
-        )
         writer = TranscriptWriter(self.transcript)
         emit = self._emitter(writer)
         path = [derive_state(history).value]
         usage = Usage()
         corrections = 0
         calls_log: list[dict[str, Any]] = []
-        contract = render_contract(specs, self.dialect, self.tool_choice, self.parallel) if specs else None
+        contract = contract_for(backend, config, self.enforcement)
         emit(
             "run_start",
             config={
@@ -199,7 +196,6 @@ class Agent:
                     config=config if steps == 0 else followup,
                     enforcement=self.enforcement,
                     options=self.options,
-                    contract=contract if steps == 0 else followup_contract,
                     emit=emit,
                     on_transition=lambda rec: path.append(rec.dest.value),
                     max_steps=self.max_steps,

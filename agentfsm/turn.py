@@ -21,7 +21,7 @@ from agentfsm.errors import MaxStepsExceeded
 from agentfsm.messages import AssistantMessage, Message, PromptMessage, ToolSpec, UserMessage
 from agentfsm.projection import project_history
 
-__all__ = ["TurnResult", "emit_transition", "prepare_request", "record_decision", "run_turn"]
+__all__ = ["TurnResult", "contract_for", "emit_transition", "prepare_request", "record_decision", "run_turn"]
 
 Emit = Callable[..., None]
 
@@ -64,38 +64,44 @@ def _without_repeated(
     return kept
 
 
+def _level_and_dialect(backend: Backend, config: EngineConfig, enforcement: str) -> tuple[str, str]:
+    level = choose_level(enforcement, backend.capabilities, config.tool_choice) if config.tools else "prompt"
+    # the grammar forces the json-protocol shape: teach and show that one format
+    return level, CONSTRAINED_DIALECT if level == "constrained" else config.dialect
+
+
+def contract_for(backend: Backend, config: EngineConfig, enforcement: str) -> str | None:
+    """The contract the model is given for ``config`` on ``backend`` (None without tools)."""
+    if not config.tools:
+        return None
+    _, dialect = _level_and_dialect(backend, config, enforcement)
+    return render_contract(config.tools, dialect, config.tool_choice, config.parallel)
+
+
 def prepare_request(
     backend: Backend,
     history: Sequence[Message],
     config: EngineConfig,
     enforcement: str,
     options: GenerationOptions,
-    contract: str | None,
 ) -> tuple[list[PromptMessage], GenerationOptions, str, str]:
     """The prompt, options, enforcement level and prefill for the next model call."""
     specs = config.tools
-    level = choose_level(enforcement, backend.capabilities, config.tool_choice) if specs else "prompt"
+    level, dialect = _level_and_dialect(backend, config, enforcement)
     prefill = ""
-    dialect = config.dialect
     if level == "constrained":
         offered = _without_repeated(history, specs, config.tool_choice)
         options = options.model_copy(update={"json_schema": build_action_schema(offered, config.tool_choice)})
-        if dialect != CONSTRAINED_DIALECT:
-            # the grammar forces the json-protocol shape: teach and show that one format
-            dialect = CONSTRAINED_DIALECT
-            contract = None
     elif level == "prefill" and call_required(config.tool_choice):
         prefill = get_dialect(config.dialect).opener
         options = options.model_copy(update={"prefill": prefill})
-    if contract is None and specs:
-        contract = render_contract(specs, dialect, config.tool_choice, config.parallel)
     prompt = project_history(
         history,
         specs,
         dialect=dialect,
         tool_choice=config.tool_choice,
         parallel=config.parallel,
-        contract=contract,
+        contract=contract_for(backend, config, enforcement),
     )
     return prompt, options, level, prefill
 
@@ -107,7 +113,6 @@ async def run_turn(
     config: EngineConfig,
     enforcement: str = "auto",
     options: GenerationOptions | None = None,
-    contract: str | None = None,
     emit: Emit = _noop,
     on_transition: Callable[[TransitionRecord], None] | None = None,
     max_steps: int | None = None,
@@ -126,7 +131,7 @@ async def run_turn(
     while True:
         if max_steps is not None and steps_taken + attempts >= max_steps:
             raise MaxStepsExceeded(max_steps)
-        prompt, opts, level, prefill = prepare_request(backend, history, config, enforcement, options, contract)
+        prompt, opts, level, prefill = prepare_request(backend, history, config, enforcement, options)
         attempts += 1
         emit(
             "model_request",

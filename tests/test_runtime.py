@@ -240,3 +240,14 @@ def test_repeated_call_is_corrected_once_and_the_retry_grammar_drops_called_tool
     assert schema is not None
     assert "calculate" not in json.dumps(schema) and "convert_units" in json.dumps(schema)
     assert "calculate" in json.dumps(backend.requests[1].options.json_schema)
+
+
+@pytest.mark.parametrize("caps", [Capabilities(), Capabilities(json_schema=True)])
+def test_the_recorded_contract_is_the_one_sent(caps: Capabilities, tmp_path: Path) -> None:
+    reply = '{"final": {"content": "hi"}}' if caps.json_schema else "hi"
+    path = tmp_path / "t.jsonl"
+    Agent(ScriptedBackend([reply], capabilities=caps), TOOLS, transcript=path).run("q")
+    events = read_transcript(path)
+    contract = next(e for e in events if e["type"] == "contract")["text"]
+    system = next(e for e in events if e["type"] == "model_request")["messages"][0]["content"]
+    assert system == contract
