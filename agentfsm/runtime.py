@@ -118,7 +118,7 @@ class Agent:
             if self.mcp:
                 from agentfsm.mcp_tools import mcp_tools
 
-                registry = ToolRegistry([self.registry._tools[n] for n in self.registry.names])
+                registry = ToolRegistry(self.registry)
                 for command in self.mcp:
                     for tool in await stack.enter_async_context(mcp_tools(command)):
                         registry.add(tool)

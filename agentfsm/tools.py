@@ -9,7 +9,7 @@ import asyncio
 import importlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +89,10 @@ class ToolRegistry:
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
 
+    def __iter__(self) -> Iterator[RegisteredTool]:
+        """The registered tools, in registration order."""
+        return iter(self._tools.values())
+
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
@@ -132,7 +136,7 @@ def load_tools(ref: str) -> list[Any]:
     if callable(value) and not isinstance(value, Sequence | ToolRegistry):
         return [value]
     if isinstance(value, ToolRegistry):
-        return [value._tools[n] for n in value.names]
+        return list(value)
     if isinstance(value, Sequence) and not isinstance(value, str):
         return list(value)
     raise UsageError(f"{ref!r} is neither a callable nor a list of tools")

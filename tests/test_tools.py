@@ -123,3 +123,18 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
     assert names == ["multiply", "fail"]
     assert content == "42"
     assert status == "error"
+
+
+def test_agent_runs_mcp_tools_beside_python_tools(tmp_path: Path) -> None:
+    import sys
+
+    from agentfsm import Agent, ScriptedBackend
+
+    script = tmp_path / "server.py"
+    script.write_text(MCP_SERVER)
+    call = '```json action\n{"tool": "multiply", "args": {"a": 6, "b": 7}}\n```'
+    backend = ScriptedBackend([call, "42"])
+    result = Agent(backend, [add], mcp=[f"{sys.executable} {script}"]).run("6 times 7?")
+    assert result.content == "42"
+    assert result.tool_calls[0]["result"]["content"] == "42"
+    assert "add" in backend.requests[0].messages[0].content and "multiply" in backend.requests[0].messages[0].content
