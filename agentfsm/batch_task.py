@@ -242,7 +242,7 @@ class _Tally:
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "model_request":
-            self.steps += 1
+            self.steps += 0 if event.get("extension") else 1
         elif kind == "model_output":
             usage = event.get("usage") or {}
             self.prompt_tokens += int(usage.get("prompt_tokens", 0))

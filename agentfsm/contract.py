@@ -67,7 +67,7 @@ def summarize_schema(parameters: JSONObject) -> list[str]:
 
 def example_arguments(parameters: JSONObject) -> JSONObject:
     """Plausible arguments for a schema (required parameters only); strings read ``example NAME``."""
-    return _render.example_arguments(parameters, prefix="example ")
+    return _render.example_arguments(parameters, prefix=_render.EXAMPLE_PREFIX)
 
 
 def render_example_call(tool: ToolSpec, dialect: Dialect) -> str:

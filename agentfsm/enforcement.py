@@ -17,9 +17,12 @@ from agentfsm.errors import UsageError
 from agentfsm.messages import ToolSpec
 
 __all__ = [
+    "COMPACT_MAX_ITEMS",
     "CONSTRAINED_DIALECT",
     "LEVELS",
     "Level",
+    "MAX_LISTED_ACTIONS",
+    "action_item_schema",
     "build_action_schema",
     "call_required",
     "choose_level",
@@ -27,6 +30,11 @@ __all__ = [
 
 Level: TypeAlias = Literal["prompt", "prefill", "constrained"]
 LEVELS: tuple[str, ...] = ("auto", "prompt", "prefill", "constrained")
+#: the most calls a listed action may hold under a grammar (a weak model, once it
+#: repeats, would otherwise repeat until the token limit)
+MAX_LISTED_ACTIONS = 4
+#: the longest argument list a compact schema allows
+COMPACT_MAX_ITEMS = 8
 
 # Client schemas are arbitrary; a grammar compiler chokes on some keywords, so the
 # constrained schema keeps the structural ones and drops the rest.
@@ -72,7 +80,7 @@ def choose_level(requested: str, capabilities: Capabilities, tool_choice: ToolCh
     return requested  # type: ignore[return-value]
 
 
-def _simplify(schema: Any, depth: int = 0) -> Any:
+def _simplify(schema: Any, depth: int = 0, max_items: int | None = None) -> Any:
     if depth > 12 or not isinstance(schema, dict):
         return {} if depth > 12 else schema
     out: dict[str, Any] = {}
@@ -80,28 +88,34 @@ def _simplify(schema: Any, depth: int = 0) -> Any:
         if key not in _KEEP:
             continue
         if key == "properties" and isinstance(value, dict):
-            out[key] = {k: _simplify(v, depth + 1) for k, v in value.items()}
+            out[key] = {k: _simplify(v, depth + 1, max_items) for k, v in value.items()}
         elif key in ("items", "additionalProperties") and isinstance(value, dict):
-            out[key] = _simplify(value, depth + 1)
+            out[key] = _simplify(value, depth + 1, max_items)
         elif key in ("anyOf", "oneOf") and isinstance(value, list):
-            out["anyOf"] = [_simplify(v, depth + 1) for v in value]
+            out["anyOf"] = [_simplify(v, depth + 1, max_items) for v in value]
         elif key == "type" and isinstance(value, str) and value == "float":
             out[key] = "number"
         else:
             out[key] = value
     if out.get("type") == "object" and "properties" in out:
         out.setdefault("additionalProperties", False)
+    if max_items is not None and out.get("type") == "array":
+        given = out.get("maxItems")
+        out["maxItems"] = min(given, max_items) if isinstance(given, int) else max_items
+        if isinstance(out.get("minItems"), int) and out["minItems"] > out["maxItems"]:
+            out["maxItems"] = out["minItems"]
     return out
 
 
-def build_action_schema(tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> JSONObject:
-    """The JSON schema of one reply under constrained decoding.
+def action_item_schema(
+    tools: Sequence[ToolSpec], tool_choice: ToolChoice, compact: bool = False
+) -> JSONObject | None:
+    """The schema of one action, ``{tool: const name, args: that tool's schema}``
+    (``anyOf`` over the offered tools); ``None`` when no tool is offered.
 
-    ``{"action": X}`` where X is ``anyOf`` over ``{tool: const name, args: that tool's
-    schema}``, plus a final-answer branch ``{"final": {"content": string}}`` unless
-    ``tool_choice`` requires a call; a named ``tool_choice`` keeps only that tool. The
-    shape is the ``json-protocol`` dialect's, so the contract, the projected history
-    and the grammar all show the model one format.
+    A named ``tool_choice`` keeps only that tool. ``compact`` bounds every array of
+    the arguments to :data:`COMPACT_MAX_ITEMS` items (the retry after an action was
+    cut off: a small model can fill an unbounded list until the token limit).
     """
     offered = list(tools)
     if call_required(tool_choice) and tool_choice != "required":
@@ -110,7 +124,7 @@ def build_action_schema(tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> J
             raise UsageError(f"tool_choice names {tool_choice!r}, which is not an offered tool")
     actions: list[JSONObject] = []
     for tool in offered:
-        args = _simplify(tool.parameters) or {"type": "object"}
+        args = _simplify(tool.parameters, max_items=COMPACT_MAX_ITEMS if compact else None) or {"type": "object"}
         if "type" not in args:
             args["type"] = "object"
         actions.append(
@@ -121,12 +135,34 @@ def build_action_schema(tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> J
                 "additionalProperties": False,
             }
         )
+    if not actions:
+        return None
+    return actions[0] if len(actions) == 1 else {"anyOf": actions}
+
+
+def build_action_schema(
+    tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool = False, compact: bool = False
+) -> JSONObject:
+    """The JSON schema of one reply under constrained decoding.
+
+    ``{"action": X}`` where X is :func:`action_item_schema`, plus a final-answer branch
+    ``{"final": {"content": string}}`` unless ``tool_choice`` requires a call. With
+    ``parallel`` the action may also be a list of 2 to :data:`MAX_LISTED_ACTIONS` such
+    calls (the json-protocol way to write several calls in one reply). The shape is the
+    ``json-protocol`` dialect's, so the contract, the projected history and the
+    grammar all show the model one format. ``compact``: see :func:`action_item_schema`.
+    """
+    one = action_item_schema(tools, tool_choice, compact)
     branches: list[JSONObject] = []
-    if actions:
+    if one is not None:
+        action = one
+        if parallel:
+            listed = {"type": "array", "items": one, "minItems": 2, "maxItems": MAX_LISTED_ACTIONS}
+            action = {"anyOf": [one, listed]}
         branches.append(
             {
                 "type": "object",
-                "properties": {"action": actions[0] if len(actions) == 1 else {"anyOf": actions}},
+                "properties": {"action": action},
                 "required": ["action"],
                 "additionalProperties": False,
             }

@@ -30,6 +30,7 @@ from agentfsm.machine import AgentMachine
 from agentfsm.messages import (
     AssistantMessage,
     Message,
+    SystemMessage,
     ToolCall,
     ToolMessage,
     ToolSpec,
@@ -48,6 +49,7 @@ __all__ = [
     "GuardRecord",
     "REPEATED_CALL",
     "TransitionRecord",
+    "conversation_text",
     "dispatch",
     "receive",
     "step",
@@ -168,6 +170,21 @@ def _first_repeat(history: Sequence[Message], calls: Sequence[ToolCall]) -> tupl
     return None
 
 
+def conversation_text(history: Sequence[Message]) -> str:
+    """What the conversation said, lowercased: system prompts, user turns (not the
+    runtime's corrections) and tool results; the model's own replies are left out."""
+    parts: list[str] = []
+    for msg in history:
+        if isinstance(msg, ToolMessage):
+            parts.append(msg.result.content)
+        elif isinstance(msg, UserMessage):
+            if msg.correction is None:
+                parts.append(msg.content)
+        elif isinstance(msg, SystemMessage):
+            parts.append(msg.content)
+    return "\n".join(parts).lower()
+
+
 def step(history: Sequence[Message], reply: str, config: EngineConfig) -> Decision:
     """Decide what to do with ``reply``, the model's answer to ``history``."""
     state = derive_state(history)
@@ -196,6 +213,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig) -> Decisi
         tool_choice=config.tool_choice,
         dialect_name=config.dialect,
         example=example,
+        source=conversation_text(history),
     )
     if isinstance(verdict, Correction):
         guard = GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail)

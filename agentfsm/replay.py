@@ -164,10 +164,13 @@ def _first(events: Sequence[dict[str, Any]], type_: str) -> dict[str, Any] | Non
     return next((e for e in events if e.get("type") == type_), None)
 
 
-def _capabilities(level: str) -> Capabilities:
+def _capabilities(level: str, extended: bool) -> Capabilities:
     # Offer the backend exactly what the recorded level needed, so that today's ladder
-    # resolves to the same level (prefill changes the text the engine sees).
-    return Capabilities(prefill=level == "prefill", json_schema=level == "constrained")
+    # resolves to the same level (prefill changes the text the engine sees), and list
+    # continuations only where the run recorded extension steps.
+    return Capabilities(
+        prefill=level == "prefill", json_schema=level == "constrained", list_continuation=extended
+    )
 
 
 async def _replay_run(
@@ -190,7 +193,8 @@ async def _replay_run(
         raise TranscriptError(f"run {run_id!r}: malformed request or tool result: {exc}") from exc
     model_request = _first(events, "model_request")
     level = str((model_request or {}).get("enforcement") or "prompt")
-    backend = ReplayBackend(events, capabilities=_capabilities(level))
+    extended = any(e.get("type") == "model_request" and e.get("extension") for e in events)
+    backend = ReplayBackend(events, capabilities=_capabilities(level, extended))
     longest = max((len(r.content) for r in results), default=0)
     new_events: list[dict[str, Any]] = []
     agent = Agent(

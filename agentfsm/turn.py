@@ -18,7 +18,10 @@ from agentfsm.dialects import get_dialect
 from agentfsm.engine import REPEATED_CALL, Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, step
 from agentfsm.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
 from agentfsm.errors import MaxStepsExceeded
-from agentfsm.messages import AssistantMessage, Message, PromptMessage, ToolSpec, UserMessage
+from agentfsm.extension import extension_options, read_extension
+from agentfsm.guards import placeholder
+from agentfsm.messages import AssistantMessage, Message, PromptMessage, ToolMessage, ToolSpec, UserMessage
+from agentfsm.parser import parse_reply
 from agentfsm.projection import project_history
 
 __all__ = ["TurnResult", "contract_for", "emit_transition", "prepare_request", "record_decision", "run_turn"]
@@ -41,27 +44,34 @@ def _noop(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
-def _without_repeated(
-    history: Sequence[Message], specs: Sequence[ToolSpec], tool_choice: str
-) -> Sequence[ToolSpec]:
-    """After a ``repeated_call`` correction, the retry's grammar leaves out the tools
-    already called in this user turn.
+def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], tool_choice: str) -> Sequence[ToolSpec]:
+    """The tools the retry's grammar offers, after some corrections: the stricter retry
+    under constrained decoding.
 
-    That is the stricter retry under constrained decoding: the model must use the
-    results (answer) or call a tool it has not tried yet.
+    - after a ``repeated_call`` correction, the tools already called in this user turn
+      are left out: the model must use the results (answer) or try another tool;
+    - the tools of every reply rejected for ``placeholder_argument`` in this round are
+      left out: the model found nothing in the request to call them with.
+
+    When a call is mandatory, the grammar keeps every offered tool.
     """
-    if not history or not isinstance(history[-1], UserMessage) or history[-1].correction != REPEATED_CALL:
+    if not history or not isinstance(history[-1], UserMessage) or call_required(tool_choice):
         return specs
-    called: set[str] = set()
-    for msg in reversed(history):
-        if isinstance(msg, UserMessage) and msg.correction is None:
-            break  # the user's turn starts here
-        if isinstance(msg, AssistantMessage):
-            called.update(c.name for c in msg.tool_calls)
-    kept = [s for s in specs if s.name not in called]
-    if call_required(tool_choice):
-        return specs  # a call is mandatory: the grammar keeps every offered tool
-    return kept
+    dropped: set[str] = set()
+    if history[-1].correction == REPEATED_CALL:
+        for msg in reversed(history):
+            if isinstance(msg, UserMessage) and msg.correction is None:
+                break  # the user's turn starts here
+            if isinstance(msg, AssistantMessage):
+                dropped.update(c.name for c in msg.tool_calls)
+    for i in range(len(history) - 1, 0, -1):
+        msg = history[i]
+        if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
+            break  # this round starts here
+        rejected = history[i - 1]
+        if isinstance(msg, UserMessage) and msg.correction == placeholder.REASON and isinstance(rejected, AssistantMessage):
+            dropped.update(c.name for c in parse_reply(rejected.content or "", specs).tool_calls)
+    return [s for s in specs if s.name not in dropped] if dropped else specs
 
 
 def _level_and_dialect(backend: Backend, config: EngineConfig, enforcement: str) -> tuple[str, str]:
@@ -90,8 +100,13 @@ def prepare_request(
     level, dialect = _level_and_dialect(backend, config, enforcement)
     prefill = ""
     if level == "constrained":
-        offered = _without_repeated(history, specs, config.tool_choice)
-        options = options.model_copy(update={"json_schema": build_action_schema(offered, config.tool_choice)})
+        offered = _retry_tools(history, specs, config.tool_choice)
+        # where the backend extends a single call into a list, the reply itself is one call
+        listed = config.parallel and not backend.capabilities.list_continuation
+        # the stricter retry after an action was cut off: bounded argument lists
+        compact = bool(history) and isinstance(history[-1], UserMessage) and history[-1].correction == "truncated_action"
+        schema = build_action_schema(offered, config.tool_choice, listed, compact)
+        options = options.model_copy(update={"json_schema": schema})
     elif level == "prefill" and call_required(config.tool_choice):
         prefill = get_dialect(config.dialect).opener
         options = options.model_copy(update={"prefill": prefill})
@@ -144,6 +159,9 @@ async def run_turn(
         text = prefill + completion.text
         usage = usage + completion.usage
         emit("model_output", text=text, usage=completion.usage.model_dump(), finish_reason=completion.finish_reason)
+        if level == "constrained" and config.parallel and backend.capabilities.list_continuation:
+            text, extra = await _extend(backend, prompt, options, history, config, text, attempts, emit)
+            usage = usage + extra
         decision = step(history, text, config)
         record_decision(decision, emit, on_transition)
         if isinstance(decision, Correct):
@@ -155,6 +173,49 @@ async def run_turn(
             raise decision.error
         history.append(decision.assistant)
         return TurnResult(decision, attempts, corrections, usage, level)
+
+
+async def _extend(
+    backend: Backend,
+    prompt: list[PromptMessage],
+    options: GenerationOptions,
+    history: Sequence[Message],
+    config: EngineConfig,
+    text: str,
+    attempt: int,
+    emit: Emit,
+) -> tuple[str, Usage]:
+    """The extension step of a parallel turn (:mod:`agentfsm.extension`): after a reply
+    that is exactly one clean call, let the model list more. Returns the reply the
+    engine sees (the list of calls kept, or ``text`` unchanged) and the step's usage."""
+    parsed = parse_reply(text, config.tools, CONSTRAINED_DIALECT)
+    if len(parsed.tool_calls) != 1 or parsed.rejected or parsed.truncated:
+        return text, Usage()
+    first = parsed.tool_calls[0]
+    offered = _retry_tools(history, config.tools, config.tool_choice)
+    opts = extension_options(options, first, offered, config.tool_choice)
+    if opts is None:
+        return text, Usage()
+    emit(
+        "model_request",
+        attempt=attempt,
+        messages=[m.model_dump(mode="json") for m in prompt],
+        options=opts.model_dump(mode="json"),
+        enforcement="constrained",
+        extension=True,
+    )
+    completion = await backend.acomplete(prompt, opts)
+    emit(
+        "model_output",
+        text=(opts.prefill or "") + completion.text,
+        usage=completion.usage.model_dump(),
+        finish_reason=completion.finish_reason,
+        extension=True,
+    )
+    calls = read_extension(first, completion.text)
+    if len(calls) == 1:
+        return text, completion.usage
+    return get_dialect(CONSTRAINED_DIALECT).render_calls(calls), completion.usage
 
 
 def record_decision(

@@ -15,6 +15,7 @@ __all__ = [
     "Capabilities",
     "Completion",
     "GenerationOptions",
+    "ListContinuation",
     "Usage",
 ]
 
@@ -29,6 +30,23 @@ class Capabilities(BaseModel):
     #: decoding can be constrained to a JSON schema (grammar or response_format)
     json_schema: bool = False
     streaming: bool = True
+    #: a prefilled, open JSON list can be continued under a grammar
+    #: (:attr:`GenerationOptions.list_continuation`)
+    list_continuation: bool = False
+
+
+class ListContinuation(BaseModel):
+    """Constrain a continuation of an open JSON list: up to ``max_items`` more items
+    (each ``, item``, matching ``item_schema``), then ``close``.
+
+    The prefill ends inside the list, after an item; this describes only what follows.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    item_schema: JSONObject
+    max_items: int = Field(default=3, ge=0, le=64)
+    close: str = "]"
 
 
 class GenerationOptions(BaseModel):
@@ -45,6 +63,9 @@ class GenerationOptions(BaseModel):
     #: start the assistant turn with this text (only when ``capabilities.prefill``);
     #: the returned text does NOT include the prefill: callers prepend it themselves
     prefill: str | None = None
+    #: continue the open JSON list the prefill ends in (only when
+    #: ``capabilities.list_continuation``; it replaces ``json_schema`` for that call)
+    list_continuation: ListContinuation | None = None
 
 
 class Usage(BaseModel):

@@ -16,12 +16,13 @@ import atexit
 import importlib.util
 import json
 import os
+import re
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentfsm.backends.base import Capabilities, Completion, GenerationOptions, Usage
+from agentfsm.backends.base import Capabilities, Completion, GenerationOptions, ListContinuation, Usage
 from agentfsm.errors import BackendError, MissingExtraError, UsageError
 from agentfsm.messages import PromptMessage
 
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "MODEL_FILE",
     "LocalBackend",
+    "continuation_gbnf",
     "default_model_path",
     "get_local_backend",
     "render_chatml",
@@ -65,6 +67,23 @@ def render_chatml(
     parts += [f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in messages]
     parts.append("<|im_start|>assistant\n")
     return "".join(parts) + (prefill or "")
+
+
+def continuation_gbnf(item_gbnf: str, continuation: ListContinuation) -> str:
+    """The GBNF of a list continuation, from the GBNF of one item (whose rule is ``root``).
+
+    The item's ``root`` rule is renamed (a schema without references never names
+    ``root`` elsewhere), and the new ``root`` is up to ``max_items`` times ``, item``
+    followed by the closing text.
+    """
+    item = "continued-item"
+    while re.search(rf"^{item} ::=", item_gbnf, re.M):
+        item += "-x"  # a property of that name already made a rule of it
+    renamed = re.sub(r"^root ::=", f"{item} ::=", item_gbnf, count=1, flags=re.M)
+    close = json.dumps(continuation.close)  # a GBNF literal uses JSON-style escapes
+    more = f'("," space {item}){{0,{continuation.max_items}}} ' if continuation.max_items else ""
+    space = "" if re.search(r"^space ::=", renamed, re.M) else 'space ::= " "?\n'
+    return f"{renamed.rstrip()}\n{space}root ::= {more}space {close} space\n"
 
 
 class _LoadedModel:
@@ -118,7 +137,9 @@ class LocalBackend:
 
     Prefill: the prompt is rendered here, so the assistant turn is continued from the
     given text. Constrained: a JSON schema becomes a llama.cpp grammar. With both, the
-    grammar applies to the continuation after the prefill.
+    grammar applies to the continuation after the prefill. A list continuation
+    (:class:`~agentfsm.backends.base.ListContinuation`) becomes a grammar for
+    ``(, item){0,max}`` and the closing text, after a prefill that ends inside a list.
     """
 
     def __init__(
@@ -146,8 +167,8 @@ class LocalBackend:
 
     @property
     def capabilities(self) -> Capabilities:
-        """Prefill and JSON-schema grammars, both in-process."""
-        return Capabilities(prefill=True, json_schema=True)
+        """Prefill, JSON-schema grammars and list continuations, all in-process."""
+        return Capabilities(prefill=True, json_schema=True, list_continuation=True)
 
     def load(self) -> None:
         """Load the model now (it is otherwise loaded on first use; once per process)."""
@@ -160,17 +181,25 @@ class LocalBackend:
         assert self._loaded is not None
         return self._loaded
 
-    def _grammar(self, schema: dict[str, Any]) -> Any:
+    def _grammar(self, schema: dict[str, Any], continuation: ListContinuation | None = None) -> Any:
         # The grammar keeps the schema's property order ("tool" before "args"); sorted
         # keys would make the model write the arguments first. The cache key is the text.
         text = json.dumps(schema)
+        key = text if continuation is None else f"{continuation.max_items}|{continuation.close}|{text}"
         grammars = self._model.grammars
-        if text not in grammars:
+        if key not in grammars:
+            llama_cpp = _llama_cpp()
             try:
-                grammars[text] = _llama_cpp().LlamaGrammar.from_json_schema(text, verbose=False)
+                if continuation is None:
+                    grammars[key] = llama_cpp.LlamaGrammar.from_json_schema(text, verbose=False)
+                else:
+                    gbnf = llama_cpp.llama_grammar.json_schema_to_gbnf(text)
+                    grammars[key] = llama_cpp.LlamaGrammar.from_string(
+                        continuation_gbnf(gbnf, continuation), verbose=False
+                    )
             except (ValueError, RuntimeError, KeyError, TypeError) as exc:
                 raise UsageError(f"cannot turn the JSON schema into a grammar: {exc}") from exc
-        return grammars[text]
+        return grammars[key]
 
     def _arguments(
         self, messages: Sequence[PromptMessage], options: GenerationOptions
@@ -183,7 +212,11 @@ class LocalBackend:
         }
         if options.seed is not None:
             arguments["seed"] = options.seed
-        if options.json_schema is not None:
+        if options.list_continuation is not None:
+            arguments["grammar"] = self._grammar(
+                options.list_continuation.item_schema, options.list_continuation
+            )
+        elif options.json_schema is not None:
             arguments["grammar"] = self._grammar(options.json_schema)
         return arguments
 

@@ -58,7 +58,8 @@ class _Printer:
         if kind == "transition":
             c.print(f"[dim]state[/] {event['from']} --{event['event']}--> [bold]{event['to']}[/]")
         elif kind == "model_request":
-            c.print(f"[dim]model request (attempt {event['attempt']}, enforcement {event['enforcement']})[/]")
+            more = ", extension" if event.get("extension") else ""
+            c.print(f"[dim]model request (attempt {event['attempt']}, enforcement {event['enforcement']}{more})[/]")
         elif kind == "tool_call":
             call = event["call"]
             c.print(f"[cyan]call[/] {call['name']}({json.dumps(call['arguments'], ensure_ascii=False)})  [dim]{call['id']}[/]")

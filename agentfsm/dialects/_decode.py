@@ -103,6 +103,9 @@ def decode_block(block: Block, ctx: Context) -> Outcome:
         message = f"a {source} block larger than the parser reads; the rest of the reply is dropped"
         return Outcome(problems=[_problem("limit_exceeded", message, block.start, source)])
     if block.state == "truncated":
+        final = _truncated_final(block, ctx)
+        if final is not None:
+            return final
         what = _CUT.get(block.kind, "unterminated JSON")
         message = f"cut off: {what}; it was not run"
         return Outcome(truncated=True, problems=[_problem("truncated", message, block.start, source)])
@@ -131,6 +134,56 @@ def decode_block(block: Block, ctx: Context) -> Outcome:
     if read.repaired and (out.calls or out.final is not MISSING):
         out.problems.insert(0, _problem("repaired_json", read.repaired, block.start, source, False))
     return out
+
+
+_FINAL_OPENING = re.compile(r'\s*\{\s*"final"\s*:')
+
+
+def _truncated_final(block: Block, ctx: Context) -> Outcome | None:
+    """A json-protocol final answer cut off by the token limit keeps the text so far,
+    as a chat API returns a reply cut at its length limit; an action never does."""
+    end = len(block.raw) if block.body_end is None else block.body_end
+    if not _FINAL_OPENING.match(block.raw, block.body, end):
+        return None
+    try:
+        value = DECODER.decode(_closed(block.raw[block.body : end]))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or "action" in value:
+        return None
+    found = find_calls(value, loose=False, known=ctx.known, budget=ctx.budget)
+    if found is None or found.final is MISSING or found.calls:
+        return None
+    out = _outcome(found, block, ctx, "json-protocol")
+    message = "the final answer was cut off before its end; the text so far is kept"
+    out.problems.insert(0, _problem("truncated_final", message, block.start, "json-protocol", False))
+    return out
+
+
+def _closed(text: str) -> str:
+    """``text`` (JSON cut off mid-way) with its open string, arrays and objects closed.
+
+    A cut after a key, a colon or a comma still fails to decode; so be it.
+    """
+    stack: list[str] = []
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}" and stack:
+            stack.pop()
+    if escaped:
+        text = text[:-1]
+    return text + ('"' if in_string else "") + "".join(reversed(stack))
 
 
 def _read(block: Block, ctx: Context) -> Read:

@@ -10,7 +10,19 @@ from agentfsm._types import DialectName, JSONObject
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.messages import ToolCall, ToolSpec
 
-__all__ = ["ParsesReplies", "dumps", "example_arguments", "example_call"]
+__all__ = [
+    "EXAMPLE_NUMBER",
+    "EXAMPLE_PREFIX",
+    "ParsesReplies",
+    "dumps",
+    "example_arguments",
+    "example_call",
+]
+
+#: the value a number parameter is shown with in example calls
+EXAMPLE_NUMBER = 1.5
+#: what the contract's few-shot puts before a string parameter's name
+EXAMPLE_PREFIX = "example "
 
 
 def dumps(value: Any) -> str:
@@ -30,7 +42,7 @@ def _example_value(schema: Any, name: str, prefix: str) -> Any:
     typ = schema.get("type")
     if isinstance(typ, list):
         typ = next((t for t in typ if t != "null"), "string")
-    simple: dict[Any, Any] = {"integer": 1, "number": 1.5, "boolean": True}
+    simple: dict[Any, Any] = {"integer": 1, "number": EXAMPLE_NUMBER, "boolean": True}
     if typ in simple:
         return simple[typ]
     if typ == "array":

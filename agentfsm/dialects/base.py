@@ -30,6 +30,8 @@ ProblemCode: TypeAlias = Literal[
     "extra_text",
     # json-protocol: thought longer than the 200-character cap (it is cut)
     "thought_too_long",
+    # json-protocol: a final answer cut off by the token limit (the text so far is kept)
+    "truncated_final",
     # input exceeded a size / depth / number limit and that part was not parsed
     "limit_exceeded",
 ]

@@ -53,6 +53,13 @@ class JsonProtocolDialect(ParsesReplies):
             "Reply with one JSON object and nothing else. No markdown, no other text.",
             "To call a tool:",
             dumps(action),
+        ]
+        if parallel:
+            lines += [
+                "To make several calls at once, give a list of actions:",
+                dumps({"action": [{"tool": call.name, "args": call.arguments}] * 2}),
+            ]
+        lines += [
             "When you are done:",
             self.render_final("your answer"),
             f"Keep the thought short (under {THOUGHT_CAP} characters).",

@@ -178,7 +178,8 @@ class _Recorder:
 
     def __call__(self, kind: str, **fields: Any) -> None:
         if kind == "model_output":
-            self.replies += 1
+            # an extension step continues the reply before it: one reply, two calls
+            self.replies += 0 if fields.get("extension") else 1
             self.last_text = str(fields.get("text", ""))
         elif kind == "parse":
             problems = fields.get("problems") or []

@@ -7,6 +7,7 @@ One module per guard, each with a ``check`` function:
 - :mod:`~agentfsm.guards.tool_choice`: a forced call missing, the wrong tool, calls under ``none``;
 - :mod:`~agentfsm.guards.unknown_tool`: a tool name that was not offered;
 - :mod:`~agentfsm.guards.schema`: arguments that do not match the tool's JSON Schema;
+- :mod:`~agentfsm.guards.placeholder`: arguments copied from the contract's example;
 - :mod:`~agentfsm.guards.budget`: corrections per turn, counted from the history, each stricter;
 - :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop.
 
@@ -19,7 +20,8 @@ is not an accept wins:
 3. ``tool_choice``: a missing forced call, a call to another tool than the named one,
    or any call under ``none`` (before the argument checks, which would be moot);
 4. ``unknown_tool``;
-5. ``schema``.
+5. ``schema``;
+6. ``placeholder``: a well-formed call whose values are the example's placeholders.
 
 The engine then applies :mod:`~agentfsm.guards.budget` to a correction and
 :mod:`~agentfsm.guards.loops` to accepted calls, since both read the history.
@@ -31,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 from agentfsm._types import ToolChoice
 from agentfsm.dialects.base import ParsedReply
-from agentfsm.guards import budget, json_valid, loops, refusal, schema, tool_choice, unknown_tool
+from agentfsm.guards import budget, json_valid, loops, placeholder, refusal, schema, tool_choice, unknown_tool
 from agentfsm.guards import tool_choice as _choice  # the name `tool_choice` is also a parameter
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Stop, Verdict
 from agentfsm.messages import ToolSpec
@@ -46,6 +48,7 @@ __all__ = [
     "budget",
     "json_valid",
     "loops",
+    "placeholder",
     "refusal",
     "run_guards",
     "schema",
@@ -60,6 +63,7 @@ GUARD_ORDER: tuple[str, ...] = (
     _choice.GUARD,
     unknown_tool.GUARD,
     schema.GUARD,
+    placeholder.GUARD,
 )
 
 
@@ -70,10 +74,12 @@ def run_guards(
     tool_choice: ToolChoice,
     dialect_name: str,
     example: str = "",
+    source: str = "",
 ) -> Verdict:
     """Run the reply guards in :data:`GUARD_ORDER`; the first non-accept verdict wins.
 
-    When all accept, the notes they left (a schema not validated, a soft deflection
+    ``source`` is the conversation's text, lowercased (the ``placeholder`` guard
+    accepts a value the conversation contains). When all accept, the notes they left (a schema not validated, a soft deflection
     accepted) are joined into the returned :class:`Accept`'s ``detail``.
     """
     checks: tuple[Callable[[], Verdict], ...] = (
@@ -84,6 +90,7 @@ def run_guards(
         ),
         lambda: unknown_tool.check(parsed, tools),
         lambda: schema.check(parsed, tools),
+        lambda: placeholder.check(parsed, tools, tool_choice, source),
     )
     notes: list[str] = []
     for run in checks:

@@ -42,6 +42,7 @@ CorrectionReason: TypeAlias = Literal[
     "missing_call",
     "wrong_tool",
     "calls_not_allowed",
+    "placeholder_argument",
 ]
 
 

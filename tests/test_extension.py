@@ -1,0 +1,148 @@
+"""Parallel calls by extension: one call, then a constrained list continuation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentfsm.backends.base import Capabilities, GenerationOptions, ListContinuation
+from agentfsm.engine import CallTools, EngineConfig
+from agentfsm.enforcement import action_item_schema
+from agentfsm.extension import CLOSE, MAX_EXTRA_CALLS, extension_options, extension_prefill, read_extension
+from agentfsm.messages import ToolCall, ToolSpec, UserMessage
+from agentfsm.replay import replay
+from agentfsm.runtime import Agent
+from agentfsm.testing import ScriptedBackend
+from agentfsm.transcript import read_transcript
+from agentfsm.turn import run_turn
+
+PLAY = ToolSpec(
+    name="play",
+    description="Play an artist for some minutes.",
+    parameters={
+        "type": "object",
+        "properties": {"artist": {"type": "string"}, "minutes": {"type": "integer"}},
+        "required": ["artist", "minutes"],
+    },
+)
+EXTENDING = Capabilities(json_schema=True, prefill=True, list_continuation=True)
+FIRST = '{"action": {"tool": "play", "args": {"artist": "Taylor Swift", "minutes": 20}}}'
+SWIFT = ToolCall(id="call_0", name="play", arguments={"artist": "Taylor Swift", "minutes": 20})
+
+
+def item(artist: str, minutes: int) -> str:
+    return json.dumps({"tool": "play", "args": {"artist": artist, "minutes": minutes}})
+
+
+def test_prefill_opens_the_list_after_the_first_call() -> None:
+    assert extension_prefill(SWIFT) == '{"action": [' + item("Taylor Swift", 20)
+
+
+def test_options_constrain_a_list_continuation_of_the_offered_tools() -> None:
+    opts = extension_options(GenerationOptions(json_schema={"type": "object"}), SWIFT, [PLAY], "auto")
+    assert opts is not None
+    assert opts.json_schema is None
+    assert opts.prefill == extension_prefill(SWIFT)
+    assert opts.list_continuation == ListContinuation(
+        item_schema=action_item_schema([PLAY], "auto") or {}, max_items=MAX_EXTRA_CALLS, close=CLOSE
+    )
+    assert extension_options(GenerationOptions(), SWIFT, [], "auto") is None
+
+
+@pytest.mark.parametrize(
+    ("continuation", "artists"),
+    [
+        (f", {item('Maroon 5', 15)}]}}", ["Taylor Swift", "Maroon 5"]),
+        ("]}", ["Taylor Swift"]),
+        # the first repeat ends the list, even when other items follow it
+        (f", {item('Maroon 5', 15)}, {item('Taylor Swift', 20)}, {item('Adele', 3)}]}}", ["Taylor Swift", "Maroon 5"]),
+        # cut by the token limit: the completed items are kept
+        (f", {item('Maroon 5', 15)}, {{\"tool\": \"play\", \"args\": {{\"art", ["Taylor Swift", "Maroon 5"]),
+        # an item that is not a call ends the list
+        (f", 42, {item('Maroon 5', 15)}]}}", ["Taylor Swift"]),
+    ],
+)
+def test_read_extension(continuation: str, artists: list[str]) -> None:
+    calls = read_extension(SWIFT, continuation)
+    assert [c.arguments["artist"] for c in calls] == artists
+
+
+def test_read_extension_adds_at_most_the_bound() -> None:
+    items = "".join(f", {item(f'artist {i}', i)}" for i in range(10))
+    assert len(read_extension(SWIFT, items + "]}")) == 1 + MAX_EXTRA_CALLS
+
+
+def _config(parallel: bool = True) -> EngineConfig:
+    return EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", parallel=parallel)
+
+
+async def test_a_turn_extends_one_call_into_a_list() -> None:
+    backend = ScriptedBackend([FIRST, f", {item('Maroon 5', 15)}]}}"], capabilities=EXTENDING)
+    events: list[tuple[str, dict[str, Any]]] = []
+    result = await run_turn(
+        backend,
+        [UserMessage(content="Play Taylor Swift for 20 minutes and Maroon 5 for 15.")],
+        config=_config(),
+        enforcement="constrained",
+        emit=lambda kind, **fields: events.append((kind, fields)),
+    )
+    assert isinstance(result.decision, CallTools)
+    assert [c.arguments for c in result.decision.calls] == [
+        {"artist": "Taylor Swift", "minutes": 20},
+        {"artist": "Maroon 5", "minutes": 15},
+    ]
+    first, second = backend.requests
+    # the first request is one action (no list branch); the second continues the list
+    assert "array" not in json.dumps(first.options.json_schema)
+    assert second.options.prefill == extension_prefill(SWIFT)
+    assert second.options.list_continuation is not None
+    assert result.attempts == 1
+    outputs = [f for k, f in events if k == "model_output"]
+    assert [bool(f.get("extension")) for f in outputs] == [False, True]
+    assert outputs[1]["text"].startswith('{"action": [')
+
+
+async def test_a_repeat_leaves_the_single_call() -> None:
+    backend = ScriptedBackend([FIRST, f", {item('Taylor Swift', 20)}]}}"], capabilities=EXTENDING)
+    result = await run_turn(backend, [UserMessage(content="Play Taylor Swift.")], config=_config(), enforcement="constrained")
+    assert isinstance(result.decision, CallTools)
+    assert len(result.decision.calls) == 1
+
+
+@pytest.mark.parametrize("capabilities", [Capabilities(json_schema=True, prefill=True), EXTENDING])
+async def test_no_extension_without_the_capability_or_when_serial(capabilities: Capabilities) -> None:
+    backend = ScriptedBackend([FIRST], capabilities=capabilities)
+    parallel = not capabilities.list_continuation  # serial on the extending backend
+    await run_turn(backend, [UserMessage(content="Play.")], config=_config(parallel), enforcement="constrained")
+    assert len(backend.requests) == 1
+    schema = json.dumps(backend.requests[0].options.json_schema)
+    # without list continuation a parallel turn's grammar may hold a list of actions
+    assert ('"array"' in schema) == (parallel and not capabilities.list_continuation)
+
+
+async def test_no_extension_after_a_final_answer() -> None:
+    backend = ScriptedBackend(['{"final": {"content": "Done."}}'], capabilities=EXTENDING)
+    result = await run_turn(backend, [UserMessage(content="Hi")], config=_config(), enforcement="constrained")
+    assert len(backend.requests) == 1
+    assert not isinstance(result.decision, CallTools)
+
+
+def test_an_extended_run_replays_identically(tmp_path: Path) -> None:
+    def play(artist: str, minutes: int) -> str:
+        """Play an artist for some minutes."""
+        return f"playing {artist} for {minutes} min"
+
+    path = tmp_path / "run.jsonl"
+    backend = ScriptedBackend(
+        [FIRST, f", {item('Maroon 5', 15)}]}}", '{"final": {"content": "Both are playing."}}'],
+        capabilities=EXTENDING,
+    )
+    result = Agent(backend, [play], enforcement="constrained", transcript=path).run("Play both.")
+    assert result.content == "Both are playing."
+    requests = [e for e in read_transcript(path) if e["type"] == "model_request"]
+    assert [bool(e.get("extension")) for e in requests] == [False, True, False]
+    report = replay(path)
+    assert report.identical, report.divergence

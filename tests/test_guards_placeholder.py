@@ -1,0 +1,204 @@
+"""The placeholder guard, the stricter retries it and truncation drive, and cut-off finals."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agentfsm.backends.base import Capabilities, GenerationOptions
+from agentfsm.contract import example_arguments
+from agentfsm.dialects.base import ParsedReply
+from agentfsm.engine import Answer, CallTools, Correct, EngineConfig, conversation_text, step
+from agentfsm.enforcement import COMPACT_MAX_ITEMS, action_item_schema, build_action_schema
+from agentfsm.guards import GUARD_ORDER, placeholder, run_guards
+from agentfsm.guards.base import Accept, Correction
+from agentfsm.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    ToolSpec,
+    UserMessage,
+)
+from agentfsm.parser import parse_reply
+from agentfsm.testing import ScriptedBackend
+from agentfsm.turn import prepare_request
+
+WEATHER = ToolSpec(
+    name="weather",
+    description="Weather in a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"],
+    },
+)
+AREA = ToolSpec(
+    name="area",
+    description="Area of a rectangle.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "width": {"type": "number"},
+            "height": {"type": "number"},
+            "sides": {"type": "array", "items": {"type": "number"}},
+        },
+        "required": ["width", "height"],
+    },
+)
+TOOLS = (WEATHER, AREA)
+
+
+def parsed(name: str, **args: Any) -> ParsedReply:
+    return ParsedReply(content=None, tool_calls=(ToolCall(id="call_0", name=name, arguments=args),))
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "source", "flagged"),
+    [
+        ("weather", {"city": "example city"}, "weather in paris?", ("city", "example city")),
+        ("weather", {"city": "City"}, "what's the weather?", ("city", "City")),
+        ("weather", {"city": "Paris"}, "weather in paris?", None),
+        # the conversation says it: not a placeholder
+        ("weather", {"city": "city"}, "weather in the town called city", None),
+        ("area", {"width": 1.5, "height": 2}, "a 3 by 2 rectangle", ("width", 1.5)),
+        ("area", {"width": 1.5, "height": 2}, "a 1.5 by 2 rectangle", None),
+        # 21.5 does not contain the number 1.5
+        ("area", {"width": 1.5, "height": 2}, "a 21.5 by 2 rectangle", ("width", 1.5)),
+        # integers and booleans are never judged
+        ("weather", {"city": "Paris", "days": 1}, "weather in paris", None),
+        ("area", {"width": 3, "height": 2, "sides": [1.5]}, "3 by 2", ("sides", 1.5)),
+    ],
+)
+def test_check(name: str, args: dict[str, Any], source: str, flagged: tuple[str, Any] | None) -> None:
+    verdict = placeholder.check(parsed(name, **args), TOOLS, "auto", source)
+    if flagged is None:
+        assert isinstance(verdict, Accept)
+        return
+    assert isinstance(verdict, Correction)
+    assert verdict.guard == "placeholder" and verdict.reason == "placeholder_argument"
+    assert f"{flagged[0]} = {flagged[1]!r}" in verdict.message
+    assert "answer it directly" in verdict.message
+
+
+def test_nested_objects_are_searched() -> None:
+    found = placeholder.find_placeholder({"where": {"city": "example city"}}, "")
+    assert found == ("city", "example city")
+
+
+def test_a_required_call_is_not_told_to_answer_instead() -> None:
+    verdict = placeholder.check(parsed("weather", city="example city"), TOOLS, "required", "")
+    assert isinstance(verdict, Correction)
+    assert "answer it directly" not in verdict.message
+
+
+def test_unknown_tools_are_left_to_their_guard() -> None:
+    assert isinstance(placeholder.check(parsed("nope", city="example city"), TOOLS, "auto", ""), Accept)
+
+
+def test_the_contract_placeholders_are_what_the_guard_knows() -> None:
+    shown = example_arguments(WEATHER.parameters)
+    assert placeholder.find_placeholder(shown, "") == ("city", shown["city"])
+
+
+def test_run_guards_runs_it_last() -> None:
+    assert GUARD_ORDER[-1] == "placeholder"
+    verdict = run_guards(parsed("weather", city="example city"), tools=TOOLS, tool_choice="auto", dialect_name="json-action")
+    assert isinstance(verdict, Correction) and verdict.guard == "placeholder"
+
+
+def test_conversation_text_leaves_out_the_model_and_the_corrections() -> None:
+    history = [
+        SystemMessage(content="Be Brief"),
+        UserMessage(content="Weather in Paris"),
+        AssistantMessage(content="MODEL TEXT"),
+        UserMessage(content="CORRECTION TEXT", correction="invalid_json"),
+        ToolMessage(result=ToolResult(call_id="call_0", content="Sunny")),
+    ]
+    text = conversation_text(history)
+    assert "be brief" in text and "weather in paris" in text and "sunny" in text
+    assert "model text" not in text and "correction text" not in text
+
+
+def test_the_engine_corrects_a_placeholder_call() -> None:
+    config = EngineConfig(tools=TOOLS, dialect="json-action", tool_choice="auto")
+    reply = '{"action": {"tool": "weather", "args": {"city": "example city"}}}'
+    decision = step([UserMessage(content="How warm is it today?")], reply, config)
+    assert isinstance(decision, Correct) and decision.reason == "placeholder_argument"
+    ok = step([UserMessage(content="How warm is it in Paris?")], reply.replace("example city", "Paris"), config)
+    assert isinstance(ok, CallTools)
+
+
+def _offered(schema: dict[str, Any] | None) -> set[str]:
+    text = json.dumps(schema)
+    return {t.name for t in TOOLS if json.dumps({"const": t.name}) in text}
+
+
+def test_the_retry_grammar_drops_the_tools_rejected_for_placeholders() -> None:
+    backend = ScriptedBackend([], capabilities=Capabilities(json_schema=True))
+    config = EngineConfig(tools=TOOLS, dialect="json-action", tool_choice="auto", parallel=False)
+    history: list[Any] = [UserMessage(content="How warm is it?")]
+    _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
+    assert _offered(opts.json_schema) == {"weather", "area"}
+    for name, args in (("weather", {"city": "example city"}), ("area", {"width": 1.5, "height": 1.5})):
+        reply = json.dumps({"action": {"tool": name, "args": args}})
+        decision = step(history, reply, config)
+        assert isinstance(decision, Correct)
+        history += [decision.assistant, decision.message]
+        _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
+    # both tools were rejected: only the final answer is left
+    assert _offered(opts.json_schema) == set()
+    assert isinstance(step(history, '{"final": {"content": "I cannot tell."}}', config), Answer)
+    # a required call keeps every tool
+    required = EngineConfig(tools=TOOLS, dialect="json-action", tool_choice="required", parallel=False)
+    _, opts, _, _ = prepare_request(backend, history, required, "constrained", GenerationOptions())
+    assert _offered(opts.json_schema) == {"weather", "area"}
+
+
+def test_compact_schemas_bound_every_list() -> None:
+    loose = action_item_schema([AREA], "auto")
+    compact = action_item_schema([AREA], "auto", compact=True)
+    assert loose is not None and compact is not None
+    assert "maxItems" not in loose["properties"]["args"]["properties"]["sides"]
+    assert compact["properties"]["args"]["properties"]["sides"]["maxItems"] == COMPACT_MAX_ITEMS
+
+
+def test_the_retry_after_a_cut_off_action_is_compact() -> None:
+    backend = ScriptedBackend([], capabilities=Capabilities(json_schema=True))
+    config = EngineConfig(tools=(AREA,), dialect="json-action", tool_choice="auto", parallel=False)
+    history: list[Any] = [UserMessage(content="Area of 3 by 2, sides 3 2 3 2")]
+    decision = step(history, '{"action": {"tool": "area", "args": {"width": 3, "height": 2, "sides": [3, 2, 3, 2, 3,', config)
+    assert isinstance(decision, Correct) and decision.reason == "truncated_action"
+    history += [decision.assistant, decision.message]
+    _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
+    assert opts.json_schema == build_action_schema([AREA], "auto", compact=True)
+
+
+@pytest.mark.parametrize(
+    ("reply", "content"),
+    [
+        ('{"final": {"content": "The area is 15. The area is', "The area is 15. The area is"),
+        ('{ "final": "cut after an escape \\', "cut after an escape "),
+        ('{"final": {"content": "a [bracket] and {brace}', "a [bracket] and {brace}"),
+    ],
+)
+def test_a_cut_off_final_answer_keeps_its_text(reply: str, content: str) -> None:
+    result = parse_reply(reply, None, "json-protocol")
+    assert result.final == content
+    assert not result.truncated and not result.rejected
+    assert [p.code for p in result.problems] == ["truncated_final"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"action": {"tool": "area", "args": {"width": 3',
+        '{"final": {"content": "x", "',  # cut after a key: nothing to keep
+    ],
+)
+def test_a_cut_off_action_is_still_rejected(reply: str) -> None:
+    result = parse_reply(reply, None, "json-protocol")
+    assert result.truncated and result.rejected
