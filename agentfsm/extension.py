@@ -50,10 +50,15 @@ def extension_options(
     item = action_item_schema(tools, tool_choice)
     if item is None:
         return None
+    prefill = extension_prefill(call)
+    # room for each further item to be twice as long as the first (about 3 characters
+    # a token): a list the model fills with runaway values is cut early
+    bound = max(64, 2 * MAX_EXTRA_CALLS * (len(prefill) - len('{"action": [')) // 3)
     return options.model_copy(
         update={
             "json_schema": None,
-            "prefill": extension_prefill(call),
+            "max_tokens": min(options.max_tokens, bound),
+            "prefill": prefill,
             "list_continuation": ListContinuation(item_schema=item, max_items=MAX_EXTRA_CALLS, close=CLOSE),
         }
     )

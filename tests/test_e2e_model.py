@@ -55,9 +55,10 @@ def test_every_enforcement_level_ends_protocol_valid(enforcement: str, tool_choi
             assert e["call"]["name"] in {"calculate", "convert_units"}
             assert isinstance(e["call"]["arguments"], dict)
     if enforcement == "constrained":
-        # decoding is held to the action schema: every output is one JSON object
+        # decoding is held to the action schema: every output is one JSON object (an
+        # extension step's list may be cut by its token bound: its complete items count)
         for e in events:
-            if e["type"] == "model_output":
+            if e["type"] == "model_output" and not (e.get("extension") and e["finish_reason"] == "length"):
                 assert isinstance(json.loads(e["text"]), dict)
 
 

@@ -50,6 +50,10 @@ def test_options_constrain_a_list_continuation_of_the_offered_tools() -> None:
         item_schema=action_item_schema([PLAY], "auto") or {}, max_items=MAX_EXTRA_CALLS, close=CLOSE
     )
     assert extension_options(GenerationOptions(), SWIFT, [], "auto") is None
+    # the continuation's token bound scales with the first call, within the caller's
+    assert 64 <= opts.max_tokens < GenerationOptions().max_tokens
+    small = extension_options(GenerationOptions(max_tokens=20), SWIFT, [PLAY], "auto")
+    assert small is not None and small.max_tokens == 20
 
 
 @pytest.mark.parametrize(

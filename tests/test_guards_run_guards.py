@@ -47,7 +47,7 @@ def _run(reply: ParsedReply, choice: str = "auto") -> Any:
 
 
 def test_order_is_documented() -> None:
-    assert guards.GUARD_ORDER == ("json_valid", "refusal", "tool_choice", "unknown_tool", "schema")
+    assert guards.GUARD_ORDER == ("json_valid", "refusal", "tool_choice", "unknown_tool", "schema", "placeholder")
 
 
 def test_accepts_a_good_call() -> None:

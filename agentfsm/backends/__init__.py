@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentfsm.backends._transport import Timeouts
-from agentfsm.backends.base import Backend, Capabilities, Completion, GenerationOptions, Usage
+from agentfsm.backends.base import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, Usage
 from agentfsm.backends.openai_compat import JSONSchemaMode, OpenAICompatBackend
 from agentfsm.backends.replay import ReplayBackend, read_model_outputs
 from agentfsm.backends.scripted import ScriptedBackend, ScriptedRequest, ScriptExhausted
@@ -23,6 +23,7 @@ __all__ = [
     "Completion",
     "GenerationOptions",
     "JSONSchemaMode",
+    "ListContinuation",
     "OpenAICompatBackend",
     "ReplayBackend",
     "ScriptExhausted",
