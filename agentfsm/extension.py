@@ -10,7 +10,13 @@ decoded in two steps:
 1. the reply is constrained to a single action (or the final answer), as in a
    serial turn;
 2. when it is one call, the model continues ``{"action": [<that call>`` under a
-   grammar that allows up to :data:`MAX_EXTRA_CALLS` more calls and then ``]}``.
+   grammar that allows up to :data:`MAX_EXTRA_CALLS` more calls *of the same tool*
+   and then ``]}``.
+
+Only the same tool: one tool fanned out over several inputs ("the weather in Paris
+and in Rome") is the parallel pattern; calls to different tools are more often steps
+of a chain, whose inputs come from the earlier results (a small model offered every
+tool lists the whole chain at once, with guessed inputs).
 
 The list ends at the first item that repeats an earlier call (same tool, same
 arguments) or cannot be read: a repeat is how a small model says it has nothing more.
@@ -46,8 +52,9 @@ def extension_prefill(call: ToolCall) -> str:
 def extension_options(
     options: GenerationOptions, call: ToolCall, tools: Sequence[ToolSpec], tool_choice: ToolChoice
 ) -> GenerationOptions | None:
-    """The options of the extension step after ``call``; ``None`` when no tool is offered."""
-    item = action_item_schema(tools, tool_choice)
+    """The options of the extension step after ``call``: more calls of ``call``'s tool,
+    if ``tools`` offers it (else ``None``)."""
+    item = action_item_schema([t for t in tools if t.name == call.name], tool_choice)
     if item is None:
         return None
     prefill = extension_prefill(call)

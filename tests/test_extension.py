@@ -50,6 +50,12 @@ def test_options_constrain_a_list_continuation_of_the_offered_tools() -> None:
         item_schema=action_item_schema([PLAY], "auto") or {}, max_items=MAX_EXTRA_CALLS, close=CLOSE
     )
     assert extension_options(GenerationOptions(), SWIFT, [], "auto") is None
+    # only the first call's tool is offered: other tools are more likely a chain's next step
+    other = ToolSpec(name="stop", description="Stop playing.", parameters={"type": "object", "properties": {}})
+    both = extension_options(GenerationOptions(), SWIFT, [other, PLAY], "auto")
+    assert both is not None and both.list_continuation is not None
+    assert both.list_continuation.item_schema == action_item_schema([PLAY], "auto")
+    assert extension_options(GenerationOptions(), SWIFT, [other], "auto") is None
     # the continuation's token bound scales with the first call, within the caller's
     assert 64 <= opts.max_tokens < GenerationOptions().max_tokens
     small = extension_options(GenerationOptions(max_tokens=20), SWIFT, [PLAY], "auto")
