@@ -5,7 +5,9 @@ Each benchmark module exposes ``run() -> list[dict]``, each dict a table
 measured in the same run. Every module runs in its own child process with a time
 limit, so one that fails, hangs or crashes is reported in the output and the others
 still run. Results go to ``bench/results/latest.md`` and ``latest.json``, headed with
-the date and a description of the machine (CPU model, cores, RAM, Python).
+the date and a description of the machine (CPU model, cores, RAM, Python); a run of
+some areas only (``--only``) writes ``partial-<areas>.md/json`` instead, so it never
+replaces the full tables.
 
 Usage: ``python bench/run.py [--only parser,states] [--timeout SECONDS] [--out DIR]``
 """
@@ -33,6 +35,11 @@ __all__ = ["discover", "main", "render_markdown", "run_module"]
 
 #: modules run in this order when present; any other bench_*.py follows, by name
 ORDER = ("parser", "states", "backends", "proxy", "batch")
+
+
+def result_stem(only: set[str] | None) -> str:
+    """``latest`` for a full run; ``partial-<areas>`` for a run of some areas only."""
+    return "latest" if only is None else "partial-" + "-".join(sorted(only))
 
 
 def discover(only: set[str] | None = None) -> list[Path]:
@@ -157,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--only", default="", help="comma list of areas (parser,states,...)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per module")
-    parser.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="where latest.md/json go")
+    parser.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="where the result files go")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any module failed")
     parser.add_argument("--child", nargs=2, metavar=("MODULE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -167,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
 
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
     modules = discover(only)
-    meta = {"date": now_iso(), "machine": machine_description(), "command": "make bench", "seconds": 0.0}
+    stem = result_stem(only)
+    command = "make bench" if only is None else f"python bench/run.py --only {','.join(sorted(only))}"
+    meta = {"date": now_iso(), "machine": machine_description(), "command": command, "seconds": 0.0}
     print(f"agentfsm benchmarks, {meta['date']}\n{meta['machine']}\n")
     start = time.perf_counter()
     results: list[dict[str, Any]] = []
@@ -178,12 +187,12 @@ def main(argv: list[str] | None = None) -> int:
         results.append({"module": path.name, "seconds": round(seconds, 2), "tables": tables})
     meta["seconds"] = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "latest.md").write_text(render_markdown(results, meta), encoding="utf-8")
-    (args.out / "latest.json").write_text(
+    (args.out / f"{stem}.md").write_text(render_markdown(results, meta), encoding="utf-8")
+    (args.out / f"{stem}.json").write_text(
         json.dumps({"meta": meta, "results": results}, indent=2, default=str) + "\n", encoding="utf-8"
     )
     failed = [r["module"] for r in results if any(t.get("failed") for t in r["tables"])]
-    print(f"wrote {args.out / 'latest.md'} and latest.json in {meta['seconds']:.0f} s")
+    print(f"wrote {args.out / stem}.md and {stem}.json in {meta['seconds']:.0f} s")
     if failed:
         print(f"FAILED: {', '.join(failed)} (see their tables above)", file=sys.stderr)
     return 1 if failed and args.strict else 0

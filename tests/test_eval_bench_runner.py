@@ -63,3 +63,8 @@ def test_discover_orders_known_areas_first(bench_run: ModuleType) -> None:
     known = [n for n in names if n.removeprefix("bench_") in bench_run.ORDER]
     assert known == sorted(known, key=lambda n: bench_run.ORDER.index(n.removeprefix("bench_")))
     assert all(n.startswith("bench_") for n in names)
+
+
+def test_a_partial_run_never_replaces_the_full_tables(bench_run: ModuleType) -> None:
+    assert bench_run.result_stem(None) == "latest"
+    assert bench_run.result_stem({"states", "parser"}) == "partial-parser-states"
