@@ -2,6 +2,9 @@
 
 Every event carries ``v`` (schema version), ``run`` (run id), ``seq``, ``t`` (UTC
 ISO-8601) and ``type``. The types and their fields are listed in :data:`EVENT_TYPES`.
+A ``model_request`` / ``model_output`` pair with ``extension: true`` is the extension
+step of a parallel turn (:mod:`agentfsm.extension`): it continues the reply before it,
+and its text starts with the prefill it continued.
 Secrets never reach a transcript: keys that look like credentials are redacted by
 :func:`redact` before anything is written.
 """

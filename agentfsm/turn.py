@@ -44,7 +44,9 @@ def _noop(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
-def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], tool_choice: str) -> Sequence[ToolSpec]:
+def _retry_tools(
+    history: Sequence[Message], specs: Sequence[ToolSpec], tool_choice: str
+) -> Sequence[ToolSpec]:
     """The tools the retry's grammar offers, after some corrections: the stricter retry
     under constrained decoding.
 
@@ -69,7 +71,11 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], tool_cho
         if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
             break  # this round starts here
         rejected = history[i - 1]
-        if isinstance(msg, UserMessage) and msg.correction == placeholder.REASON and isinstance(rejected, AssistantMessage):
+        if (
+            isinstance(msg, UserMessage)
+            and msg.correction == placeholder.REASON
+            and isinstance(rejected, AssistantMessage)
+        ):
             dropped.update(c.name for c in parse_reply(rejected.content or "", specs).tool_calls)
     return [s for s in specs if s.name not in dropped] if dropped else specs
 
@@ -104,7 +110,8 @@ def prepare_request(
         # where the backend extends a single call into a list, the reply itself is one call
         listed = config.parallel and not backend.capabilities.list_continuation
         # the stricter retry after an action was cut off: bounded argument lists
-        compact = bool(history) and isinstance(history[-1], UserMessage) and history[-1].correction == "truncated_action"
+        last = history[-1] if history else None
+        compact = isinstance(last, UserMessage) and last.correction == "truncated_action"
         schema = build_action_schema(offered, config.tool_choice, listed, compact)
         options = options.model_copy(update={"json_schema": schema})
     elif level == "prefill" and call_required(config.tool_choice):
