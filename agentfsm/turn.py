@@ -44,6 +44,20 @@ def _noop(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
+def _round_corrections(history: Sequence[Message]) -> list[tuple[str, AssistantMessage]]:
+    """This round's corrections, latest first: each reason with the reply it rejected
+    (a round starts at the user's message or the last tool result)."""
+    found: list[tuple[str, AssistantMessage]] = []
+    for i in range(len(history) - 1, 0, -1):
+        msg = history[i]
+        if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
+            break
+        rejected = history[i - 1]
+        if isinstance(msg, UserMessage) and msg.correction and isinstance(rejected, AssistantMessage):
+            found.append((msg.correction, rejected))
+    return found
+
+
 def _retry_tools(
     history: Sequence[Message], specs: Sequence[ToolSpec], tool_choice: str
 ) -> Sequence[ToolSpec]:
@@ -66,18 +80,15 @@ def _retry_tools(
                 break  # the user's turn starts here
             if isinstance(msg, AssistantMessage):
                 dropped.update(c.name for c in msg.tool_calls)
-    for i in range(len(history) - 1, 0, -1):
-        msg = history[i]
-        if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
-            break  # this round starts here
-        rejected = history[i - 1]
-        if (
-            isinstance(msg, UserMessage)
-            and msg.correction == placeholder.REASON
-            and isinstance(rejected, AssistantMessage)
-        ):
+    for reason, rejected in _round_corrections(history):
+        if reason == placeholder.REASON:
             dropped.update(c.name for c in parse_reply(rejected.content or "", specs).tool_calls)
     return [s for s in specs if s.name not in dropped] if dropped else specs
+
+
+def _compact(history: Sequence[Message]) -> bool:
+    """Whether an action was cut off in this round: its retries bound argument lists."""
+    return any(reason == "truncated_action" for reason, _ in _round_corrections(history))
 
 
 def _level_and_dialect(backend: Backend, config: EngineConfig, enforcement: str) -> tuple[str, str]:
@@ -109,10 +120,7 @@ def prepare_request(
         offered = _retry_tools(history, specs, config.tool_choice)
         # where the backend extends a single call into a list, the reply itself is one call
         listed = config.parallel and not backend.capabilities.list_continuation
-        # the stricter retry after an action was cut off: bounded argument lists
-        last = history[-1] if history else None
-        compact = isinstance(last, UserMessage) and last.correction == "truncated_action"
-        schema = build_action_schema(offered, config.tool_choice, listed, compact)
+        schema = build_action_schema(offered, config.tool_choice, listed, _compact(history))
         options = options.model_copy(update={"json_schema": schema})
     elif level == "prefill" and call_required(config.tool_choice):
         prefill = get_dialect(config.dialect).opener

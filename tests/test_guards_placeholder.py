@@ -166,15 +166,31 @@ def test_compact_schemas_bound_every_list() -> None:
     assert compact["properties"]["args"]["properties"]["sides"]["maxItems"] == COMPACT_MAX_ITEMS
 
 
+SUM = ToolSpec(
+    name="total",
+    description="Sum numbers.",
+    parameters={"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "number"}}}},
+)
+
+
 def test_the_retry_after_a_cut_off_action_is_compact() -> None:
     backend = ScriptedBackend([], capabilities=Capabilities(json_schema=True))
-    config = EngineConfig(tools=(AREA,), dialect="json-action", tool_choice="auto", parallel=False)
+    config = EngineConfig(tools=(AREA, SUM), dialect="json-action", tool_choice="auto", parallel=False)
     history: list[Any] = [UserMessage(content="Area of 3 by 2, sides 3 2 3 2")]
     decision = step(history, '{"action": {"tool": "area", "args": {"width": 3, "height": 2, "sides": [3, 2, 3, 2, 3,', config)
     assert isinstance(decision, Correct) and decision.reason == "truncated_action"
     history += [decision.assistant, decision.message]
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
-    assert opts.json_schema == build_action_schema([AREA], "auto", compact=True)
+    assert opts.json_schema == build_action_schema([AREA, SUM], "auto", compact=True)
+    # a later correction in the same round keeps the lists bounded
+    decision = step(history, '{"action": {"tool": "area", "args": {"width": 3, "height": 1.5}}}', config)
+    assert isinstance(decision, Correct) and decision.reason == "placeholder_argument"
+    history += [decision.assistant, decision.message, AssistantMessage(content="x")]
+    history += [UserMessage(content="Resend", correction="invalid_json")]
+    _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
+    # area is dropped (placeholder), and the lists stay bounded
+    assert opts.json_schema == build_action_schema([SUM], "auto", compact=True)
+    assert opts.json_schema != build_action_schema([SUM], "auto")
 
 
 @pytest.mark.parametrize(
