@@ -58,6 +58,8 @@ def _reject_constant(name: str) -> Any:
 #: the decoder every action goes through: standard JSON, with NaN and Infinity refused
 DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 _WS = re.compile(r"[ \t\n\r]*")
+# only whitespace from here to the end (as str.rstrip sees it, without copying the text)
+_BLANK_TAIL = re.compile(r"\s*\Z")
 _BRACKETS = re.compile(r"[\[\]{}]")
 _SMART = ("\u201c", "\u201d", "\u2018", "\u2019", "\u201e")
 # escape pairs, left to right (so ``\\\\f`` is a backslash then ``f``): a surrogate pair first
@@ -109,7 +111,7 @@ def read_json(text: str, budget: RepairBudget, pre: Any = MISSING) -> Read:
             values = _several(text)
             if values is not None:
                 return _clean(text, Read(values))
-        elif exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()):
+        elif exc.msg.startswith("Unterminated string") or _BLANK_TAIL.match(text, exc.pos):
             # never completed by repair: an action that stops mid-JSON was cut off
             where = f"{exc.msg} (line {exc.lineno} column {exc.colno})"
             return Read(code="invalid_json", message=f"unterminated JSON: {where}", position=exc.pos)
