@@ -25,11 +25,11 @@ The accepted reply is the list of calls kept, in the json-protocol format.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from agentfsm._types import ToolChoice
 from agentfsm.backends.base import GenerationOptions, ListContinuation
+from agentfsm.dialects._json import DECODER, JSON_WS
 from agentfsm.dialects._render import dumps
 from agentfsm.enforcement import action_item_schema
 from agentfsm.messages import ToolCall, ToolSpec
@@ -40,8 +40,6 @@ __all__ = ["CLOSE", "MAX_EXTRA_CALLS", "extension_options", "extension_prefill",
 MAX_EXTRA_CALLS = 3
 #: what closes the list and the reply object
 CLOSE = "]}"
-
-_DECODER = json.JSONDecoder()
 
 
 def extension_prefill(call: ToolCall) -> str:
@@ -85,9 +83,8 @@ def read_extension(first: ToolCall, continuation: str) -> list[ToolCall]:
         pos = _skip_space(continuation, pos)
         if not continuation.startswith(",", pos):
             break
-        pos = _skip_space(continuation, pos + 1)
         try:
-            item, pos = _DECODER.raw_decode(continuation, pos)
+            item, pos = DECODER.raw_decode(continuation, _skip_space(continuation, pos + 1))
         except ValueError:
             break
         if not isinstance(item, dict) or not isinstance(item.get("tool"), str):
@@ -102,6 +99,4 @@ def read_extension(first: ToolCall, continuation: str) -> list[ToolCall]:
 
 
 def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
+    return JSON_WS.match(text, pos).end()  # type: ignore[union-attr]

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentfsm.dialects._calls import Found, find_calls, plain_call
-from agentfsm.dialects._json import DECODER, MISSING, Read, RepairBudget, read_json
+from agentfsm.dialects._json import DECODER, JSON_WS, MISSING, Read, RepairBudget, read_json
 from agentfsm.dialects.base import Problem, ProblemCode
 from agentfsm.dialects.json_protocol import THOUGHT_CAP
 from agentfsm.dialects.native import parse_pythonic
 
 __all__ = ["Block", "Context", "Outcome", "decode_block"]
 
-_WS: Final = re.compile(r"[ \t\n\r]*")
 #: kinds that are prose when they hold no call; the others are always actions
 LENIENT: Final = frozenset({"fence-json", "object", "array", "pythonic"})
 _SOURCES: Final = {
@@ -193,11 +192,11 @@ def _read(block: Block, ctx: Context) -> Read:
         return read_json(raw, ctx.budget, block.value)
     end = len(raw) if block.body_end is None else block.body_end
     try:
-        value, stop = DECODER.raw_decode(raw, _WS.match(raw, block.body, end).end())  # type: ignore[union-attr]
+        value, stop = DECODER.raw_decode(raw, JSON_WS.match(raw, block.body, end).end())  # type: ignore[union-attr]
     except (ValueError, RecursionError):
         pass
     else:
-        if stop <= end and _WS.match(raw, stop, end).end() == end:  # type: ignore[union-attr]
+        if stop <= end and JSON_WS.match(raw, stop, end).end() == end:  # type: ignore[union-attr]
             return read_json(raw, ctx.budget, value)
     return read_json(raw[block.body : end], ctx.budget)
 

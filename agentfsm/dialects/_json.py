@@ -26,6 +26,7 @@ __all__ = [
     "MAX_REPAIRS",
     "MISSING",
     "DECODER",
+    "JSON_WS",
     "Read",
     "RepairBudget",
     "read_json",
@@ -57,7 +58,8 @@ def _reject_constant(name: str) -> Any:
 
 #: the decoder every action goes through: standard JSON, with NaN and Infinity refused
 DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
-_WS = re.compile(r"[ \t\n\r]*")
+#: JSON whitespace (what may stand between tokens), matched from a position
+JSON_WS: Final = re.compile(r"[ \t\n\r]*")
 # only whitespace from here to the end (as str.rstrip sees it, without copying the text)
 _BLANK_TAIL = re.compile(r"\s*\Z")
 _BRACKETS = re.compile(r"[\[\]{}]")
@@ -122,12 +124,12 @@ def read_json(text: str, budget: RepairBudget, pre: Any = MISSING) -> Read:
 
 def _several(text: str) -> Multi | None:
     values = Multi()
-    i = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    i = JSON_WS.match(text, 0).end()  # type: ignore[union-attr]
     try:
         while i < len(text):
             value, i = DECODER.raw_decode(text, i)
             values.append(value)
-            i = _WS.match(text, i).end()  # type: ignore[union-attr]
+            i = JSON_WS.match(text, i).end()  # type: ignore[union-attr]
     except (ValueError, RecursionError):
         return None
     return values
