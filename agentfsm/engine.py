@@ -213,7 +213,8 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig) -> Decisi
         tool_choice=config.tool_choice,
         dialect_name=config.dialect,
         example=example,
-        source=conversation_text(history),
+        # only calls are checked against it: a prose reply need not gather the text
+        source=conversation_text(history) if parsed.tool_calls else "",
     )
     if isinstance(verdict, Correction):
         guard = GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail)
