@@ -139,7 +139,7 @@ _FINAL_OPENING = re.compile(r'\s*\{\s*"final"\s*:')
 
 
 def _truncated_final(block: Block, ctx: Context) -> Outcome | None:
-    """A json-protocol final answer cut off by the token limit keeps the text so far,
+    """A json-protocol final answer cut off (by the token limit, say) keeps the text so far,
     as a chat API returns a reply cut at its length limit; an action never does."""
     end = len(block.raw) if block.body_end is None else block.body_end
     if not _FINAL_OPENING.match(block.raw, block.body, end):
