@@ -6,34 +6,68 @@ PY := $(VENV)/bin/python
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install test demo diagrams bench lint clean
+.PHONY: install clients test demo quality diagrams bench bench-peers peers lint clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@echo "Installing agentfsm with its test and local-model extras (llama-cpp-python compiles once, ~7 min on 2 cores; pip caches it)..."
-	$(PY) -m pip install -e '.[local,test,mcp,eval,ray]'
+	$(PY) -m pip install -e '.[local,test,mcp,eval,ray,clients]'
 	@echo "Installing the BFCL data and checker without their heavy dependencies..."
 	$(PY) -m pip install --no-deps 'bfcl-eval==2026.3.23'
 	touch $@
 
 install: $(VENV)/.installed
 
-test: install
+# The Node clients of the client suite (Claude Code, Codex CLI, the Vercel AI SDK), pinned
+# by tests/clients/js/package-lock.json and installed with `npm ci` into .clients/.
+CLIENTS_JS := tests/clients/js/package.json tests/clients/js/package-lock.json
+.clients/.installed: $(CLIENTS_JS)
+	mkdir -p .clients
+	cp $(CLIENTS_JS) .clients/
+	cd .clients && npm ci --no-audit --no-fund
+	touch $@
+
+clients: .clients/.installed
+
+test: install clients
 	$(PY) -m pytest -q
 	$(PY) -m mypy --strict agentfsm
 
 demo: install
-	$(VENV)/bin/agentfsm run --tools agentfsm.examples.calculator:TOOLS \
-		"First calculate 12.5 * 4. Then convert the result from km to mi." \
+	$(VENV)/bin/agentfsm run --tools agentfsm.testing.example_tools:TOOLS \
+		"Multiply 12.5 by 4, then convert the result from km to miles." \
 		--transcript runs/demo.jsonl
+
+# Before every change to the model-facing path: the task suite and BFCL's single-turn
+# categories on the embedded model with defaults; writes bench/results/quality.md.
+quality: install
+	nice -n 5 $(VENV)/bin/agentfsm eval quality --limit 10 --transcripts runs/quality
 
 diagrams: install
 	$(PY) -m agentfsm diagram -o diagrams/agent.md
 	$(PY) -m agentfsm diagram fixtures/transcripts -o diagrams/observed.md
 
-bench: install
+bench: install peers
 	$(PY) bench/run.py
+	$(PY) bench/chaos.py
+
+# The peer of the proxy bench (LiteLLM's proxy, pinned), in its own venv so its pins never
+# touch the project's; bench/bench_proxy.py measures it beside agentfsm when it is there.
+LITELLM_PIN := litellm[proxy]==1.83.0
+.venv-peers/.installed:
+	$(PYTHON) -m venv .venv-peers
+	.venv-peers/bin/python -m pip install -q '$(LITELLM_PIN)'
+	touch $@
+
+peers: .venv-peers/.installed
+
+bench-peers: install peers
+	$(PY) bench/run.py --only proxy
+
+# counts of what goes wrong under hostile input, upstream faults and load (bench/results/chaos.md)
+chaos: install
+	$(PY) bench/chaos.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache
+	rm -rf $(VENV) .venv-peers .clients build *.egg-info .mypy_cache .pytest_cache

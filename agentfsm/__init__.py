@@ -1,67 +1,106 @@
 """agentfsm: tool calling for chat models that have none.
 
-The public API is the sorted ``__all__`` below; a test checks it. The HTTP proxy is
+The public API is the sorted ``__all__`` below; a test checks it. Names are imported
+lazily, on first use, so ``import agentfsm`` stays fast and loads no HTTP client,
+server or CLI library until one is needed. The HTTP proxy is
 ``agentfsm.server.create_app`` (imported on its own, so library users do not load
 FastAPI).
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from loguru import logger
 
-from agentfsm.backends import (
-    Backend,
-    Capabilities,
-    Completion,
-    GenerationOptions,
-    ListContinuation,
-    OpenAICompatBackend,
-    ReplayBackend,
-    ScriptedBackend,
-    create_backend,
-)
-from agentfsm.batch import TaskResult, run_batch, run_batch_sync
-from agentfsm.contract import render_contract
-from agentfsm.dialects import get_dialect
-from agentfsm.dialects.base import ParsedReply, Problem
-from agentfsm.engine import Answer, CallTools, Correct, EngineConfig, Fail, step
-from agentfsm.errors import (
-    AgentFSMError,
-    BackendError,
-    InvalidTransition,
-    LoopDetected,
-    MaxStepsExceeded,
-    MissingExtraError,
-    RequestError,
-    RetryBudgetExceeded,
-    RunError,
-    UsageError,
-)
-from agentfsm.machine import AgentMachine
-from agentfsm.messages import (
-    AssistantMessage,
-    Message,
-    PromptMessage,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    ToolResult,
-    ToolSpec,
-    UserMessage,
-)
-from agentfsm.parser import parse_reply
-from agentfsm.replay import ReplayReport, areplay, replay
-from agentfsm.runtime import Agent, RunResult
-from agentfsm.states import State, derive_state
-from agentfsm.stream import StreamParser, TextDelta, ToolCallDelta
-from agentfsm.tools import ToolRegistry
-from agentfsm.transcript import read_transcript
+if TYPE_CHECKING:
+    from agentfsm.backends import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, OpenAICompatBackend, ReplayBackend, ScriptedBackend, create_backend
+    from agentfsm.batch.controller import TaskResult, run_batch, run_batch_sync
+    from agentfsm.core.config import RunConfig
+    from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, Fail, step
+    from agentfsm.core.errors import AgentFSMError, BackendError, InvalidTransition, LoopDetected, MaxStepsExceeded, MissingExtraError, RequestError, RetryBudgetExceeded, RunError, UsageError
+    from agentfsm.core.machine import AgentMachine
+    from agentfsm.core.messages import AssistantMessage, Message, PromptMessage, SystemMessage, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
+    from agentfsm.core.states import State, derive_state
+    from agentfsm.dialects import get_dialect
+    from agentfsm.dialects.base import ParsedReply, Problem
+    from agentfsm.dialects.parse import parse_reply
+    from agentfsm.dialects.stream import StreamParser, TextDelta, ToolCallDelta
+    from agentfsm.prompt.contract import render_contract
+    from agentfsm.runtime.agent import Agent, RunResult
+    from agentfsm.runtime.replay import ReplayReport, areplay, replay
+    from agentfsm.runtime.tools import ToolRegistry
+    from agentfsm.core.events import TranscriptEvent
+    from agentfsm.runtime.transcript import read_events, read_transcript
 
 __version__ = "0.1.0"
 
 # A library adds no log sinks and is silent by default (loguru's advice); the CLI
 # enables it, and users can with ``logger.enable("agentfsm")``.
 logger.disable("agentfsm")
+
+#: public name -> the module that defines it (imported on first access)
+_EXPORTS: dict[str, str] = {
+    "Agent": "agentfsm.runtime.agent",
+    "AgentFSMError": "agentfsm.core.errors",
+    "AgentMachine": "agentfsm.core.machine",
+    "Answer": "agentfsm.core.engine",
+    "areplay": "agentfsm.runtime.replay",
+    "AssistantMessage": "agentfsm.core.messages",
+    "Backend": "agentfsm.backends",
+    "BackendError": "agentfsm.core.errors",
+    "CallTools": "agentfsm.core.engine",
+    "Capabilities": "agentfsm.backends",
+    "Completion": "agentfsm.backends",
+    "Correct": "agentfsm.core.engine",
+    "create_backend": "agentfsm.backends",
+    "derive_state": "agentfsm.core.states",
+    "EngineConfig": "agentfsm.core.engine",
+    "Fail": "agentfsm.core.engine",
+    "GenerationOptions": "agentfsm.backends",
+    "get_dialect": "agentfsm.dialects",
+    "InvalidTransition": "agentfsm.core.errors",
+    "ListContinuation": "agentfsm.backends",
+    "LoopDetected": "agentfsm.core.errors",
+    "MaxStepsExceeded": "agentfsm.core.errors",
+    "Message": "agentfsm.core.messages",
+    "MissingExtraError": "agentfsm.core.errors",
+    "OpenAICompatBackend": "agentfsm.backends",
+    "parse_reply": "agentfsm.dialects.parse",
+    "ParsedReply": "agentfsm.dialects.base",
+    "Problem": "agentfsm.dialects.base",
+    "PromptMessage": "agentfsm.core.messages",
+    "read_events": "agentfsm.runtime.transcript",
+    "read_transcript": "agentfsm.runtime.transcript",
+    "render_contract": "agentfsm.prompt.contract",
+    "replay": "agentfsm.runtime.replay",
+    "ReplayBackend": "agentfsm.backends",
+    "ReplayReport": "agentfsm.runtime.replay",
+    "RequestError": "agentfsm.core.errors",
+    "RetryBudgetExceeded": "agentfsm.core.errors",
+    "run_batch": "agentfsm.batch.controller",
+    "run_batch_sync": "agentfsm.batch.controller",
+    "RunConfig": "agentfsm.core.config",
+    "RunError": "agentfsm.core.errors",
+    "RunResult": "agentfsm.runtime.agent",
+    "ScriptedBackend": "agentfsm.backends",
+    "State": "agentfsm.core.states",
+    "step": "agentfsm.core.engine",
+    "StreamParser": "agentfsm.dialects.stream",
+    "SystemMessage": "agentfsm.core.messages",
+    "TaskResult": "agentfsm.batch.controller",
+    "TextDelta": "agentfsm.dialects.stream",
+    "ToolCall": "agentfsm.core.messages",
+    "ToolCallDelta": "agentfsm.dialects.stream",
+    "ToolMessage": "agentfsm.core.messages",
+    "ToolRegistry": "agentfsm.runtime.tools",
+    "ToolResult": "agentfsm.core.messages",
+    "ToolSpec": "agentfsm.core.messages",
+    "TranscriptEvent": "agentfsm.core.events",
+    "UsageError": "agentfsm.core.errors",
+    "UserMessage": "agentfsm.core.messages",
+}
 
 __all__ = [
     "Agent",
@@ -92,6 +131,7 @@ __all__ = [
     "ReplayReport",
     "RequestError",
     "RetryBudgetExceeded",
+    "RunConfig",
     "RunError",
     "RunResult",
     "ScriptedBackend",
@@ -106,6 +146,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
+    "TranscriptEvent",
     "UsageError",
     "UserMessage",
     "areplay",
@@ -113,6 +154,7 @@ __all__ = [
     "derive_state",
     "get_dialect",
     "parse_reply",
+    "read_events",
     "read_transcript",
     "render_contract",
     "replay",
@@ -120,3 +162,16 @@ __all__ = [
     "run_batch_sync",
     "step",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentfsm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 
 from agentfsm.backends import GenerationOptions, OpenAICompatBackend, Timeouts
-from agentfsm.backends.base import Backend
+from agentfsm.core.backend import Backend
 from agentfsm.backends.local import LocalBackend, default_model_path
-from agentfsm.messages import PromptMessage
+from agentfsm.core.messages import PromptMessage
 
 __all__ = ["run"]
 

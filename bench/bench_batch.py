@@ -10,32 +10,45 @@ the exactly-once results log. Two references, measured in the same run:
   upstream and concurrency, with no agent and no controller (the HTTP stack's floor).
 
 wall / ideal is the whole cost; wall / backend-only is what the agent loop, guards,
-tools and results log add on top of the HTTP calls.
+tools and results log add on top of the HTTP calls. The fake upstream runs in its own
+process (sharing the client's event loop, it measured itself, not the controller).
+Points: 1,000 conversations and 10,000 (cost per conversation compared), locally
+(asyncio) and on a local Ray cluster. ``AGENTFSM_BENCH_BATCH_SCALE`` scales the counts;
+``AGENTFSM_BENCH_BATCH_RAY=0`` leaves Ray out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from agentfsm.backends.base import GenerationOptions
+from agentfsm.core.backend import GenerationOptions
 from agentfsm.backends.openai_compat import OpenAICompatBackend
-from agentfsm.batch import run_batch_sync
+from agentfsm.batch.controller import run_batch_sync
 from agentfsm.dialects import get_dialect
-from agentfsm.messages import PromptMessage, ToolCall
+from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
 
 __all__ = ["run"]
 
-CONVERSATIONS = 1000
+_SCALE = float(os.environ.get("AGENTFSM_BENCH_BATCH_SCALE", "1.0"))
+#: (path, conversations) points, all at CONCURRENCY
+POINTS = [("asyncio", max(64, int(1000 * _SCALE))), ("asyncio", max(64, int(10000 * _SCALE)))]
+if os.environ.get("AGENTFSM_BENCH_BATCH_RAY", "1") != "0":
+    POINTS.append(("ray", max(64, int(1000 * _SCALE))))
 LATENCY = 0.05
 CALLS_PER_CONVERSATION = 2
-CONCURRENCY = (64,)
+CONCURRENCY = 64
 _TASK = re.compile(r"task (\d+):")
 
 
@@ -66,60 +79,96 @@ async def _backend_only(base_url: str, calls: int, concurrency: int) -> float:
     return wall
 
 
-def _measure(concurrency: int, workdir: Path) -> dict[str, Any]:
-    tasks = workdir / "tasks.jsonl"
+def _upstream() -> tuple[subprocess.Popen[bytes], str]:
+    """The fake upstream in its own process (this module with ``--upstream PORT``)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    proc = subprocess.Popen([sys.executable, __file__, "--upstream", str(port)])
+    base = f"http://127.0.0.1:{port}/v1"
+    import httpx
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/models", timeout=2).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the fake upstream did not start")
+
+
+def _measure(path: str, conversations: int, workdir: Path, base: str) -> dict[str, Any]:
+    tasks = workdir / f"tasks-{conversations}.jsonl"
     tasks.write_text(
-        "".join(json.dumps({"id": f"t{i}", "prompt": f"task {i}: what is {i} + 1?"}) + "\n" for i in range(CONVERSATIONS)),
+        "".join(json.dumps({"id": f"t{i}", "prompt": f"task {i}: what is {i} + 1?"}) + "\n" for i in range(conversations)),
         encoding="utf-8",
     )
-    out = workdir / f"out-{concurrency}.jsonl"
-    with FakeUpstream(_script) as fake:
-        backend = OpenAICompatBackend(fake.base_url, model="fake", api_key="sk-bench")
-        start = time.perf_counter()
-        stats = run_batch_sync(
-            tasks, output=out, backend=backend, tools_module="agentfsm.examples.calculator", concurrency=concurrency
-        )
-        wall = time.perf_counter() - start
-    with FakeUpstream(_script) as fake:
-        floor = asyncio.run(_backend_only(fake.base_url, CONVERSATIONS * CALLS_PER_CONVERSATION, concurrency))
-    ideal = CONVERSATIONS * CALLS_PER_CONVERSATION * LATENCY / concurrency
-    return {"concurrency": concurrency, "ok": stats.ok, "wall": wall, "ideal": ideal, "floor": floor,
-            "model_calls": stats.model_calls}
+    out = workdir / f"out-{path}-{conversations}.jsonl"
+    tools = "agentfsm.testing.example_tools"
+    start = time.perf_counter()
+    if path == "ray":
+        from agentfsm.batch.on_ray import run_batch_ray
+
+        factory = functools.partial(OpenAICompatBackend, base, model="fake", api_key="sk-bench")
+        ok = sum(r.ok for r in run_batch_ray(tasks, output=out, backend_factory=factory, tools_module=tools,
+                                                concurrency=CONCURRENCY, ray_init={"num_cpus": 2}))
+        calls = ok * CALLS_PER_CONVERSATION
+    else:
+        backend = OpenAICompatBackend(base, model="fake", api_key="sk-bench")
+        stats = run_batch_sync(tasks, output=out, backend=backend, tools_module=tools, concurrency=CONCURRENCY)
+        ok, calls = stats.ok, stats.model_calls
+    wall = time.perf_counter() - start
+    return {"ok": ok, "wall": wall, "model_calls": calls}
 
 
 def run() -> list[dict[str, Any]]:
-    """One table: wall time vs the ideal and vs the backend alone."""
+    """One table: wall time vs the ideal and vs the backend alone, per point."""
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for concurrency in CONCURRENCY:
-            m = _measure(concurrency, Path(tmp))
-            rows.append([
-                m["concurrency"],
-                f"{m['ok']}/{CONVERSATIONS}",
-                f"{m['ideal']:.2f}",
-                f"{m['floor']:.2f}",
-                f"{m['wall']:.2f}",
-                f"{m['wall'] / m['ideal']:.2f}x",
-                f"{m['wall'] / m['floor']:.2f}x",
-                f"{m['model_calls'] / m['wall']:.0f}",
-            ])
+    per_conversation: dict[str, float] = {}
+    proc, base = _upstream()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for path, conversations in POINTS:
+                calls = conversations * CALLS_PER_CONVERSATION
+                floor = asyncio.run(_backend_only(base, calls, CONCURRENCY))
+                m = _measure(path, conversations, Path(tmp), base)
+                ideal = calls * LATENCY / CONCURRENCY
+                cost = m["wall"] / conversations * 1000
+                first = per_conversation.setdefault(path, cost)
+                rows.append([
+                    path, conversations, f"{m['ok']}/{conversations}", f"{ideal:.2f}", f"{floor:.2f}",
+                    f"{m['wall']:.2f}", f"{m['wall'] / ideal:.2f}x", f"{m['wall'] / floor:.2f}x",
+                    f"{cost:.2f} ({cost / first:.2f}x)", f"{m['model_calls'] / m['wall']:.0f}",
+                ])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
     return [{
-        "title": f"Batch: {CONVERSATIONS} conversations, fake upstream with {int(LATENCY * 1000)} ms latency",
-        "columns": ["concurrency", "ok", "ideal (s)", "backend only (s)", "batch wall (s)", "wall / ideal",
-                    "wall / backend only", "model calls/s"],
+        "title": f"Batch: conversations against a fake upstream with {int(LATENCY * 1000)} ms latency, "
+                 f"concurrency {CONCURRENCY}",
+        "columns": ["path", "conversations", "ok", "ideal (s)", "backend only (s)", "batch wall (s)",
+                    "wall / ideal", "wall / backend only", "ms per conversation (vs first point)",
+                    "model calls/s"],
         "rows": rows,
         "notes": (
             f"Each conversation: {CALLS_PER_CONVERSATION} model calls over HTTP on 127.0.0.1 (OpenAI-compatible "
             "backend) and one tool call; results appended exactly once. Ideal = conversations x calls x "
             "latency / concurrency (zero overhead anywhere). Backend only = the same number of chat calls "
             "through the same backend and fake upstream at the same concurrency, without agent or controller. "
-            "The fake upstream runs in the same process, so client and server share the CPU."
+            "The fake upstream runs in its own process. asyncio: the local controller (run_batch); ray: "
+            "run_batch_ray on a local Ray cluster started for the run (num_cpus=2), each conversation a Ray task."
         ),
     }]
 
 
 if __name__ == "__main__":
-    for table in run():
-        print(table["title"])
-        for row in table["rows"]:
-            print(row)
+    if len(sys.argv) > 2 and sys.argv[1] == "--upstream":
+        with FakeUpstream(_script, port=int(sys.argv[2])):
+            time.sleep(3600)
+    else:
+        for table in run():
+            print(table["title"])
+            for row in table["rows"]:
+                print(row)

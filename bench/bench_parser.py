@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentfsm.parser import parse_reply
-from agentfsm.stream import StreamParser
+from agentfsm.dialects.parse import parse_reply
+from agentfsm.dialects.stream import StreamParser
 from fixtures.adversarial import CASES  # the test suite parses the same inputs
 
 __all__ = ["run"]

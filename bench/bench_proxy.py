@@ -1,34 +1,42 @@
-"""Benchmark: what the proxy adds, against an instant fake upstream on 127.0.0.1.
+"""Benchmark: what the proxy adds, against an instant fake upstream on 127.0.0.1, beside its peer.
 
 The reference is the same client calling the fake upstream directly, in the same run.
 Through the proxy (``agentfsm serve`` in its own process) each request with tools is
 normalized, projected with the contract, sent upstream, its reply parsed and guarded,
-and encoded back as ``tool_calls``. Latency p50/p99 and throughput at concurrency 1,
-10 and 50; the ratios proxy / direct are the proxy's cost. Request counts are bounded
-so the whole run takes well under a minute.
+and encoded back as ``tool_calls``. The peer is LiteLLM's proxy (one worker) against
+the same fake, when ``.venv-peers/`` holds it (``make bench-peers`` installs it there,
+away from the project's pins). The fake upstream, each proxy and the load generator
+each run in their own process. Latency p50 and throughput at concurrency 1, 10 and 50,
+non-streaming and streaming, and each proxy's RSS before and after.
+
+Sizes: ``AGENTFSM_BENCH_PROXY_REQUESTS`` scales the request counts (default 1.0).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from agentfsm.testing import FakeUpstream
-
 __all__ = ["run"]
 
+_SCALE = float(os.environ.get("AGENTFSM_BENCH_PROXY_REQUESTS", "1.0"))
 #: concurrency -> requests per measurement
-LOADS = {1: 150, 10: 400, 50: 600}
-#: requests per measurement sent first and not counted: enough to open every connection
-WARMUP = 100
+LOADS = {c: max(10, int(n * _SCALE)) for c, n in {1: 300, 10: 600, 50: 600}.items()}
+#: requests per measurement sent first and not timed: enough to open every connection
+WARMUP = 50
+_ROOT = Path(__file__).resolve().parent.parent
+_LITELLM = _ROOT / ".venv-peers" / "bin" / "litellm"
 _ACTION = '```json action\n{"tool": "get_weather", "parameters": {"city": "Paris"}}\n```'
 _TOOLS = [{
     "type": "function",
@@ -39,6 +47,12 @@ _TOOLS = [{
     },
 }]
 _MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+_UPSTREAM = """
+import sys, time
+from agentfsm.testing import FakeUpstream
+with FakeUpstream(lambda _r: sys.argv[2], port=int(sys.argv[1])):
+    time.sleep(3600)
+"""
 
 
 def _free_port() -> int:
@@ -47,24 +61,78 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _wait(url: str, proc: subprocess.Popen[bytes], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"{what} did not start in {seconds:.0f} s")
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("AGENTFSM_API_KEY", "OPENAI_API_KEY")}
+
+
+def _start_upstream() -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-c", _UPSTREAM, str(port), _ACTION], env=_env(), cwd=_ROOT)
+    url = f"http://127.0.0.1:{port}/v1"
+    _wait(f"{url}/models", proc, 30, "the fake upstream")
+    return proc, url
+
+
 def _start_proxy(upstream: str) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("AGENTFSM_API_KEY", "OPENAI_API_KEY")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentfsm", "serve", "--port", str(port), "--backend", "openai",
          "--base-url", upstream, "--model", "fake-model"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=_env(), cwd=_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    _wait(f"{url}/health", proc, 60, "agentfsm serve")
+    return proc, f"{url}/v1/chat/completions"
+
+
+def _start_litellm(upstream: str, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    config = tmp / "litellm.yaml"
+    config.write_text(
+        "model_list:\n  - model_name: fake-model\n    litellm_params:\n"
+        f"      model: openai/fake-model\n      api_base: {upstream}\n      api_key: not-needed\n",
+        encoding="utf-8",
+    )
+    env = _env() | {"LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False"}
+    proc = subprocess.Popen(
+        [str(_LITELLM), "--config", str(config), "--port", str(port), "--num_workers", "1"],
+        env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    _wait(f"{url}/health/liveliness", proc, 180, "the LiteLLM proxy")
+    return proc, f"{url}/chat/completions"
+
+
+def _rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and its children, in MB (from /proc)."""
+    total = 0
+    pids = [pid]
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.is_file():
+        pids += [int(p) for p in children.read_text().split()]
+    for each in pids:
         try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the proxy did not start")
+            for line in Path(f"/proc/{each}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
 
 
 async def _load(url: str, body: dict[str, Any], concurrency: int, requests: int) -> dict[str, float]:
@@ -74,14 +142,15 @@ async def _load(url: str, body: dict[str, Any], concurrency: int, requests: int)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
         queue = list(range(requests + WARMUP))
+        timed = 0
 
         async def worker() -> None:
-            nonlocal errors
+            nonlocal errors, timed
             while queue:
                 i = queue.pop()
                 start = time.perf_counter()
                 try:
-                    response = await client.post(url, json=body)
+                    response = await client.post(url, json=body)  # reads the whole body (or stream)
                     response.raise_for_status()
                 except httpx.HTTPError:
                     errors += 1
@@ -89,68 +158,121 @@ async def _load(url: str, body: dict[str, Any], concurrency: int, requests: int)
                 if i < requests:  # the first WARMUP popped are the highest numbers
                     latencies.append(time.perf_counter() - start)
 
+        await asyncio.gather(*(worker() for _ in range(concurrency)))  # warm-up included
+        queue = list(range(requests))
+        latencies.clear()
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - started
-    ordered = sorted(latencies)
+        timed = len(latencies)
+    ordered = sorted(latencies) or [float("nan")]
     return {
         "p50": statistics.median(ordered) * 1000,
-        "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
-        "rps": (requests + WARMUP) / wall,
+        "rps": timed / wall,
         "errors": errors,
     }
 
 
+def _measure(url: str, stream: bool, concurrency: int, requests: int) -> dict[str, float]:
+    """One measurement, by a load generator in its own process."""
+    body = {"model": "fake-model", "messages": _MESSAGES, "tools": _TOOLS, "stream": stream}
+    proc = subprocess.run(
+        [sys.executable, __file__, "--load", url, json.dumps(body), str(concurrency), str(requests)],
+        capture_output=True, text=True, timeout=600, cwd=_ROOT,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"load generator failed: {proc.stderr.strip().splitlines()[-1:]}")
+    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
 def run() -> list[dict[str, Any]]:
-    """One table: direct vs through the proxy, per concurrency."""
+    """Two tables: direct vs agentfsm vs LiteLLM per point, and each proxy's RSS."""
     rows: list[list[Any]] = []
-    with FakeUpstream(lambda _request: _ACTION) as fake:
-        proc, proxy = _start_proxy(fake.base_url)
+    rss: dict[str, list[float]] = {}
+    sent: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        upstream, base = _start_upstream()
+        procs: dict[str, subprocess.Popen[bytes]] = {}
         try:
-            body = {"model": "fake-model", "messages": _MESSAGES, "tools": _TOOLS}
-            for concurrency, requests in LOADS.items():
-                direct = asyncio.run(_load(f"{fake.base_url}/chat/completions", body, concurrency, requests))
-                proxied = asyncio.run(_load(f"{proxy}/v1/chat/completions", body, concurrency, requests))
-                rows.append([
-                    concurrency,
-                    requests,
-                    f"{direct['p50']:.2f} / {direct['p99']:.2f}",
-                    f"{proxied['p50']:.2f} / {proxied['p99']:.2f}",
-                    f"{proxied['p50'] - direct['p50']:.2f}",
-                    f"{proxied['p50'] / direct['p50']:.1f}x",
-                    f"{direct['rps']:.0f}",
-                    f"{proxied['rps']:.0f}",
-                    f"{proxied['rps'] / direct['rps']:.2f}",
-                    f"{direct['errors']:.0f} / {proxied['errors']:.0f}",
-                ])
+            targets = {"direct": f"{base}/chat/completions"}
+            procs["agentfsm"], targets["agentfsm"] = _start_proxy(base)
+            peer_note = "LiteLLM not installed (`make bench-peers` installs it in .venv-peers/)."
+            if _LITELLM.is_file():
+                try:
+                    procs["litellm"], targets["litellm"] = _start_litellm(base, Path(tmp))
+                    version = subprocess.run(
+                        [str(_LITELLM.parent / "python"), "-c",
+                         "import importlib.metadata as m; print(m.version('litellm'))"],
+                        capture_output=True, text=True, timeout=60,
+                    ).stdout.strip()
+                    peer_note = f"LiteLLM {version} proxy, one worker, in .venv-peers/."
+                except RuntimeError as exc:
+                    peer_note = f"LiteLLM did not start: {exc}"
+            for name, proc in procs.items():
+                rss[name] = [_rss_mb(proc.pid)]
+                sent[name] = 0
+            for stream in (False, True):
+                for concurrency, requests in LOADS.items():
+                    got = {}
+                    for name, url in targets.items():
+                        got[name] = _measure(url, stream, concurrency, requests)
+                        sent[name] = sent.get(name, 0) + requests + WARMUP
+                    direct, ours = got["direct"], got["agentfsm"]
+                    peer = got.get("litellm")
+                    rows.append([
+                        ("stream " if stream else "") + f"c={concurrency}",
+                        requests,
+                        f"{direct['p50']:.2f}",
+                        f"{ours['p50']:.2f} (+{ours['p50'] - direct['p50']:.2f})",
+                        f"{peer['p50']:.2f} (+{peer['p50'] - direct['p50']:.2f})" if peer else "-",
+                        f"{direct['rps']:.0f}",
+                        f"{ours['rps']:.0f} ({ours['rps'] / direct['rps']:.2f}x direct)",
+                        f"{peer['rps']:.0f} ({peer['rps'] / direct['rps']:.2f}x direct)" if peer else "-",
+                        f"{ours['rps'] / peer['rps']:.1f}x" if peer and peer["rps"] else "-",
+                        "/".join(f"{g['errors']:.0f}" for g in got.values()),
+                    ])
+            for name, proc in procs.items():
+                rss[name].append(_rss_mb(proc.pid))
         finally:
-            proc.terminate()
-            proc.wait(timeout=20)
+            for proc in [*procs.values(), upstream]:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
     return [{
-        "title": "Proxy overhead: tool-call requests, instant fake upstream on 127.0.0.1",
+        "title": "Proxy overhead beside its peer: tool-call requests, instant fake upstream on 127.0.0.1",
         "columns": [
-            "concurrency", "requests", "direct p50/p99 (ms)", "proxy p50/p99 (ms)",
-            "added p50 (ms)", "p50 ratio", "direct req/s", "proxy req/s", "throughput ratio",
-            "errors direct / proxy",
+            "point", "requests", "direct p50 (ms)", "agentfsm p50 (added)", "LiteLLM p50 (added)",
+            "direct req/s", "agentfsm req/s", "LiteLLM req/s", "agentfsm / LiteLLM req/s",
+            "errors direct/agentfsm/LiteLLM",
         ],
         "rows": rows,
         "notes": (
-            "Direct: an httpx client posting to the fake upstream. Proxy: the same client posting the "
-            "same body (with one tool) to `agentfsm serve` (own process, one uvicorn worker), which "
-            f"adds the contract, calls the fake, parses and guards its json-action reply and answers "
-            f"with tool_calls. {WARMUP} warm-up requests per measurement are not counted in latency. "
-            "Failed requests (transport errors, non-2xx) are counted, not timed. "
-            "Client, fake upstream and proxy share the machine's 2 CPU cores, so at high concurrency "
-            "the proxy's cost is CPU time taken from the others. A cProfile of the proxy at concurrency 1 "
-            "puts about half of its time in engine.step (the guards' schema validation and the state "
-            "machine object built for each step) and most of the rest in the upstream HTTP client."
+            "Direct: an httpx client posting to the fake upstream. Proxies: the same client posting the "
+            "same body (with one tool) to `agentfsm serve` (one uvicorn worker: adds the contract, calls "
+            "the fake, parses and guards its json-action reply, answers with tool_calls) and to the peer. "
+            f"{peer_note} The fake upstream (FakeUpstream), each proxy and each load generator run in "
+            f"their own processes. {WARMUP} warm-up requests per measurement are not timed; a streamed "
+            "request is timed to its last byte. Everything shares the machine's cores, so a proxy's "
+            "cost is CPU time taken from the others; ratios are taken within this run."
         ),
+    }, {
+        "title": "Proxy memory: RSS before and after the load above",
+        "columns": ["proxy", "requests served", "RSS before (MB)", "RSS after (MB)"],
+        "rows": [[name, sent[name], f"{v[0]:.0f}", f"{v[-1]:.0f}"] for name, v in rss.items()],
+        "notes": "VmRSS of the proxy process and its direct children, from /proc, after start-up and after the run.",
     }]
 
 
 if __name__ == "__main__":
-    for table in run():
-        print(table["title"])
-        print(table["columns"])
-        for row in table["rows"]:
-            print(row)
+    if len(sys.argv) > 1 and sys.argv[1] == "--load":
+        url, body_text, conc, count = sys.argv[2:6]
+        print(json.dumps(asyncio.run(_load(url, json.loads(body_text), int(conc), int(count)))))
+    else:
+        for table in run():
+            print(table["title"])
+            print(table["columns"])
+            for row in table["rows"]:
+                print(row)

@@ -12,8 +12,8 @@ from functools import partial
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentfsm.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, UserMessage
-from agentfsm.states import derive_state
+from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, UserMessage
+from agentfsm.core.states import derive_state
 
 __all__ = ["run"]
 
@@ -34,6 +34,21 @@ def _models(n: int) -> list[Message]:
         ]
         i += 1
     return out[:n]
+
+
+def _one_turn(n: int) -> list[Message]:
+    """One user turn that runs n messages long (an agent loop of many tool rounds):
+    no user message to start from, so the whole history is read."""
+    out: list[Message] = [UserMessage(content="question")]
+    i = 0
+    while len(out) < n - 1:
+        out += [
+            AssistantMessage(tool_calls=(ToolCall(id=f"a{i}", name="add"), ToolCall(id=f"b{i}", name="mul"))),
+            ToolMessage(result=ToolResult(call_id=f"b{i}", content="2")),
+            ToolMessage(result=ToolResult(call_id=f"a{i}", content="1")),
+        ]
+        i += 1
+    return [*out[: n - 1], AssistantMessage(content="answer")]
 
 
 def _openai(models: Sequence[Message]) -> list[dict[str, Any]]:
@@ -95,10 +110,14 @@ def run() -> list[dict[str, Any]]:
     rows: list[list[Any]] = []
     for size in SIZES:
         models = _models(size)
+        one_turn = _one_turn(size)
         shapes: dict[str, Sequence[Message | Mapping[str, Any]]] = {
             "our models": models,
             "OpenAI dicts": _openai(models),
             "Anthropic dicts": _anthropic(models),
+            "our models, one turn": one_turn,
+            "OpenAI dicts, one turn": _openai(one_turn),
+            "Anthropic dicts, one turn": _anthropic(one_turn),
         }
         for shape, history in shapes.items():
             derive = _best(partial(derive_state, history))
@@ -124,7 +143,10 @@ def run() -> list[dict[str, Any]]:
             ],
             "rows": rows,
             "notes": (
-                f"Best of {REPEATS}. Histories repeat user / 2 calls / 2 results (reversed) / answer. "
+                f"Best of {REPEATS}. Histories repeat user / 2 calls / 2 results (reversed) / answer; "
+                "derive_state reads back to the latest real user turn, so these cost the current "
+                "turn, not the history. 'One turn' histories are a single user turn of many tool "
+                "rounds: there the whole history is read, and the ratio is the scan's own cost. "
                 "The plain loop reads each message's role once. A flat ns-per-message from 10k to "
                 "100k messages is the linear-time claim; Anthropic histories hold fewer messages "
                 "because results of one turn share a user message."

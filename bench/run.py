@@ -29,7 +29,7 @@ ROOT = BENCH_DIR.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agentfsm.eval.machine import machine_description, now_iso  # noqa: E402
+from agentfsm.eval.host import machine_description, now_iso  # noqa: E402
 
 __all__ = ["discover", "main", "render_markdown", "run_module"]
 

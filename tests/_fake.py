@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from agentfsm.backends import GenerationOptions, OpenAICompatBackend
-from agentfsm.backends.base import Backend
-from agentfsm.messages import PromptMessage
+from agentfsm.core.backend import Backend
+from agentfsm.core.messages import PromptMessage
 
 __all__ = ["MODES", "MESSAGES", "OPTIONS", "call"]
 

@@ -11,8 +11,8 @@ from typing import Any
 import uvicorn
 
 from agentfsm.backends import OpenAICompatBackend, Timeouts
-from agentfsm.backends.base import Backend
-from agentfsm.server import create_app
+from agentfsm.core.backend import Backend
+from agentfsm.server.app import create_app
 from agentfsm.testing import FakeUpstream
 
 __all__ = ["TOOLS_OPENAI", "TOOLS_ANTHROPIC", "action", "proxy", "upstream_backend"]

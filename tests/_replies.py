@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentfsm._types import DIALECT_NAMES
+from agentfsm.core._types import DIALECT_NAMES
 from agentfsm.dialects.base import ParsedReply
-from agentfsm.messages import ToolSpec
+from agentfsm.core.messages import ToolSpec
 
 __all__ = ["REPLIES", "ReplyFixture", "fixtures", "summary"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from agentfsm.dialects.base import ParsedReply, Problem
-from agentfsm.messages import ToolCall
-from agentfsm.parser import parse_reply
-from agentfsm.stream import StreamParser, TextDelta, ToolCallDelta
+from agentfsm.core.messages import ToolCall
+from agentfsm.dialects.parse import parse_reply
+from agentfsm.dialects.stream import StreamParser, TextDelta, ToolCallDelta
 from fixtures.adversarial import CASES
 
 SIZES = {"64KB": 65_536, "256KB": 262_144, "1MB": 1_048_576}

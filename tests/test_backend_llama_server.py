@@ -16,7 +16,7 @@ import pytest
 
 from agentfsm.backends import GenerationOptions, OpenAICompatBackend, Timeouts
 from agentfsm.backends.local import default_model_path
-from agentfsm.messages import PromptMessage
+from agentfsm.core.messages import PromptMessage
 from tests._fake import MODES, call
 
 QUESTION = (PromptMessage(role="user", content="What is the capital of France?"),)

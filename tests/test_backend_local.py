@@ -13,14 +13,16 @@ import pytest
 
 from agentfsm.backends import GenerationOptions, create_backend
 from agentfsm.backends.local import (
+    DEFAULT_N_CTX,
     DEFAULT_SYSTEM_PROMPT,
     LocalBackend,
     default_model_path,
     get_local_backend,
     render_chatml,
 )
-from agentfsm.errors import BackendError, MissingExtraError, UsageError
-from agentfsm.messages import PromptMessage
+from agentfsm.core.backend import CountsTokens, TextStream
+from agentfsm.core.errors import BackendError, MissingExtraError, PromptTooLong, UsageError
+from agentfsm.core.messages import PromptMessage
 from tests._fake import MODES, call
 
 QUESTION = (PromptMessage(role="user", content="What is the capital of France?"),)
@@ -117,11 +119,34 @@ def test_constrained_output_matches_the_schema(backend: LocalBackend) -> None:
 
 
 @pytest.mark.model
-def test_prompt_longer_than_the_context_is_a_backend_error() -> None:
-    small = LocalBackend(n_ctx=64)
-    long_question = (PromptMessage(role="user", content="word " * 200),)
-    with pytest.raises(BackendError):
+def test_prompt_longer_than_the_context_is_prompt_too_long() -> None:
+    small = LocalBackend(n_ctx=256)  # llama.cpp pads a context to a multiple of 256
+    long_question = (PromptMessage(role="user", content="word " * 400),)
+    assert small.capabilities.context_tokens == 256
+    tokens = small.count_tokens(long_question, GenerationOptions())
+    with pytest.raises(PromptTooLong) as caught:
         small.complete(long_question, GenerationOptions(max_tokens=4))
+    assert (caught.value.tokens, caught.value.maximum) == (tokens, 256)
+
+
+def test_the_default_context_is_the_one_smollm2_was_trained_with() -> None:
+    assert LocalBackend().capabilities.context_tokens == DEFAULT_N_CTX == 8192
+    assert isinstance(LocalBackend(), CountsTokens)
+    with pytest.raises(UsageError):
+        LocalBackend(n_ctx=0)
+
+
+@pytest.mark.model
+async def test_counted_and_reported_usage_agree_streamed_and_not(backend: LocalBackend) -> None:
+    for options in (GenerationOptions(max_tokens=12), GenerationOptions(max_tokens=40, json_schema=SCHEMA)):
+        whole = backend.complete(QUESTION, options)
+        stream = backend.astream(QUESTION, options)
+        text = "".join([piece async for piece in stream])
+        assert text == whole.text
+        assert isinstance(stream, TextStream) and stream.usage == whole.usage
+        assert whole.usage.prompt_tokens == backend.count_tokens(QUESTION, options)
+    prefilled = GenerationOptions(max_tokens=4, prefill="The capital")
+    assert backend.complete(QUESTION, prefilled).usage.prompt_tokens == backend.count_tokens(QUESTION, prefilled)
 
 
 @pytest.mark.model
@@ -131,3 +156,18 @@ async def test_abandoned_async_stream_releases_the_model(backend: LocalBackend) 
     await stream.aclose()
     assert first
     assert (await backend.acomplete(QUESTION, GenerationOptions(max_tokens=2))).text
+
+
+@pytest.mark.model
+def test_client_sampling_and_response_format_are_honoured(backend: LocalBackend) -> None:
+    fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA}}
+    options = GenerationOptions(
+        max_tokens=48, top_p=0.5, top_k=1, presence_penalty=0.1, frequency_penalty=0.2,
+        response_format=fmt,
+    )
+    arguments = backend._arguments(QUESTION, options)
+    assert {k: arguments[k] for k in ("top_p", "top_k", "presence_penalty", "frequency_penalty")} == {
+        "top_p": 0.5, "top_k": 1, "presence_penalty": 0.1, "frequency_penalty": 0.2,
+    }
+    jsonschema.validate(json.loads(backend.complete(QUESTION, options).text), SCHEMA)
+    assert "user" not in backend.capabilities.sampling  # reported by the proxy, not sent

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentfsm.backends import GenerationOptions, OpenAICompatBackend, Timeouts
-from agentfsm.errors import (
+from agentfsm.core.errors import (
     BackendConnectionError,
     BackendError,
     BackendHTTPError,
@@ -52,7 +52,6 @@ def mode(request: pytest.FixtureRequest) -> str:
     [
         pytest.param([reset(), "recovered"], 2, id="reset-then-ok"),
         pytest.param([status(429, retry_after=0.05), "recovered"], 2, id="429-retry-after"),
-        pytest.param([status(429, retry_after=30), "recovered"], 2, id="429-retry-after-capped"),
         pytest.param([status(500), status(503), "recovered"], 3, id="5xx-twice"),
         pytest.param([status(408), status(409), "recovered"], 3, id="408-409"),
         pytest.param([stall(0.05), "recovered"], 2, id="stall-then-close"),
@@ -91,6 +90,15 @@ def test_http_error_carries_status_and_body(mode: str) -> None:
         with pytest.raises(BackendHTTPError) as info:
             call(backend, mode)
     assert (info.value.status_code, info.value.body) == (418, "short and stout")
+
+
+def test_retry_after_past_the_cap_gives_up_at_once_and_says_how_long(mode: str) -> None:
+    script: list[FakeReply | str] = [status(429, retry_after=30), "never served"]
+    with FakeUpstream(script) as fake, backend_for(fake, retry_after_cap=0.05) as backend:
+        with pytest.raises(BackendHTTPError) as info:
+            call(backend, mode)
+        assert (info.value.status_code, info.value.retry_after) == (429, 30.0)
+        assert len(fake.chat_requests) == 1
 
 
 def test_retry_after_past_the_deadline_gives_up_at_once(mode: str) -> None:

@@ -20,9 +20,9 @@ from agentfsm.backends import (
     create_backend,
     read_model_outputs,
 )
-from agentfsm.backends.base import Backend
-from agentfsm.errors import BackendError, BackendTimeout, TranscriptError, UsageError
-from agentfsm.messages import PromptMessage
+from agentfsm.core.backend import Backend
+from agentfsm.core.errors import BackendError, BackendTimeout, TranscriptError, UsageError
+from agentfsm.core.messages import PromptMessage
 from tests._fake import MESSAGES, MODES, OPTIONS, call
 
 
@@ -82,15 +82,19 @@ def test_usage_is_approximated() -> None:
     assert completion.usage.prompt_tokens > 0
 
 
+T = "2025-01-06T09:00:00.000+00:00"
+
+
+def _output(run: str, seq: int, text: str, **fields: object) -> dict[str, object]:
+    return {"v": 1, "run": run, "seq": seq, "t": T, "type": "model_output", "text": text, **fields}
+
+
 def write_transcript(path: Path, torn: bool = False) -> None:
     events = [
-        {"v": 1, "run": "r1", "seq": 0, "type": "run_start", "config": {}},
-        {"v": 1, "run": "r1", "seq": 1, "type": "model_output", "text": "```json action\n{}\n```",
-         "usage": {"prompt_tokens": 10, "completion_tokens": 4}, "finish_reason": "stop"},
-        {"v": 1, "run": "r2", "seq": 0, "type": "model_output", "text": "other run",
-         "usage": {"prompt_tokens": 1, "completion_tokens": 1}, "finish_reason": "stop"},
-        {"v": 1, "run": "r1", "seq": 2, "type": "model_output", "text": "The answer is 4.",
-         "usage": {"prompt_tokens": 20, "completion_tokens": 5}, "finish_reason": "length"},
+        {"v": 1, "run": "r1", "seq": 0, "t": T, "type": "run_start", "config": {}},
+        _output("r1", 1, "```json action\n{}\n```", usage={"prompt_tokens": 10, "completion_tokens": 4}),
+        _output("r2", 0, "other run", usage={"prompt_tokens": 1, "completion_tokens": 1}),
+        _output("r1", 2, "The answer is 4.", usage={"prompt_tokens": 20, "completion_tokens": 5}, finish_reason="length"),
     ]
     text = "".join(json.dumps(e) + "\n" for e in events)
     if torn:
@@ -115,7 +119,7 @@ def test_replay_serves_recorded_outputs_in_order(tmp_path: Path, torn: bool) -> 
 
 
 def test_replay_async_and_stream_from_events() -> None:
-    events = [{"type": "model_output", "text": "one"}, {"type": "model_output", "text": "two"}]
+    events = [_output("r", 0, "one"), _output("r", 1, "two")]
     backend = ReplayBackend(events)
     assert call(backend, "astream") == "one"
     assert call(backend, "acomplete") == "two"
@@ -145,7 +149,7 @@ def test_replay_missing_file_and_textless_event(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError):
         ReplayBackend(tmp_path / "absent.jsonl")
     with pytest.raises(TranscriptError):
-        ReplayBackend([{"type": "model_output", "seq": 4}])
+        ReplayBackend([{"v": 1, "run": "r", "seq": 4, "t": T, "type": "model_output"}])
 
 
 def test_create_backend_by_kind(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 from loguru import logger
 
 from agentfsm.backends import OpenAICompatBackend, Timeouts
-from agentfsm.errors import BackendError
+from agentfsm.core.errors import BackendError
 from agentfsm.testing import FakeReply, FakeUpstream, garbage, reset, status
 from tests._fake import MODES, call
 

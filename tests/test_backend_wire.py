@@ -13,13 +13,13 @@ from agentfsm.backends import GenerationOptions
 from agentfsm.backends._payload import build_payload, rejects_json_schema
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
 from agentfsm.backends._transport import CallState, RetryPolicy, is_retryable, parse_retry_after
-from agentfsm.errors import (
+from agentfsm.core.errors import (
     BackendConnectionError,
     BackendHTTPError,
     BackendProtocolError,
     BackendTimeout,
 )
-from agentfsm.messages import PromptMessage
+from agentfsm.core.messages import PromptMessage
 
 STREAM = (
     b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'
@@ -125,7 +125,8 @@ def test_retry_policy_caps_retry_after_and_backs_off() -> None:
     policy = RetryPolicy(retry_after_cap=1.5, backoff=1.0, backoff_max=3.0)
     call = CallState(total=60)
     call.retry_after = 40
-    assert policy.sleep_for(call, 1) == 1.5
+    # a Retry-After over the cap is not shortened: the retry stops and the client gets it
+    assert policy.sleep_for(call, 1) == 40
     call.retry_after = None
     assert 1.0 <= policy.sleep_for(call, 2) <= 2.0
     assert policy.sleep_for(call, 2) == policy.sleep_for(call, 2)  # memoized per attempt
@@ -192,3 +193,34 @@ def test_rejects_json_schema(status: int, body: str, rejected: bool) -> None:
         schema_form="json_schema", prefill=False, extra_body={},
     )
     assert rejects_json_schema(BackendHTTPError(status, body), payload) is rejected
+
+
+CLIENT_FORMAT = {"type": "json_schema", "json_schema": {"name": "out", "schema": SCHEMA, "strict": True}}
+SAMPLING = {"top_p": 0.9, "top_k": 40, "presence_penalty": 0.5, "frequency_penalty": 0.25, "user": "u-1"}
+
+
+@pytest.mark.parametrize(
+    ("form", "sent"),
+    [
+        ("auto", CLIENT_FORMAT),
+        ("json_schema", CLIENT_FORMAT),
+        ("off", CLIENT_FORMAT),  # the client's own format: its upstream decides
+        ("json_object", {"type": "json_object", "schema": SCHEMA}),  # llama.cpp's form
+    ],
+)
+def test_client_settings_are_sent_unchanged(form: str, sent: dict[str, object]) -> None:
+    options = GenerationOptions(seed=7, response_format=CLIENT_FORMAT, **SAMPLING)  # type: ignore[arg-type]
+    payload = build_payload(
+        "m", MESSAGES, options, stream=False, schema_form=form,  # type: ignore[arg-type]
+        prefill=False, extra_body={},
+    )
+    assert {k: payload[k] for k in SAMPLING} == SAMPLING and payload["seed"] == 7
+    assert payload["response_format"] == sent
+
+
+def test_our_schema_takes_precedence_over_the_clients_format() -> None:
+    options = GenerationOptions(json_schema={"type": "array"}, response_format=CLIENT_FORMAT)
+    payload = build_payload(
+        "m", MESSAGES, options, stream=False, schema_form="json_schema", prefill=False, extra_body={},
+    )
+    assert payload["response_format"]["json_schema"]["schema"] == {"type": "array"}

@@ -15,16 +15,16 @@ import pytest
 from typer.testing import CliRunner
 
 from agentfsm.backends.openai_compat import OpenAICompatBackend
-from agentfsm.batch import BatchStats, run_batch, run_batch_sync
-from agentfsm.batch_task import Task, TaskResult, transcript_name
-from agentfsm._batch_io import ResultLog, load_tasks
+from agentfsm.batch.controller import BatchStats, run_batch, run_batch_sync
+from agentfsm.batch.task import Task, TaskResult, transcript_name
+from agentfsm.batch.io import ResultLog, load_tasks
 from agentfsm.cli import app
 from agentfsm.dialects import get_dialect
-from agentfsm.errors import UsageError
-from agentfsm.messages import ToolCall
-from agentfsm.replay import replay
+from agentfsm.core.errors import UsageError
+from agentfsm.core.messages import ToolCall
+from agentfsm.runtime.replay import replay
 from agentfsm.testing import FakeUpstream, ScriptedBackend
-from agentfsm.transcript import read_transcript
+from agentfsm.runtime.transcript import read_transcript
 from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,7 +151,8 @@ def _always_unknown_tool(_messages: Any) -> str:
 
 def test_failed_tasks_are_recorded_and_only_retried_when_asked(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    tasks = [{"id": "bad", "prompt": "x"}]
+    # a required call whose budget runs out fails (under auto the run would end with an answer)
+    tasks = [{"id": "bad", "prompt": "x", "tool_choice": "required"}]
     stats = run_batch_sync(tasks, output=out, backend=ScriptedBackend(_always_unknown_tool), tools_module=TOOLS_MODULE)
     assert (stats.done, stats.failed) == (1, 1)
     assert stats.guards.get("unknown_tool", 0) >= 1
@@ -159,8 +160,8 @@ def test_failed_tasks_are_recorded_and_only_retried_when_asked(tmp_path: Path) -
     assert row["ok"] is False and row["error"].startswith("RetryBudgetExceeded")
     again = run_batch_sync(tasks, output=out, backend=ScriptedBackend(_always_unknown_tool), tools_module=TOOLS_MODULE)
     assert (again.skipped, again.done) == (1, 0)
-    fixed = run_batch_sync(tasks, output=out, backend=ScriptedBackend(["fine"]), tools_module=TOOLS_MODULE,
-                           retry_failed=True)
+    fixed = run_batch_sync([{"id": "bad", "prompt": "x"}], output=out, backend=ScriptedBackend(["fine"]),
+                           tools_module=TOOLS_MODULE, retry_failed=True)
     assert (fixed.done, fixed.ok) == (1, 1)
     [row] = _assert_exactly_once(out, {"bad"})
     assert row["ok"] is True and row["content"] == "fine"

@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from agentfsm.backends.openai_compat import OpenAICompatBackend
-from agentfsm.batch_ray import run_batch_ray
+from agentfsm.batch.on_ray import run_batch_ray
 from agentfsm.testing import FakeUpstream
 from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines
 

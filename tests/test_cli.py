@@ -24,7 +24,7 @@ def test_help_lists_every_command() -> None:
 
 
 def test_tools_prints_the_contract() -> None:
-    result = runner.invoke(app, ["tools", "agentfsm.examples.calculator:TOOLS", "--dialect", "command"])
+    result = runner.invoke(app, ["tools", "agentfsm.testing.example_tools:CALCULATOR", "--dialect", "command"])
     assert result.exit_code == 0
     assert "convert_units" in result.output and "@tool" in result.output
 
@@ -33,7 +33,7 @@ def test_run_json_against_an_upstream(tmp_path: Path) -> None:
     transcript = tmp_path / "t.jsonl"
     with FakeUpstream([ACTION, "The answer is 42."]) as fake:
         proc = subprocess.run(
-            [sys.executable, "-m", "agentfsm", "run", "What is 6*7?", "--tools", "agentfsm.examples.calculator:TOOLS",
+            [sys.executable, "-m", "agentfsm", "run", "What is 6*7?", "--tools", "agentfsm.testing.example_tools:CALCULATOR",
              "--backend", "openai", "--base-url", fake.base_url, "--model", "fake", "--enforcement", "prompt",
              "--transcript", str(transcript), "--json"],
             capture_output=True, text=True, timeout=120,
@@ -49,7 +49,7 @@ def test_run_json_against_an_upstream(tmp_path: Path) -> None:
 def test_run_shows_steps_and_path(tmp_path: Path) -> None:
     with FakeUpstream([ACTION, "42."]) as fake:
         proc = subprocess.run(
-            [sys.executable, "-m", "agentfsm", "run", "6*7?", "--tools", "agentfsm.examples.calculator:TOOLS",
+            [sys.executable, "-m", "agentfsm", "run", "6*7?", "--tools", "agentfsm.testing.example_tools:CALCULATOR",
              "--backend", "openai", "--base-url", fake.base_url, "--enforcement", "prompt"],
             capture_output=True, text=True, timeout=120,
         )
@@ -74,7 +74,7 @@ def test_bad_input_is_a_clear_error_with_exit_2() -> None:
 def test_chat_keeps_history_across_turns() -> None:
     with FakeUpstream([ACTION, "42.", "Still 42."]) as fake:
         proc = subprocess.run(
-            [sys.executable, "-m", "agentfsm", "chat", "--tools", "agentfsm.examples.calculator:TOOLS",
+            [sys.executable, "-m", "agentfsm", "chat", "--tools", "agentfsm.testing.example_tools:CALCULATOR",
              "--backend", "openai", "--base-url", fake.base_url, "--enforcement", "prompt"],
             input="What is 6*7?\nAnd again?\n\n", capture_output=True, text=True, timeout=120,
         )
@@ -84,3 +84,29 @@ def test_chat_keeps_history_across_turns() -> None:
     # the second turn's prompt carries the first turn's call and result
     prompt = json.dumps(second.body if hasattr(second, "body") else second)
     assert "6*7" in prompt and "42" in prompt
+
+
+_HEAVY = ("fastapi", "starlette", "uvicorn", "httpx", "llama_cpp", "matplotlib", "jsonschema",
+          "agentfsm.server.app", "agentfsm.server.exchange", "agentfsm.batch", "agentfsm.eval", "agentfsm.runtime", "agentfsm.diagram",
+          "agentfsm.backends")
+
+
+def _loaded_by(*args: str) -> list[str]:
+    """The heavy modules that ``python -m agentfsm ARGS`` imported (it must exit 0)."""
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['agentfsm', *{list(args)!r}]\n"
+        "try:\n    runpy.run_module('agentfsm', run_name='__main__')\n"
+        "except SystemExit as exc:\n    assert exc.code in (0, None), exc.code\n"
+        f"print('LOADED:', *(m for m in {_HEAVY!r} if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1].split()[1:]
+
+
+def test_help_loads_no_server_model_or_rendering_library() -> None:
+    """Registering the commands imports nothing heavy: each command imports what it needs
+    when it runs (start-up time itself is measured by the benchmarks)."""
+    for args in (["--help"], ["replay", "--help"], ["serve", "--help"], ["eval", "bfcl", "--help"]):
+        assert _loaded_by(*args) == [], args

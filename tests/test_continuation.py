@@ -6,15 +6,15 @@ import re
 
 import pytest
 
-from agentfsm.continuation import (
+from agentfsm.prompt.results import (
     TRUNCATION_MARKER,
     frame_result,
     frame_results,
     next_step,
     truncate_result,
 )
-from agentfsm.errors import UsageError
-from agentfsm.messages import ToolResult
+from agentfsm.core.errors import UsageError
+from agentfsm.core.messages import ToolResult
 
 OK = ToolResult(call_id="c1", content='{"temp": 18}', name="get_weather")
 EMPTY = ToolResult(call_id="c2", content="", status="empty")

@@ -6,11 +6,11 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import parse_reply, render_contract
-from agentfsm._types import DIALECT_NAMES
-from agentfsm.contract import contract_hash, example_arguments, render_example_call, summarize_schema
+from agentfsm.core._types import DIALECT_NAMES
+from agentfsm.prompt.contract import contract_hash, example_arguments, render_example_call, summarize_schema
 from agentfsm.dialects import get_dialect
-from agentfsm.errors import UsageError
-from agentfsm.messages import ToolSpec
+from agentfsm.core.errors import UsageError
+from agentfsm.core.messages import ToolSpec
 
 WEATHER = ToolSpec(
     name="get_weather",
@@ -93,3 +93,14 @@ def test_misuse_is_a_usage_error() -> None:
 def test_hash_is_stable() -> None:
     text = render_contract(TOOLS)
     assert contract_hash(text) == contract_hash(render_contract(TOOLS)) and len(contract_hash(text)) == 64
+
+
+def test_tools_may_be_openai_or_anthropic_dicts() -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    spec = ToolSpec(name="get_weather", description="Weather in a city.", parameters=schema)
+    openai = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.", "parameters": schema}}
+    anthropic = {"name": "get_weather", "description": "Weather in a city.", "input_schema": schema}
+    for tool in (openai, anthropic):
+        assert render_contract([tool]) == render_contract([spec])
+    with pytest.raises(UsageError, match="unrecognised tool definition"):
+        render_contract([{"description": "no name"}])

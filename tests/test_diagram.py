@@ -14,7 +14,7 @@ from syrupy.assertion import SnapshotAssertion
 from typer.testing import CliRunner
 
 from agentfsm.cli.diagram import register
-from agentfsm.diagram import (
+from agentfsm.diagram.build import (
     GraphvizMissing,
     document_markdown,
     machine_diagram,
@@ -26,8 +26,9 @@ from agentfsm.diagram import (
     to_graphviz_dot,
     transcript_files,
 )
-from agentfsm.errors import TranscriptError, UsageError
-from agentfsm.machine import TRANSITIONS
+from agentfsm.core.errors import TranscriptError, UsageError
+from agentfsm.core.events import parse_event
+from agentfsm.core.machine import TRANSITIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "transcripts"
@@ -135,7 +136,7 @@ def test_runs_are_told_apart_within_one_file() -> None:
         _transition("r1", 1, "tool-emitted", "abort", "final"),
         _transition("r2", 1, "result-received", "answer", "final"),
     ]
-    diagram = observe([[json.loads(line) for line in lines]])
+    diagram = observe([[parse_event(json.loads(line)) for line in lines]])
     assert diagram.runs == 2
     assert dict(diagram.starts) == {"first-decision": 1, "result-received": 1}
     nodes = {n.state: n for n in diagram.nodes}
@@ -144,7 +145,7 @@ def test_runs_are_told_apart_within_one_file() -> None:
 
 
 def test_a_transition_outside_the_machine_is_drawn_in_red() -> None:
-    diagram = observe([[json.loads(_transition("r", 0, "final", "emit", "limbo"))]])
+    diagram = observe([[parse_event(json.loads(_transition("r", 0, "final", "emit", "limbo")))]])
     foreign = [e for e in diagram.edges if not e.in_machine]
     assert [(e.source, e.event, e.dest, e.count) for e in foreign] == [("final", "emit", "limbo", 1)]
     assert "limbo" in {n.state for n in diagram.nodes}

@@ -11,12 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from agentfsm._types import DIALECT_NAMES
+from agentfsm.core._types import DIALECT_NAMES
 from agentfsm.dialects import DIALECTS, get_dialect
 from agentfsm.dialects._json import normalize_smart_quotes
-from agentfsm.errors import UsageError
-from agentfsm.messages import ToolCall, ToolSpec
-from agentfsm.parser import parse_reply
+from agentfsm.core.errors import UsageError
+from agentfsm.core.messages import ToolCall, ToolSpec
+from agentfsm.dialects.parse import parse_reply
+from agentfsm.dialects.stream import StreamParser
 
 S = "\U0001f60a"
 DELIM = S * 14
@@ -191,8 +192,6 @@ def test_round_trip(tool: str, args: dict[str, Any]) -> None:
         assert reply.tool_calls == (call,) and reply.problems == ()
     stringified = json.dumps(args, ensure_ascii=False)
     for fmt in _FORMATS:
-        if fmt == "hermes" and "</tool_call>" in stringified:
-            continue  # the one text a <tool_call> payload cannot hold
         dialect = fmt if fmt in DIALECT_NAMES else None
         plain = _render(fmt, tool, args)
         variants = [_smart(plain), _trailing_commas(plain)]
@@ -212,3 +211,85 @@ def test_dialect_parse_is_parse_reply_with_its_rules(name: str) -> None:
     text = "Note: " + get_dialect("json-protocol").render_call(ToolCall(id="x", name="f", arguments={}))
     assert d.parse(text, strict=True) == parse_reply(text, dialect=name, strict=True)
     assert (d.parse(text, strict=True).tool_calls == ()) == (name == "json-protocol")
+
+
+# -- the format registry, and the XML format added through it --------------------------
+
+
+def test_every_format_is_listed_once_in_the_registry() -> None:
+    from agentfsm.dialects._openers import FAMILIES
+    from agentfsm.dialects._registry import FORMATS
+    from agentfsm.dialects.xml_function import XmlFunctionFormat
+
+    kinds = [kind for f in FORMATS for kind in f.sources]
+    assert len(kinds) == len(set(kinds))
+    assert any(isinstance(f, XmlFunctionFormat) for f in FORMATS)
+    # the wrapped XML opener outranks Hermes on the shared <tool_call> literal
+    tool_call = next(f for f in FAMILIES if f.literal == "<tool_call>")
+    assert [d.kind for d in tool_call.defs] == ["xml-wrapped", "hermes"]
+
+
+def test_wording_comes_from_each_dialect() -> None:
+    from agentfsm.guards.base import action_format, action_name, answer_format
+
+    for name in DIALECT_NAMES:
+        d = get_dialect(name)
+        assert (action_name(name), action_format(name), answer_format(name)) == (
+            d.action_name,
+            d.action_format,
+            d.answer_format,
+        )
+    assert action_name("nope") == "action block"
+
+
+def _xml(tool: str, args: dict[str, Any], wrapped: bool) -> str:
+    params = "".join(
+        f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v)}\n</parameter>\n" for k, v in args.items()
+    )
+    body = f"<function={tool}>\n{params}</function>"
+    return f"<tool_call>\n{body}\n</tool_call>" if wrapped else body
+
+
+def test_xml_values_are_typed_by_the_schema() -> None:
+    text = _xml("get_weather", {"city": "Paris", "unit": "celsius", "days": 3}, wrapped=True)
+    assert parse_reply(text, [WEATHER]).tool_calls[0].arguments == {"city": "Paris", "unit": "celsius", "days": 3}
+    # without a schema every value is the text written
+    assert parse_reply(text).tool_calls[0].arguments == {"city": "Paris", "unit": "celsius", "days": "3"}
+    # a value that does not read as its type is kept as written (the schema guard says why)
+    odd = _xml("get_weather", {"city": "Paris", "unit": "celsius", "days": "three"}, wrapped=False)
+    assert parse_reply(odd, [WEATHER]).tool_calls[0].arguments["days"] == "three"
+
+
+_XML_TEXT = st.text(
+    st.characters(exclude_categories=["Cs"], exclude_characters=["<", "\r"]), max_size=20
+).filter(lambda s: s.strip() == s and s == s.strip("\n"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tool=_NAMES,
+    args=st.dictionaries(
+        st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True),
+        st.one_of(_XML_TEXT, st.integers(-(10**9), 10**9), st.booleans(), st.lists(st.integers(), max_size=3)),
+        max_size=4,
+    ),
+    wrapped=st.booleans(),
+    cut=st.integers(min_value=0, max_value=10_000),
+)
+def test_xml_round_trip_split_and_cut(tool: str, args: dict[str, Any], wrapped: bool, cut: int) -> None:
+    spec = ToolSpec(name=tool, parameters=_schema(args))
+    text = "Calling it.\n" + _xml(tool, args, wrapped) + "\nDone."
+    whole = parse_reply(text, [spec])
+    assert [(c.name, c.arguments) for c in whole.tool_calls] == [(tool, args)]
+    assert whole.content == "Calling it.\n\nDone." and whole.problems == ()
+    stream = StreamParser([spec])
+    k = cut % (len(text) + 1)
+    stream.feed(text[:k])
+    stream.feed(text[k:])
+    stream.close()
+    assert stream.result() == whole
+    # cut anywhere inside the call: never a call
+    start = text.index("<")
+    end = text.index("</function>") + len("</function>")
+    cut_at = start + cut % (end - start)
+    assert parse_reply(text[:cut_at], [spec]).tool_calls == ()

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from agentfsm import Agent, RunError
-from agentfsm.backends.base import GenerationOptions
+from agentfsm.core.backend import GenerationOptions
 from agentfsm.backends.local import get_local_backend
-from agentfsm.examples.calculator import TOOLS
-from agentfsm.states import State
-from agentfsm.transcript import read_transcript
+from agentfsm.testing.example_tools import TOOLS
+from agentfsm.core.states import State
+from agentfsm.runtime.transcript import read_transcript
 
 pytestmark = pytest.mark.model
 
@@ -52,7 +52,7 @@ def test_every_enforcement_level_ends_protocol_valid(enforcement: str, tool_choi
         if e["type"] == "transition":
             assert {e["from"], e["to"]} <= VALID_STATES
         if e["type"] == "tool_call":  # every call that ran names an offered tool, with object args
-            assert e["call"]["name"] in {"calculate", "convert_units"}
+            assert e["call"]["name"] in {"multiply", "convert_km_to_miles"}
             assert isinstance(e["call"]["arguments"], dict)
     if enforcement == "constrained":
         # decoding is held to the action schema: every output is one JSON object (an

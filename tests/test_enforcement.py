@@ -1,10 +1,10 @@
 import jsonschema
 import pytest
 
-from agentfsm.backends.base import Capabilities
-from agentfsm.enforcement import build_action_schema, call_required, choose_level
-from agentfsm.errors import UsageError
-from agentfsm.messages import ToolSpec
+from agentfsm.core.backend import Capabilities
+from agentfsm.prompt.enforcement import build_action_schema, call_required, choose_level
+from agentfsm.core.errors import UsageError
+from agentfsm.core.messages import ToolSpec
 
 WEATHER = ToolSpec(
     name="get_weather",

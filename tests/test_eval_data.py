@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.errors import UsageError
+from agentfsm.core.errors import UsageError
 from agentfsm.eval.bfcl_data import (
     AST_CATEGORIES,
     CATEGORIES,
@@ -61,7 +61,8 @@ def test_parse_categories() -> None:
     assert parse_categories("simple,multiple, simple_python") == ("simple_python", "multiple")
     assert parse_categories("all") == ("simple_python", "multiple", "parallel", "irrelevance")
     with pytest.raises(UsageError, match="unknown BFCL category"):
-        parse_categories("simple_java")
+        parse_categories("simple_cobol")
+    assert parse_categories("simple_java,simple_javascript") == ("simple_java", "simple_javascript")
     with pytest.raises(UsageError):
         parse_categories(" , ")
 

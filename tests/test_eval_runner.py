@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agentfsm.backends.base import Capabilities
+from agentfsm.core.backend import Capabilities
 from agentfsm.backends.scripted import ScriptedBackend
 from agentfsm.cli import app
+from agentfsm.core.config import RunConfig
 from agentfsm.dialects import get_dialect
-from agentfsm.errors import UsageError
+from agentfsm.core.errors import UsageError
 from agentfsm.eval.chart import write_chart
 from agentfsm.eval.report import aggregate, render_markdown, write_report
 from agentfsm.eval.runner import BASELINE, EvalPlan, RunSpec, resolve_specs, run_eval
-from agentfsm.messages import PromptMessage, ToolCall
+from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.testing import FakeUpstream
 from agentfsm.testing.fake_upstream import ReceivedRequest
 
@@ -97,7 +98,7 @@ def test_a_spent_budget_is_wrong_and_not_protocol_valid() -> None:
     wrong = get_dialect("json-action").render_call(ToolCall(id="c", name="nope", arguments={}))
     backend = ScriptedBackend([wrong] * 3)
     plan = EvalPlan(
-        categories=("simple_python",), specs=(RunSpec("json-action", "prompt"),), limit=1, data_dir=FIXTURES, max_corrections=2
+        categories=("simple_python",), specs=(RunSpec("json-action", "prompt"),), limit=1, data_dir=FIXTURES, config=RunConfig(max_corrections=2)
     )
     [result] = asyncio.run(run_eval(backend, plan))
     assert not result.valid and not result.protocol_valid and result.replies == 3
@@ -154,7 +155,7 @@ def test_cli_runs_against_an_openai_compatible_upstream(tmp_path: Path) -> None:
 
 
 def test_cli_rejects_an_unknown_category() -> None:
-    result = CliRunner().invoke(app, ["eval", "bfcl", "--categories", "simple_java"])
+    result = CliRunner().invoke(app, ["eval", "bfcl", "--categories", "no_such_category"])
     assert result.exit_code == 2
     assert "unknown BFCL category" in result.output
 

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from agentfsm.backends.base import Capabilities, GenerationOptions, ListContinuation
-from agentfsm.engine import CallTools, EngineConfig
-from agentfsm.enforcement import action_item_schema
-from agentfsm.extension import CLOSE, MAX_EXTRA_CALLS, extension_options, extension_prefill, read_extension
-from agentfsm.messages import ToolCall, ToolSpec, UserMessage
-from agentfsm.replay import replay
-from agentfsm.runtime import Agent
+from agentfsm.core.backend import Capabilities, GenerationOptions, ListContinuation
+from agentfsm.core.engine import CallTools, EngineConfig
+from agentfsm.prompt.enforcement import action_item_schema
+from agentfsm.prompt.extension import CLOSE, MAX_EXTRA_CALLS, extension_options, extension_prefill, read_extension
+from agentfsm.core.messages import ToolCall, ToolSpec, UserMessage
+from agentfsm.runtime.replay import replay
+from agentfsm.runtime.agent import Agent
 from agentfsm.testing import ScriptedBackend
-from agentfsm.transcript import read_transcript
-from agentfsm.turn import run_turn
+from agentfsm.runtime.transcript import read_transcript
+from agentfsm.runtime.turn import run_turn
 
 PLAY = ToolSpec(
     name="play",

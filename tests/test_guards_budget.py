@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm.errors import RetryBudgetExceeded
 from agentfsm.guards import budget
-from agentfsm.messages import (
+from agentfsm.core.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -49,25 +48,15 @@ def test_corrections_in_turn(history: list[Message], expected: int) -> None:
     assert budget.corrections_in_turn(history) == expected
 
 
-def test_check_returns_the_next_attempt() -> None:
-    assert budget.check([ASK, BAD], max_corrections=2, last_reply="x", reason="refusal") == 1
+def test_next_attempt_counts_up_to_the_budget() -> None:
+    assert budget.next_attempt([ASK, BAD], max_corrections=2) == 1
     history: list[Message] = [ASK, BAD, _fix(), BAD]
-    assert budget.check(history, max_corrections=2, last_reply="x", reason="refusal") == 2
+    assert budget.next_attempt(history, max_corrections=2) == 2
+    assert budget.next_attempt([*history, _fix(), BAD], max_corrections=2) is None
 
 
-def test_spent_budget_raises_with_attempts_and_last_reply() -> None:
-    history: list[Message] = [ASK, BAD, _fix(), BAD, _fix(), BAD]
-    with pytest.raises(RetryBudgetExceeded) as info:
-        budget.check(history, max_corrections=2, last_reply="I have no tools.", reason="refusal")
-    assert info.value.attempts == 3
-    assert info.value.last_reply == "I have no tools."
-    assert info.value.reason == "refusal"
-
-
-def test_zero_budget_raises_at_once() -> None:
-    with pytest.raises(RetryBudgetExceeded) as info:
-        budget.check([ASK, BAD], max_corrections=0, last_reply="x", reason="missing_call")
-    assert info.value.attempts == 1
+def test_zero_budget_allows_no_correction() -> None:
+    assert budget.next_attempt([ASK, BAD], max_corrections=0) is None
 
 
 MESSAGE = (

@@ -7,7 +7,7 @@ import pytest
 from agentfsm.dialects.base import ParsedReply, Problem
 from agentfsm.guards import json_valid
 from agentfsm.guards.base import ACCEPT, Accept, Correction
-from agentfsm.messages import ToolCall
+from agentfsm.core.messages import ToolCall
 
 
 def _reply(

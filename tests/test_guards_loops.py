@@ -6,7 +6,7 @@ from typing import Any
 
 from agentfsm.guards import loops
 from agentfsm.guards.base import ACCEPT, Stop
-from agentfsm.messages import (
+from agentfsm.core.messages import (
     AssistantMessage,
     Message,
     ToolCall,

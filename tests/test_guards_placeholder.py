@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from agentfsm.backends.base import Capabilities, GenerationOptions
-from agentfsm.contract import example_arguments
+from agentfsm.core.backend import Capabilities, GenerationOptions
+from agentfsm.prompt.contract import example_arguments
 from agentfsm.dialects.base import ParsedReply
-from agentfsm.engine import Answer, CallTools, Correct, EngineConfig, conversation_text, step
-from agentfsm.enforcement import COMPACT_MAX_ITEMS, action_item_schema, build_action_schema
+from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, conversation_text, step
+from agentfsm.prompt.enforcement import COMPACT_MAX_ITEMS, action_item_schema, build_action_schema
 from agentfsm.guards import GUARD_ORDER, placeholder, run_guards
 from agentfsm.guards.base import Accept, Correction
-from agentfsm.messages import (
+from agentfsm.core.messages import (
     AssistantMessage,
     SystemMessage,
     ToolCall,
@@ -23,9 +23,9 @@ from agentfsm.messages import (
     ToolSpec,
     UserMessage,
 )
-from agentfsm.parser import parse_reply
+from agentfsm.dialects.parse import parse_reply
 from agentfsm.testing import ScriptedBackend
-from agentfsm.turn import prepare_request
+from agentfsm.runtime.turn import prepare_request
 
 WEATHER = ToolSpec(
     name="weather",
@@ -104,8 +104,8 @@ def test_the_contract_placeholders_are_what_the_guard_knows() -> None:
     assert placeholder.find_placeholder(shown, "") == ("city", shown["city"])
 
 
-def test_run_guards_runs_it_last() -> None:
-    assert GUARD_ORDER[-1] == "placeholder"
+def test_run_guards_runs_it_after_the_argument_checks_and_before_injection() -> None:
+    assert GUARD_ORDER[-2:] == ("placeholder", "injection")
     verdict = run_guards(parsed("weather", city="example city"), tools=TOOLS, tool_choice="auto", dialect_name="json-action")
     assert isinstance(verdict, Correction) and verdict.guard == "placeholder"
 

@@ -9,7 +9,7 @@ import pytest
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards import refusal
 from agentfsm.guards.base import ACCEPT, Accept, Correction
-from agentfsm.messages import ToolCall, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolSpec
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "refusals"
 TOOLS = [ToolSpec(name="get_weather"), ToolSpec(name="web_search")]

@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 from agentfsm import guards
 from agentfsm.dialects.base import ParsedReply, Problem
 from agentfsm.guards import ACCEPT, Accept, Correction, run_guards
-from agentfsm.messages import ToolCall, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolSpec
 
 TOOLS = [
     ToolSpec(
@@ -47,7 +47,9 @@ def _run(reply: ParsedReply, choice: str = "auto") -> Any:
 
 
 def test_order_is_documented() -> None:
-    assert guards.GUARD_ORDER == ("json_valid", "refusal", "tool_choice", "unknown_tool", "schema", "placeholder")
+    assert guards.GUARD_ORDER == (
+        "json_valid", "refusal", "tool_choice", "unknown_tool", "schema", "placeholder", "injection"
+    )
 
 
 def test_accepts_a_good_call() -> None:

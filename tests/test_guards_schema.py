@@ -9,7 +9,7 @@ import pytest
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards import _linear_regex, schema
 from agentfsm.guards.base import ACCEPT, Accept, Correction
-from agentfsm.messages import ToolCall, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolSpec
 
 WEATHER = ToolSpec(
     name="get_weather",

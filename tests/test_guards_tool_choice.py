@@ -7,7 +7,7 @@ import pytest
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards import tool_choice
 from agentfsm.guards.base import ACCEPT, Correction
-from agentfsm.messages import ToolCall, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolSpec
 
 TOOLS = [ToolSpec(name="get_weather"), ToolSpec(name="convert_units")]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards import unknown_tool
 from agentfsm.guards.base import ACCEPT, Correction
-from agentfsm.messages import ToolCall, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolSpec
 
 TOOLS = [ToolSpec(name="get_weather"), ToolSpec(name="convert_units")]
 

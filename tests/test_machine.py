@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfsm.errors import InvalidTransition, UsageError
-from agentfsm.machine import (
+from agentfsm.core.errors import InvalidTransition, UsageError
+from agentfsm.core.machine import (
     EVENTS,
     GUARDS,
     TRANSITIONS,
@@ -16,7 +16,7 @@ from agentfsm.machine import (
     allowed_events,
     replay_events,
 )
-from agentfsm.states import State
+from agentfsm.core.states import State
 
 FD, TE, AR, RR, FI = (
     State.FIRST_DECISION,

@@ -24,15 +24,15 @@ try:  # the anthropic SDK 2.x is built on httpx2 and refuses httpx clients
 except ImportError:  # older SDKs take httpx, whose mock transport httpx2 mirrors
     import httpx as httpx2  # type: ignore[no-redef]
 
-from agentfsm.backends.base import Usage
-from agentfsm.errors import (
+from agentfsm.core.backend import Usage
+from agentfsm.core.errors import (
     BackendHTTPError,
     BackendTimeout,
     RequestError,
     UnsupportedContent,
     UsageError,
 )
-from agentfsm.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from agentfsm.core.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 from agentfsm.protocols import (
     AnthropicStreamEncoder,
     anthropic_error,
@@ -42,7 +42,6 @@ from agentfsm.protocols import (
     mint_response_id,
     normalize_anthropic,
     remint_ids,
-    upstream_openai_body,
 )
 
 WIRE = Path(__file__).parent.parent / "fixtures" / "wire" / "anthropic"
@@ -152,21 +151,12 @@ def test_tool_result_without_content_is_empty() -> None:
     assert len(request.messages) == 3  # no empty user turn after the result
 
 
-def test_plain_request_keeps_extras_and_forwards_only_shared_ones() -> None:
+def test_plain_request_reads_sampling_settings() -> None:
     request = normalize_anthropic(load("plain_no_tools"))
     assert not request.tool_mode and request.tool_choice == "none"
     assert request.stop == ("\n\nHuman:",)
-    assert request.raw_extra == {"top_p": 0.9, "top_k": 40, "metadata": {"user_id": "u-1"}}
-    assert upstream_openai_body(request) == {
-        "top_p": 0.9,
-        "top_k": 40,
-        "model": "smollm2",
-        "messages": [{"role": "user", "content": "Say hello."}],
-        "stream": False,
-        "max_tokens": 256,
-        "temperature": 0.5,
-        "stop": ["\n\nHuman:"],
-    }
+    assert (request.top_p, request.top_k, request.user) == (0.9, 40, "u-1")
+    assert (request.max_tokens, request.temperature, request.ignored) == (256, 0.5, ())
 
 
 @pytest.mark.parametrize("case", INVALID, ids=lambda c: c["name"])
@@ -344,7 +334,7 @@ def test_stream_text_only_ends_the_turn() -> None:
     encoder = AnthropicStreamEncoder("m", "msg_x")
     final = dict(decode(e) for e in encoder.text("Hi") + encoder.finish("stop", USAGE))
     assert final["message_delta"]["delta"]["stop_reason"] == "end_turn"
-    assert final["message_delta"]["usage"] == {"output_tokens": 17}
+    assert final["message_delta"]["usage"] == {"input_tokens": 42, "output_tokens": 17}
 
 
 def test_stream_error_mid_stream_is_raised_by_the_sdk() -> None:
@@ -429,10 +419,12 @@ def test_errors_map_to_status_and_body(exc: Any, status: int, kind: str) -> None
     assert (got_status, body["error"]["type"], body["error"]["message"]) == (status, kind, str(exc))
 
 
-def test_replay_synthesizes_the_same_message_as_the_whole_response() -> None:
-    events = AnthropicStreamEncoder("m", "msg_x", input_tokens=42).replay(
-        "Checking.", CALLS, "stop", USAGE
-    )
+def test_a_stream_of_a_finished_reply_decodes_like_the_whole_response() -> None:
+    encoder = AnthropicStreamEncoder("m", "msg_x", input_tokens=42)
+    events = encoder.text("Checking.")
+    for call in CALLS:
+        events += encoder.tool_call(call)
+    events += encoder.finish("stop", USAGE)
     client = sdk_client("".join(events))
     with client.messages.stream(
         model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]

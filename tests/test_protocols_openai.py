@@ -24,8 +24,8 @@ except ImportError:  # older SDKs take httpx, whose mock transport httpx2 mirror
     import httpx as httpx2  # type: ignore[no-redef]
 
 import agentfsm.protocols as protocols
-from agentfsm.backends.base import Usage
-from agentfsm.errors import (
+from agentfsm.core.backend import Usage
+from agentfsm.core.errors import (
     BackendConnectionError,
     BackendHTTPError,
     BackendProtocolError,
@@ -35,7 +35,7 @@ from agentfsm.errors import (
     UnsupportedContent,
     UsageError,
 )
-from agentfsm.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from agentfsm.core.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 from agentfsm.protocols import (
     OpenAIStreamEncoder,
     encode_openai_response,
@@ -45,8 +45,6 @@ from agentfsm.protocols import (
     openai_error,
     openai_error_for,
     remint_ids,
-    to_openai_upstream_messages,
-    upstream_openai_body,
 )
 
 WIRE = Path(__file__).parent.parent / "fixtures" / "wire" / "openai"
@@ -148,7 +146,7 @@ def test_plain_request_is_not_in_tool_mode_and_keeps_extras() -> None:
     request = normalize_openai(load("plain_no_tools"))
     assert not request.tool_mode and request.tools == ()
     assert request.tool_choice == "none"
-    assert request.raw_extra == {"top_p": 0.9, "seed": 7, "user": "u-1"}
+    assert (request.top_p, request.seed, request.user, request.ignored) == (0.9, 7, "u-1", ())
     assert (request.max_tokens, request.temperature, request.stop) == (64, 0.2, ("\n\n",))
 
 
@@ -169,7 +167,7 @@ def test_content_parts_developer_refusal_and_empty_result() -> None:
 def test_stream_options_include_usage() -> None:
     request = normalize_openai(load("stream_include_usage"))
     assert request.stream and request.stream_include_usage
-    assert "stream_options" not in request.raw_extra
+    assert "stream_options" not in request.ignored
 
 
 @pytest.mark.parametrize("case", INVALID, ids=lambda c: c["name"])
@@ -207,30 +205,6 @@ def test_remint_ids_replaces_parser_ids() -> None:
     reminted = remint_ids(parsed, "openai", lambda: next(tokens))
     assert [c.id for c in reminted] == ["call_" + "a" * 24, "call_" + "b" * 24]
     assert [(c.name, c.arguments) for c in reminted] == [("f", {}), ("g", {"x": 1})]
-
-
-def test_upstream_body_for_a_plain_conversation() -> None:
-    request = normalize_openai(load("plain_no_tools"))
-    assert upstream_openai_body(request) == {
-        "top_p": 0.9,
-        "seed": 7,
-        "user": "u-1",
-        "model": "smollm2",
-        "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "Say hello."},
-        ],
-        "stream": False,
-        "max_tokens": 64,
-        "temperature": 0.2,
-        "stop": ["\n\n"],
-    }
-
-
-def test_upstream_messages_round_trip_through_normalization() -> None:
-    request = normalize_openai(load("multi_turn_tool_result"))
-    again = normalize_openai({"messages": to_openai_upstream_messages(request.messages)})
-    assert again.messages == request.messages
 
 
 # --- whole responses -----------------------------------------------------------------------
@@ -371,8 +345,10 @@ def test_stream_text_only_finishes_with_stop_or_length() -> None:
     encoder = OpenAIStreamEncoder("m", "chatcmpl-x", 1)
     events = encoder.text("Hi") + encoder.text("") + encoder.finish("length")
     chunks = chunks_of(events)
-    assert [c.choices[0].delta.content for c in chunks] == ["", "Hi", None]
+    assert [c.choices[0].delta.content for c in chunks] == [None, "Hi", None]
     assert chunks[-1].choices[0].finish_reason == "length"
+    # the role chunk carries no content at all: "" would be an empty text part to some clients
+    assert "content" not in json.loads(events[0].removeprefix("data: "))["choices"][0]["delta"]
 
 
 def test_stream_error_mid_stream_is_raised_by_the_sdk() -> None:
@@ -452,7 +428,7 @@ def test_error_body_is_read_by_the_sdk(status: int, snapshot: Any) -> None:
         (BackendProtocolError("garbage"), 502, None),
         (BackendHTTPError(429, "slow down"), 429, None),
         (BackendHTTPError(500, "boom"), 502, None),
-        (RetryBudgetExceeded(3, "no", "no action"), 422, None),
+        (RetryBudgetExceeded(3, "no", "no action"), 500, None),
     ],
 )
 def test_errors_map_to_status_and_body(exc: Any, status: int, param: str | None) -> None:
@@ -467,8 +443,12 @@ def test_public_names_are_sorted_and_exported() -> None:
     assert all(hasattr(protocols, name) for name in protocols.__all__)
 
 
-def test_replay_synthesizes_the_same_reply_as_the_whole_response() -> None:
-    events = OpenAIStreamEncoder("m", "chatcmpl-x", 1).replay("Checking.", CALLS, "stop", USAGE)
+def test_a_stream_of_a_finished_reply_decodes_like_the_whole_response() -> None:
+    encoder = OpenAIStreamEncoder("m", "chatcmpl-x", 1)
+    events = encoder.text("Checking.")
+    for index, call in enumerate(CALLS):
+        events += encoder.tool_call(index, call)
+    events += encoder.finish("stop", USAGE)
     state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
     for chunk in chunks_of(events):
         state.handle_chunk(chunk)

@@ -43,12 +43,13 @@ def test_core_never_imports_an_edge() -> None:
     import ast
     from pathlib import Path
 
-    core = ["messages", "states", "machine", "contract", "engine", "parser", "stream", "projection",
-            "enforcement", "continuation", "_types", "errors"]
-    edges = ("agentfsm.server", "agentfsm.cli", "agentfsm.runtime", "agentfsm.batch", "agentfsm.transcript",
-             "agentfsm.backends.openai_compat", "agentfsm.backends.local", "httpx", "fastapi", "uvicorn")
+    # the core packages: the edges (backends, protocols, server, runtime, batch, cli) and
+    # the HTTP/server libraries are off limits to them
+    edges = ("agentfsm.server", "agentfsm.cli", "agentfsm.runtime", "agentfsm.batch", "agentfsm.backends",
+             "agentfsm.protocols", "agentfsm.eval", "httpx", "tenacity", "fastapi", "uvicorn", "starlette")
     root = Path(agentfsm.__file__).parent
-    files = [root / f"{m}.py" for m in core] + list((root / "dialects").glob("*.py")) + list((root / "guards").glob("*.py"))
+    files = [f for pkg in ("core", "prompt", "dialects", "guards") for f in (root / pkg).glob("*.py")]
+    assert len(files) > 30
     offenders = []
     for f in files:
         tree = ast.parse(f.read_text())
@@ -60,3 +61,20 @@ def test_core_never_imports_an_edge() -> None:
                 names = [node.module]
             offenders += [f"{f.name}: {n}" for n in names if n.startswith(edges)]
     assert offenders == []
+
+
+def test_every_public_name_has_one_lazy_home() -> None:
+    assert sorted(agentfsm._EXPORTS) == sorted(agentfsm.__all__)
+    for name, module in agentfsm._EXPORTS.items():
+        assert getattr(importlib.import_module(module), name) is getattr(agentfsm, name)
+
+
+def test_import_agentfsm_loads_no_http_server_cli_or_rendering_library() -> None:
+    import subprocess
+    import sys
+
+    heavy = ["httpx", "fastapi", "starlette", "uvicorn", "typer", "rich", "jsonschema", "tenacity",
+             "agentfsm.backends.openai_compat", "agentfsm.server", "agentfsm.cli", "llama_cpp"]
+    code = "import sys, agentfsm; print(' '.join(m for m in %r if m in sys.modules))" % (heavy,)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -12,17 +12,17 @@ import pytest
 from typer.testing import CliRunner
 
 import agentfsm.guards.schema
-from agentfsm.backends.base import Capabilities
+from agentfsm.core.backend import Capabilities
 from agentfsm.cli import app
 from agentfsm.dialects import get_dialect
-from agentfsm.errors import AgentFSMError, BackendTimeout, UsageError
+from agentfsm.core.errors import AgentFSMError, BackendTimeout, UsageError
 from agentfsm.guards.base import ACCEPT
-from agentfsm.messages import ToolCall
-from agentfsm.replay import areplay, replay
-from agentfsm.runtime import Agent
+from agentfsm.core.messages import ToolCall
+from agentfsm.runtime.replay import areplay, replay
+from agentfsm.runtime.agent import Agent
 from agentfsm.testing import ScriptedBackend
 from agentfsm.testing.pytest_replay import assert_replays, replay_snapshot
-from agentfsm.transcript import read_transcript
+from agentfsm.runtime.transcript import read_transcript
 
 
 def add(a: float, b: float) -> float:
@@ -69,7 +69,9 @@ SCENARIOS = [
     Scenario("unknown-tool-correction", [call("multiply", a=2, b=3), call("add", a=2, b=3), "5"]),
     Scenario("refusal-correction", ["I'm sorry, but I don't have access to any tools.", call("add", a=1, b=1), "2"]),
     Scenario("tool-error-result", [call("lookup", key="k"), "The lookup failed."]),
+    # under auto a spent budget ends with the best acceptable reply; under required, an error
     Scenario("budget-spent", [call("nope")] * 4),
+    Scenario("budget-spent-required", [call("nope")] * 4, {"tool_choice": "required"}),
     Scenario("loop-detected", [call("add", a=1, b=1)] * 5 + ["2"]),
     Scenario("max-steps", [call("add", a=1, b=1), call("add", a=2, b=2), "done"], {"max_steps": 2}),
     # a forced tool is forced on every turn: this run ends when max_steps is spent
@@ -118,7 +120,9 @@ def test_the_scenarios_cover_corrections_errors_and_finals(tmp_path: Path) -> No
     assert "retry" in kinds["schema-correction"] and "final" in kinds["schema-correction"]
     assert "retry" in kinds["refusal-correction"] and "final" in kinds["refusal-correction"]
     assert "error" in kinds["backend-error"] and "error" in kinds["prefill-forced"]
-    assert "error" in kinds["budget-spent"] and "error" in kinds["loop-detected"] and "error" in kinds["max-steps"]
+    assert "final" in kinds["budget-spent"] and "error" not in kinds["budget-spent"]
+    assert "error" in kinds["budget-spent-required"]
+    assert "error" in kinds["loop-detected"] and "error" in kinds["max-steps"]
     assert "tool_result" in kinds["parallel-calls"]
 
 

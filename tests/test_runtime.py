@@ -12,12 +12,12 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import Agent
-from agentfsm.backends.base import Capabilities
+from agentfsm.core.backend import Capabilities
 from agentfsm.backends.scripted import ScriptedBackend
-from agentfsm.errors import LoopDetected, MaxStepsExceeded, RetryBudgetExceeded, UsageError
-from agentfsm.examples.calculator import calculate, convert_units
-from agentfsm.messages import AssistantMessage, ToolMessage
-from agentfsm.transcript import read_transcript
+from agentfsm.core.errors import LoopDetected, MaxStepsExceeded, RetryBudgetExceeded, UsageError
+from agentfsm.testing.example_tools import calculate, convert_units
+from agentfsm.core.messages import AssistantMessage, ToolMessage
+from agentfsm.runtime.transcript import read_transcript
 
 TOOLS = [calculate, convert_units]
 
@@ -191,7 +191,7 @@ def test_async_run_and_history_input() -> None:
     assert result.content == "42"
     # a later turn continues from the returned history
     backend.enqueue("Still 42.")
-    from agentfsm.messages import UserMessage
+    from agentfsm.core.messages import UserMessage
 
     again = agent.run([*result.messages, UserMessage(content="and now?")])
     assert again.content == "Still 42."

@@ -23,9 +23,9 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from agentfsm._server_auth import check_bind, is_loopback
+from agentfsm.server.auth import check_bind, is_loopback
 from agentfsm.cli import app as cli_app
-from agentfsm.errors import UsageError
+from agentfsm.core.errors import UsageError
 from agentfsm.testing import (
     FakeReply,
     FakeUpstream,
@@ -36,7 +36,7 @@ from agentfsm.testing import (
     status,
     stream_no_terminator,
 )
-from agentfsm.transcript import read_transcript
+from agentfsm.runtime.transcript import read_transcript
 from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_backend
 
 USER = [{"role": "user", "content": "weather in Paris?"}]

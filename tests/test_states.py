@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfsm.errors import UsageError
-from agentfsm.machine import AgentMachine, replay_events
-from agentfsm.messages import (
+from agentfsm.core.errors import UsageError
+from agentfsm.core.machine import AgentMachine, replay_events
+from agentfsm.core.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -20,7 +20,7 @@ from agentfsm.messages import (
     ToolResult,
     UserMessage,
 )
-from agentfsm.states import DECIDING_STATES, State, derive_state, history_facts, pending_calls
+from agentfsm.core.states import DECIDING_STATES, State, derive_state, history_facts, pending_calls
 
 History = list[Message | Mapping[str, Any]]
 
@@ -405,6 +405,9 @@ def _check(
     if expected is State.AWAITING_RESULT:
         assert sorted(facts_now.pending) == sorted(c.id for c in unanswered)
     assert facts_now.corrections == corrections
+    # derive_state and pending_calls read back to the latest user turn only: same answer
+    assert derive_state(models) is expected
+    assert pending_calls(models) == facts_now.pending
     assert derive_state([m.model_dump(mode="json") for m in models]) is expected
     # Corrections never reach a wire client, whose history shows the same state.
     assert derive_state(_to_openai(history)) is expected

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentfsm.dialects.base import ParsedReply
-from agentfsm.errors import UsageError
-from agentfsm.messages import ToolCall
-from agentfsm.parser import parse_reply
-from agentfsm.stream import StreamEvent, StreamParser, TextDelta, ToolCallDelta
+from agentfsm.core.errors import UsageError
+from agentfsm.core.messages import ToolCall
+from agentfsm.dialects.parse import parse_reply
+from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta, ToolCallDelta
 from tests._replies import ReplyFixture, fixtures
 
 FIXTURES = fixtures()
@@ -185,3 +185,13 @@ def test_misuse_is_a_usage_error() -> None:
     assert parser.close() == []
     with pytest.raises(UsageError):
         parser.feed("more")
+
+
+@pytest.mark.parametrize("size", [62, 63, 64, 65, 66])
+@pytest.mark.parametrize("after", ["y\n", "\n", "{", " json\n"])
+def test_a_long_fence_info_string_ending_a_chunk(size: int, after: str) -> None:
+    """A fence info string of up to 64 characters cut by a chunk: the next character decides."""
+    text = "```" + "x" * size + after + '@tool a {}\n{"name": "b", "arguments": {}}\n```\nok'
+    fx = ReplyFixture("long-info", text, {})
+    _check(fx, ([text[:i], text[i:]] for i in range(len(text) + 1)))
+    assert parse_reply(text).tool_calls == ()

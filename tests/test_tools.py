@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.errors import ToolExecutionError, ToolSpecError, UsageError
-from agentfsm.messages import ToolCall
-from agentfsm.tools import ToolRegistry, load_tools, result_from_value
+from agentfsm.core.errors import ToolExecutionError, ToolSpecError, UsageError
+from agentfsm.core.messages import ToolCall
+from agentfsm.runtime.tools import ToolRegistry, load_tools, result_from_value
 
 
 def add(a: int, b: int = 2) -> int:
@@ -65,16 +65,19 @@ def test_result_from_value_serialises_json() -> None:
 
 
 def test_load_tools_references() -> None:
-    tools = load_tools("agentfsm.examples.calculator:TOOLS")
-    assert [t.__name__ for t in tools] == ["calculate", "convert_units"]
-    for bad in ("nomodule", "agentfsm.nope_module:X", "agentfsm.examples.calculator:NOPE"):
+    tools = load_tools("agentfsm.testing.example_tools:TOOLS")
+    assert [t.__name__ for t in tools] == ["multiply", "convert_km_to_miles"]
+    assert [t.__name__ for t in load_tools("agentfsm.testing.example_tools:CALCULATOR")] == ["calculate", "convert_units"]
+    for bad in ("nomodule", "agentfsm.nope_module:X", "agentfsm.testing.example_tools:NOPE"):
         with pytest.raises(UsageError):
             load_tools(bad)
 
 
 def test_example_tools_compute() -> None:
-    from agentfsm.examples.calculator import calculate, convert_units
+    from agentfsm.testing.example_tools import calculate, convert_km_to_miles, convert_units, multiply
 
+    assert multiply(12.5, 4) == 50.0
+    assert convert_km_to_miles(50) == 31.07
     assert calculate("12.5 * 4") == 50.0
     assert convert_units(50, "km", "mi") == pytest.approx(31.0686, abs=1e-3)
     with pytest.raises(ValueError):
@@ -106,7 +109,7 @@ server.run()
 def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
     import sys
 
-    from agentfsm.mcp_tools import mcp_tools
+    from agentfsm.runtime.mcp import mcp_tools
 
     script = tmp_path / "server.py"
     script.write_text(MCP_SERVER)

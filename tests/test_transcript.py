@@ -1,35 +1,127 @@
+"""Transcripts: typed events validated at write time, read back typed; version-1 files still read."""
+
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agentfsm.errors import TranscriptError
-from agentfsm.transcript import EVENT_TYPES, TranscriptWriter, read_transcript, redact
+from agentfsm.core.backend import GenerationOptions
+from agentfsm.core.errors import TranscriptError
+from agentfsm.core.events import (
+    EVENT_MODELS,
+    SCHEMA_VERSION,
+    AgentRunConfig,
+    FinalEvent,
+    ModelRequestEvent,
+    ProxyRunConfig,
+    RequestEvent,
+    RunStartEvent,
+    TransitionEvent,
+    event_fields,
+    parse_event,
+)
+from agentfsm.core.messages import ToolCall, UserMessage
+from agentfsm.runtime.transcript import EVENT_TYPES, TranscriptWriter, read_events, read_transcript, redact
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
+
+#: one valid field set per event type, as the writers pass them
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "run_start": {"config": {"producer": "agent", "dialect": "json-action", "max_steps": 4}},
+    "request": {"messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "add"}], "tool_choice": "auto"},
+    "contract": {"hash": "ab" * 32, "text": "You can call tools."},
+    "model_request": {"attempt": 1, "messages": [{"role": "user", "content": "hi"}], "options": {"max_tokens": 9},
+                      "enforcement": "prompt"},
+    "model_output": {"text": "ok", "usage": {"prompt_tokens": 3, "completion_tokens": 1}, "finish_reason": "stop"},
+    "parse": {"content": "ok", "tool_calls": [], "problems": [], "truncated": False},
+    "guard": {"guard": "schema", "verdict": "correct", "reason": "schema_mismatch", "detail": "'b' is required"},
+    "retry": {"reason": "schema_mismatch", "attempt": 1, "message": "Send it again."},
+    "transition": {"from": "first-decision", "event": "answer", "to": "final"},
+    "tool_call": {"call": {"id": "call_0", "name": "add", "arguments": {"a": 1}}},
+    "tool_result": {"result": {"call_id": "call_0", "content": "2", "status": "ok", "name": "add"}},
+    "final": {"content": "2"},
+    "error": {"error": "LoopDetected", "message": "add repeated"},
+    "run_end": {"status": "final", "steps": 2, "corrections": 0},
+}
 
 
-def test_events_are_flushed_per_event_with_sequence(tmp_path: Path) -> None:
+def test_every_event_type_is_written_typed_and_read_back_unchanged(tmp_path: Path) -> None:
+    assert list(EXAMPLES) == list(EVENT_MODELS) == list(EVENT_TYPES)
+    path = tmp_path / "t.jsonl"
+    with TranscriptWriter(path, run_id="r1") as writer:
+        written = [writer.emit(name, **fields) for name, fields in EXAMPLES.items()]
+    read = read_events(path)
+    assert read == written
+    assert [type(e) for e in read] == list(EVENT_MODELS.values())
+    assert [e.seq for e in read] == list(range(len(EXAMPLES)))
+    assert all(e.v == SCHEMA_VERSION == 2 and e.run == "r1" and e.t.endswith("+00:00") for e in read)
+    # the dict form is the same events, as written
+    assert read_transcript(path) == [json.loads(line) for line in path.read_text().splitlines()]
+    assert read_transcript(path)[8]["from"] == "first-decision"
+    transition = read[8]
+    assert isinstance(transition, TransitionEvent) and (transition.from_, transition.to) == ("first-decision", "final")
+
+
+def test_events_are_flushed_per_event(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     writer = TranscriptWriter(path, run_id="r1")
-    writer.emit("run_start", config={"dialect": "json-action"})
+    writer.emit("run_start", config={"producer": "agent"})
     # flushed before close: another reader sees it already
     assert json.loads(path.read_text().splitlines()[0])["type"] == "run_start"
-    writer.emit("final", content="done")
     writer.close()
-    events = read_transcript(path)
-    assert [e["seq"] for e in events] == [0, 1]
-    assert {e["run"] for e in events} == {"r1"}
-    assert all(e["v"] == 1 and e["t"].endswith("+00:00") for e in events)
 
 
-def test_unknown_event_type_is_a_typed_error(tmp_path: Path) -> None:
-    with TranscriptWriter(tmp_path / "t.jsonl") as writer, pytest.raises(TranscriptError):
-        writer.emit("nonsense")
+def test_models_are_accepted_as_fields_and_on_event_sees_every_event() -> None:
+    seen: list[object] = []
+    writer = TranscriptWriter(None, on_event=seen.append)
+    event = writer.emit("request", messages=[UserMessage(content="hi")], tools=[], tool_choice="auto")
+    call = writer.emit("tool_call", call=ToolCall(id="c", name="add", arguments={"a": 1}))
+    assert seen == [event, call] and isinstance(event, RequestEvent)
+    assert event.messages == (UserMessage(content="hi"),)
+
+
+@pytest.mark.parametrize(
+    ("type_", "fields", "match"),
+    [
+        ("nonsense", {}, "unknown transcript event type"),
+        ("guard", {**EXAMPLES["guard"], "verdict": "maybe"}, "verdict"),
+        ("final", {}, "content"),
+        ("final", {"content": "x", "surprise": 1}, "surprise"),
+        ("run_end", {**EXAMPLES["run_end"], "steps": "many"}, "steps"),
+        ("run_start", {"config": {"producer": "agent", "max_steps": None}}, "max_steps"),
+        ("run_start", {"config": {"producer": "proxy", "max_steps": None}}, "protocol"),
+        ("run_start", {"config": {"producer": "robot"}}, "producer"),
+        ("tool_call", {"call": {"name": "add"}}, "id"),
+    ],
+)
+def test_a_bad_event_is_a_typed_error_at_write_time(type_: str, fields: dict[str, Any], match: str) -> None:
+    with pytest.raises(TranscriptError, match=match):
+        TranscriptWriter(None).emit(type_, **fields)
+
+
+def test_the_run_config_is_typed_by_producer(tmp_path: Path) -> None:
+    writer = TranscriptWriter(None)
+    agent = writer.emit("run_start", config={"producer": "agent", "max_steps": 3})
+    proxy = writer.emit("run_start", config={"producer": "proxy", "protocol": "anthropic", "stream": True, "max_steps": None})
+    assert isinstance(agent, RunStartEvent) and isinstance(agent.config, AgentRunConfig) and agent.config.max_steps == 3
+    assert isinstance(proxy, RunStartEvent) and isinstance(proxy.config, ProxyRunConfig)
+    assert proxy.config.max_steps is None and proxy.config.protocol == "anthropic"
+
+
+def test_extension_is_written_only_when_true() -> None:
+    writer = TranscriptWriter(None)
+    plain = writer.emit("model_request", attempt=1, enforcement="constrained")
+    extension = writer.emit("model_request", attempt=1, enforcement="constrained", extension=True)
+    assert isinstance(extension, ModelRequestEvent) and extension.extension
+    assert "extension" not in event_fields(plain) and event_fields(extension)["extension"] is True
 
 
 def test_secrets_are_redacted_before_writing(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path) as writer:
-        writer.emit("run_start", config={"api_key": "sk-SECRET", "headers": {"Authorization": "Bearer sk-SECRET"}})
+        writer.emit("request", messages=[], normalized={"protocol": "openai",
+                    "raw_extra": {"api_key": "sk-SECRET", "headers": {"Authorization": "Bearer sk-SECRET"}}})
     text = path.read_text()
     assert "sk-SECRET" not in text
     assert "[redacted]" in text
@@ -41,22 +133,59 @@ def test_torn_last_line_is_skipped_but_corruption_inside_is_an_error(tmp_path: P
     with TranscriptWriter(path) as writer:
         writer.emit("final", content="a")
     with path.open("a") as fh:
-        fh.write('{"v": 1, "type": "fin')
-    assert [e["type"] for e in read_transcript(path)] == ["final"]
+        fh.write('{"v": 2, "type": "fin')
+    assert [type(e) for e in read_events(path)] == [FinalEvent]
+    good = path.read_text().splitlines()[0]
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"type": "final"}\nnot json\n{"type": "final"}\n')
+    bad.write_text(f"{good}\nnot json\n{good}\n")
     with pytest.raises(TranscriptError, match="bad.jsonl:2"):
-        read_transcript(bad)
+        read_events(bad)
+    misfit = tmp_path / "misfit.jsonl"
+    misfit.write_text(good + "\n" + good.replace('"content": "a"', '"content": 5') + "\n")
+    with pytest.raises(TranscriptError, match="misfit.jsonl:2: bad final event: content"):
+        read_events(misfit)
+
+
+def test_a_newer_schema_version_is_refused_by_name(tmp_path: Path) -> None:
+    event = {"v": 3, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "final", "content": "x"}
+    with pytest.raises(TranscriptError, match="schema version 3"):
+        parse_event(event)
 
 
 def test_missing_file_is_a_typed_error(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError):
-        read_transcript(tmp_path / "nope.jsonl")
+        read_events(tmp_path / "nope.jsonl")
 
 
-def test_every_documented_event_type_is_writable(tmp_path: Path) -> None:
-    path = tmp_path / "t.jsonl"
-    with TranscriptWriter(path) as writer:
-        for name, fields in EVENT_TYPES.items():
-            writer.emit(name, **{f: None for f in fields})
-    assert [e["type"] for e in read_transcript(path)] == list(EVENT_TYPES)
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("**/*.jsonl")), ids=lambda p: p.name)
+def test_version_1_transcripts_of_this_release_still_read(path: Path) -> None:
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    events = read_events(path)
+    assert len(events) == len(lines) and all(line["v"] == 1 for line in lines)
+    start = events[0]
+    assert isinstance(start, RunStartEvent)
+    # a version-1 config names no producer: the proxy's is the one with a protocol
+    expected = ProxyRunConfig if "protocol" in lines[0]["config"] else AgentRunConfig
+    assert isinstance(start.config, expected) and start.config.max_corrections == 3
+    # every other event reads back as it was written; options added to GenerationOptions
+    # since then take their defaults (hand-written fixtures left some out altogether)
+    defaults = GenerationOptions().model_dump(mode="json")
+    for line, event in zip(lines[1:], events[1:], strict=True):
+        back = event_fields(event, envelope=True)
+        if line["type"] == "model_request":
+            assert back.pop("options") == {**defaults, **line.pop("options")}
+        assert back == line
+
+
+def test_the_documented_event_list_matches_the_models() -> None:
+    design = (Path(__file__).resolve().parent.parent / "agentfsm" / "core" / "events.py").read_text()
+    for name in EVENT_MODELS:
+        assert f"``{name}``" in design
+
+
+def test_the_proxy_config_knows_every_wire_protocol() -> None:
+    from typing import get_args
+
+    from agentfsm.protocols import WireProtocol
+
+    assert set(get_args(ProxyRunConfig.model_fields["protocol"].annotation)) == set(get_args(WireProtocol))

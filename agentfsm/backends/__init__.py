@@ -1,20 +1,23 @@
 """Model backends: the embedded model, OpenAI-compatible upstreams, scripted and replay.
 
-All implement :class:`~agentfsm.backends.base.Backend`. :func:`create_backend` builds
-one by kind; the local backend is imported lazily, so that using an upstream never
-needs ``llama-cpp-python``.
+All implement :class:`~agentfsm.core.backend.Backend`. :func:`create_backend` builds
+one by kind. The package imports lazily: naming ``agentfsm.backends`` loads no HTTP
+client, and the local backend never needs ``llama-cpp-python`` until it is used.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from agentfsm.backends._transport import Timeouts
-from agentfsm.backends.base import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, Usage
-from agentfsm.backends.openai_compat import JSONSchemaMode, OpenAICompatBackend
-from agentfsm.backends.replay import ReplayBackend, read_model_outputs
-from agentfsm.backends.scripted import ScriptedBackend, ScriptedRequest, ScriptExhausted
-from agentfsm.errors import UsageError
+from agentfsm.core.backend import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, Usage
+from agentfsm.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from agentfsm.backends._transport import Timeouts
+    from agentfsm.backends.openai_compat import JSONSchemaMode, OpenAICompatBackend
+    from agentfsm.backends.replay import ReplayBackend, read_model_outputs
+    from agentfsm.backends.scripted import ScriptedBackend, ScriptedRequest, ScriptExhausted
 
 __all__ = [
     "BACKEND_KINDS",
@@ -38,6 +41,27 @@ __all__ = [
 #: the kinds :func:`create_backend` knows
 BACKEND_KINDS = ("local", "openai", "scripted", "replay")
 
+#: lazily imported names -> the module that defines them
+_LAZY = {
+    "Timeouts": "agentfsm.backends._transport",
+    "JSONSchemaMode": "agentfsm.backends.openai_compat",
+    "OpenAICompatBackend": "agentfsm.backends.openai_compat",
+    "ReplayBackend": "agentfsm.backends.replay",
+    "read_model_outputs": "agentfsm.backends.replay",
+    "ScriptedBackend": "agentfsm.backends.scripted",
+    "ScriptedRequest": "agentfsm.backends.scripted",
+    "ScriptExhausted": "agentfsm.backends.scripted",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentfsm.backends' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 def create_backend(kind: str, **kwargs: Any) -> Backend:
     """A backend by kind: ``local`` (shared, loaded once), ``openai``, ``scripted``, ``replay``.
@@ -50,9 +74,15 @@ def create_backend(kind: str, **kwargs: Any) -> Backend:
 
         return get_local_backend(**kwargs)
     if kind == "openai":
+        from agentfsm.backends.openai_compat import OpenAICompatBackend
+
         return OpenAICompatBackend(**kwargs)
     if kind == "scripted":
+        from agentfsm.backends.scripted import ScriptedBackend
+
         return ScriptedBackend(**kwargs)
     if kind == "replay":
+        from agentfsm.backends.replay import ReplayBackend
+
         return ReplayBackend(**kwargs)
     raise UsageError(f"unknown backend kind {kind!r}; expected one of {', '.join(BACKEND_KINDS)}")

@@ -6,8 +6,8 @@ import codecs
 import json
 from typing import Any
 
-from agentfsm.backends.base import Completion, Usage
-from agentfsm.errors import BackendProtocolError
+from agentfsm.core.backend import Completion, Usage
+from agentfsm.core.errors import BackendProtocolError
 
 __all__ = ["ChatStreamState", "SSEDecoder", "parse_chat_completion"]
 

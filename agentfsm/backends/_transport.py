@@ -19,7 +19,7 @@ import httpx
 import tenacity
 from loguru import logger
 
-from agentfsm.errors import (
+from agentfsm.core.errors import (
     BackendConnectionError,
     BackendError,
     BackendHTTPError,
@@ -183,7 +183,13 @@ async def aread_body(response: httpx.Response, call: CallState, limit: int | Non
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded retries: ``max_retries`` more attempts, never sleeping past the deadline."""
+    """Bounded retries: ``max_retries`` more attempts, never sleeping past the deadline.
+
+    An upstream's ``Retry-After`` is honoured as it is, or not at all: one longer than
+    ``retry_after_cap`` or than the time left is not waited for (retrying sooner than
+    asked only earns another refusal); the error, with its ``retry_after``, is raised
+    at once, so that a client can wait on its own terms.
+    """
 
     max_retries: int = 3
     retry_after_cap: float = 10.0
@@ -194,7 +200,7 @@ class RetryPolicy:
         """Seconds to wait after failed attempt ``attempt`` (memoized per attempt)."""
         if attempt not in call.planned:
             if call.retry_after is not None:
-                seconds = min(call.retry_after, self.retry_after_cap)
+                seconds = call.retry_after
             else:
                 seconds = min(self.backoff * 2 ** (attempt - 1), self.backoff_max)
                 seconds *= 0.5 + random.random() / 2  # jitter: no thundering herd
@@ -234,14 +240,17 @@ class RetryPolicy:
 
 
 class _StopAtDeadline(tenacity.stop.stop_base):
-    """Stop when the next sleep would end past the call's deadline."""
+    """Stop when the next sleep would end past the call's deadline or exceed the Retry-After cap."""
 
     def __init__(self, policy: RetryPolicy, call: CallState) -> None:
         self.policy = policy
         self.call = call
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        return self.policy.sleep_for(self.call, retry_state.attempt_number) >= self.call.remaining()
+        sleep = self.policy.sleep_for(self.call, retry_state.attempt_number)
+        if self.call.retry_after is not None and sleep > self.policy.retry_after_cap:
+            return True
+        return sleep >= self.call.remaining()
 
 
 def _log_retry(state: tenacity.RetryCallState) -> None:

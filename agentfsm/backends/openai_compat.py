@@ -2,8 +2,8 @@
 
 Ollama, vLLM, llama.cpp's server, ``python -m llama_cpp.server``, LM Studio, hosted
 chat APIs. Sync and async clients with connection pooling; transport retries with
-tenacity on connection errors and 408/409/429/5xx (honouring a capped
-``Retry-After``); a total deadline per call that bounds even a dripping upstream;
+tenacity on connection errors and 408/409/429/5xx (honouring ``Retry-After``; one
+longer than ``retry_after_cap`` or the time left is raised at once, not waited for); a total deadline per call that bounds even a dripping upstream;
 SSE streaming. The API key goes into the ``Authorization`` header and nowhere else:
 not into logs, exception messages or reprs.
 
@@ -23,9 +23,10 @@ from typing import Any, NoReturn, TypeVar
 
 import httpx
 from loguru import logger
+from pydantic import SecretStr
 
-from agentfsm._types import JSONObject
-from agentfsm.backends._payload import JSONSchemaMode, build_payload, rejects_json_schema
+from agentfsm.core._types import JSONObject
+from agentfsm.backends._payload import JSONSchemaMode, build_payload, context_error, rejects_json_schema
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
 from agentfsm.backends._transport import (
     CallState,
@@ -37,9 +38,9 @@ from agentfsm.backends._transport import (
     map_transport_error,
     parse_retry_after,
 )
-from agentfsm.backends.base import Capabilities, Completion, GenerationOptions
-from agentfsm.errors import BackendError, BackendHTTPError, UsageError
-from agentfsm.messages import PromptMessage
+from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream
+from agentfsm.core.errors import BackendError, BackendHTTPError, UsageError
+from agentfsm.core.messages import PromptMessage
 
 __all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts"]
 
@@ -55,18 +56,6 @@ class _SchemaRejected(Exception):
         self.error = error
 
 
-class _Secret:
-    """Holds the API key; shows as ``***`` in reprs, ``vars()`` and tracebacks' locals."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str | None) -> None:
-        self.value = value or None
-
-    def __repr__(self) -> str:
-        return "'***'" if self.value else "None"
-
-
 def _env_key() -> str | None:
     return os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
 
@@ -78,8 +67,11 @@ class OpenAICompatBackend:
     ``prefill=True`` declares that the upstream continues a trailing assistant
     message (a property of the server, so it is opt-in). ``extra_body`` is merged
     into every request body. ``backoff`` is the first wait between retries when the
-    upstream gives no ``Retry-After`` (doubling, jittered). ``transport`` /
-    ``async_transport`` replace httpx's.
+    upstream gives no ``Retry-After`` (doubling, jittered). ``context_tokens`` declares
+    the upstream model's context window (the proxy then fits requests to it; unknown by
+    default). An upstream's own "context length exceeded" 400 is raised as
+    :class:`~agentfsm.core.errors.PromptTooLong`. ``transport`` / ``async_transport``
+    replace httpx's.
     """
 
     def __init__(
@@ -97,6 +89,7 @@ class OpenAICompatBackend:
         extra_headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         max_connections: int = 100,
+        context_tokens: int | None = None,
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -113,10 +106,15 @@ class OpenAICompatBackend:
             "json_schema" if json_schema_mode == "auto" else json_schema_mode
         )
         self._prefill = prefill
+        if context_tokens is not None and context_tokens < 1:
+            raise UsageError("context_tokens must be positive")
+        self.context_tokens = context_tokens
         self._policy = RetryPolicy(
             max_retries=max_retries, retry_after_cap=retry_after_cap, backoff=backoff
         )
-        self._key = _Secret(api_key if api_key is not None else _env_key())
+        # a SecretStr shows as '**********' in reprs, vars() and tracebacks' locals
+        raw_key = api_key if api_key is not None else _env_key()
+        self._key = SecretStr(raw_key) if raw_key else None
         self._headers = {"accept": "application/json", **(extra_headers or {})}
         self._extra_body = dict(extra_body or {})
         self._limits = httpx.Limits(
@@ -136,8 +134,13 @@ class OpenAICompatBackend:
 
     @property
     def capabilities(self) -> Capabilities:
-        """Prefill as declared; JSON schema unless ``json_schema_mode="off"``."""
-        return Capabilities(prefill=self._prefill, json_schema=self.json_schema_mode != "off")
+        """Prefill as declared; JSON schema unless ``json_schema_mode="off"``; the context
+        as declared (``context_tokens``, else unknown)."""
+        return Capabilities(
+            prefill=self._prefill,
+            json_schema=self.json_schema_mode != "off",
+            context_tokens=self.context_tokens,
+        )
 
     def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
         """One chat completion (retried on transport failures, bounded by ``timeout.total``)."""
@@ -185,10 +188,14 @@ class OpenAICompatBackend:
         finally:
             response.close()
 
-    async def astream(
-        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    def astream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> AsyncIterator[str]:
+        """Async twin of :meth:`stream`; every wait is bounded by the call's deadline. The
+        :class:`TextStream` reports the upstream's finish_reason and usage once read."""
+        return TextStream(lambda end: self._astream(messages, options, end))
+
+    async def _astream(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, end: TextStream
     ) -> AsyncIterator[str]:
-        """Async twin of :meth:`stream`; every wait is bounded by the call's deadline."""
         call = CallState(self.timeouts.total)
 
         async def run(payload: JSONObject) -> httpx.Response:
@@ -197,7 +204,9 @@ class OpenAICompatBackend:
         response = await self._awith_fallback(run, messages, options, stream=True)
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                yield parse_chat_completion(await aread_body(response, call)).text
+                whole = parse_chat_completion(await aread_body(response, call))
+                yield whole.text
+                end.finish_reason, end.usage = whole.finish_reason, whole.usage
                 return
             decoder, state = SSEDecoder(), ChatStreamState()
             chunks = response.aiter_bytes()
@@ -216,6 +225,8 @@ class OpenAICompatBackend:
                 if delta := state.accept(data):
                     yield delta
             state.finish()
+            end.finish_reason = state.finish_reason
+            end.usage = state.usage if state.usage.total_tokens else None
         finally:
             await response.aclose()
 
@@ -272,19 +283,19 @@ class OpenAICompatBackend:
         await self.aclose()
 
     def __repr__(self) -> str:
-        key = "'***'" if self._key.value else "None"
+        key = "'***'" if self._key else "None"
         return f"OpenAICompatBackend(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
 
     # -- requests ------------------------------------------------------------------
     def _redact(self, text: str) -> str:
-        key = self._key.value
+        key = self._key.get_secret_value() if self._key else None
         return text.replace(key, "***") if key else text
 
     def _client_headers(self) -> httpx.Headers:
         # httpx masks authorization in its own reprs; we keep the key out of ours
         headers = httpx.Headers(self._headers)
-        if self._key.value:
-            headers["authorization"] = f"Bearer {self._key.value}"
+        if self._key:
+            headers["authorization"] = f"Bearer {self._key.get_secret_value()}"
         return headers
 
     def _payload(
@@ -340,10 +351,15 @@ class OpenAICompatBackend:
     def _fail(
         self, response: httpx.Response, body: bytes, payload: JSONObject, call: CallState
     ) -> NoReturn:
-        error = BackendHTTPError(response.status_code, self._redact(body.decode("utf-8", "replace")))
+        retry_after = parse_retry_after(response.headers)
+        text = self._redact(body.decode("utf-8", "replace"))
+        error = BackendHTTPError(response.status_code, text, retry_after=retry_after)
+        too_long = context_error(error.status_code, error.body)
+        if too_long is not None:
+            raise too_long from error
         if self._should_fall_back(error, payload):
             raise _SchemaRejected(error)
-        call.retry_after = parse_retry_after(response.headers)
+        call.retry_after = retry_after
         raise error
 
     def _log(self, payload: JSONObject) -> None:

@@ -8,70 +8,40 @@ is raised, which the replay report treats as a divergence.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from agentfsm.backends.base import Capabilities, Completion, GenerationOptions, Usage
 from agentfsm.backends.scripted import ScriptedBackend, ScriptExhausted
-from agentfsm.errors import TranscriptError
-from agentfsm.messages import PromptMessage
+from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream
+from agentfsm.core.events import ModelOutputEvent, TranscriptEvent, parse_event
+from agentfsm.core.messages import PromptMessage
+from agentfsm.runtime.transcript import read_events
 
 __all__ = ["ReplayBackend", "read_model_outputs"]
 
-
-def _read_events(path: Path) -> list[dict[str, Any]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise TranscriptError(f"cannot read transcript {path}: {exc}") from exc
-    events: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError as exc:
-            if number == len(lines):
-                break  # a torn last line: the writer died mid-event
-            raise TranscriptError(f"{path}:{number}: not a JSON event") from exc
-        if not isinstance(event, dict):
-            raise TranscriptError(f"{path}:{number}: an event must be a JSON object")
-        events.append(event)
-    return events
+#: a transcript: its file, or its events (typed, or as JSON objects)
+TranscriptSource = str | os.PathLike[str] | Iterable[TranscriptEvent | Mapping[str, Any]]
 
 
-def read_model_outputs(
-    source: str | os.PathLike[str] | Iterable[Mapping[str, Any]], run: str | None = None
-) -> list[Completion]:
+def _events(source: TranscriptSource) -> Iterator[TranscriptEvent]:
+    if isinstance(source, str | os.PathLike):
+        yield from read_events(source)
+        return
+    for item in source:
+        yield parse_event(item) if isinstance(item, Mapping) else item
+
+
+def read_model_outputs(source: TranscriptSource, run: str | None = None) -> list[Completion]:
     """The ``model_output`` events of a transcript (file or events), as Completions.
 
     ``run`` keeps only the events of that run id; the text keeps its prefill.
     """
-    events: Iterable[Mapping[str, Any]]
-    events = _read_events(Path(source)) if isinstance(source, (str, os.PathLike)) else source
-    outputs: list[Completion] = []
-    for event in events:
-        if event.get("type") != "model_output" or (run is not None and event.get("run") != run):
-            continue
-        text = event.get("text")
-        if not isinstance(text, str):
-            raise TranscriptError(f"model_output event {event.get('seq')} has no text")
-        usage = event.get("usage") or {}
-        outputs.append(
-            Completion(
-                text=text,
-                usage=Usage(
-                    prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                    completion_tokens=int(usage.get("completion_tokens", 0)),
-                ),
-                finish_reason=str(event.get("finish_reason") or "stop"),
-                model="replay",
-            )
-        )
-    return outputs
+    return [
+        Completion(text=e.text, usage=e.usage, finish_reason=e.finish_reason, model="replay")
+        for e in _events(source)
+        if isinstance(e, ModelOutputEvent) and (run is None or e.run == run)
+    ]
 
 
 class ReplayBackend:
@@ -85,7 +55,7 @@ class ReplayBackend:
 
     def __init__(
         self,
-        path_or_events: str | os.PathLike[str] | Iterable[Mapping[str, Any]],
+        path_or_events: TranscriptSource,
         run: str | None = None,
         capabilities: Capabilities | None = None,
     ) -> None:
@@ -133,11 +103,16 @@ class ReplayBackend:
         """The next recorded output as one delta."""
         yield self.complete(messages, options).text
 
-    async def astream(
-        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    def astream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> AsyncIterator[str]:
+        """Async twin of :meth:`stream`; the stream reports the recorded finish_reason and usage."""
+        return TextStream(lambda end: self._adeltas(messages, options, end))
+
+    async def _adeltas(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, end: TextStream
     ) -> AsyncIterator[str]:
-        """Async twin of :meth:`stream`."""
-        yield self.complete(messages, options).text
+        completion = self.complete(messages, options)
+        yield completion.text
+        end.finish_reason, end.usage = completion.finish_reason, completion.usage
 
     def __repr__(self) -> str:
         return f"ReplayBackend(outputs={len(self.outputs)}, served={self.served})"

@@ -7,7 +7,7 @@
     ...
     assert backend.requests[0].messages[0].role == "system"
 
-A script is a queue of replies (strings, :class:`~agentfsm.backends.base.Completion`
+A script is a queue of replies (strings, :class:`~agentfsm.core.backend.Completion`
 values, or exceptions to raise at that point) or a function of the conversation.
 """
 
@@ -18,9 +18,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from agentfsm.backends.base import Capabilities, Completion, GenerationOptions, Usage
-from agentfsm.errors import BackendError
-from agentfsm.messages import PromptMessage
+from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream, Usage
+from agentfsm.core.errors import ScriptExhausted
+from agentfsm.core.messages import PromptMessage
 
 __all__ = [
     "Reply",
@@ -35,14 +35,6 @@ __all__ = [
 Reply = str | Completion | BaseException
 
 _CHUNK = 8  # characters per streamed delta
-
-
-class ScriptExhausted(BackendError):
-    """A scripted or replay backend was asked for more replies than it holds."""
-
-    def __init__(self, served: int, source: str = "script") -> None:
-        self.served = served
-        super().__init__(f"{source} exhausted: all {served} replies were already served")
 
 
 @dataclass(frozen=True)
@@ -145,12 +137,17 @@ class ScriptedBackend:
         for i in range(0, len(text), _CHUNK):
             yield text[i : i + _CHUNK]
 
-    async def astream(
-        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    def astream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> AsyncIterator[str]:
+        """Async twin of :meth:`stream`; the stream reports the reply's finish_reason and usage."""
+        return TextStream(lambda end: self._adeltas(messages, options, end))
+
+    async def _adeltas(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, end: TextStream
     ) -> AsyncIterator[str]:
-        """Async twin of :meth:`stream`."""
-        for delta in self.stream(messages, options):
-            yield delta
+        completion = self.complete(messages, options)
+        for i in range(0, len(completion.text), _CHUNK):
+            yield completion.text[i : i + _CHUNK]
+        end.finish_reason, end.usage = completion.finish_reason, completion.usage
 
     def __repr__(self) -> str:
         return f"ScriptedBackend(name={self._name!r}, remaining={self.remaining})"

@@ -1,4 +1,9 @@
-"""The ``agentfsm`` command line. One module per command group, each with ``register(app)``."""
+"""The ``agentfsm`` command line. One module per command group, each with ``register(app)``.
+
+Registering a command imports nothing heavy: each command module imports its server,
+batch, eval or rendering libraries inside the command function, so ``agentfsm --help``
+and ``agentfsm replay`` start fast (tests/test_cli.py checks what ``--help`` loads).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,8 @@ import os
 import sys
 
 import typer
-from loguru import logger
 
-from agentfsm.errors import AgentFSMError
+from agentfsm.core.errors import AgentFSMError
 
 __all__ = ["app", "main"]
 
@@ -39,8 +43,11 @@ _register_all()
 
 def main() -> None:
     """Console entry point: typed errors become a one-line message and exit code 2."""
-    logger.remove()
-    logger.add(sys.stderr, level=os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING"), format="{level}: {message}")
+    from loguru import logger
+
+    from agentfsm.cli._logging import configure_logging
+
+    configure_logging(os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING"))
     logger.enable("agentfsm")
     try:
         app()

@@ -1,23 +1,23 @@
-"""Options shared by the commands that talk to a model (run, chat, serve, batch, eval)."""
+"""Options shared by the commands that talk to a model (run, chat, serve, batch, eval): the
+backend. The run configuration's options are generated (:mod:`agentfsm.cli._options`)."""
 
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentfsm.backends.base import Backend
-from agentfsm.errors import UsageError
+from agentfsm.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from agentfsm.core.backend import Backend
 
 __all__ = [
     "ApiKeyOpt",
     "BackendOpt",
     "BaseUrlOpt",
-    "DialectOpt",
-    "EnforcementOpt",
     "ModelOpt",
-    "ToolChoiceOpt",
     "make_backend",
 ]
 
@@ -32,28 +32,22 @@ ApiKeyOpt = Annotated[
     str | None,
     typer.Option("--upstream-api-key", envvar="AGENTFSM_UPSTREAM_API_KEY", help="Key for the upstream (never logged). Falls back to OPENAI_API_KEY.", show_default=False),
 ]
-DialectOpt = Annotated[
-    str, typer.Option("--dialect", envvar="AGENTFSM_DIALECT", help="json-action, json-protocol, command or smiley.")
-]
-EnforcementOpt = Annotated[
-    str, typer.Option("--enforcement", envvar="AGENTFSM_ENFORCEMENT", help="auto, prompt, prefill or constrained.")
-]
-ToolChoiceOpt = Annotated[
-    str, typer.Option("--tool-choice", envvar="AGENTFSM_TOOL_CHOICE", help="auto, none, required, or a tool name.")
-]
-
-
-def make_backend(backend: str, base_url: str | None, model: str | None, api_key: str | None) -> Backend:
-    """Build the backend the options describe; clear errors for missing pieces."""
+def make_backend(
+    backend: str, base_url: str | None, model: str | None, api_key: str | None, context_tokens: int | None = None
+) -> Backend:
+    """Build the backend the options describe; clear errors for missing pieces.
+    ``context_tokens``: the model's context window (local: its n_ctx; openai: declared)."""
     from agentfsm.backends import create_backend
+    from agentfsm.cli._logging import register_secret
 
     if backend == "local":
-        return create_backend("local")
+        return create_backend("local", **({"n_ctx": context_tokens} if context_tokens else {}))
     if backend == "openai":
         if not base_url:
             raise UsageError("--backend openai needs --base-url (or AGENTFSM_BASE_URL)")
-        kwargs: dict[str, Any] = {"base_url": base_url, "model": model or "default"}
+        kwargs: dict[str, Any] = {"base_url": base_url, "model": model or "default", "context_tokens": context_tokens}
         key = api_key or os.environ.get("OPENAI_API_KEY")
+        register_secret(key)
         if key:
             kwargs["api_key"] = key
         return create_backend("openai", **kwargs)

@@ -10,37 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
 
-from agentfsm.batch import BatchRun, BatchStats, run_batch
-from agentfsm.cli._common import (
-    ApiKeyOpt,
-    BackendOpt,
-    BaseUrlOpt,
-    DialectOpt,
-    EnforcementOpt,
-    ModelOpt,
-    ToolChoiceOpt,
-    make_backend,
-)
+from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
+from agentfsm.cli._options import config_options
+from agentfsm.core.config import DEFAULTS, RunConfig
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from agentfsm.batch.controller import BatchRun, BatchStats
 
 __all__ = ["register", "summary_table"]
 
 
 def summary_table(stats: BatchStats) -> Table:
     """The end-of-batch summary as a rich table."""
+    from rich.table import Table
+
     table = Table(title="batch summary", show_header=True, header_style="bold")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -68,6 +58,15 @@ def summary_table(stats: BatchStats) -> Table:
 
 
 async def _drive(run: BatchRun, console: Console, show_progress: bool) -> BatchStats:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     await run.start()
     stats = run.stats
     columns = (
@@ -92,6 +91,7 @@ async def _drive(run: BatchRun, console: Console, show_progress: bool) -> BatchS
     return run.stats
 
 
+@config_options()
 def batch(
     tasks: Annotated[str, typer.Argument(help="Tasks file: one JSON object per line (id, prompt or messages, tools, tool_choice).")],
     output: Annotated[str, typer.Option("--output", "-o", help="Results file (JSONL, appended; re-runs skip done ids).")],
@@ -102,16 +102,20 @@ def batch(
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     api_key: ApiKeyOpt = None,
-    dialect: DialectOpt = "json-action",
-    enforcement: EnforcementOpt = "auto",
-    tool_choice: ToolChoiceOpt = "auto",
-    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Model calls allowed per task.")] = 10,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run tasks recorded as failed again.")] = False,
     fsync_every: Annotated[int, typer.Option("--fsync-every", min=0, help="fsync the results every N lines (0: at the end).")] = 32,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+    config: RunConfig = DEFAULTS,
 ) -> None:
-    """Run every task of TASKS through the agent, exactly once each, into RESULTS."""
+    """Run every task of TASKS through the agent, exactly once each, into RESULTS.
+
+    --tool-choice is the choice of a task that names none.
+    """
+    from rich.console import Console
+
+    from agentfsm.batch.controller import run_batch
+
     console = Console(stderr=True, highlight=False)
     run = run_batch(
         tasks,
@@ -120,10 +124,7 @@ def batch(
         tools_module=tools_module,
         concurrency=concurrency,
         transcripts_dir=transcripts,
-        dialect=dialect,
-        enforcement=enforcement,
-        tool_choice=tool_choice,
-        max_steps=max_steps,
+        config=config,
         retry_failed=retry_failed,
         fsync_every=fsync_every,
     )

@@ -8,16 +8,7 @@ from typing import Annotated
 
 import typer
 
-from agentfsm.diagram import (
-    Diagram,
-    document_markdown,
-    machine_diagram,
-    observed_diagram,
-    render,
-    to_graphviz_dot,
-    to_mermaid,
-)
-from agentfsm.errors import AgentFSMError, UsageError
+from agentfsm.core.errors import AgentFSMError, UsageError
 
 __all__ = ["register"]
 
@@ -66,6 +57,16 @@ def _format(fmt: str | None, output: Path | None) -> str:
 
 def draw(paths: list[Path] | None, fmt: str | None, output: Path | None) -> bytes:
     """Build the diagram the arguments ask for and return its bytes (also written to ``output``)."""
+    from agentfsm.diagram.build import (
+        Diagram,
+        document_markdown,
+        machine_diagram,
+        observed_diagram,
+        render,
+        to_graphviz_dot,
+        to_mermaid,
+    )
+
     chosen = _format(fmt, output)
     diagram: Diagram = observed_diagram(paths) if paths else machine_diagram()
     if chosen == "mermaid":

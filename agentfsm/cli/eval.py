@@ -6,23 +6,25 @@ import asyncio
 import shlex
 import sys
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agentfsm.backends.base import Backend, GenerationOptions
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
-from agentfsm.errors import AgentFSMError
-from agentfsm.eval.bfcl_data import BfclCase, parse_categories
-from agentfsm.eval.machine import machine_description, now_iso
-from agentfsm.eval.report import aggregate, render_table, write_report
-from agentfsm.eval.runner import CaseResult, EvalPlan, load_plan_cases, resolve_specs, run_eval
+from agentfsm.cli._options import config_options
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.errors import AgentFSMError
 
-__all__ = ["bfcl", "eval_app", "register"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agentfsm.core.backend import Backend, GenerationOptions
+    from agentfsm.eval.bfcl_data import BfclCase
+    from agentfsm.eval.runner import CaseResult, EvalPlan
+    from agentfsm.eval.tasks import TaskResult
+
+__all__ = ["bfcl", "eval_app", "quality", "register"]
 
 eval_app = typer.Typer(name="eval", help="Benchmarks through the agentfsm runtime.", no_args_is_help=True)
 
@@ -30,7 +32,8 @@ CategoriesOpt = Annotated[
     str,
     typer.Option(
         "--categories",
-        help="Comma list: simple_python, multiple, parallel, parallel_multiple, irrelevance, live_* ... or 'all' "
+        help="Comma list: simple_python, simple_java, simple_javascript, multiple, parallel, parallel_multiple, "
+        "irrelevance, live_* ... or 'all' "
         "(simple_python, multiple, parallel, irrelevance).",
     ),
 ]
@@ -47,9 +50,15 @@ MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=16, help="Generat
 DataDirOpt = Annotated[
     Path | None, typer.Option("--data-dir", help="BFCL data folder (default: the installed bfcl-eval package).")
 ]
+TranscriptsOpt = Annotated[
+    Path | None,
+    typer.Option("--transcripts", help="Write one transcript per case and row into this directory (agentfsm replay reads them)."),
+]
 
 
 def _bfcl_version() -> str | None:
+    from importlib import metadata
+
     try:
         return metadata.version("bfcl-eval")
     except metadata.PackageNotFoundError:
@@ -57,6 +66,10 @@ def _bfcl_version() -> str | None:
 
 
 def _execute(backend: Backend, plan: EvalPlan, options: GenerationOptions, console: Console) -> list[CaseResult]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentfsm.eval.runner import load_plan_cases
+
     cases = load_plan_cases(plan)
     total = len(cases) * len(plan.specs)
     right = 0
@@ -92,6 +105,8 @@ async def _run_and_close(
     cases: list[BfclCase],
 ) -> list[CaseResult]:
     """Run the eval, then close the backend's async pool on the loop that opened it."""
+    from agentfsm.eval.runner import run_eval
+
     try:
         return await run_eval(backend, plan, options, on_result=on_result, cases=cases)
     finally:
@@ -103,6 +118,9 @@ async def _run_and_close(
             close()
 
 
+#: --dialects and --enforcement are lists here (one row each); BFCL's tool_choice is auto,
+#: its parallel categories need parallel calls, and each case is one deciding turn
+@config_options(exclude=("dialect", "enforcement", "tool_choice", "parallel", "max_steps", "result_max_chars"))
 def bfcl(
     categories: CategoriesOpt = "simple_python",
     limit: LimitOpt = None,
@@ -116,6 +134,8 @@ def bfcl(
     baseline: BaselineOpt = True,
     max_tokens: MaxTokensOpt = 256,
     data_dir: DataDirOpt = None,
+    transcripts: TranscriptsOpt = None,
+    config: RunConfig = DEFAULTS,
 ) -> None:
     """Run Berkeley Function Calling Leaderboard cases through the runtime and score them.
 
@@ -124,6 +144,14 @@ def bfcl(
     mode on the same backend and cases. Writes a JSON and a Markdown report and a
     chart of accuracy by dialect x enforcement level.
     """
+    from rich.console import Console
+
+    from agentfsm.core.backend import GenerationOptions
+    from agentfsm.eval.bfcl_data import parse_categories
+    from agentfsm.eval.host import machine_description, now_iso
+    from agentfsm.eval.report import aggregate, render_table, write_report
+    from agentfsm.eval.runner import EvalPlan, resolve_specs
+
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)  # a log file gets the whole table, not a folded one
@@ -131,7 +159,9 @@ def bfcl(
         cats = parse_categories(categories)
         model_backend = make_backend(backend, base_url, model, api_key)
         specs = resolve_specs(model_backend, dialects, enforcement, baseline)
-        plan = EvalPlan(categories=cats, specs=specs, limit=limit, data_dir=data_dir)
+        plan = EvalPlan(
+            categories=cats, specs=specs, limit=limit, data_dir=data_dir, config=config, transcripts_dir=transcripts
+        )
         options = GenerationOptions(max_tokens=max_tokens)
         results = _execute(model_backend, plan, options, console)
     except AgentFSMError as exc:
@@ -162,6 +192,77 @@ def bfcl(
 
 
 eval_app.command("bfcl")(bfcl)
+
+
+def quality(
+    categories: Annotated[
+        str, typer.Option("--categories", help="Comma list of BFCL categories, or 'none' (default: the seven single-turn ones).")
+    ] = "default",
+    limit: Annotated[int, typer.Option("--limit", min=1, help="First N cases of each BFCL category.")] = 15,
+    tasks: Annotated[bool, typer.Option("--tasks/--no-tasks", help="Run the task suite.")] = True,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Markdown report path.")] = Path("bench/results/quality.md"),
+    transcripts: TranscriptsOpt = None,
+    backend: BackendOpt = "local",
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    api_key: ApiKeyOpt = None,
+) -> None:
+    """The quality check of the model-facing path: the task suite and BFCL's single-turn categories.
+
+    Prints one table (per category: accuracy, protocol-valid, mean attempts, seconds per
+    case) and writes it, with date, machine and command, to the Markdown report.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from agentfsm.eval.bfcl_data import parse_categories
+    from agentfsm.eval.host import machine_description, now_iso
+    from agentfsm.eval.quality import CATEGORIES, render_markdown, rows_from, run_quality
+    from agentfsm.eval.tasks import TASKS
+
+    console = Console(width=200) if not Console().is_terminal else Console()
+    try:
+        cats = () if categories == "none" else CATEGORIES if categories == "default" else parse_categories(categories)
+        model_backend = make_backend(backend, base_url, model, api_key)
+
+        def on_task(r: TaskResult) -> None:
+            mark = "ok" if r.valid else f"x ({r.error or r.why})"
+            calls = ", ".join(f"{n}{a}" for n, a in r.calls) or "no call"
+            console.print(f"task {r.task.name}: {mark} [{calls}] -> {r.answer[:80]!r} ({r.seconds:.1f} s)",
+                          highlight=False, markup=False)
+
+        def on_case(r: CaseResult) -> None:
+            console.print(f"{r.case_id}: {'ok' if r.valid else 'x'} ({r.seconds:.1f} s)", highlight=False)
+
+        task_results, case_results = asyncio.run(
+            run_quality(model_backend, cats, limit, TASKS if tasks else (), transcripts, on_task, on_case)
+        )
+    except AgentFSMError as exc:
+        typer.echo(f"agentfsm: error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    rows = rows_from(task_results, case_results)
+    table = Table(title="Quality (defaults)")
+    for col in ("category", "cases", "accuracy %", "protocol-valid %", "mean attempts", "s/case"):
+        table.add_column(col, justify="left" if col == "category" else "right")
+    for row in rows:
+        table.add_row(*row.cells())
+    console.print(table)
+    meta: dict[str, Any] = {
+        "command": "agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "date": now_iso(),
+        "backend": model_backend.name,
+        "machine": machine_description(),
+        "bfcl_eval": _bfcl_version(),
+        "limit": limit,
+    }
+    failures = [f"{r.task.name}: {r.error or r.why}; calls {list(r.calls)}; answer {r.answer[:120]!r}"
+                for r in task_results if not r.valid]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render_markdown(rows, meta, failures), encoding="utf-8")
+    console.print(f"wrote {output}")
+
+
+eval_app.command("quality")(quality)
 
 
 def register(app: typer.Typer) -> None:

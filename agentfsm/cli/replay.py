@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from agentfsm.replay import ReplayReport, replay
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agentfsm.runtime.replay import ReplayReport
 
 __all__ = ["register"]
 
@@ -49,6 +51,10 @@ def replay_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON report per line.")] = False,
 ) -> None:
     """Replay transcripts through today's contract, parser, guards and engine."""
+    from rich.console import Console
+
+    from agentfsm.runtime.replay import replay
+
     console = Console(highlight=False)
     all_identical = True
     for path in _expand(transcripts):

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from agentfsm.cli._common import (
-    ApiKeyOpt,
-    BackendOpt,
-    BaseUrlOpt,
-    DialectOpt,
-    EnforcementOpt,
-    ModelOpt,
-    ToolChoiceOpt,
-    make_backend,
-)
-from agentfsm.contract import render_contract
-from agentfsm.errors import AgentFSMError, UsageError
-from agentfsm.messages import AssistantMessage, Message, UserMessage
-from agentfsm.tools import ToolRegistry, load_tools
+from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
+from agentfsm.cli._options import config_options
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.errors import AgentFSMError, UsageError
+
+if TYPE_CHECKING:
+    from agentfsm.runtime.tools import ToolRegistry
 
 __all__ = ["register"]
 
@@ -35,43 +27,16 @@ McpOpt = Annotated[
     typer.Option("--mcp", help='An MCP server to start over stdio, e.g. --mcp "python server.py". Repeatable.'),
 ]
 TranscriptOpt = Annotated[str | None, typer.Option("--transcript", help="Write the JSONL transcript here.")]
-MaxStepsOpt = Annotated[int, typer.Option("--max-steps", min=1, help="Model calls allowed per turn.")]
 
 
 def _registry(tools: list[str] | None) -> ToolRegistry:
+    from agentfsm.runtime.tools import ToolRegistry, load_tools
+
     registry = ToolRegistry()
     for ref in tools or []:
         for tool in load_tools(ref):
             registry.add(tool)
     return registry
-
-
-class _Printer:
-    """Shows each step of a run as it happens."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        c = self.console
-        if kind == "transition":
-            c.print(f"[dim]state[/] {event['from']} --{event['event']}--> [bold]{event['to']}[/]")
-        elif kind == "model_request":
-            more = ", extension" if event.get("extension") else ""
-            c.print(f"[dim]model request (attempt {event['attempt']}, enforcement {event['enforcement']}{more})[/]")
-        elif kind == "tool_call":
-            call = event["call"]
-            c.print(f"[cyan]call[/] {call['name']}({json.dumps(call['arguments'], ensure_ascii=False)})  [dim]{call['id']}[/]")
-        elif kind == "tool_result":
-            res = event["result"]
-            c.print(f"[green]result[/] [{res['status']}] {res['content'][:300]}")
-        elif kind == "guard":
-            c.print(f"[yellow]guard[/] {event['guard']}: {event['reason']} ({event['detail']})")
-        elif kind == "retry":
-            c.print(f"[yellow]retry[/] attempt {event['attempt']}: {event['reason']}")
-        elif kind == "error":
-            c.print(f"[red]error[/] {event['error']}: {event['message']}")
 
 
 def _agent(
@@ -81,28 +46,23 @@ def _agent(
     base_url: str | None,
     model: str | None,
     api_key: str | None,
-    dialect: str,
-    enforcement: str,
-    tool_choice: str,
+    config: RunConfig,
     transcript: str | None,
-    max_steps: int,
     on_event: Any,
 ) -> Any:
-    from agentfsm.runtime import Agent
+    from agentfsm.runtime.agent import Agent
 
     return Agent(
         backend=make_backend(backend, base_url, model, api_key),
         tools=_registry(tools),
-        dialect=dialect,
-        tool_choice=tool_choice,
-        enforcement=enforcement,
+        config=config,
         transcript=transcript,
-        max_steps=max_steps,
         mcp=mcp or (),
         on_event=on_event,
     )
 
 
+@config_options()
 def run(
     prompt: Annotated[str, typer.Argument(help="What to ask the model.")],
     tools: ToolsOpt = None,
@@ -111,17 +71,18 @@ def run(
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     api_key: ApiKeyOpt = None,
-    dialect: DialectOpt = "json-action",
-    enforcement: EnforcementOpt = "auto",
-    tool_choice: ToolChoiceOpt = "auto",
     transcript: TranscriptOpt = None,
-    max_steps: MaxStepsOpt = 10,
+    config: RunConfig = DEFAULTS,
     as_json: Annotated[bool, typer.Option("--json", help="Print one machine-readable result.")] = False,
 ) -> None:
     """Run the agent loop on PROMPT and print each step and the final answer."""
+    from rich.console import Console
+
+    from agentfsm.cli._show import Printer
+
     console = Console(stderr=as_json, highlight=False)
-    printer = None if as_json else _Printer(console)
-    agent = _agent(tools, mcp, backend, base_url, model, api_key, dialect, enforcement, tool_choice, transcript, max_steps, printer)
+    printer = None if as_json else Printer(console)
+    agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, printer)
     try:
         result = agent.run(prompt)
     except AgentFSMError as exc:
@@ -153,6 +114,7 @@ def run(
         console.print(f"[dim]transcript written to {result.transcript}[/]")
 
 
+@config_options()
 def chat(
     tools: ToolsOpt = None,
     mcp: McpOpt = None,
@@ -160,15 +122,17 @@ def chat(
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     api_key: ApiKeyOpt = None,
-    dialect: DialectOpt = "json-action",
-    enforcement: EnforcementOpt = "auto",
-    tool_choice: ToolChoiceOpt = "auto",
     transcript: TranscriptOpt = None,
-    max_steps: MaxStepsOpt = 10,
+    config: RunConfig = DEFAULTS,
 ) -> None:
     """Chat interactively; history (calls and results included) is kept across turns."""
+    from rich.console import Console
+
+    from agentfsm.cli._show import Printer
+    from agentfsm.core.messages import AssistantMessage, Message, UserMessage
+
     console = Console(highlight=False)
-    agent = _agent(tools, mcp, backend, base_url, model, api_key, dialect, enforcement, tool_choice, transcript, max_steps, _Printer(console))
+    agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, Printer(console))
     history: list[Message] = []
     console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit[/]")
     while True:
@@ -191,12 +155,16 @@ def chat(
     console.print(f"[dim]{n} assistant message(s) in this session[/]")
 
 
+@config_options(only=("dialect", "tool_choice"))
 def tools_cmd(
     ref: Annotated[list[str], typer.Argument(help="MODULE:ATTR of the tools.")],
-    dialect: DialectOpt = "json-action",
-    tool_choice: ToolChoiceOpt = "auto",
+    config: RunConfig = DEFAULTS,
 ) -> None:
     """List the tools and print the contract that would be sent to the model."""
+    from rich.console import Console
+
+    from agentfsm.prompt.contract import render_contract
+
     registry = _registry(ref)
     if not len(registry):
         raise UsageError("no tools found")
@@ -205,7 +173,7 @@ def tools_cmd(
         console.print(f"[bold]{spec.name}[/]: {spec.description}")
         console.print(json.dumps(spec.parameters, indent=2), markup=False)
     console.rule("contract")
-    console.print(render_contract(registry.specs, dialect=dialect, tool_choice=tool_choice), markup=False)
+    console.print(render_contract(registry.specs, dialect=config.dialect, tool_choice=config.tool_choice), markup=False)
 
 
 def register(app: typer.Typer) -> None:

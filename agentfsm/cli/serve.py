@@ -7,22 +7,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentfsm._server_auth import check_bind
-from agentfsm.backends.base import Backend
-from agentfsm.cli._common import (
-    ApiKeyOpt,
-    BackendOpt,
-    BaseUrlOpt,
-    DialectOpt,
-    EnforcementOpt,
-    ModelOpt,
-    make_backend,
-)
-from agentfsm.errors import AgentFSMError
+from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
+from agentfsm.cli._options import config_options
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.errors import AgentFSMError
+from agentfsm.server.settings import Settings
+
+if TYPE_CHECKING:
+    from agentfsm.core.backend import Backend
 
 __all__ = ["build_app", "register"]
 
@@ -32,22 +28,42 @@ ProxyKeyOpt = Annotated[
     str | None,
     typer.Option("--api-key", envvar="AGENTFSM_API_KEY", help="Key clients must send (Authorization: Bearer or x-api-key). Never logged.", show_default=False),
 ]
-TranscriptsOpt = Annotated[Path | None, typer.Option("--transcripts", help="Write one JSONL transcript per request into this directory.")]
-MaxBodyOpt = Annotated[int, typer.Option("--max-body-bytes", min=1, help="Largest request body accepted (413 above).")]
-TimeoutOpt = Annotated[float | None, typer.Option("--request-timeout", min=0.001, help="Seconds one whole request may take, retries included (504 after).")]
-CorrectionsOpt = Annotated[int, typer.Option("--max-corrections", min=0, help="Corrections sent upstream per request before giving up (422).")]
-ServedModelOpt = Annotated[str | None, typer.Option("--served-model-name", help="Model name listed at /v1/models (default: the backend's).")]
+TranscriptsOpt = Annotated[Path | None, typer.Option("--transcripts", envvar="AGENTFSM_TRANSCRIPTS", help="Write one JSONL transcript per request into this directory.")]
+MaxBodyOpt = Annotated[int, typer.Option("--max-body-bytes", envvar="AGENTFSM_MAX_BODY_BYTES", min=1, help="Largest request body accepted (413 above).")]
+TimeoutOpt = Annotated[float | None, typer.Option("--request-timeout", envvar="AGENTFSM_REQUEST_TIMEOUT", min=0.001, help="Seconds one whole request may take, retries included (504 after).")]
+BodyTimeoutOpt = Annotated[float, typer.Option("--body-timeout", envvar="AGENTFSM_BODY_TIMEOUT", min=0.001, help="Seconds a client may take to send its request body (408 after).")]
+ContextOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--context-tokens",
+        envvar="AGENTFSM_CONTEXT_TOKENS",
+        min=1,
+        help="The model's context window in tokens: requests are fitted to it (compacted or refused with a 400) and max_tokens clamped. Default: local 8192 (SmolLM2's), openai unknown (not checked).",
+        show_default=False,
+    ),
+]
+ServedModelOpt = Annotated[str | None, typer.Option("--served-model-name", envvar="AGENTFSM_SERVED_MODEL_NAME", help="Model name listed at /v1/models (default: the backend's).")]
+
+#: the proxy takes tool_choice and parallel from each request, and runs one deciding
+#: turn and no tools (no max_steps, no results to cut)
+_NOT_FOR_THE_PROXY = ("tool_choice", "parallel", "max_steps", "result_max_chars")
 
 
-def _backend(backend: str, base_url: str | None, model: str | None, upstream_key: str | None) -> Backend:
+def _backend(
+    backend: str, base_url: str | None, model: str | None, upstream_key: str | None, context_tokens: int | None = None
+) -> Backend:
     if backend == "openai" and base_url and not upstream_key:
         # An upstream built without a key would fall back to $AGENTFSM_API_KEY, which here
         # is the proxy's own key: name the upstream key explicitly so it never travels on.
         from agentfsm.backends import create_backend
+        from agentfsm.cli._logging import register_secret
 
         key = os.environ.get("OPENAI_API_KEY") or ""
-        return create_backend("openai", base_url=base_url, model=model or "default", api_key=key)
-    return make_backend(backend, base_url, model, upstream_key)
+        register_secret(key)
+        return create_backend(
+            "openai", base_url=base_url, model=model or "default", api_key=key, context_tokens=context_tokens
+        )
+    return make_backend(backend, base_url, model, upstream_key, context_tokens)
 
 
 def build_app(
@@ -58,28 +74,31 @@ def build_app(
     model: str | None,
     upstream_api_key: str | None,
     api_key: str | None,
-    dialect: str,
-    enforcement: str,
-    transcripts: Path | None,
-    max_body_bytes: int,
-    request_timeout: float | None,
-    max_corrections: int,
-    served_model_name: str | None,
+    config: RunConfig = DEFAULTS,
+    transcripts: Path | None = Settings.transcripts_dir,
+    max_body_bytes: int = Settings.max_body_bytes,
+    request_timeout: float | None = Settings.request_timeout,
+    body_timeout: float = Settings.body_timeout,
+    served_model_name: str | None = None,
+    context_tokens: int | None = None,
 ) -> Any:
     """Check the options (the bind rule first) and build the ASGI app they describe."""
-    from agentfsm.server import create_app
+    from agentfsm.cli._logging import register_secret
+    from agentfsm.server.app import create_app
+    from agentfsm.server.auth import check_bind
 
+    register_secret(api_key)
+    register_secret(upstream_api_key)
     check_bind(host, api_key)
     return create_app(
-        _backend(backend, base_url, model, upstream_api_key),
-        dialect=dialect,
-        enforcement=enforcement,
+        _backend(backend, base_url, model, upstream_api_key, context_tokens),
+        config=config,
         api_key=api_key,
         max_body_bytes=max_body_bytes,
         transcripts_dir=transcripts,
-        max_corrections=max_corrections,
         model_name=served_model_name or model,
         request_timeout=request_timeout,
+        body_timeout=body_timeout,
     )
 
 
@@ -87,6 +106,7 @@ def register(app: typer.Typer) -> None:
     """Add ``serve`` to the CLI."""
 
     @app.command("serve")
+    @config_options(exclude=_NOT_FOR_THE_PROXY)
     def serve(
         host: HostOpt = "127.0.0.1",
         port: PortOpt = 8765,
@@ -95,15 +115,15 @@ def register(app: typer.Typer) -> None:
         model: ModelOpt = None,
         upstream_api_key: ApiKeyOpt = None,
         api_key: ProxyKeyOpt = None,
-        dialect: DialectOpt = "json-action",
-        enforcement: EnforcementOpt = "auto",
-        transcripts: TranscriptsOpt = None,
-        max_body_bytes: MaxBodyOpt = 4 * 1024 * 1024,
-        request_timeout: TimeoutOpt = None,
-        max_corrections: CorrectionsOpt = 3,
+        transcripts: TranscriptsOpt = Settings.transcripts_dir,
+        max_body_bytes: MaxBodyOpt = Settings.max_body_bytes,
+        request_timeout: TimeoutOpt = Settings.request_timeout,
+        body_timeout: BodyTimeoutOpt = Settings.body_timeout,
         served_model_name: ServedModelOpt = None,
+        context_tokens: ContextOpt = None,
+        config: RunConfig = DEFAULTS,
     ) -> None:
-        """Serve OpenAI /v1/chat/completions and Anthropic /v1/messages with tool calling.
+        """Serve OpenAI /v1/chat/completions and /v1/responses and Anthropic /v1/messages with tool calling.
 
         Point any OpenAI or Anthropic client at http://HOST:PORT (OpenAI: base URL
         http://HOST:PORT/v1). Tool definitions in a request become a prompt contract
@@ -119,13 +139,13 @@ def register(app: typer.Typer) -> None:
                 model=model,
                 upstream_api_key=upstream_api_key,
                 api_key=api_key,
-                dialect=dialect,
-                enforcement=enforcement,
+                config=config,
                 transcripts=transcripts,
                 max_body_bytes=max_body_bytes,
                 request_timeout=request_timeout,
-                max_corrections=max_corrections,
+                body_timeout=body_timeout,
                 served_model_name=served_model_name,
+                context_tokens=context_tokens,
             )
         except AgentFSMError as exc:
             typer.echo(f"agentfsm: error: {exc}", err=True)

@@ -2,7 +2,9 @@
 
 A block is prose again (kept in the content, no problem) when it turns out not to be
 an action: bare JSON or a plain json fence without a call's shape, a pythonic list that
-does not parse, a name that is not a known tool.
+does not parse, a name that is not a known tool. What differs between formats (the
+source name, which kinds are lenient, the message for a cut block) comes from the
+block's :class:`~agentfsm.dialects._format.Format`.
 """
 
 from __future__ import annotations
@@ -10,37 +12,19 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from agentfsm.dialects._calls import Found, find_calls, plain_call
 from agentfsm.dialects._json import DECODER, JSON_WS, MISSING, Read, RepairBudget, read_json
+from agentfsm.dialects._shape import MAX_DEPTH, deeper_than
 from agentfsm.dialects.base import Problem, ProblemCode
 from agentfsm.dialects.json_protocol import THOUGHT_CAP
-from agentfsm.dialects.native import parse_pythonic
 
-__all__ = ["Block", "Context", "Outcome", "decode_block"]
+if TYPE_CHECKING:
+    from agentfsm.dialects._format import Format
 
-#: kinds that are prose when they hold no call; the others are always actions
-LENIENT: Final = frozenset({"fence-json", "object", "array", "pythonic"})
-_SOURCES: Final = {
-    "fence-action": "json-action",
-    "fence-json": "json",
-    "hermes": "hermes",
-    "smiley": "smiley",
-    "command": "command",
-    "mistral": "mistral",
-    "object": "llama",
-    "array": "json-array",
-    "pythonic": "pythonic",
-}
-_CUT: Final = {
-    "fence-action": "an action fence without its closing ```",
-    "fence-json": "a json fence without its closing ```",
-    "hermes": "<tool_call> without </tool_call>",
-    "smiley": "a smiley delimiter without its closing delimiter",
-    "mistral": "[TOOL_CALLS] with unterminated JSON",
-    "command": "an @tool line with unterminated JSON",
-}
+__all__ = ["Block", "Context", "Outcome", "decode_json", "problem", "settled", "too_deep"]
 
 
 @dataclass(slots=True)
@@ -68,6 +52,8 @@ class Context:
 
     known: frozenset[str] | None
     protocol: bool
+    #: each known tool's parameter schema (formats whose values are raw text read types there)
+    schemas: Mapping[str, Any] | None = None
     budget: RepairBudget = field(default_factory=RepairBudget)
 
 
@@ -87,39 +73,54 @@ class Outcome:
     protocol: bool = False
 
 
-def _problem(
+def problem(
     code: ProblemCode, message: str, position: int | None, source: str, rejected: bool = True
 ) -> Problem:
+    """A problem found in a block (built without validation: the parser made its fields)."""
     return Problem.model_construct(
         code=code, message=message, position=position, rejected=rejected, source=source
     )
 
 
-def decode_block(block: Block, ctx: Context) -> Outcome:
-    """Decode ``block`` into calls (or prose), recording what was repaired or rejected."""
-    source = _SOURCES[block.kind]
+def settled(block: Block, ctx: Context, fmt: Format) -> Outcome | None:
+    """The outcome of a block too large or cut off (never a call); ``None`` for a closed one."""
+    source = fmt.sources[block.kind]
     if block.state == "limit":
         message = f"a {source} block larger than the parser reads; the rest of the reply is dropped"
-        return Outcome(problems=[_problem("limit_exceeded", message, block.start, source)])
+        return Outcome(problems=[problem("limit_exceeded", message, block.start, source)])
     if block.state == "truncated":
         final = _truncated_final(block, ctx)
         if final is not None:
             return final
-        what = _CUT.get(block.kind, "unterminated JSON")
+        what = fmt.cut.get(block.kind, "unterminated JSON")
         message = f"cut off: {what}; it was not run"
-        return Outcome(truncated=True, problems=[_problem("truncated", message, block.start, source)])
-    lenient = block.kind in LENIENT
-    if block.kind == "pythonic":
-        calls = parse_pythonic(block.raw[block.body : block.body_end], ctx.known)
-        return Outcome(prose=True) if calls is None else Outcome(calls=calls)
-    if block.kind == "command" or (block.kind == "mistral" and block.name is not None):
+        return Outcome(truncated=True, problems=[problem("truncated", message, block.start, source)])
+    return None
+
+
+def too_deep(calls: list[tuple[str, dict[str, Any]]], block: Block, source: str) -> Outcome | None:
+    """A ``limit_exceeded`` outcome when some call's arguments nest deeper than MAX_DEPTH."""
+    if any(deeper_than(args) for _, args in calls):
+        message = f"the arguments nest deeper than {MAX_DEPTH} levels"
+        return Outcome(problems=[problem("limit_exceeded", message, block.start, source)])
+    return None
+
+
+def decode_json(block: Block, ctx: Context, fmt: Format) -> Outcome:
+    """Decode ``block``'s JSON payload into calls (or prose), recording what was repaired or rejected."""
+    out = settled(block, ctx, fmt)
+    if out is not None:
+        return out
+    source = fmt.sources[block.kind]
+    lenient = block.kind in fmt.lenient
+    if block.name is not None:
         return _named(block, ctx, source)
     read = _read(block, ctx)
     if not read.ok:
-        if lenient:
+        if lenient and read.code != "limit_exceeded":
             return Outcome(prose=True)
         position = block.start + block.body + (read.position or 0)
-        return Outcome(problems=[_problem(read.code or "invalid_json", read.message, position, source)])
+        return Outcome(problems=[problem(read.code or "invalid_json", read.message, position, source)])
     quick = None if read.repaired else plain_call(read.value)
     if quick is not None and (not lenient or ctx.known is None or quick[0] in ctx.known):
         return Outcome(calls=[quick])
@@ -128,10 +129,10 @@ def decode_block(block: Block, ctx: Context) -> Outcome:
         if lenient:
             return Outcome(prose=True)
         message = "the action has no tool name (expected a \"tool\" or \"name\" key)"
-        return Outcome(problems=[_problem("malformed_action", message, block.start, source)])
+        return Outcome(problems=[problem("malformed_action", message, block.start, source)])
     out = _outcome(found, block, ctx, "json-protocol" if found.protocol else source)
     if read.repaired and (out.calls or out.final is not MISSING):
-        out.problems.insert(0, _problem("repaired_json", read.repaired, block.start, source, False))
+        out.problems.insert(0, problem("repaired_json", read.repaired, block.start, source, False))
     return out
 
 
@@ -148,14 +149,14 @@ def _truncated_final(block: Block, ctx: Context) -> Outcome | None:
         value = DECODER.decode(_closed(block.raw[block.body : end]))
     except (ValueError, RecursionError):
         return None
-    if not isinstance(value, dict) or "action" in value:
+    if not isinstance(value, dict) or "action" in value or deeper_than(value):
         return None
     found = find_calls(value, loose=False, known=ctx.known, budget=ctx.budget)
     if found is None or found.final is MISSING or found.calls:
         return None
     out = _outcome(found, block, ctx, "json-protocol")
     message = "the final answer was cut off before its end; the text so far is kept"
-    out.problems.insert(0, _problem("truncated_final", message, block.start, "json-protocol", False))
+    out.problems.insert(0, problem("truncated_final", message, block.start, "json-protocol", False))
     return out
 
 
@@ -208,20 +209,20 @@ def _named(block: Block, ctx: Context, source: str) -> Outcome:
     read = _read(block, ctx)
     if not read.ok:
         position = block.start + block.body + (read.position or 0)
-        return Outcome(problems=[_problem(read.code or "invalid_json", read.message, position, source)])
+        return Outcome(problems=[problem(read.code or "invalid_json", read.message, position, source)])
     if not isinstance(read.value, dict):
         message = f"the arguments of {name!r} must be a JSON object"
-        return Outcome(problems=[_problem("malformed_action", message, block.start, source)])
+        return Outcome(problems=[problem("malformed_action", message, block.start, source)])
     out = Outcome(calls=[(name, read.value)])
     if read.repaired:
-        out.problems.append(_problem("repaired_json", read.repaired, block.start, source, False))
+        out.problems.append(problem("repaired_json", read.repaired, block.start, source, False))
     return out
 
 
 def _outcome(found: Found, block: Block, ctx: Context, source: str) -> Outcome:
     out = Outcome(calls=found.calls, protocol=found.protocol)
     for code, message, rejected in found.notes:
-        out.problems.append(_problem(code, message, block.start, source, rejected))
+        out.problems.append(problem(code, message, block.start, source, rejected))
     if found.final is not MISSING:
         out.final = found.final
         out.text = found.final if isinstance(found.final, str) else _dumps(found.final)
@@ -229,12 +230,12 @@ def _outcome(found: Found, block: Block, ctx: Context, source: str) -> Outcome:
         thought = found.thought
         if ctx.protocol and len(thought) > THOUGHT_CAP:
             message = f"the thought has {len(thought)} characters; it was cut to {THOUGHT_CAP}"
-            out.problems.append(_problem("thought_too_long", message, block.start, source, False))
+            out.problems.append(problem("thought_too_long", message, block.start, source, False))
             thought = thought[:THOUGHT_CAP]
         out.text = thought
     if not out.calls and out.final is MISSING and not out.problems:
         message = "the action block holds no call"
-        out.problems.append(_problem("malformed_action", message, block.start, source))
+        out.problems.append(problem("malformed_action", message, block.start, source))
     return out
 
 

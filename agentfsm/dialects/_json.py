@@ -18,6 +18,14 @@ from typing import Any, Final
 
 import json_repair
 
+from agentfsm.dialects._shape import (
+    MAX_DEPTH,
+    TOO_DEEP,
+    deeper_than,
+    deeper_text,
+    normalize_smart_quotes,
+    structure,
+)
 from agentfsm.dialects.base import ProblemCode
 
 __all__ = [
@@ -102,12 +110,14 @@ def read_json(text: str, budget: RepairBudget, pre: Any = MISSING) -> Read:
     """Read ``text`` as JSON (``pre``: a value already decoded from it)."""
     if pre is not MISSING:
         return _clean(text, Read(pre))
+    if deeper_text(text):
+        return Read(code="limit_exceeded", message=TOO_DEEP)
     try:
         return _clean(text, Read(DECODER.decode(text)))
     except _ConstantError as exc:
         return Read(code="invalid_json", message=f"{exc} is not allowed in JSON")
     except RecursionError:
-        return Read(code="limit_exceeded", message="JSON nested too deeply")
+        return Read(code="limit_exceeded", message=TOO_DEEP)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data":
             values = _several(text)
@@ -166,6 +176,20 @@ def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
         except (ValueError, RecursionError):
             pass
     value: Any
+    escaped, cut = structure(candidate)
+    if cut:
+        # never completed by repair: JSON that stops inside a string or an open bracket
+        # was cut off (by the token limit, or by a closer written mid-value)
+        return Read(code="invalid_json", message=f"unterminated JSON: {where}", position=exc.pos)
+    if escaped is not candidate:
+        # raw line breaks inside strings, escaped exactly; if that does not make it JSON,
+        # the quotes themselves are broken (a string runs across a closer), so no repair
+        try:
+            value = DECODER.decode(escaped)
+        except (ValueError, RecursionError):
+            message = f"invalid JSON (a string holds raw control characters): {where}"
+            return Read(code="invalid_json", message=message, position=exc.pos)
+        return _clean(escaped, Read(value, repaired="raw control characters in strings escaped"))
     before = candidate
     candidate, saved = _protect_strings(candidate)
     if "\\" in candidate:
@@ -316,7 +340,9 @@ def _has_lone_surrogate(text: str) -> bool:
 
 
 def _clean(text: str, read: Read) -> Read:
-    """Replace lone surrogates (from ``\\ud800`` escapes or raw) by U+FFFD."""
+    """Refuse a value nested too deep; replace lone surrogates (from ``\\ud800`` escapes or raw) by U+FFFD."""
+    if text.count("{") + text.count("[") > MAX_DEPTH and deeper_than(read.value):
+        return Read(code="limit_exceeded", message=TOO_DEEP)
     escapes = "\\" in text and ("\\ud" in text or "\\uD" in text)
     if escapes or (not text.isascii() and _has_lone_surrogate(text)):
         changed: list[str] = []
@@ -331,42 +357,3 @@ def _clean(text: str, read: Read) -> Read:
         if changed:
             read.repaired = read.repaired or "lone surrogates replaced by U+FFFD"
     return read
-
-
-def _structural_follows(s: str, j: int) -> bool:
-    n = len(s)
-    while j < n and s[j] in " \t\r\n":
-        j += 1
-    return j == n or s[j] in ":,}]"
-
-
-def normalize_smart_quotes(s: str) -> str:
-    """Turn typographic quotes used as JSON delimiters into ``"``, leaving apostrophes alone.
-
-    A smart quote opens a string only outside strings; inside a string opened by a smart
-    quote, only the matching closer followed by ``: , } ]`` (or the end) closes it, so
-    ``it’s`` inside ``“...”`` or ``‘...’`` survives. Straight-quoted strings are copied.
-    """
-    out: list[str] = []
-    closers = ""
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        if not closers:
-            if c == '"':
-                closers = '"'
-            elif c in "\u201c\u201d\u201e":
-                closers, c = '\u201d\u201c"', '"'
-            elif c in "\u2018\u2019":
-                closers, c = "\u2019\u2018", '"'
-        elif c == "\\" and i + 1 < n:
-            out.append(s[i : i + 2])
-            i += 2
-            continue
-        elif c in closers and (c == '"' and closers == '"' or _structural_follows(s, i + 1)):
-            closers, c = "", '"'
-        elif c == '"':
-            c = '\\"'
-        out.append(c)
-        i += 1
-    return "".join(out)

@@ -9,26 +9,28 @@ linear whatever the chunking; each keeps only a short tail of context between fe
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any, Final, TypeAlias
 
-from agentfsm.dialects._json import DECODER, MISSING
-from agentfsm.dialects.smiley import SMILEY, SMILEY_DELIMITER, SMILEY_RUN
+from agentfsm.dialects._json import DECODER, JSON_WS, MISSING
 
 __all__ = [
     "MAX_BLOCK_CHARS",
     "MAX_PYTHONIC_CHARS",
     "BracketReader",
     "CloserReader",
+    "Closes",
     "Reader",
-    "SmileyReader",
     "fence_closes",
+    "fence_verdict",
+    "fixed_verdict",
 ]
 
 #: a bare JSON value (or command / Mistral arguments) longer than this is not read
 MAX_BLOCK_CHARS: Final = 131_072
 #: a pythonic call list longer than this is not read
 MAX_PYTHONIC_CHARS: Final = 16_384
-_CARRY: Final = 32
 
 
 class Reader:
@@ -93,89 +95,6 @@ def fence_closes(s: str, q: int, final: bool) -> int | None:
     return k if final else None
 
 
-class CloserReader(Reader):
-    """A block that ends with a fixed closer (a fence, ``</tool_call>``)."""
-
-    def __init__(self, text: str, start: int, closer: str, fence: bool) -> None:
-        super().__init__(text, start)
-        self._closer = closer
-        self._fence = fence
-        self._carry = ""
-        #: where the body starts in ``_carry`` (a closer is never searched before it)
-        self._floor = 0
-
-    def feed(self, text: str, start: int, final: bool) -> int | None:
-        closer = self._closer
-        if self._carry:
-            s = self._carry + text[start:]
-            off = len(self._carry)
-            floor = self._floor
-            i = max(floor, off - len(closer) - 9)
-        else:
-            s, off, i = text, start, start
-            floor = start
-        while True:
-            q = s.find(closer, i)
-            if q < 0:
-                break
-            stop = fence_closes(s, q, final) if self._fence else q + len(closer)
-            if stop is None:
-                break
-            if stop >= 0:
-                end = stop - off + start
-                self._keep(text, start, end)
-                return end
-            i = q + 1
-        self._keep(text, start, len(text))
-        self._carry = s[-_CARRY:]
-        self._floor = max(0, floor - (len(s) - len(self._carry)))
-        return None
-
-
-class SmileyReader(Reader):
-    """A smiley block: it ends with the next run of exactly 14 smileys."""
-
-    def __init__(self, text: str, start: int) -> None:
-        super().__init__(text, start)
-        self._run = 0
-
-    def feed(self, text: str, start: int, final: bool) -> int | None:
-        i, n = start, len(text)
-        if self._run:
-            m = _RUN.match(text, i)
-            length = m.end() - i if m else 0
-            total = self._run + length
-            if i + length == n and not final:
-                self._run = min(total, SMILEY_RUN + 1)
-                self._keep(text, start, n)
-                return None
-            self._run = 0
-            if total == SMILEY_RUN:
-                self._keep(text, start, i + length)
-                return i + length
-            i += length
-        while True:
-            q = text.find(SMILEY_DELIMITER, i)
-            if q < 0:
-                k = 0
-                while k < SMILEY_RUN - 1 and n - k - 1 >= i and text[n - k - 1] == SMILEY:
-                    k += 1
-                self._run = k
-                self._keep(text, start, n)
-                return None
-            e = _RUN.match(text, q).end()  # type: ignore[union-attr]
-            if e == n and not final:
-                # the run may go on in the next chunk: carry its length (capped past 14)
-                self._run = min(e - q, SMILEY_RUN + 1)
-                self._keep(text, start, n)
-                return None
-            if e - q == SMILEY_RUN:
-                self._keep(text, start, e)
-                return e
-            i = e
-
-
-_RUN: Final = re.compile(SMILEY + "+")
 _OUT_JSON: Final = re.compile('[\\[\\]{}"\u201c\u201d]')
 _OUT_PY: Final = re.compile(r"[\[\](){}\"']")
 # a string opened by a typographic double quote ends at the next one, whichever way it curls
@@ -185,6 +104,159 @@ _IN: Final = {
     "\u201c": re.compile("[\u201c\u201d\\\\]"),
     "\u201d": re.compile("[\u201c\u201d\\\\]"),
 }
+
+
+#: what a closer check answers: ``(stop, next)``; ``stop`` is the index just past the
+#: block's end, -1 when the text at ``q`` is no closer (search on from ``next``), or
+#: ``None`` when that is not known until more text comes
+Verdict: TypeAlias = tuple[int | None, int]
+Closes: TypeAlias = Callable[[str, int, bool], Verdict]
+_QUOTES: Final = '"\u201c\u201d'
+#: how many characters before the resume point a closer check may look at
+_LOOKBACK: Final = 12
+
+
+def fence_verdict(s: str, q: int, final: bool) -> Verdict:
+    """:func:`fence_closes` as a closer check."""
+    return fence_closes(s, q, final), q + 1
+
+
+def fixed_verdict(closer: str) -> Closes:
+    """A closer check for a fixed closer that always closes (``</tool_call>``)."""
+    size = len(closer)
+    return lambda s, q, final: (q + size, q + size)
+
+
+@lru_cache(maxsize=16)
+def _patterns(first: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """For a closer starting with ``first``: the search for a quote or ``first``, and the
+    match of everything before one (whole strings included; possessive, so linear)."""
+    x = re.escape(first)
+    out = re.compile(f'["\u201c\u201d{x}]')
+    skip = re.compile(
+        f'(?:[^"\u201c\u201d{x}]++'
+        r'|"(?:[^"\\]++|\\.)*+"'
+        r"|[\u201c\u201d](?:[^\u201c\u201d\\]++|\\.)*+[\u201c\u201d])*+",
+        re.DOTALL,
+    )
+    return out, skip
+
+
+class CloserReader(Reader):
+    """A block that ends with a closer (a fence, ``</tool_call>``, a smiley run ...).
+
+    When the body is JSON (its first non-blank character is ``{`` or ``[``), a closer
+    inside a JSON string does not count: strings are skipped as the bracket reader skips
+    them (``"`` with escapes, and typographic quotes), raw newlines and all, so a string
+    that holds a fence or ``</tool_call>`` never ends the block early. A complete JSON
+    value is first read by the C decoder (kept for decoding when the closer follows it).
+    """
+
+    def __init__(self, text: str, start: int, closer: str, closes: Closes) -> None:
+        super().__init__(text, start)
+        self._closer = closer
+        self._closes = closes
+        self._out, self._skip = _patterns(closer[0])
+        #: 0: no body character seen yet; 1: a JSON body; 2: any other body
+        self._mode = 0
+        self._quote = ""
+        self._escape = False
+        self._carry = ""
+        self._floor = 0
+        self._decoded: Any = MISSING
+        self._decoded_end = -1
+
+    def feed(self, text: str, start: int, final: bool) -> int | None:
+        if self._carry:
+            s = self._carry + text[start:]
+            off = len(self._carry)
+            i = self._floor
+        else:
+            s, off, i = text, start, start
+        stop, resume = self._scan(s, i, final)
+        # a value read by the C decoder is kept only when its closer came in the same text
+        self._decoded, self._decoded_end = MISSING, -1
+        if stop is not None:
+            end = stop - off + start
+            self._keep(text, start, end)
+            return end
+        self._keep(text, start, len(text))
+        base = max(0, resume - _LOOKBACK)
+        self._carry = s[base:]
+        self._floor = resume - base
+        return None
+
+    def _find_plain(self, s: str, i: int, final: bool) -> tuple[int, bool]:
+        """In a body that is not JSON: ``(q, True)`` for a possible closer at ``q``;
+        ``(resume, False)`` when there is none before ``resume`` (the end, or a tail that
+        must be looked at again with more text)."""
+        q = s.find(self._closer[0], i)
+        return (q, True) if q >= 0 else (len(s), False)
+
+    def _scan(self, s: str, i: int, final: bool) -> tuple[int | None, int]:
+        """``(stop, q)`` when the block ends; ``(None, resume)`` otherwise."""
+        n = len(s)
+        if self._mode == 0:
+            i = JSON_WS.match(s, i).end()  # type: ignore[union-attr]
+            if i == n:
+                return None, n
+            if s[i] in "{[":
+                self._mode = 1
+                try:
+                    self._decoded, self._decoded_end = DECODER.raw_decode(s, i)
+                except (ValueError, RecursionError):
+                    pass
+                else:
+                    i = self._decoded_end
+            else:
+                self._mode = 2
+        closer, first = self._closer, self._closer[0]
+        while True:
+            if self._mode == 2:
+                q, candidate = self._find_plain(s, i, final)
+                if not candidate:
+                    return None, q
+            else:
+                if self._escape:
+                    if i >= n:
+                        return None, n
+                    self._escape = False
+                    i += 1
+                    continue
+                if not self._quote:
+                    # prose and whole strings at C speed; the loop below sees only the rest
+                    i = self._skip.match(s, i).end()  # type: ignore[union-attr]
+                elif self._quote:
+                    m = _IN[self._quote].search(s, i)
+                    if m is None:
+                        return None, n
+                    i = m.end()
+                    if m.group() == "\\":
+                        self._escape = True
+                    else:
+                        self._quote = ""
+                    continue
+                m = self._out.search(s, i)
+                if m is None:
+                    return None, n
+                q = m.start()
+                if m.group() in _QUOTES:
+                    self._quote = m.group()
+                    i = q + 1
+                    continue
+            if s.startswith(closer, q):
+                stop, nxt = self._closes(s, q, final)
+            elif n - q < len(closer) and closer.startswith(s[q:]):
+                stop, nxt = (-1, n) if final else (None, q)
+            else:
+                stop, nxt = -1, q + 1
+            if stop is None:
+                return None, q
+            if stop >= 0:
+                if self._decoded_end >= 0 and JSON_WS.match(s, self._decoded_end, q).end() == q:  # type: ignore[union-attr]
+                    self.value = self._decoded
+                return stop, q
+            i = nxt
 
 
 class BracketReader(Reader):

@@ -6,9 +6,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm._types import DialectName, JSONObject
+from agentfsm.core._types import DialectName, JSONObject
 from agentfsm.dialects.base import ParsedReply
-from agentfsm.messages import ToolCall, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
 
 __all__ = [
     "EXAMPLE_NUMBER",
@@ -76,14 +76,14 @@ def example_call(tools: Sequence[ToolSpec]) -> ToolCall:
 
 
 class ParsesReplies:
-    """Gives a dialect ``parse``: :func:`~agentfsm.parser.parse_reply` with its rules."""
+    """Gives a dialect ``parse``: :func:`~agentfsm.dialects.parse.parse_reply` with its rules."""
 
     name: DialectName
 
     def parse(
-        self, text: str, tools: Sequence[ToolSpec] | None = None, *, strict: bool = False
+        self, text: str, tools: Sequence[ToolDefinition] | None = None, *, strict: bool = False
     ) -> ParsedReply:
         """Parse a reply with this dialect's rules (every format is still recognised)."""
-        from agentfsm.parser import parse_reply  # the parser imports the dialects
+        from agentfsm.dialects.parse import parse_reply  # the parser imports the dialects
 
         return parse_reply(text, tools, self.name, strict=strict)

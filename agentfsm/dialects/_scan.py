@@ -2,50 +2,31 @@
 
 Prose is searched for action openers (every search a C-speed ``str.find`` or a regex
 with bounded, non-nested quantifiers, resumed where it stopped); an opener hands the
-text that follows to a reader (``_readers``), which finds the block's end; the block is
-decoded (``_decode``). Fed in chunks, the scanner holds back only a tail that could
-still grow into an opener, and decides nothing that later text could change: the
-outcome is the same whatever the chunking.
+text that follows to its format (``_registry``), whose reader (``_readers``) finds the
+block's end; the format decodes the block. Fed in chunks, the scanner holds back only a
+tail that could still grow into an opener, and decides nothing that later text could
+change: the outcome is the same whatever the chunking. Nothing here names a format.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
 
-from agentfsm.dialects._decode import Block, Context, Outcome, decode_block
+from agentfsm.dialects._decode import Block, Context, Outcome, problem
+from agentfsm.dialects._format import Opened
 from agentfsm.dialects._json import MISSING
-from agentfsm.dialects._readers import (
-    MAX_BLOCK_CHARS,
-    MAX_PYTHONIC_CHARS,
-    BracketReader,
-    CloserReader,
-    Reader,
-    SmileyReader,
-)
-from agentfsm.dialects._openers import (
-    BY_FIRST,
-    COMMAND_TAIL,
-    FAMILIES,
-    FIRST,
-    GROUP_KIND,
-    REGEX,
-    WINDOW,
-)
+from agentfsm.dialects._openers import BY_FIRST, FAMILIES, FIRST, GROUP_KIND, PRIORITY, WINDOW, Family
+from agentfsm.dialects._readers import Reader
+from agentfsm.dialects._registry import FORMAT_OF_BLOCK, FORMAT_OF_OPENER
 from agentfsm.dialects.base import ParsedReply, Problem
-from agentfsm.dialects.command import COMMAND, COMMAND_AT_END, COMMAND_HEAD
-from agentfsm.dialects.json_action import FENCE_CLOSER, FENCE_INFO, FENCE_INFO_MAX, classify_fence
-from agentfsm.dialects.native import HERMES_CLOSER, MISTRAL_HEAD
-from agentfsm.dialects.smiley import SMILEY, SMILEY_DELIMITER, SMILEY_RUN
-from agentfsm.messages import ToolCall
+from agentfsm.core.messages import ToolCall
 
 __all__ = ["MAX_BLOCKS", "Scanner"]
 
 #: after this many action blocks (or fences) in one reply, the rest is not parsed
 MAX_BLOCKS: Final = 512
-_RUN: Final = re.compile(SMILEY + "+")
 _NEED, _DONE = 0, 2
 _M = TypeVar("_M", bound=BaseModel)
 _set = object.__setattr__
@@ -56,16 +37,21 @@ class Scanner:
     """Incremental reply scanner: ``feed`` text, then ``result``."""
 
     __slots__ = (
-        "_actions", "_base", "_blocks", "_buf", "_cache", "_calls", "_ctx", "_dropped",
-        "_fed", "_final", "_last", "_next", "_other", "_pending", "_pos", "_prev",
-        "_problems", "_prose_at", "_reader", "_stream", "_texts", "_truncated", "events",
+        "_actions", "_base", "_blocks", "_broken", "_buf", "_cache", "_calls", "_ctx", "_dropped",
+        "_fed", "_final", "_last", "_next", "_pending", "_pos", "_prev", "_problems",
+        "_prose_at", "_reader", "_stream", "_texts", "_truncated", "_until", "events",
         "strict",
     )  # fmt: skip
 
     def __init__(
-        self, known: frozenset[str] | None, protocol: bool, strict: bool, stream: bool = False
+        self,
+        known: frozenset[str] | None,
+        protocol: bool,
+        strict: bool,
+        stream: bool = False,
+        schemas: dict[str, Any] | None = None,
     ) -> None:
-        self._ctx = Context(known, protocol)
+        self._ctx = Context(known, protocol, schemas)
         #: keep ``events`` (a whole-text parse only needs the result)
         self._stream = stream
         #: json-protocol strict mode: calls are only known at the end
@@ -76,10 +62,11 @@ class Scanner:
         self._prev = ""
         self._last = ""
         self._fed = 0
-        self._other = False
+        #: inside text that is prose up to and including this literal (a non-action fence)
+        self._until = ""
         self._reader: Reader | None = None
         self._pending: Block | None = None
-        self._cache: dict[str, tuple[int, int, int, str]] = {}
+        self._cache: dict[int, tuple[int, int, int, str]] = {}
         self._next: list[int] = [-2] * len(FAMILIES)
         #: ``(TEXT, str)`` and ``(CALL, ToolCall)`` in order, since last taken
         self.events: list[tuple[int, Any]] = []
@@ -92,6 +79,9 @@ class Scanner:
         self._actions: list[str] = []
         self._blocks = 0
         self._dropped = False
+        #: an action could not be read: where its text ends (and what follows begins) is a
+        #: guess, so no later action becomes a call
+        self._broken = False
 
     # -- feeding -----------------------------------------------------------------
 
@@ -129,22 +119,25 @@ class Scanner:
         n = len(buf)
         while True:
             pos = self._pos
-            if self._other:
-                q = buf.find(FENCE_CLOSER, pos)
+            until = self._until
+            if until:
+                q = buf.find(until, pos)
                 if q >= 0:
-                    self._prose(pos, q + 3)
-                    self._other = False
+                    self._prose(pos, q + len(until))
+                    self._until = ""
                     continue
-                keep = 0
-                while not final and keep < 2 and n - keep > pos and buf[n - keep - 1] == "`":
-                    keep += 1
-                self._prose(pos, n - keep)
+                keep = 0  # a tail that may be the start of ``until`` waits for more text
+                if not final:
+                    keep = next((k for k in range(len(until) - 1, 0, -1) if buf.endswith(until[:k])), 0)
+                self._prose(pos, max(pos, n - keep))
                 return
             if pos >= n:
                 return
             cand = self._candidate(buf, pos, final)
             if not final:
                 hold = self._hold(buf, pos, cand[0] if cand else n)
+                if hold is None and cand is not None and self._outranked(buf, cand[0], cand[1]):
+                    hold = cand[0]
                 if hold is not None:
                     self._prose(pos, hold)
                     return
@@ -190,10 +183,12 @@ class Scanner:
     # -- finding openers -----------------------------------------------------------
 
     def _candidate(self, buf: str, pos: int, final: bool) -> tuple[int, str, int] | None:
+        """``(start, opener kind, end)`` of the first opener from ``pos``."""
         best: tuple[int, str, int] | None = None
         best_p = len(buf) + 1
         nexts, cache = self._next, self._cache
-        for f, (literal, units) in enumerate(FAMILIES):
+        for f, family in enumerate(FAMILIES):
+            literal = family.literal
             q = nexts[f]
             if q == -2 or 0 <= q < pos:
                 # a one-character find first: memchr-fast, and most replies lack these
@@ -203,132 +198,75 @@ class Scanner:
                 nexts[f] = q
             if q < 0 or q >= best_p:
                 continue
-            if units is None:  # the literal is the whole opener
-                best_p, best = q, (q, literal, q + len(literal))
+            if family.regex is None and family.custom is None:  # the literal is the whole opener
+                best_p, best = q, (q, family.defs[0].kind, q + len(literal))
                 continue
-            for unit in units:
-                entry = cache.get(unit)
-                if entry is None or 0 <= entry[1] < pos:
-                    entry = cache[unit] = self._search(unit, buf, max(pos, q), final)
-                p = entry[1]
-                if 0 <= p < best_p:
-                    best_p, best = p, (p, entry[3], entry[2])
+            entry = cache.get(f)
+            if entry is None or 0 <= entry[1] < pos:
+                entry = cache[f] = self._search(family, buf, max(pos, q), final)
+            p = entry[1]
+            if 0 <= p < best_p:
+                best_p, best = p, (p, entry[3], entry[2])
         return best
 
-    def _search(self, unit: str, buf: str, i: int, final: bool) -> tuple[int, int, int, str]:
-        """``(searched from, opener start or -1, opener end, kind)`` of ``unit``'s next opener."""
-        if unit == "smiley":
-            p, e = self._search_smiley(buf, i, final)
-            return (i, p, e, unit)
-        if unit == "command-eof":
-            if not final:
-                return (i, -1, -1, unit)
-            regex, j = COMMAND_AT_END, max(i, len(buf) - COMMAND_TAIL)
-        else:
-            regex, j = REGEX[unit], i
-        while True:
-            m = regex.search(buf, j)
-            if m is None:
-                return (i, -1, -1, unit)
-            if not unit.startswith("command") or self._word_boundary(buf, m.start()):
-                return (i, m.start(), m.end(), GROUP_KIND.get(m.lastgroup or "", unit))
-            j = m.start() + 1
+    def _search(self, family: Family, buf: str, i: int, final: bool) -> tuple[int, int, int, str]:
+        """``(searched from, opener start or -1, opener end, kind)`` of ``family``'s next opener."""
+        if family.custom is not None:
+            found = family.custom.search(self, buf, i, final)
+            return (i, -1, -1, "") if found is None else (i, *found)
+        assert family.regex is not None
+        m = family.regex.search(buf, i)
+        if m is None:
+            return (i, -1, -1, "")
+        return (i, m.start(), m.end(), GROUP_KIND.get(m.lastgroup or "", family.defs[0].kind))
 
-    def _search_smiley(self, buf: str, i: int, final: bool) -> tuple[int, int]:
-        j = i
-        while True:
-            q = buf.find(SMILEY_DELIMITER, j)
-            if q < 0:
-                return (-1, -1)
-            e = _RUN.match(buf, q).end()  # type: ignore[union-attr]
-            if e - q == SMILEY_RUN and self._before(buf, q) != SMILEY and (final or e < len(buf)):
-                return (q, e)
-            j = e
-
-    def _before(self, buf: str, i: int) -> str:
+    def before(self, buf: str, i: int) -> str:
+        """The character before ``buf[i]`` (from the previous chunk when ``i`` is 0)."""
         return buf[i - 1] if i > 0 else self._prev
-
-    def _word_boundary(self, buf: str, i: int) -> bool:
-        c = self._before(buf, i)
-        return not c or not (c.isalnum() or c in "_@")
 
     def _hold(self, buf: str, pos: int, limit: int) -> int | None:
         """The first position from which the tail could still grow into an opener."""
         n = len(buf)
         for m in FIRST.finditer(buf, max(pos, n - WINDOW), min(limit, n)):
             i = m.start()
-            c = m.group()
-            if c == SMILEY:
-                if self._before(buf, i) != SMILEY and n - i <= SMILEY_RUN:
-                    if buf.count(SMILEY, i) == n - i:
-                        return i
-                continue
-            for d in BY_FIRST[c]:
+            for d, fmt in BY_FIRST[m.group()]:
                 # text longer than the opener would already have matched in full, or not at all
-                if n - i < d.max_len and d.could_grow(buf, i):
-                    if d is not COMMAND or self._word_boundary(buf, i):
-                        return i
+                if fmt.holds(self, buf, i, d):
+                    return i
         return None
+
+    def _outranked(self, buf: str, p: int, kind: str) -> bool:
+        """Whether an opener ranked above ``kind`` could still grow at ``p`` (and win there)."""
+        rank = PRIORITY[kind]
+        return any(PRIORITY[d.kind] < rank and fmt.holds(self, buf, p, d) for d, fmt in BY_FIRST[buf[p]])
 
     # -- opening blocks --------------------------------------------------------------
 
     def _open(self, buf: str, p: int, kind: str, end: int, final: bool) -> int:
-        n = len(buf)
-        reader: Reader
-        name: str | None = None
-        if kind == FENCE_CLOSER:
-            e = FENCE_INFO.match(buf, end).end()  # type: ignore[union-attr]
-            if not final and e == n and e - end < FENCE_INFO_MAX:
-                return _NEED
-            info = buf[end:e]
-            fence = classify_fence(info)
-            c = buf[e] if e < n else ""
-            body = e + 1 if c == "\n" else e
-            if fence == "other" or (c and c not in "\n{[") or (not c and not info.strip("` \t\r")):
-                self._prose(p, body)
-                self._other = bool(c)
-                return _DONE
-            kind = "fence-action" if fence == "action" else "fence-json"
-            reader = CloserReader(buf, p, FENCE_CLOSER, fence=True)
-        elif kind == "<tool_call>":
-            kind, body = "hermes", end
-            reader = CloserReader(buf, p, HERMES_CLOSER, fence=False)
-        elif kind == "smiley":
-            body = end
-            reader = SmileyReader(buf, p)
-        elif kind.startswith("mistral"):
-            m = MISTRAL_HEAD.match(buf, p)
-            assert m is not None  # the opener matched the same text
-            kind, name = "mistral", m.group(2)
-            body = m.start(1) if m.group(1) else m.start(3)
-            reader = BracketReader(buf, p, body, python=False, cap=MAX_BLOCK_CHARS)
-        elif kind.startswith("command"):
-            m = COMMAND_HEAD.match(buf, p)
-            assert m is not None  # the opener matched the same text
-            kind, name, e = "command", m.group(1), m.end()
-            if e < n and buf[e] == "{":
-                body = e
-                reader = BracketReader(buf, p, e, python=False, cap=MAX_BLOCK_CHARS)
-            else:
-                self._block(Block(kind, self._base + p, buf[p:e], body=e - p, name=name))
-                self._pos = e
-                return _DONE
-        else:
-            body = p
-            python = kind == "pythonic"
-            cap = MAX_PYTHONIC_CHARS if python else MAX_BLOCK_CHARS
-            reader = BracketReader(buf, p, p, python=python, cap=cap)
-        self._pending = Block(kind, self._base + p, "", body=body - p, name=name)
-        stop = reader.feed(buf, body, final)
+        opened = FORMAT_OF_OPENER[kind].open(self, buf, p, kind, end, final)
+        if opened is None:
+            return _NEED
+        if not isinstance(opened, Opened):
+            self._prose(p, opened.end)
+            self._until = opened.until
+            return _DONE
+        block = Block(opened.kind, self._base + p, "", body=opened.body - p, name=opened.name)
+        reader = opened.reader
+        if reader is None:
+            block.raw, block.state = buf[p : opened.end], opened.state
+            self._block(block)
+            self._pos = opened.end
+            return _DONE
+        self._pending = block
+        stop = reader.feed(buf, opened.body, final)
         self._reader = reader
         if stop is not None:
             self._finish_reader(final=False)
             self._pos = stop
-        elif final:
-            self._finish_reader(final=True)
-            self._pos = n
         else:
-            self._pos = n
+            if final:
+                self._finish_reader(final=True)
+            self._pos = len(buf)
         return _DONE
 
     def _finish_reader(self, final: bool) -> None:
@@ -341,16 +279,17 @@ class Scanner:
             block.state = "limit"
         elif final:
             block.state = "truncated"
-        elif block.kind in ("fence-action", "fence-json"):
-            block.body_end = block.raw.rfind(FENCE_CLOSER)
-        elif block.kind == "hermes":
-            block.body_end = len(block.raw) - len(HERMES_CLOSER)
-        elif block.kind == "smiley":
-            block.body_end = len(block.raw) - SMILEY_RUN
+        else:
+            block.body_end = FORMAT_OF_BLOCK[block.kind].body_end(block)
         self._block(block)
 
     def _block(self, block: Block) -> None:
-        out: Outcome = decode_block(block, self._ctx)
+        fmt = FORMAT_OF_BLOCK[block.kind]
+        out: Outcome = fmt.decode(block, self._ctx)
+        if out.prose and fmt.closer and block.state == "closed":
+            body = block.raw[block.body : block.body_end]
+            # a JSON body holding its own closer that cannot be read: cut there, probably
+            self._broken = self._broken or (body.lstrip()[:1] in ("{", "[") and fmt.closer in body)
         if out.prose:
             self._texts.append(block.raw)
             if self._stream:
@@ -363,6 +302,11 @@ class Scanner:
             self._texts.append(out.text)
             if self._stream:
                 self.events.append((TEXT, out.text))
+        if self._broken and out.calls:
+            message = "an action after one that could not be read; it was not run"
+            out.problems.append(problem("invalid_json", message, block.start, fmt.sources[block.kind]))
+            out.calls = []
+        self._broken = self._broken or any(p.code == "invalid_json" and p.rejected for p in out.problems)
         for name, args in out.calls:
             values = {"id": f"call_{len(self._calls)}", "name": name, "arguments": args}
             call = _construct(ToolCall, values)

@@ -7,8 +7,8 @@ from typing import Literal, Protocol, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from agentfsm._types import DialectName, ToolChoice
-from agentfsm.messages import ToolCall, ToolSpec
+from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core.messages import ToolCall, ToolSpec
 
 __all__ = [
     "Dialect",
@@ -76,6 +76,12 @@ class Dialect(Protocol):
     """An action format: renders its part of the contract and the text of a call."""
 
     name: DialectName
+    #: how corrections name one action (``"```json action``` block"``)
+    action_name: str
+    #: how one action is written, in one short phrase a small model can follow
+    action_format: str
+    #: how a final answer is written
+    answer_format: str
 
     def render_instructions(
         self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool

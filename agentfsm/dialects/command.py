@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Final
 
-from agentfsm._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.dialects._format import Format, Opened, Prose, Scan
+from agentfsm.dialects._readers import MAX_BLOCK_CHARS, BracketReader
 from agentfsm.dialects._render import ParsesReplies, dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, cls, lit
-from agentfsm.messages import ToolCall, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolSpec
 
-__all__ = ["COMMAND", "COMMAND_AT_END", "COMMAND_HEAD", "COMMAND_PREFIX", "CommandDialect"]
+__all__ = [
+    "COMMAND",
+    "COMMAND_AT_END",
+    "COMMAND_HEAD",
+    "COMMAND_PREFIX",
+    "FORMATS",
+    "CommandDialect",
+    "CommandFormat",
+]
 
 #: the word a command line starts with
 COMMAND_PREFIX = "@tool"
@@ -31,6 +42,9 @@ class CommandDialect(ParsesReplies):
     """Actions as single command lines: ``@tool get_weather {"city": "Paris"}``."""
 
     name: DialectName = "command"
+    action_name = "@tool line"
+    action_format = "one line: @tool NAME {json arguments}"
+    answer_format = "plain text"
 
     @property
     def opener(self) -> str:
@@ -62,3 +76,54 @@ class CommandDialect(ParsesReplies):
             "To answer without a tool, write plain text.",
         ]
         return "\n".join(lines)
+
+
+#: a command without arguments ending the reply starts within this many characters of the end
+COMMAND_TAIL: Final = 170
+
+
+def _word_boundary(scan: Scan, buf: str, i: int) -> bool:
+    c = scan.before(buf, i)
+    return not c or not (c.isalnum() or c in "_@")
+
+
+class CommandFormat(Format):
+    """``@tool NAME {json}`` lines (not after a word character or ``@``: ``me@tool x``)."""
+
+    sources = {"command": "command"}
+    openers = (COMMAND,)
+    cut = {"command": "an @tool line cut off before the end of its JSON arguments"}
+    custom_search = True
+
+    def search(self, scan: Scan, buf: str, i: int, final: bool) -> tuple[int, int, str] | None:
+        """The next command at a word boundary; at the end of the reply, one without arguments."""
+        best = self._search(scan, COMMAND.regex, buf, i)
+        if final and best is None:
+            best = self._search(scan, COMMAND_AT_END, buf, max(i, len(buf) - COMMAND_TAIL))
+        return best
+
+    @staticmethod
+    def _search(scan: Scan, regex: re.Pattern[str], buf: str, j: int) -> tuple[int, int, str] | None:
+        while (m := regex.search(buf, j)) is not None:
+            if _word_boundary(scan, buf, m.start()):
+                return (m.start(), m.end(), "command")
+            j = m.start() + 1
+        return None
+
+    def holds(self, scan: Scan, buf: str, i: int, opener: OpenerDef) -> bool:
+        """Only at a word boundary."""
+        return super().holds(scan, buf, i, opener) and _word_boundary(scan, buf, i)
+
+    def open(self, scan: Scan, buf: str, p: int, kind: str, end: int, final: bool) -> Opened | Prose | None:
+        """Arguments in braces are read as JSON; a name ending its line is a call without them."""
+        m = COMMAND_HEAD.match(buf, p)
+        assert m is not None  # the opener matched the same text
+        name, e = m.group(1), m.end()
+        if e < len(buf) and buf[e] == "{":
+            return Opened("command", e, BracketReader(buf, p, e, python=False, cap=MAX_BLOCK_CHARS), name=name)
+        # the reply ending right after the name was cut before its arguments
+        state = "truncated" if e == len(buf) and final else "closed"
+        return Opened("command", e, None, end=e, name=name, state=state)
+
+
+FORMATS: Final = (CommandFormat(),)

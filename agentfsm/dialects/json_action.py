@@ -9,11 +9,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING, Final
 
-from agentfsm._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.dialects._format import Format, Opened, Prose, Scan
+from agentfsm.dialects._readers import CloserReader, fence_verdict
 from agentfsm.dialects._render import ParsesReplies, dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, lit
-from agentfsm.messages import ToolCall, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    from agentfsm.dialects._decode import Block
 
 __all__ = [
     "ACTION_INFOS",
@@ -21,7 +27,9 @@ __all__ = [
     "FENCE_CLOSER",
     "FENCE_INFO",
     "FENCE_INFO_MAX",
+    "FORMATS",
     "JSON_INFOS",
+    "FenceFormat",
     "JsonActionDialect",
     "classify_fence",
 ]
@@ -48,6 +56,9 @@ class JsonActionDialect(ParsesReplies):
     """Actions as fenced ```` ```json action ```` blocks, ``{"tool": ..., "parameters": {...}}``."""
 
     name: DialectName = "json-action"
+    action_name = "```json action``` block"
+    action_format = 'a ```json action``` block with {"tool": NAME, "parameters": {...}}'
+    answer_format = "plain text"
 
     @property
     def opener(self) -> str:
@@ -97,3 +108,39 @@ def classify_fence(info: str) -> str:
     if key in JSON_INFOS:
         return "json"
     return "other"
+
+
+class FenceFormat(Format):
+    """Fenced blocks: ```` ```json action ```` always an action, ```` ```json ```` when
+    shaped as a call, any other fence text (its body is prose up to the closing fence)."""
+
+    sources = {"fence-action": "json-action", "fence-json": "json"}
+    openers = (FENCE,)
+    lenient = frozenset({"fence-json"})
+    closer = FENCE_CLOSER
+    cut = {
+        "fence-action": "an action fence without its closing ```",
+        "fence-json": "a json fence without its closing ```",
+    }
+
+    def open(self, scan: Scan, buf: str, p: int, kind: str, end: int, final: bool) -> Opened | Prose | None:
+        """The info string decides; the character after it too (known only once it came)."""
+        n = len(buf)
+        e = FENCE_INFO.match(buf, end).end()  # type: ignore[union-attr]
+        if not final and e == n and e - end <= FENCE_INFO_MAX:
+            return None
+        info = buf[end:e]
+        fence = classify_fence(info)
+        c = buf[e] if e < n else ""
+        body = e + 1 if c == "\n" else e
+        if fence == "other" or (c and c not in "\n{[") or (not c and not info.strip("` \t\r")):
+            return Prose(body, FENCE_CLOSER if c else "")
+        kind = "fence-action" if fence == "action" else "fence-json"
+        return Opened(kind, body, CloserReader(buf, p, FENCE_CLOSER, fence_verdict))
+
+    def body_end(self, block: Block) -> int | None:
+        """Before the closing fence."""
+        return block.raw.rfind(FENCE_CLOSER)
+
+
+FORMATS: Final = (FenceFormat(),)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName, ToolChoice
 from agentfsm.dialects._render import ParsesReplies, dumps, example_call
-from agentfsm.messages import ToolCall, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolSpec
 
 __all__ = ["THOUGHT_CAP", "JsonProtocolDialect"]
 
@@ -23,6 +23,9 @@ class JsonProtocolDialect(ParsesReplies):
     """One JSON object per reply: an action, or the final answer."""
 
     name: DialectName = "json-protocol"
+    action_name = "JSON action object"
+    action_format = 'one JSON object {"action": {"tool": NAME, "args": {...}}}'
+    answer_format = 'one JSON object {"final": {"content": YOUR ANSWER}}'
 
     @property
     def opener(self) -> str:

@@ -16,16 +16,29 @@ import math
 import re
 from typing import Any, Final
 
+from agentfsm.dialects._decode import Block, Context, Outcome, decode_json, settled, too_deep
+from agentfsm.dialects._format import Format, Opened, Prose, Scan
+from agentfsm.dialects._readers import (
+    MAX_BLOCK_CHARS,
+    MAX_PYTHONIC_CHARS,
+    BracketReader,
+    CloserReader,
+    fixed_verdict,
+)
 from agentfsm.dialects._tokens import OpenerDef, cls, lit
 
 __all__ = [
     "BARE_ARRAY",
     "BARE_OBJECT",
+    "FORMATS",
     "HERMES",
     "HERMES_CLOSER",
     "MISTRAL",
     "MISTRAL_HEAD",
     "PYTHONIC",
+    "BareFormat",
+    "HermesFormat",
+    "MistralFormat",
     "parse_pythonic",
 ]
 
@@ -175,3 +188,66 @@ def parse_pythonic(
                 return None
         calls.append((name, args))
     return calls
+
+
+class HermesFormat(Format):
+    """``<tool_call>{json}</tool_call>`` (Hermes, Qwen)."""
+
+    sources = {"hermes": "hermes"}
+    openers = (HERMES,)
+    cut = {"hermes": "<tool_call> without </tool_call>"}
+    closer = HERMES_CLOSER
+    _closes = staticmethod(fixed_verdict(HERMES_CLOSER))
+
+    def open(self, scan: Scan, buf: str, p: int, kind: str, end: int, final: bool) -> Opened | Prose | None:
+        """The body runs to ``</tool_call>`` outside a JSON string."""
+        return Opened("hermes", end, CloserReader(buf, p, HERMES_CLOSER, self._closes))
+
+    def body_end(self, block: Block) -> int | None:
+        """Before ``</tool_call>``."""
+        return len(block.raw) - len(HERMES_CLOSER)
+
+
+class MistralFormat(Format):
+    """``[TOOL_CALLS]`` then a JSON list or object, or ``name[ARGS]{...}``."""
+
+    sources = {"mistral": "mistral"}
+    openers = MISTRAL
+    cut = {"mistral": "[TOOL_CALLS] with unterminated JSON"}
+
+    def open(self, scan: Scan, buf: str, p: int, kind: str, end: int, final: bool) -> Opened | Prose | None:
+        """The JSON after the head is read to its matching bracket."""
+        m = MISTRAL_HEAD.match(buf, p)
+        assert m is not None  # the opener matched the same text
+        body = m.start(1) if m.group(1) else m.start(3)
+        reader = BracketReader(buf, p, body, python=False, cap=MAX_BLOCK_CHARS)
+        return Opened("mistral", body, reader, name=m.group(2))
+
+
+class BareFormat(Format):
+    """Bare JSON calls (Llama 3) and pythonic lists: calls only when shaped (and named) as one."""
+
+    sources = {"object": "llama", "array": "json-array", "pythonic": "pythonic"}
+    openers = (BARE_OBJECT, BARE_ARRAY, PYTHONIC)
+    lenient = frozenset({"object", "array", "pythonic"})
+
+    def open(self, scan: Scan, buf: str, p: int, kind: str, end: int, final: bool) -> Opened | Prose | None:
+        """The value is read to its matching bracket."""
+        python = kind == "pythonic"
+        cap = MAX_PYTHONIC_CHARS if python else MAX_BLOCK_CHARS
+        return Opened(kind, p, BracketReader(buf, p, p, python=python, cap=cap))
+
+    def decode(self, block: Block, ctx: Context) -> Outcome:
+        """JSON as JSON; a pythonic list through :func:`parse_pythonic`."""
+        if block.kind != "pythonic":
+            return decode_json(block, ctx, self)
+        out = settled(block, ctx, self)
+        if out is not None:
+            return out
+        calls = parse_pythonic(block.raw[block.body : block.body_end], ctx.known)
+        if calls is None:
+            return Outcome(prose=True)
+        return too_deep(calls, block, "pythonic") or Outcome(calls=calls)
+
+
+FORMATS: Final = (HermesFormat(), MistralFormat(), BareFormat())

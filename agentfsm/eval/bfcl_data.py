@@ -6,9 +6,10 @@ time). Each category is a JSON-lines file ``BFCL_v4_<category>.json`` and, for t
 categories scored by the AST checker, ``possible_answer/BFCL_v4_<category>.json``.
 
 Loading follows BFCL: the function descriptions get the language hint BFCL adds
-(" Note that the provided function is in Python 3 syntax."), and BFCL's own type
+(" Note that the provided function is in Python 3 syntax."; Java and JavaScript
+parameters are offered as strings, see :mod:`~agentfsm.eval.languages`), and BFCL's own type
 names (``dict``, ``float``, ``tuple``, ``any`` ...) are mapped to JSON Schema for the
-:class:`~agentfsm.messages.ToolSpec` the runtime offers, with BFCL's
+:class:`~agentfsm.core.messages.ToolSpec` the runtime offers, with BFCL's
 ``GORILLA_TO_OPENAPI`` table.
 """
 
@@ -21,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentfsm.errors import MissingExtraError, UsageError
-from agentfsm.messages import ToolSpec
+from agentfsm.core.errors import MissingExtraError, UsageError
+from agentfsm.core.messages import ToolSpec
+from agentfsm.eval.languages import HINTS, language_of, prompt_functions
 
 __all__ = [
     "AST_CATEGORIES",
@@ -39,6 +41,8 @@ __all__ = [
 #: categories scored by the AST checker against ``possible_answer``
 AST_CATEGORIES: tuple[str, ...] = (
     "simple_python",
+    "simple_java",
+    "simple_javascript",
     "multiple",
     "parallel",
     "parallel_multiple",
@@ -49,7 +53,7 @@ AST_CATEGORIES: tuple[str, ...] = (
 )
 #: categories scored on whether any call was made (irrelevance: a call is wrong)
 RELEVANCE_CATEGORIES: tuple[str, ...] = ("irrelevance", "live_irrelevance", "live_relevance")
-#: every single-turn Python category this harness runs
+#: every single-turn category this harness runs
 CATEGORIES: tuple[str, ...] = AST_CATEGORIES + RELEVANCE_CATEGORIES
 
 _ALIASES = {"simple": "simple_python"}
@@ -84,9 +88,6 @@ _GORILLA_TO_OPENAPI: dict[str, str] = {
     "Bigint": "integer",
 }
 
-_PYTHON_HINT = " Note that the provided function is in Python 3 syntax."
-
-
 @dataclass(frozen=True)
 class BfclCase:
     """One single-turn BFCL case: the question, the offered functions, the answer key."""
@@ -95,11 +96,19 @@ class BfclCase:
     category: str
     #: the first turn's messages, ``[{"role": ..., "content": ...}]``
     messages: tuple[dict[str, str], ...]
-    #: BFCL function docs as BFCL hands them to prompting models (with the language hint)
+    #: BFCL function docs with the language hint, as the checker reads them
     functions: tuple[dict[str, Any], ...]
     #: ``[{func_name: {param: [allowed values]}}]``; ``None`` for relevance categories
     ground_truth: tuple[dict[str, Any], ...] | None = None
     tools: tuple[ToolSpec, ...] = field(default=(), compare=False)
+    #: the docs as BFCL hands them to a model (Java/JavaScript parameters as strings);
+    #: empty when they are :attr:`functions` (Python)
+    prompt_functions: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+
+    @property
+    def offered(self) -> tuple[dict[str, Any], ...]:
+        """The function docs a model is shown."""
+        return self.prompt_functions or self.functions
 
 
 def bfcl_data_dir() -> Path:
@@ -173,10 +182,10 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _with_hint(functions: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+def _with_hint(functions: list[dict[str, Any]], language: str) -> tuple[dict[str, Any], ...]:
     out = copy.deepcopy(functions)
     for item in out:
-        item["description"] = item.get("description", "") + _PYTHON_HINT
+        item["description"] = item.get("description", "") + HINTS[language]
     return tuple(out)
 
 
@@ -197,8 +206,10 @@ def load_cases(category: str, limit: int | None = None, data_dir: Path | None = 
         answer_path = root / "possible_answer" / f"BFCL_v4_{category}.json"
         answers = {row["id"]: row["ground_truth"] for row in _read_jsonl(answer_path)}
     cases: list[BfclCase] = []
+    language = language_of(category)
     for entry in entries:
-        functions = _with_hint(entry["function"])
+        functions = _with_hint(entry["function"], language)
+        shown = tuple(prompt_functions(list(functions), language)) if language != "python" else ()
         truth = answers.get(entry["id"]) if category in AST_CATEGORIES else None
         if category in AST_CATEGORIES and truth is None:
             raise UsageError(f"no possible answer for BFCL case {entry['id']}")
@@ -209,7 +220,8 @@ def load_cases(category: str, limit: int | None = None, data_dir: Path | None = 
                 messages=tuple({"role": m["role"], "content": m["content"]} for m in entry["question"][0]),
                 functions=functions,
                 ground_truth=tuple(truth) if truth is not None else None,
-                tools=tool_specs(functions),
+                tools=tool_specs(shown or functions),
+                prompt_functions=shown,
             )
         )
     return cases

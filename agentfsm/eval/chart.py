@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentfsm.errors import MissingExtraError
+from agentfsm.core.errors import MissingExtraError
 from agentfsm.eval.report import ReportRow
 from agentfsm.eval.runner import BASELINE
 

@@ -1,21 +1,33 @@
-"""A faithful port of BFCL's AST checker (Python language), and its relevance rule.
+"""A faithful port of BFCL's AST checker, and its relevance rule.
 
 The official checker (``bfcl_eval/eval_checker/ast_eval/ast_checker.py``) cannot be
 imported cleanly: its module imports pull in tree-sitter, every provider SDK and the
 model registry. This port keeps its rules exactly, messages and error types included,
-for the Python categories; ``tests/test_eval_checker.py`` runs both on the same
+for the Python categories (Java and JavaScript values go through BFCL's own type
+converters first: :mod:`~agentfsm.eval.languages`); ``tests/test_eval_checker.py`` runs both on the same
 samples, with the official one's heavy imports stubbed in that test only.
 
 Model names are taken as "keep dots in function names" (BFCL's ``underscore_to_dot``
 off): the runtime offers the BFCL names verbatim, so calls come back with them.
 
-Decoded output, as BFCL decodes it: ``[{func_name: {param: value}}, ...]``.
+Decoded output, as BFCL decodes it: ``[{func_name: {param: value}}, ...]``. The value
+checks live in :mod:`agentfsm.eval._values`.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from agentfsm.eval._values import (
+    PYTHON_NESTED_TYPE_CHECK_LIST,
+    PYTHON_TYPE_MAPPING,
+    Result,
+    check_param_value,
+    find_description,
+    standardize_string,
+    type_checker,
+)
+from agentfsm.eval.languages import convert_param, language_of
 
 __all__ = [
     "ast_checker",
@@ -26,20 +38,6 @@ __all__ = [
     "standardize_string",
 ]
 
-Result = dict[str, Any]
-
-PYTHON_TYPE_MAPPING: dict[str, type] = {
-    "string": str,
-    "integer": int,
-    "float": float,
-    "boolean": bool,
-    "array": list,
-    "tuple": list,
-    "dict": dict,
-    "any": str,
-}
-PYTHON_NESTED_TYPE_CHECK_LIST = ("array", "tuple")
-
 
 def ast_checker(
     func_description: list[dict[str, Any]],
@@ -47,220 +45,28 @@ def ast_checker(
     possible_answer: list[dict[str, Any]],
     test_category: str,
 ) -> Result:
-    """BFCL's ``ast_checker`` for Python: dispatch on the category name as BFCL does."""
+    """BFCL's ``ast_checker``: dispatch on the category name as BFCL does."""
+    language = language_of(test_category)
     if "parallel" in test_category:
-        return parallel_function_checker_no_order(func_description, model_output, possible_answer)
+        return parallel_function_checker_no_order(func_description, model_output, possible_answer, language)
     if "multiple" in test_category:
-        return multiple_function_checker(func_description, model_output, possible_answer)
+        return multiple_function_checker(func_description, model_output, possible_answer, language)
     if len(model_output) != 1:
         return {
             "valid": False,
             "error": ["Wrong number of functions."],
             "error_type": "simple_function_checker:wrong_count",
         }
-    return simple_function_checker(func_description[0], model_output[0], possible_answer[0])
-
-
-def find_description(func_descriptions: Any, name: str) -> Any:
-    """The description named ``name`` (a dict is the only function)."""
-    if isinstance(func_descriptions, list):
-        for func_description in func_descriptions:
-            if func_description["name"] == name:
-                return func_description
-        return None
-    return func_descriptions
-
-
-def get_possible_answer_type(possible_answer: list[Any]) -> type | None:
-    """The type of the first non-optional possible answer."""
-    for answer in possible_answer:
-        if answer != "":
-            return type(answer)
-    return None
-
-
-def type_checker(
-    param: str,
-    value: Any,
-    possible_answer: list[Any],
-    expected_type_description: str,
-    expected_type_converted: type,
-    nested_type_converted: type | None,
-) -> Result:
-    """BFCL's one-level-deep type check, with its variable-instead-of-value allowance."""
-    result: Result = {"valid": True, "error": [], "is_variable": False, "error_type": "type_error:simple"}
-    is_variable = False
-    possible_answer_type = get_possible_answer_type(possible_answer)
-    if possible_answer_type is not None and possible_answer_type != expected_type_converted:
-        is_variable = True
-
-    if type(value) == expected_type_converted:  # noqa: E721 - BFCL compares exact types
-        if nested_type_converted is None:
-            result["is_variable"] = is_variable
-            return result
-        for possible_answer_item in possible_answer:
-            flag = True
-            if type(possible_answer_item) == list:  # noqa: E721
-                items: Any = value
-                for value_item in items:
-                    checker_result = type_checker(
-                        param,
-                        value_item,
-                        possible_answer_item,
-                        str(nested_type_converted),
-                        nested_type_converted,
-                        None,
-                    )
-                    if not checker_result["valid"]:
-                        flag = False
-                        break
-            if flag:
-                return {"valid": True, "error": [], "is_variable": is_variable}
-        result["valid"] = False
-        result["error"] = [
-            f"Nested type checking failed for parameter {param!r}. Expected outer type "
-            f"{expected_type_description} with inner type {nested_type_converted!s}. Parameter value: {value!r}."
-        ]
-        result["error_type"] = "type_error:nested"
-
-    possible_answer_type = get_possible_answer_type(possible_answer)
-    if possible_answer_type is not None and type(value) == possible_answer_type:  # noqa: E721
-        result["is_variable"] = True
-        return result
-
-    result["valid"] = False
-    result["error"].append(
-        f"Incorrect type for parameter {param!r}. Expected type {expected_type_description}, "
-        f"got {type(value).__name__}. Parameter value: {value!r}."
-    )
-    result["error_type"] = "type_error:simple"
-    return result
-
-
-def standardize_string(input_string: str) -> str:
-    """Drop spaces and ``,./-_*^``, lowercase, and turn single quotes into double ones."""
-    return re.sub(r"[ \,\.\/\-\_\*\^]", "", input_string).lower().replace("'", '"')
-
-
-def string_checker(param: str, model_output: str, possible_answer: list[Any]) -> Result:
-    """A string matches one of the possible answers after standardization."""
-    standardized = [standardize_string(a) for a in possible_answer if type(a) == str]  # noqa: E721
-    if standardize_string(model_output) not in standardized:
-        return {
-            "valid": False,
-            "error": [
-                f"Invalid value for parameter {param!r}: {model_output!r}. "
-                f"Expected one of {possible_answer}. Case insensitive."
-            ],
-            "error_type": "value_error:string",
-        }
-    return {"valid": True, "error": []}
-
-
-def list_checker(param: str, model_output: list[Any], possible_answer: list[Any]) -> Result:
-    """A list matches one of the possible lists, string items standardized."""
-    output = [standardize_string(v) if type(v) == str else v for v in model_output]  # noqa: E721
-    standardized = [
-        [standardize_string(item) if type(item) == str else item for item in answer]  # noqa: E721
-        for answer in possible_answer
-    ]
-    if output not in standardized:
-        return {
-            "valid": False,
-            "error": [f"Invalid value for parameter {param!r}: {model_output!r}. Expected one of {possible_answer}."],
-            "error_type": "value_error:list/tuple",
-        }
-    return {"valid": True, "error": []}
-
-
-def dict_checker(param: str, model_output: dict[str, Any], possible_answers: list[Any]) -> Result:
-    """A flat dict matches one of the possible dicts (keys, standardized values, optional keys)."""
-    result: Result = {"valid": False, "error": [], "error_type": "dict_checker:unclear"}
-    for possible_answer in possible_answers:
-        if possible_answer == "":
-            continue
-        result = {"valid": False, "error": [], "error_type": "dict_checker:unclear"}
-        flag = True
-        for key, value in model_output.items():
-            if key not in possible_answer:
-                result["error"].append(f"Unexpected dict key parameter: '{key}'.")
-                result["error_type"] = "value_error:dict_key"
-                flag = False
-                break
-            standardize_value = standardize_string(value) if type(value) == str else value  # noqa: E721
-            standardized = [
-                standardize_string(a) if type(a) == str else a for a in possible_answer[key]  # noqa: E721
-            ]
-            if standardize_value not in standardized:
-                result["error"].append(
-                    f"Invalid value for parameter {key!r}: {value!r}. Expected one of {standardized}."
-                )
-                result["error_type"] = "value_error:dict_value"
-                flag = False
-                break
-        for key, value in possible_answer.items():
-            if key not in model_output and "" not in value:
-                result["error"].append(f"Missing dict key parameter: '{key}'.")
-                result["error_type"] = "value_error:dict_key"
-                flag = False
-                break
-        if flag:
-            return {"valid": True, "error": []}
-    return result
-
-
-def list_dict_checker(param: str, model_output: list[Any], possible_answers: list[Any]) -> Result:
-    """A list of dicts matches one possible list, dict by dict, in order."""
-    result: Result = {"valid": False, "error": [], "error_type": "list_dict_checker:unclear"}
-    for answer in possible_answers:
-        flag = True
-        if len(model_output) != len(answer):
-            result = {
-                "valid": False,
-                "error": ["Wrong number of dictionaries in the list."],
-                "error_type": "value_error:list_dict_count",
-            }
-            continue
-        for dict_index, item in enumerate(model_output):
-            result = dict_checker(param, item, [answer[dict_index]])
-            if not result["valid"]:
-                flag = False
-                break
-        if flag:
-            return {"valid": True, "error": []}
-    return result
-
-
-def _check_param_value(
-    param: str, value: Any, allowed: list[Any], converted: type, nested: type | None, is_variable: bool
-) -> Result | None:
-    """The value checks after the type check; ``None`` when the value passes."""
-    if not is_variable:
-        if converted == dict:
-            result = dict_checker(param, value, allowed)
-            return None if result["valid"] else result
-        if converted == list and nested == dict:
-            result = list_dict_checker(param, value, allowed)
-            return None if result["valid"] else result
-        if converted == str:
-            result = string_checker(param, value, allowed)
-            return None if result["valid"] else result
-        if converted == list:
-            result = list_checker(param, value, allowed)
-            return None if result["valid"] else result
-    if value not in allowed:
-        return {
-            "valid": False,
-            "error": [f"Invalid value for parameter {param!r}: {value!r}. Expected one of {allowed}."],
-            "error_type": "value_error:others",
-        }
-    return None
+    return simple_function_checker(func_description[0], model_output[0], possible_answer[0], language)
 
 
 def simple_function_checker(
-    func_description: dict[str, Any], model_output: dict[str, Any], possible_answer: dict[str, Any]
+    func_description: dict[str, Any],
+    model_output: dict[str, Any],
+    possible_answer: dict[str, Any],
+    language: str = "python",
 ) -> Result:
-    """One call against one function's possible answer (BFCL's rules, Python types)."""
+    """One call against one function's possible answer (BFCL's rules, ``language``'s types)."""
     answer: dict[str, list[Any]] = list(possible_answer.values())[0]
     func_name = func_description["name"]
     param_details = func_description["parameters"]["properties"]
@@ -288,18 +94,24 @@ def simple_function_checker(
             result["error_type"] = "simple_function_checker:unexpected_param"
             return result
         expected = param_details[param]["type"]
-        converted = PYTHON_TYPE_MAPPING[expected]
         nested: type | None = None
-        if expected in PYTHON_NESTED_TYPE_CHECK_LIST:
-            nested = PYTHON_TYPE_MAPPING[param_details[param]["items"]["type"]]
+        if language != "python":
+            typed = convert_param(language, param, value, param_details[param])
+            if isinstance(typed, dict):
+                return typed
+            value, converted, nested = typed
+        else:
+            converted = PYTHON_TYPE_MAPPING[expected]
+            if expected in PYTHON_NESTED_TYPE_CHECK_LIST:
+                nested = PYTHON_TYPE_MAPPING[param_details[param]["items"]["type"]]
         if expected == "tuple" and type(value) == tuple:  # noqa: E721
             value = list(value)
-        if expected == "float" and type(value) == int:  # noqa: E721 - Python's int -> float allowance
+        if language == "python" and expected == "float" and type(value) == int:  # noqa: E721 - Python's allowance
             value = float(value)
         type_result = type_checker(param, value, answer[param], expected, converted, nested)
         if not type_result["valid"]:
             return type_result
-        failure = _check_param_value(param, value, answer[param], converted, nested, type_result["is_variable"])
+        failure = check_param_value(param, value, answer[param], converted, nested, type_result["is_variable"])
         if failure is not None:
             return failure
 
@@ -313,7 +125,10 @@ def simple_function_checker(
 
 
 def parallel_function_checker_no_order(
-    func_descriptions: list[dict[str, Any]], model_output: list[dict[str, Any]], possible_answers: list[dict[str, Any]]
+    func_descriptions: list[dict[str, Any]],
+    model_output: list[dict[str, Any]],
+    possible_answers: list[dict[str, Any]],
+    language: str = "python",
 ) -> Result:
     """Every expected call matches a distinct model call, in any order."""
     if len(model_output) != len(possible_answers):
@@ -330,7 +145,7 @@ def parallel_function_checker_no_order(
         for index, call in enumerate(model_output):
             if index in matched:
                 continue
-            result = simple_function_checker(description, call, expected)
+            result = simple_function_checker(description, call, expected, language)
             if result["valid"]:
                 matched.append(index)
                 break
@@ -360,7 +175,10 @@ def parallel_function_checker_no_order(
 
 
 def multiple_function_checker(
-    func_descriptions: list[dict[str, Any]], model_output: list[dict[str, Any]], possible_answers: list[dict[str, Any]]
+    func_descriptions: list[dict[str, Any]],
+    model_output: list[dict[str, Any]],
+    possible_answers: list[dict[str, Any]],
+    language: str = "python",
 ) -> Result:
     """One call expected among several offered functions."""
     if len(model_output) != len(possible_answers):
@@ -371,7 +189,7 @@ def multiple_function_checker(
         }
     expected_name = list(possible_answers[0].keys())[0]
     description = find_description(func_descriptions, expected_name)
-    return simple_function_checker(description, model_output[0], possible_answers[0])
+    return simple_function_checker(description, model_output[0], possible_answers[0], language)
 
 
 def is_function_calling_format_output(decoded_output: Any) -> bool:

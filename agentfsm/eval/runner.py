@@ -1,6 +1,6 @@
 """Run BFCL cases through the agentfsm runtime, and through BFCL's own prompt mode.
 
-Each case is one deciding turn (:func:`agentfsm.turn.run_turn`): the model's calls are
+Each case is one deciding turn (:func:`agentfsm.runtime.turn.run_turn`): the model's calls are
 scored, never executed. ``tool_choice`` is ``auto`` for every category, so nothing
 tells the model whether a call is expected (irrelevance cases need none).
 
@@ -24,15 +24,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentfsm.backends.base import Backend, GenerationOptions
-from agentfsm.engine import CallTools, EngineConfig
-from agentfsm.enforcement import choose_level
-from agentfsm.errors import RunError, UsageError
+from agentfsm.core._types import DIALECT_NAMES
+from agentfsm.core.backend import Backend, GenerationOptions
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.engine import CallTools, EngineConfig
+from agentfsm.prompt.enforcement import choose_level
+from agentfsm.core.errors import RunError, UsageError
 from agentfsm.eval.baseline import bfcl_prompt_messages, decode_ast_prompting
 from agentfsm.eval.bfcl_data import BfclCase, load_cases
 from agentfsm.eval.checker import check_case
-from agentfsm.messages import AssistantMessage, Message, PromptMessage, SystemMessage, UserMessage
-from agentfsm.turn import run_turn
+from agentfsm.core.messages import AssistantMessage, Message, PromptMessage, SystemMessage, UserMessage
+from agentfsm.batch.task import transcript_name
+from agentfsm.core.events import EvalRunConfig, GuardEvent, ModelOutputEvent, ParseEvent, TranscriptEvent
+from agentfsm.eval.case import run_case_turn
+from agentfsm.runtime.transcript import TranscriptWriter
 
 __all__ = [
     "BASELINE",
@@ -47,14 +52,16 @@ __all__ = [
     "try_decode",
 ]
 
-DIALECTS_ALL: tuple[str, ...] = ("json-action", "json-protocol", "command", "smiley")
+DIALECTS_ALL: tuple[str, ...] = DIALECT_NAMES
 
 
 @dataclass(frozen=True)
 class RunSpec:
     """One row family of the report: a dialect and an enforcement level (or the baseline)."""
 
+    #: a dialect name, or ``bfcl-prompt`` for the baseline
     dialect: str
+    #: an enforcement level, or ``baseline``
     enforcement: str
 
     @property
@@ -125,7 +132,11 @@ class EvalPlan:
     specs: tuple[RunSpec, ...]
     limit: int | None = None
     data_dir: Path | None = None
-    max_corrections: int = 3
+    #: the run configuration; each spec sets its dialect, BFCL's ``tool_choice`` is
+    #: ``auto`` and its parallel categories need ``parallel``
+    config: RunConfig = DEFAULTS
+    #: write one transcript per case and spec here (replayable with ``agentfsm replay``)
+    transcripts_dir: Path | None = None
 
 
 def resolve_specs(backend: Backend, dialects: str, enforcement: str, baseline: bool = True) -> tuple[RunSpec, ...]:
@@ -176,20 +187,47 @@ class _Recorder:
         self.last_text = ""
         self.last_calls: list[dict[str, Any]] = []
 
-    def __call__(self, kind: str, **fields: Any) -> None:
-        if kind == "model_output":
-            # an extension step continues the reply before it: one reply, two calls
-            self.replies += 0 if fields.get("extension") else 1
-            self.last_text = str(fields.get("text", ""))
-        elif kind == "parse":
-            problems = fields.get("problems") or []
-            if not any(p.get("rejected", True) for p in problems) and not fields.get("truncated"):
-                self.parsed += 1
-            if any(not p.get("rejected", True) for p in problems):
-                self.repaired += 1
-            self.last_calls = [{c["name"]: c.get("arguments", {})} for c in fields.get("tool_calls") or []]
-        elif kind == "guard" and fields.get("verdict") == "correct":
-            self.corrections[str(fields.get("guard"))] += 1
+    def __call__(self, event: TranscriptEvent) -> None:
+        match event:
+            case ModelOutputEvent():
+                # an extension step continues the reply before it: one reply, two calls
+                self.replies += 0 if event.extension else 1
+                self.last_text = event.text
+            case ParseEvent(problems=problems):
+                if not any(p.rejected for p in problems) and not event.truncated:
+                    self.parsed += 1
+                if any(not p.rejected for p in problems):
+                    self.repaired += 1
+                self.last_calls = [{c.name: dict(c.arguments)} for c in event.tool_calls]
+            case GuardEvent(verdict="correct"):
+                self.corrections[event.guard] += 1
+
+
+def _writer(transcripts_dir: Path | None, backend: Backend, case: BfclCase, spec: RunSpec,
+            config: EngineConfig, history: Sequence[Message], on_event: _Recorder) -> TranscriptWriter:
+    """The case's transcript (nowhere without a directory), its run_start and request written."""
+    path = None
+    if transcripts_dir is not None:
+        path = Path(transcripts_dir) / transcript_name(f"{case.id}.{spec.dialect}.{spec.enforcement}")
+        path.unlink(missing_ok=True)  # a re-run replaces the case's transcript
+    writer = TranscriptWriter(path, on_event=on_event)
+    writer.emit(
+        "run_start",
+        config=EvalRunConfig(
+            case=case.id,
+            category=case.category,
+            dialect=config.dialect,
+            tool_choice=config.tool_choice,
+            enforcement=spec.enforcement,
+            backend=backend.name,
+            tools=tuple(t.name for t in config.tools),
+            parallel=config.parallel,
+            max_corrections=config.max_corrections,
+            loop_threshold=config.loop_threshold,
+        ),
+    )
+    writer.emit("request", messages=list(history), tools=list(config.tools), tool_choice=config.tool_choice)
+    return writer
 
 
 async def run_runtime_case(
@@ -197,26 +235,31 @@ async def run_runtime_case(
     case: BfclCase,
     spec: RunSpec,
     options: GenerationOptions,
-    max_corrections: int = 3,
+    config: RunConfig = DEFAULTS,
+    transcripts_dir: Path | None = None,
 ) -> CaseResult:
-    """One case through :func:`~agentfsm.turn.run_turn` with ``spec``'s dialect and level."""
+    """One case through :func:`run_case_turn` with ``spec``'s dialect and level; with
+    ``transcripts_dir``, its transcript is written there (``CASE.DIALECT.LEVEL.jsonl``)."""
     history = _history(case)
-    config = EngineConfig(
-        tools=case.tools, dialect=spec.dialect, tool_choice="auto", parallel=True, max_corrections=max_corrections
-    )
+    run = config.replace(dialect=spec.dialect, enforcement=spec.enforcement)  # checked: a UsageError for the baseline
+    engine = EngineConfig.of(run, case.tools, tool_choice="auto", parallel=True)
     rec = _Recorder()
     start = time.perf_counter()
     prompt_tokens = completion_tokens = 0
     decoded: Any
-    try:
-        result = await run_turn(backend, history, config=config, enforcement=spec.enforcement, options=options, emit=rec)
-        prompt_tokens, completion_tokens = result.usage.prompt_tokens, result.usage.completion_tokens
-        calls = result.decision.calls if isinstance(result.decision, CallTools) else ()
-        decoded = [{c.name: dict(c.arguments)} for c in calls]
-        protocol_valid = True
-    except RunError:
+    with _writer(transcripts_dir, backend, case, spec, engine, history, rec) as writer:
+        outcome = await run_case_turn(backend, history, engine, run.enforcement, options, writer)
+    if isinstance(outcome, RunError):
         protocol_valid = False
         decoded = None if case.ground_truth is not None else (rec.last_calls or None)
+    else:
+        prompt_tokens, completion_tokens = outcome.usage.prompt_tokens, outcome.usage.completion_tokens
+        calls = outcome.decision.calls if isinstance(outcome.decision, CallTools) else ()
+        decoded = [{c.name: dict(c.arguments)} for c in calls]
+        protocol_valid = True
+        if outcome.exhausted:  # the budget ran out: scored as before, as no valid reply
+            protocol_valid = False
+            decoded = None if case.ground_truth is not None else (rec.last_calls or None)
     seconds = time.perf_counter() - start
     verdict = check_case(case.category, list(case.functions), _truth(case), decoded)
     return CaseResult(
@@ -254,7 +297,7 @@ def try_decode(text: str) -> list[dict[str, Any]] | None:
 
 async def run_baseline_case(backend: Backend, case: BfclCase, options: GenerationOptions) -> CaseResult:
     """One case in BFCL's prompt mode: its system prompt, plain generation, its decoder."""
-    messages = bfcl_prompt_messages(list(case.messages), list(case.functions))
+    messages = bfcl_prompt_messages(list(case.messages), list(case.offered))
     prompt = [PromptMessage.model_validate(m) for m in messages]
     plain = options.model_copy(update={"json_schema": None, "prefill": None})
     start = time.perf_counter()
@@ -300,7 +343,9 @@ async def run_eval(
             if spec.is_baseline:
                 result = await run_baseline_case(backend, case, options)
             else:
-                result = await run_runtime_case(backend, case, spec, options, plan.max_corrections)
+                result = await run_runtime_case(
+                    backend, case, spec, options, plan.config, plan.transcripts_dir
+                )
             results.append(result)
             if on_result is not None:
                 on_result(result)

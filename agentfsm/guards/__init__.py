@@ -8,7 +8,10 @@ One module per guard, each with a ``check`` function:
 - :mod:`~agentfsm.guards.unknown_tool`: a tool name that was not offered;
 - :mod:`~agentfsm.guards.schema`: arguments that do not match the tool's JSON Schema;
 - :mod:`~agentfsm.guards.placeholder`: arguments copied from the contract's example;
+- :mod:`~agentfsm.guards.injection`: a call copied from action text inside a tool result
+  or user content (data, not the model's own decision);
 - :mod:`~agentfsm.guards.budget`: corrections per turn, counted from the history, each stricter;
+- :mod:`~agentfsm.guards.repeated_call`: the last round's call again -> told once per round;
 - :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop.
 
 :func:`run_guards` runs the reply guards in this fixed order, the first verdict that
@@ -21,22 +24,36 @@ is not an accept wins:
    or any call under ``none`` (before the argument checks, which would be moot);
 4. ``unknown_tool``;
 5. ``schema``;
-6. ``placeholder``: a well-formed call whose values are the example's placeholders.
+6. ``placeholder``: a well-formed call whose values are the example's placeholders;
+7. ``injection``: a well-formed call that repeats an action found in the conversation's
+   data (last: a call that is wrong anyway gets the more specific correction).
 
-The engine then applies :mod:`~agentfsm.guards.budget` to a correction and
-:mod:`~agentfsm.guards.loops` to accepted calls, since both read the history.
+The engine then applies :mod:`~agentfsm.guards.repeated_call` and
+:mod:`~agentfsm.guards.loops` to accepted calls and :mod:`~agentfsm.guards.budget` to
+every correction, since they read the history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from agentfsm._types import ToolChoice
+from agentfsm.core._types import DialectName, ToolChoice
 from agentfsm.dialects.base import ParsedReply
-from agentfsm.guards import budget, json_valid, loops, placeholder, refusal, schema, tool_choice, unknown_tool
+from agentfsm.guards import (
+    budget,
+    injection,
+    json_valid,
+    loops,
+    placeholder,
+    refusal,
+    repeated_call,
+    schema,
+    tool_choice,
+    unknown_tool,
+)
 from agentfsm.guards import tool_choice as _choice  # the name `tool_choice` is also a parameter
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Stop, Verdict
-from agentfsm.messages import ToolSpec
+from agentfsm.core.messages import ToolSpec
 
 __all__ = [
     "ACCEPT",
@@ -46,10 +63,12 @@ __all__ = [
     "Stop",
     "Verdict",
     "budget",
+    "injection",
     "json_valid",
     "loops",
     "placeholder",
     "refusal",
+    "repeated_call",
     "run_guards",
     "schema",
     "tool_choice",
@@ -64,6 +83,7 @@ GUARD_ORDER: tuple[str, ...] = (
     unknown_tool.GUARD,
     schema.GUARD,
     placeholder.GUARD,
+    injection.GUARD,
 )
 
 
@@ -72,14 +92,16 @@ def run_guards(
     *,
     tools: Sequence[ToolSpec],
     tool_choice: ToolChoice,
-    dialect_name: str,
+    dialect_name: DialectName,
     example: str = "",
     source: str = "",
+    injected: frozenset[str] = frozenset(),
 ) -> Verdict:
     """Run the reply guards in :data:`GUARD_ORDER`; the first non-accept verdict wins.
 
     ``source`` is the conversation's text, lowercased (the ``placeholder`` guard
-    accepts a value the conversation contains). When all accept, the notes they left (a schema not validated, a soft deflection
+    accepts a value the conversation contains); ``injected`` are the actions found in
+    its data (:func:`~agentfsm.guards.injection.data_actions`). When all accept, the notes they left (a schema not validated, a soft deflection
     accepted) are joined into the returned :class:`Accept`'s ``detail``.
     """
     checks: tuple[Callable[[], Verdict], ...] = (
@@ -91,6 +113,7 @@ def run_guards(
         lambda: unknown_tool.check(parsed, tools),
         lambda: schema.check(parsed, tools),
         lambda: placeholder.check(parsed, tools, tool_choice, source),
+        lambda: injection.check(parsed, injected),
     )
     notes: list[str] = []
     for run in checks:

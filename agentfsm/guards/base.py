@@ -15,6 +15,10 @@ from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentfsm.core._types import DialectName
+from agentfsm.dialects import DIALECTS
+from agentfsm.dialects.base import Dialect
+
 __all__ = [
     "ACCEPT",
     "Accept",
@@ -43,6 +47,8 @@ CorrectionReason: TypeAlias = Literal[
     "wrong_tool",
     "calls_not_allowed",
     "placeholder_argument",
+    "repeated_call",
+    "injected_action",
 ]
 
 
@@ -87,38 +93,30 @@ Verdict: TypeAlias = Annotated[Accept | Correction | Stop, Field(discriminator="
 #: the plain accept, for guards with nothing to note
 ACCEPT = Accept()
 
-# Short names of one action, as a correction refers to it ("did not include any ...").
-_ACTION_NAMES: dict[str, str] = {
-    "json-action": "```json action``` block",
-    "json-protocol": "JSON action object",
-    "command": "@tool line",
-    "smiley": "😊 action block",
-}
-
-# How to write one action, in a few words a small model can follow.
-_ACTION_FORMATS: dict[str, str] = {
-    "json-action": 'a ```json action``` block with {"tool": NAME, "parameters": {...}}',
-    "json-protocol": 'one JSON object {"action": {"tool": NAME, "args": {...}}}',
-    "command": "one line: @tool NAME {json arguments}",
-    "smiley": 'the JSON {"name": NAME, "arguments": {...}} between two runs of 14 😊',
-}
+# The words themselves belong to each dialect (``action_name``, ``action_format``,
+# ``answer_format`` on its class); these read them, with plain words for an unknown name.
 
 
-def action_name(dialect_name: str) -> str:
+def _dialect(dialect_name: DialectName) -> Dialect | None:
+    return DIALECTS.get(dialect_name)
+
+
+def action_name(dialect_name: DialectName) -> str:
     """The short name of one action in this dialect (``"```json action``` block"``)."""
-    return _ACTION_NAMES.get(dialect_name, "action block")
+    d = _dialect(dialect_name)
+    return d.action_name if d is not None else "action block"
 
 
-def action_format(dialect_name: str) -> str:
+def action_format(dialect_name: DialectName) -> str:
     """How one action is written in this dialect, in one short phrase."""
-    return _ACTION_FORMATS.get(dialect_name, "one action block")
+    d = _dialect(dialect_name)
+    return d.action_format if d is not None else "one action block"
 
 
-def answer_format(dialect_name: str) -> str:
+def answer_format(dialect_name: DialectName) -> str:
     """How a final answer is written in this dialect."""
-    if dialect_name == "json-protocol":
-        return 'one JSON object {"final": {"content": YOUR ANSWER}}'
-    return "plain text"
+    d = _dialect(dialect_name)
+    return d.answer_format if d is not None else "plain text"
 
 
 def with_example(message: str, example: str) -> str:

@@ -3,23 +3,24 @@
 The count is derived from the messages alone (a stateless proxy enforces the same
 budget as a long-running agent): the correction user messages since the last real
 user message or the last tool result. Each re-ask is stricter than the one before
-(:func:`escalate`); when the budget is spent, :func:`check` raises
-:class:`~agentfsm.errors.RetryBudgetExceeded` with the attempts and the last reply.
+(:func:`escalate`); :func:`next_attempt` says whether one more is allowed. This module
+is the one place corrections are counted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.errors import RetryBudgetExceeded
+from agentfsm.core._types import DialectName
+from agentfsm.core.config import DEFAULTS
 from agentfsm.guards.base import action_name
-from agentfsm.messages import Message, ToolMessage, UserMessage
+from agentfsm.core.messages import Message, ToolMessage, UserMessage
 
-__all__ = ["DEFAULT_MAX_CORRECTIONS", "GUARD", "check", "corrections_in_turn", "escalate"]
+__all__ = ["DEFAULT_MAX_CORRECTIONS", "GUARD", "corrections_in_turn", "escalate", "next_attempt"]
 
 GUARD = "budget"
-#: corrections allowed per turn unless configured otherwise
-DEFAULT_MAX_CORRECTIONS = 2
+#: corrections allowed per turn unless configured otherwise (:class:`~agentfsm.core.config.RunConfig`)
+DEFAULT_MAX_CORRECTIONS = DEFAULTS.max_corrections
 
 
 def corrections_in_turn(history: Sequence[Message]) -> int:
@@ -35,24 +36,15 @@ def corrections_in_turn(history: Sequence[Message]) -> int:
     return count
 
 
-def check(
-    history: Sequence[Message],
-    *,
-    max_corrections: int = DEFAULT_MAX_CORRECTIONS,
-    last_reply: str,
-    reason: str,
-) -> int:
-    """The attempt number of the correction about to be sent (1 for the first re-ask).
+def next_attempt(history: Sequence[Message], max_corrections: int = DEFAULT_MAX_CORRECTIONS) -> int | None:
+    """The attempt number of the correction about to be sent (1 for the first re-ask),
+    or ``None`` when ``max_corrections`` re-asks were already sent this turn.
 
-    ``history`` is the conversation before the new correction. Raises
-    :class:`RetryBudgetExceeded` when ``max_corrections`` re-asks were already sent;
-    its ``attempts`` counts the model replies of this turn that failed (the original
-    reply and one per correction).
+    ``history`` is the conversation before the new correction. What a spent budget
+    means is the engine's decision (:func:`agentfsm.core.engine.step`).
     """
     used = corrections_in_turn(history)
-    if used >= max_corrections:
-        raise RetryBudgetExceeded(attempts=used + 1, last_reply=last_reply, reason=reason)
-    return used + 1
+    return None if used >= max_corrections else used + 1
 
 
 def _first_sentence(message: str) -> str:
@@ -64,7 +56,7 @@ def _first_sentence(message: str) -> str:
     return line
 
 
-def escalate(message: str, attempt: int, dialect_name: str, opener: str) -> str:
+def escalate(message: str, attempt: int, dialect_name: DialectName, opener: str) -> str:
     """The correction text for ``attempt``: each attempt is stricter than the last.
 
     1. the guard's message as written (specific, polite);

@@ -7,6 +7,7 @@ decides the correction, which names the error and its character position.
 
 from __future__ import annotations
 
+from agentfsm.core._types import DialectName
 from agentfsm.dialects.base import ParsedReply, Problem
 from agentfsm.guards.base import (
     ACCEPT,
@@ -35,7 +36,7 @@ def _where(problem: Problem) -> str:
     return f" at character {problem.position}" if problem.position is not None else ""
 
 
-def _message(problem: Problem, reason: CorrectionReason, dialect_name: str) -> str:
+def _message(problem: Problem, reason: CorrectionReason, dialect_name: DialectName) -> str:
     name = action_name(dialect_name)
     if reason == "invalid_json":
         return (
@@ -57,7 +58,7 @@ def _message(problem: Problem, reason: CorrectionReason, dialect_name: str) -> s
     return f"Your {name} is too large to read. Resend a smaller action."
 
 
-def check(parsed: ParsedReply, dialect_name: str, *, example: str = "") -> Verdict:
+def check(parsed: ParsedReply, dialect_name: DialectName, *, example: str = "") -> Verdict:
     """Accept a reply whose actions were all read; otherwise ask to resend valid JSON."""
     for problem in parsed.rejected:
         reason = _REASONS.get(problem.code)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from agentfsm.core.config import DEFAULTS
 from agentfsm.guards.base import ACCEPT, Stop, Verdict
-from agentfsm.messages import (
+from agentfsm.core.messages import (
     AssistantMessage,
     Message,
     ToolCall,
@@ -25,7 +26,7 @@ __all__ = ["DEFAULT_THRESHOLD", "GUARD", "call_signature", "check", "repeats"]
 
 GUARD = "loops"
 #: earlier identical rounds, each with the same result, after which a new identical call stops
-DEFAULT_THRESHOLD = 3
+DEFAULT_THRESHOLD = DEFAULTS.loop_threshold
 
 _Round = tuple[tuple[ToolCall, ...], dict[str, ToolResult]]
 

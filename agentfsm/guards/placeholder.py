@@ -11,7 +11,7 @@ it (a user may well ask about a city called "city", or about 1.5 kg). Integers a
 booleans are never judged: ``1`` and ``true`` are too often right.
 
 Under constrained decoding the retry also leaves the tool out of the grammar (see
-:mod:`agentfsm.turn`), so the model has to pick another tool or answer.
+:mod:`agentfsm.runtime.turn`), so the model has to pick another tool or answer.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfsm._types import ToolChoice
+from agentfsm.core._types import ToolChoice
 from agentfsm.dialects._render import EXAMPLE_NUMBER, EXAMPLE_PREFIX
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.messages import ToolSpec
+from agentfsm.core.messages import ToolSpec
 
 __all__ = ["GUARD", "REASON", "check", "find_placeholder"]
 

@@ -22,10 +22,11 @@ from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from agentfsm._types import ToolChoice
+from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core.config import DEFAULTS
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Verdict, action_format, action_name
-from agentfsm.messages import ToolSpec
+from agentfsm.core.messages import ToolSpec
 
 __all__ = [
     "CATEGORIES",
@@ -177,7 +178,7 @@ def _forced(tool_choice: ToolChoice) -> bool:
 
 
 def _message(
-    found: RefusalMatch, tool_choice: ToolChoice, names: Sequence[str], dialect_name: str
+    found: RefusalMatch, tool_choice: ToolChoice, names: Sequence[str], dialect_name: DialectName
 ) -> str:
     listed = ", ".join(names[:30])
     lead = {
@@ -202,7 +203,7 @@ def check(
     tool_choice: ToolChoice,
     tools: Sequence[ToolSpec],
     *,
-    dialect_name: str = "json-action",
+    dialect_name: DialectName = DEFAULTS.dialect,
 ) -> Verdict:
     """Correct a reply without calls that refuses, or claims it has no tools, while tools exist."""
     if parsed.tool_calls or not tools or tool_choice == "none":

@@ -34,11 +34,11 @@ from jsonschema.protocols import Validator
 from pydantic import BaseModel, ConfigDict
 from referencing import Registry
 
-from agentfsm._types import JSONObject
+from agentfsm.core._types import JSONObject
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards import _linear_regex
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Verdict
-from agentfsm.messages import ToolSpec
+from agentfsm.core.messages import ToolSpec
 
 __all__ = [
     "EXCERPT_CHARS",
@@ -236,6 +236,17 @@ def _safe_class(base: type[Validator]) -> type[Validator]:
     return _extend(base, {"pattern": _pattern})
 
 
+@lru_cache(maxsize=256)
+def _plain_validator(serialized: str) -> Validator | None:
+    """The validator of a schema without ``patternProperties``, built once per schema
+    (validators are immutable and reusable); ``None`` for one that has them, whose
+    regexes are rewritten per call against the arguments' keys."""
+    if '"patternProperties"' in serialized:
+        return None
+    schema = json.loads(serialized)
+    return _safe_class(_validator_class(schema))(schema, registry=Registry())
+
+
 def validate_arguments(arguments: JSONObject, parameters: JSONObject) -> SchemaCheck:
     """Validate ``arguments`` against the tool's ``parameters`` schema, safely (see module doc)."""
     try:
@@ -254,13 +265,15 @@ def validate_arguments(arguments: JSONObject, parameters: JSONObject) -> SchemaC
     budget = _Budget()
     originals: dict[str, str] = {}
     try:
-        keys: set[str] = set()
-        _collect_keys(arguments, keys)
-        safe_schema = _rewrite_pattern_properties(parameters, keys, budget, originals)
-        cls = _safe_class(_validator_class(parameters))
+        validator = _plain_validator(schema_text)
+        if validator is None:  # patternProperties: rewritten for these arguments' keys
+            keys: set[str] = set()
+            _collect_keys(arguments, keys)
+            safe_schema = _rewrite_pattern_properties(parameters, keys, budget, originals)
+            validator = _safe_class(_validator_class(parameters))(safe_schema, registry=Registry())
         token = _BUDGET.set(budget)
         try:
-            error = best_match(cls(safe_schema, registry=Registry()).iter_errors(arguments))
+            error = best_match(validator.iter_errors(arguments))
         finally:
             _BUDGET.reset(token)
     except _Undecided as exc:

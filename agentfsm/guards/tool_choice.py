@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm._types import ToolChoice
+from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core.config import DEFAULTS
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards.base import (
     ACCEPT,
@@ -23,7 +24,7 @@ from agentfsm.guards.base import (
     answer_format,
     with_example,
 )
-from agentfsm.messages import ToolSpec
+from agentfsm.core.messages import ToolSpec
 
 __all__ = ["GUARD", "check", "forced_tool"]
 
@@ -40,7 +41,7 @@ def check(
     tool_choice: ToolChoice,
     tools: Sequence[ToolSpec],
     *,
-    dialect_name: str = "json-action",
+    dialect_name: DialectName = DEFAULTS.dialect,
     example: str = "",
 ) -> Verdict:
     """Correct a reply that breaks ``tool_choice``."""

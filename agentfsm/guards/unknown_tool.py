@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.messages import ToolSpec
+from agentfsm.core.messages import ToolSpec
 
 __all__ = ["GUARD", "MAX_LISTED", "check"]
 

@@ -1,6 +1,6 @@
-"""Wire protocols: OpenAI chat completions and Anthropic messages, both ways.
+"""Wire protocols: OpenAI chat completions, OpenAI responses and Anthropic messages, both ways.
 
-In: ``normalize_openai`` / ``normalize_anthropic`` turn a client's request body into a
+In: ``normalize_openai`` / ``normalize_responses`` / ``normalize_anthropic`` turn a client's request body into a
 :class:`NormalizedRequest`. Out: ``encode_*_response`` build whole responses, the
 ``*StreamEncoder`` classes build server-sent events, ``*_error`` build error bodies.
 Pure code: the edge passes in ids, times and tokens.
@@ -24,8 +24,6 @@ from agentfsm.protocols.common import (
     mint_response_id,
     recover_tools,
     remint_ids,
-    to_openai_upstream_messages,
-    upstream_openai_body,
 )
 from agentfsm.protocols.openai import (
     encode_openai_response,
@@ -34,26 +32,36 @@ from agentfsm.protocols.openai import (
     openai_error_for,
 )
 from agentfsm.protocols.openai_stream import OpenAIStreamEncoder
+from agentfsm.protocols.responses import (
+    encode_responses_response,
+    normalize_responses,
+)
+from agentfsm.protocols.responses_stream import ResponsesStreamEncoder
+from agentfsm.protocols.sampling import IGNORED_HEADER, generation_options, settle
 
 __all__ = [
     "AnthropicStreamEncoder",
+    "IGNORED_HEADER",
     "NormalizedRequest",
     "OpenAIStreamEncoder",
+    "ResponsesStreamEncoder",
     "WireProtocol",
     "anthropic_error",
     "anthropic_error_for",
     "encode_anthropic_response",
     "encode_openai_response",
+    "encode_responses_response",
     "error_status",
     "estimate_tokens",
+    "generation_options",
     "mint_call_id",
     "mint_response_id",
     "normalize_anthropic",
     "normalize_openai",
+    "normalize_responses",
     "openai_error",
     "openai_error_for",
     "recover_tools",
     "remint_ids",
-    "to_openai_upstream_messages",
-    "upstream_openai_body",
+    "settle",
 ]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfsm._types import JSONObject
-from agentfsm.errors import RequestError, UnsupportedContent
+from agentfsm.core._types import JSONObject
+from agentfsm.core.errors import RequestError, UnsupportedContent
+from agentfsm.protocols.client_json import load_client_json
 
 __all__ = [
     "join_texts",
@@ -80,8 +80,10 @@ def opt_bool(body: Mapping[str, Any], key: str, default: bool, *, where: str | N
     return value
 
 
-def opt_int(body: Mapping[str, Any], key: str, *, minimum: int = 1) -> int | None:
-    """An optional integer field of at least ``minimum``."""
+def opt_int(
+    body: Mapping[str, Any], key: str, *, minimum: int = 1, maximum: int | None = None
+) -> int | None:
+    """An optional integer field of at least ``minimum`` (and at most ``maximum``)."""
     value = body.get(key)
     if value is None:
         return None
@@ -89,6 +91,8 @@ def opt_int(body: Mapping[str, Any], key: str, *, minimum: int = 1) -> int | Non
         raise RequestError(f"{key} must be an integer, got {_kind(value)}", param=key)
     if value < minimum:
         raise RequestError(f"{key} must be at least {minimum}, got {value}", param=key)
+    if maximum is not None and value > maximum:
+        raise RequestError(f"{key} must be at most {maximum}, got {value}", param=key)
     return value
 
 
@@ -155,9 +159,9 @@ def parse_arguments(raw: Any, where: str) -> JSONObject:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RequestError(f"{where} is not valid JSON: {exc.msg}", param=where) from exc
+        value = load_client_json(text, where)
+    except RequestError as exc:
+        raise RequestError(str(exc), param=where) from None
     if not isinstance(value, dict):
         raise RequestError(f"{where} must encode a JSON object, got {_kind(value)}", param=where)
     return value

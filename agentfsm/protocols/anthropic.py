@@ -2,6 +2,10 @@
 
 Streaming is in :mod:`agentfsm.protocols.anthropic_stream`.
 
+``role: "system"`` messages, wherever they stand in ``messages``, are folded in order
+into the one system prompt after the top-level ``system``. ``cache_control`` on any
+block is a caching hint and is passed over.
+
 Content blocks, exhaustively: ``text`` is read; ``tool_use`` (assistant) and
 ``tool_result`` (user; string or text-block content, ``is_error``) become calls and
 results; ``thinking`` and ``redacted_thinking`` are dropped, because they are another
@@ -15,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfsm._types import JSONObject, ToolChoice
-from agentfsm.backends.base import Usage
-from agentfsm.errors import AgentFSMError, RequestError, ToolSpecError, UnsupportedContent
-from agentfsm.messages import (
+from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core.backend import Usage
+from agentfsm.core.errors import AgentFSMError, RequestError, ToolSpecError, UnsupportedContent
+from agentfsm.core.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -41,6 +45,7 @@ from agentfsm.protocols._fields import (
     text_of_parts,
 )
 from agentfsm.protocols.common import NormalizedRequest, error_status, recover_tools
+from agentfsm.protocols.sampling import anthropic_settings
 
 __all__ = [
     "ANTHROPIC_STOP_REASONS",
@@ -52,19 +57,6 @@ __all__ = [
     "normalize_anthropic",
 ]
 
-_HANDLED = frozenset(
-    {
-        "model",
-        "messages",
-        "system",
-        "tools",
-        "tool_choice",
-        "stream",
-        "max_tokens",
-        "temperature",
-        "stop_sequences",
-    }
-)
 _TEXT = {"text": "text"}
 _DROPPED = frozenset({"thinking", "redacted_thinking"})
 
@@ -84,7 +76,7 @@ def normalize_anthropic(body: Mapping[str, Any]) -> NormalizedRequest:
     :class:`UnsupportedContent` for blocks we do not handle.
     """
     body = req_mapping(body, "body")
-    messages = _system(body.get("system")) + _messages(body.get("messages"))
+    messages = _messages(body.get("messages"), _system(body.get("system")))
     tools = _tools(body.get("tools"))
     recovered = False
     if not tools:
@@ -104,18 +96,20 @@ def normalize_anthropic(body: Mapping[str, Any]) -> NormalizedRequest:
         temperature=opt_number(body, "temperature"),
         stop=stop_sequences(body, "stop_sequences"),
         protocol="anthropic",
-        raw_extra={k: v for k, v in body.items() if k not in _HANDLED},
+        **anthropic_settings(body),
     )
 
 
-def _system(raw: Any) -> tuple[Message, ...]:
+def _system(raw: Any) -> list[str]:
     if raw is None:
-        return ()
+        return []
     text = text_of_parts(raw, "system", text_types=_TEXT)
-    return (SystemMessage(content=text),) if text else ()
+    return [text] if text else []
 
 
-def _messages(raw: Any) -> tuple[Message, ...]:
+def _messages(raw: Any, system: list[str]) -> tuple[Message, ...]:
+    """The conversation, led by one system message: the top-level ``system`` and every
+    ``role: "system"`` message (Claude Code sends them mid-conversation), in order."""
     if raw is None:
         raise RequestError("'messages' is required", param="messages")
     out: list[Message] = []
@@ -131,15 +125,18 @@ def _messages(raw: Any) -> tuple[Message, ...]:
             calls.update((call.id, call) for call in assistant.tool_calls)
             out.append(assistant)
         elif role == "system":
-            raise RequestError(
-                f"{where}: the system prompt goes in the top-level 'system' field, not in messages",
-                param=f"{where}.role",
-            )
+            text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_TEXT)
+            if text:
+                system.append(text)
         else:
             raise RequestError(
-                f"{where}.role must be 'user' or 'assistant'; got {role!r}", param=f"{where}.role"
+                f"{where}.role must be 'user', 'assistant' or 'system'; got {role!r}",
+                param=f"{where}.role",
             )
-    return tuple(out)
+    if not out:
+        raise RequestError("'messages' must hold a user or assistant message", param="messages")
+    lead: list[Message] = [SystemMessage(content="\n\n".join(system))] if system else []
+    return tuple(lead + out)
 
 
 def _blocks(content: Any, where: str) -> Sequence[tuple[str, str, Mapping[str, Any]]]:

@@ -1,21 +1,22 @@
 """Anthropic messages streaming: named server-sent events.
 
-The sequence is: ``message_start``; for each content block ``content_block_start``,
+The sequence is: ``message_start`` (usage: the input tokens of the first model call's
+prompt, as measured before the call); for each content block ``content_block_start``,
 deltas (``text_delta`` for text, ``input_json_delta`` with ``partial_json`` for
 ``tool_use``), ``content_block_stop``; then ``message_delta`` with ``stop_reason`` and
-usage, and ``message_stop``. A failure mid-stream ends it with ``event: error``, which
+the final usage (``input_tokens`` and ``output_tokens``, cumulative over the model calls,
+the numbers a non-streamed answer reports), and ``message_stop``. A failure mid-stream ends it with ``event: error``, which
 the official SDK raises as an error rather than taking for a clean end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from agentfsm._types import JSONObject
-from agentfsm.backends.base import Usage
-from agentfsm.errors import UsageError
-from agentfsm.messages import ToolCall
+from agentfsm.core._types import JSONObject
+from agentfsm.core.backend import Usage
+from agentfsm.core.errors import UsageError
+from agentfsm.core.messages import ToolCall
 from agentfsm.protocols.anthropic import anthropic_error, anthropic_stop_reason
 from agentfsm.protocols.common import dump_arguments, sse_event
 
@@ -126,24 +127,15 @@ class AnthropicStreamEncoder:
             "stop_reason": stop_reason,
             "stop_sequence": stop_sequence if stop_reason == "stop_sequence" else None,
         }
-        output_tokens = usage.completion_tokens if usage is not None else 0
-        out.append(_event("message_delta", delta=delta, usage={"output_tokens": output_tokens}))
+        # message_delta's usage is cumulative: the final input count (every attempt's
+        # prompt, contract included) replaces message_start's first-attempt count
+        final = {"input_tokens": self.input_tokens, "output_tokens": 0}
+        if usage is not None:
+            final = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+        out.append(_event("message_delta", delta=delta, usage=final))
         out.append(_event("message_stop"))
         self._closed = True
         return out
-
-    def replay(
-        self,
-        content: str | None,
-        tool_calls: Sequence[ToolCall],
-        reason: str = "stop",
-        usage: Usage | None = None,
-    ) -> list[str]:
-        """A whole stream synthesized from a finished reply (text block, then tool_use blocks)."""
-        out = self.text(content or "")
-        for call in tool_calls:
-            out += self.tool_call(call)
-        return out + self.finish(reason, usage)
 
     def error(self, message: str, type: str = "api_error") -> list[str]:
         """End the stream with ``event: error`` (no ``message_stop``)."""

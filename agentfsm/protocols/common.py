@@ -13,10 +13,10 @@ import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from agentfsm._types import JSONObject, ToolChoice
-from agentfsm.errors import (
+from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core.errors import (
     AgentFSMError,
     BackendConnectionError,
     BackendHTTPError,
@@ -25,14 +25,11 @@ from agentfsm.errors import (
     RequestError,
     RunError,
 )
-from agentfsm.messages import (
+from agentfsm.core.messages import (
     AssistantMessage,
     Message,
-    SystemMessage,
     ToolCall,
-    ToolMessage,
     ToolSpec,
-    UserMessage,
 )
 
 __all__ = [
@@ -48,11 +45,10 @@ __all__ = [
     "recover_tools",
     "remint_ids",
     "sse_event",
-    "to_openai_upstream_messages",
-    "upstream_openai_body",
 ]
 
-WireProtocol: TypeAlias = Literal["openai", "anthropic"]
+#: ``openai`` is chat completions, ``responses`` OpenAI's Responses API, ``anthropic`` messages
+WireProtocol: TypeAlias = Literal["openai", "responses", "anthropic"]
 
 #: Why a generation ended, in our own vocabulary; each encoder maps it to its protocol's.
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "stop_sequence"]
@@ -62,8 +58,12 @@ RECOVERED_TOOL_SCHEMA: JSONObject = {"type": "object"}
 
 _ALNUM = string.ascii_letters + string.digits
 _ID_LENGTH = 24
-_CALL_PREFIX: dict[WireProtocol, str] = {"openai": "call_", "anthropic": "toolu_"}
-_RESPONSE_PREFIX: dict[WireProtocol, str] = {"openai": "chatcmpl-", "anthropic": "msg_"}
+_CALL_PREFIX: dict[WireProtocol, str] = {"openai": "call_", "responses": "call_", "anthropic": "toolu_"}
+_RESPONSE_PREFIX: dict[WireProtocol, str] = {
+    "openai": "chatcmpl-",
+    "responses": "resp_",
+    "anthropic": "msg_",
+}
 
 
 class NormalizedRequest(BaseModel):
@@ -89,9 +89,19 @@ class NormalizedRequest(BaseModel):
     max_tokens: int | None = None
     temperature: float | None = None
     stop: tuple[str, ...] = ()
+    seed: int | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    #: OpenAI-shaped ``json_object`` / ``json_schema`` format for a reply without tools
+    response_format: JSONObject | None = None
+    #: the end user, for the upstream (OpenAI ``user``, Anthropic ``metadata.user_id``)
+    user: str | None = None
     protocol: WireProtocol
-    #: parameters we do not act on but that are harmless; kept for pass-through upstream
-    raw_extra: JSONObject = Field(default_factory=dict)
+    #: the client's fields that are not honoured, by their names in the client's request
+    #: (sent back in ``x-agentfsm-ignored`` and kept in the transcript)
+    ignored: tuple[str, ...] = ()
 
 
 def recover_tools(messages: Iterable[Message]) -> tuple[ToolSpec, ...]:
@@ -121,7 +131,7 @@ def mint_call_id(protocol: WireProtocol, source: str | random.Random) -> str:
 
 
 def mint_response_id(protocol: WireProtocol, source: str | random.Random) -> str:
-    """A response id: ``chatcmpl-<24 alnum>`` (OpenAI) or ``msg_<24 alnum>`` (Anthropic)."""
+    """A response id: ``chatcmpl-<24 alnum>``, ``resp_<24 alnum>`` or ``msg_<24 alnum>``."""
     return _RESPONSE_PREFIX[protocol] + _id_body(source)
 
 
@@ -166,69 +176,10 @@ def error_status(exc: AgentFSMError) -> int:
     if isinstance(exc, BackendConnectionError | BackendProtocolError):
         return 502
     if isinstance(exc, RunError):
-        # the model never produced an acceptable reply to a valid request
-        return 422
+        # the model never produced an acceptable reply to a valid request: our failure,
+        # answered as the provider's server-side error (never a 4xx that blames the client)
+        return 500
     return 500
-
-
-def to_openai_upstream_messages(messages: Sequence[Message]) -> list[JSONObject]:
-    """Our messages as OpenAI chat messages, for forwarding a conversation upstream."""
-    out: list[JSONObject] = []
-    for message in messages:
-        if isinstance(message, SystemMessage | UserMessage):
-            out.append({"role": message.role, "content": message.content})
-        elif isinstance(message, AssistantMessage):
-            item: JSONObject = {"role": "assistant", "content": message.content}
-            if message.tool_calls:
-                item["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": dump_arguments(call)},
-                    }
-                    for call in message.tool_calls
-                ]
-            out.append(item)
-        elif isinstance(message, ToolMessage):
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": message.result.call_id,
-                    "content": message.result.content,
-                }
-            )
-    return out
-
-
-# Anthropic sampling parameters that OpenAI-compatible servers (vLLM, llama.cpp) also take.
-_ANTHROPIC_FORWARDABLE = ("top_p", "top_k")
-
-
-def upstream_openai_body(request: NormalizedRequest) -> JSONObject:
-    """The body of a plain (no tools) chat-completions request to an OpenAI-compatible upstream.
-
-    OpenAI clients' extra parameters are forwarded unchanged; of an Anthropic client's,
-    only those with the same meaning upstream (``top_p``, ``top_k``).
-    """
-    body: JSONObject = {}
-    if request.protocol == "openai":
-        body.update(request.raw_extra)
-    else:
-        body.update(
-            {k: request.raw_extra[k] for k in _ANTHROPIC_FORWARDABLE if k in request.raw_extra}
-        )
-    body["model"] = request.model
-    body["messages"] = to_openai_upstream_messages(request.messages)
-    body["stream"] = request.stream
-    if request.stream and request.stream_include_usage:
-        body["stream_options"] = {"include_usage": True}
-    if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
-    if request.temperature is not None:
-        body["temperature"] = request.temperature
-    if request.stop:
-        body["stop"] = list(request.stop)
-    return body
 
 
 def dump_arguments(call: ToolCall) -> str:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfsm._types import JSONObject, ToolChoice
-from agentfsm.backends.base import Usage
-from agentfsm.errors import AgentFSMError, RequestError, ToolSpecError, UnsupportedContent
-from agentfsm.messages import (
+from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core.backend import Usage
+from agentfsm.core.errors import AgentFSMError, PromptTooLong, RequestError, ToolSpecError, UnsupportedContent
+from agentfsm.core.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -39,6 +39,7 @@ from agentfsm.protocols.common import (
     error_status,
     recover_tools,
 )
+from agentfsm.protocols.sampling import openai_settings
 
 __all__ = [
     "OPENAI_FINISH_REASONS",
@@ -50,23 +51,6 @@ __all__ = [
     "openai_usage",
 ]
 
-# Fields normalize_openai acts on; every other top-level field goes to ``raw_extra``.
-_HANDLED = frozenset(
-    {
-        "model",
-        "messages",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "stream",
-        "stream_options",
-        "max_tokens",
-        "max_completion_tokens",
-        "temperature",
-        "stop",
-        "n",
-    }
-)
 # The deprecated function-calling API: named in a 400 rather than half-supported.
 _LEGACY = ("functions", "function_call")
 
@@ -136,7 +120,7 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
         temperature=opt_number(body, "temperature"),
         stop=stop_sequences(body, "stop"),
         protocol="openai",
-        raw_extra={k: v for k, v in body.items() if k not in _HANDLED},
+        **openai_settings(body),
     )
 
 
@@ -406,4 +390,6 @@ def openai_error_for(exc: AgentFSMError) -> tuple[int, JSONObject]:
     status = error_status(exc)
     param = exc.param if isinstance(exc, RequestError) else None
     code = "unsupported_content" if isinstance(exc, UnsupportedContent) else None
+    if isinstance(exc, PromptTooLong):
+        code = "context_length_exceeded"
     return status, openai_error(status, str(exc), param=param, code=code)

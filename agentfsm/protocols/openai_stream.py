@@ -9,12 +9,11 @@ the official SDK raises as an error rather than taking for a clean end.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 
-from agentfsm._types import JSONObject
-from agentfsm.backends.base import Usage
-from agentfsm.errors import UsageError
-from agentfsm.messages import ToolCall
+from agentfsm.core._types import JSONObject
+from agentfsm.core.backend import Usage
+from agentfsm.core.errors import UsageError
+from agentfsm.core.messages import ToolCall
 from agentfsm.protocols.common import dump_arguments, sse_event
 from agentfsm.protocols.openai import openai_error, openai_finish_reason, openai_usage
 
@@ -51,7 +50,8 @@ class OpenAIStreamEncoder:
         if self._started:
             return []
         self._started = True
-        return [self._chunk({"role": "assistant", "content": ""})]
+        # no "content": "" here: clients such as the AI SDK show it as an empty text part
+        return [self._chunk({"role": "assistant"})]
 
     def text(self, delta: str) -> list[str]:
         """A content delta (nothing for an empty one)."""
@@ -107,19 +107,6 @@ class OpenAIStreamEncoder:
         out.append(sse_event("[DONE]"))
         self._closed = True
         return out
-
-    def replay(
-        self,
-        content: str | None,
-        tool_calls: Sequence[ToolCall],
-        reason: str = "stop",
-        usage: Usage | None = None,
-    ) -> list[str]:
-        """A whole stream synthesized from a finished reply (prose first, then the calls)."""
-        out = self.text(content or "")
-        for index, call in enumerate(tool_calls, start=len(self._call_ids)):
-            out += self.tool_call(index, call)
-        return out + self.finish(reason, usage)
 
     def error(
         self, message: str, type: str = "upstream_error", code: str | None = None

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
-from agentfsm._types import JSONObject
+from agentfsm.core._types import JSONObject
 from agentfsm.testing._http import HTTPRequest, ResponseWriter, ThreadedHTTPServer
 
 __all__ = [

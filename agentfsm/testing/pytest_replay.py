@@ -1,7 +1,8 @@
 """Snapshot-test your own transcripts with pytest and syrupy.
 
-Keep the transcripts of runs you care about (``Agent(..., transcript="runs/x.jsonl")``)
-next to your tests. Then either assert that today's code still decides the same::
+Keep the transcripts of runs you care about next to your tests: an agent's
+(``Agent(..., transcript="runs/x.jsonl")``), the proxy's (``agentfsm serve --transcripts``),
+a batch's or an eval's; each replays the way its producer ran. Then either assert that today's code still decides the same::
 
     from agentfsm.testing.pytest_replay import assert_replays
 
@@ -22,7 +23,7 @@ transition, tool_call, tool_result, final, error), normalized: run ids, sequence
 numbers and timestamps removed, the path reduced to the file name, so it is stable
 across machines and runs.
 Both are synchronous; from an ``async`` test use :func:`areplay_snapshot` or
-:func:`agentfsm.replay.areplay`.
+:func:`agentfsm.runtime.replay.areplay`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentfsm.replay import ReplayReport, areplay, replay
+from agentfsm.runtime.replay import ReplayReport, areplay, replay
 
 __all__ = ["areplay_snapshot", "assert_replays", "replay_snapshot"]
 

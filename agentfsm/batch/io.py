@@ -1,0 +1,165 @@
+"""Batch files: the tasks file reader and the append-only, exactly-once results log.
+
+The results log keeps one promise: after a kill at any moment, a re-run loses and
+duplicates nothing.
+
+- Each result is ONE ``os.write`` of a complete JSON line on an ``O_APPEND`` file
+  descriptor (the loop retries a short write for the rest of the same line), so a
+  killed process leaves whole lines plus at most one torn last line.
+- On open, a torn last line (no trailing newline) is cut off, and the ids of the whole
+  lines are the done set; the controller skips them.
+- A process kill does not lose written lines (they are in the kernel's page cache);
+  ``fsync`` every ``fsync_every`` lines and on close bounds what a power loss can
+  lose to the last few lines, which are then simply run again (never duplicated).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentfsm.batch.task import Task, TaskResult
+from agentfsm.core.errors import UsageError
+
+__all__ = ["ResultLog", "load_tasks"]
+
+
+def _describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "task"
+    return f"{where}: {first.get('msg', 'invalid')}"
+
+
+def load_tasks(source: str | os.PathLike[str] | Iterable[Task | Mapping[str, Any]]) -> list[Task]:
+    """All tasks, validated; duplicate ids and bad lines are a UsageError naming the line.
+
+    A malformed tasks file is refused as a whole, before anything runs: a batch that
+    half-runs on a typo is worse than one that does not start.
+    """
+    tasks: list[Task] = []
+    where: list[str] = []
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read tasks file {path}: {exc}") from exc
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            label = f"{path}:{number}"
+            try:
+                tasks.append(Task.model_validate(json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{label}: not a JSON line ({exc.msg})") from exc
+            except ValidationError as exc:
+                raise UsageError(f"{label}: bad task: {_describe(exc)}") from exc
+            where.append(label)
+    else:
+        for number, item in enumerate(source, start=1):
+            label = f"task #{number}"
+            try:
+                tasks.append(item if isinstance(item, Task) else Task.model_validate(dict(item)))
+            except (ValidationError, TypeError, ValueError) as exc:
+                detail = _describe(exc) if isinstance(exc, ValidationError) else str(exc)
+                raise UsageError(f"{label}: bad task: {detail}") from exc
+            where.append(label)
+    seen: dict[str, str] = {}
+    for task, label in zip(tasks, where, strict=True):
+        if task.id in seen:
+            raise UsageError(f"{label}: duplicate task id {task.id!r} (first at {seen[task.id]})")
+        seen[task.id] = label
+    return tasks
+
+
+class ResultLog:
+    """An append-only JSONL results file with exactly-once appends (see module doc)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync_every: int = 32) -> None:
+        if fsync_every < 0:
+            raise UsageError("fsync_every must be >= 0 (0: only on close)")
+        self.path = Path(path)
+        self.fsync_every = fsync_every
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        #: the results already in the file, by id (the last line wins)
+        self.done: dict[str, TaskResult] = {}
+        #: whether a torn last line was cut off when the file was opened
+        self.repaired = False
+        self._unsynced = 0
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self._recover()
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def _recover(self) -> None:
+        data = self.path.read_bytes()
+        end = data.rfind(b"\n") + 1  # 0 when there is no complete line
+        if end < len(data):
+            os.ftruncate(self._fd, end)  # a torn last line: its task runs again
+            os.fsync(self._fd)
+            self.repaired = True
+        for number, line in enumerate(data[:end].split(b"\n")[:-1], start=1):
+            if not line.strip():
+                continue
+            try:
+                result = TaskResult.model_validate_json(line)
+            except ValidationError as exc:
+                raise UsageError(
+                    f"{self.path}:{number}: not a result line; refusing to append to a file "
+                    "this controller did not write"
+                ) from exc
+            self.done[result.id] = result
+
+    def append(self, result: TaskResult) -> None:
+        """Write one result as one complete line."""
+        line = (json.dumps(result.model_dump(mode="json"), ensure_ascii=False) + "\n").encode("utf-8")
+        view = memoryview(line)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self.done[result.id] = result
+        self._unsynced += 1
+        if self.fsync_every and self._unsynced >= self.fsync_every:
+            self.sync()
+
+    def sync(self) -> None:
+        """Flush the file to stable storage."""
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            self._unsynced = 0
+
+    def drop(self, ids: set[str]) -> None:
+        """Rewrite the file without the results of ``ids`` (atomic replace), for retries."""
+        if not ids:
+            return
+        kept = [r for r in self.done.values() if r.id not in ids]
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for result in kept:
+                fh.write(json.dumps(result.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.close(self._fd)
+        os.replace(tmp, self.path)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self.done = {r.id: r for r in kept}
+
+    def close(self) -> None:
+        """Sync and close (idempotent)."""
+        if self._fd >= 0:
+            self.sync()
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> ResultLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

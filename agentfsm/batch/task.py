@@ -1,0 +1,329 @@
+"""One batch task: its input line, its result line, and the per-task function.
+
+:func:`run_task` runs one :class:`Task` through the agent loop and always returns a
+:class:`TaskResult` (a failed run is a result with ``ok=False``, never an exception),
+so the local controller (:mod:`agentfsm.batch.controller`) and the Ray adapter
+(:mod:`agentfsm.batch.on_ray`) share it unchanged.
+
+A task line is a JSON object::
+
+    {"id": "q1", "prompt": "What is 2 + 2?"}
+    {"id": "q2", "messages": [{"role": "user", "content": "..."}],
+     "tools": [{"type": "function", "function": {"name": "calculate", ...}}],
+     "tool_choice": "auto", "metadata": {"split": "dev"}}
+
+``messages`` are OpenAI chat-shaped (or agentfsm's own normalized shape); ``tools`` are
+OpenAI- or Anthropic-shaped; ``tool_choice`` is ``auto | none | required``, a tool name,
+or the OpenAI/Anthropic object forms. The tools' results come from the Python module
+named by ``tools_module``; a task without ``tools`` is offered all of that module's tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agentfsm.core._types import ToolChoice
+from agentfsm.core.backend import Backend
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.errors import RequestError, ToolSpecError, UsageError
+from agentfsm.core.events import (
+    GuardEvent,
+    ModelOutputEvent,
+    ModelRequestEvent,
+    RetryEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TranscriptEvent,
+)
+from agentfsm.core.messages import Message, ToolSpec, UserMessage, parse_messages
+from agentfsm.runtime.tools import (
+    RegisteredTool,
+    ToolRegistry,
+    callable_executor,
+    idempotency_scope,
+    load_tools,
+)
+
+__all__ = [
+    "Task",
+    "TaskResult",
+    "TaskSettings",
+    "ToolProvider",
+    "run_task",
+    "transcript_name",
+    "validate_tasks",
+]
+
+
+class Task(BaseModel):
+    """One line of a tasks file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    prompt: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    #: carried through untouched; not sent to the model
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("id must be a string or an integer")
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("id must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _one_input(self) -> Task:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("a task needs exactly one of 'prompt' or 'messages'")
+        return self
+
+    def history(self) -> list[Message]:
+        """The conversation to start from (OpenAI-shaped or agentfsm-shaped messages)."""
+        if self.prompt is not None:
+            return [UserMessage(content=self.prompt)]
+        from agentfsm.protocols import normalize_openai
+
+        raw = list(self.messages or [])
+        try:
+            return list(normalize_openai({"messages": raw}).messages)
+        except RequestError as exc:
+            try:
+                return parse_messages(raw)
+            except ValidationError:
+                raise UsageError(f"task {self.id!r}: {exc}") from exc
+
+    def specs(self) -> tuple[ToolSpec, ...] | None:
+        """The tools the task offers (None: all of the tools module's)."""
+        if self.tools is None:
+            return None
+        try:
+            return tuple(ToolSpec.from_any(t) for t in self.tools)
+        except ToolSpecError as exc:
+            raise UsageError(f"task {self.id!r}: {exc}") from exc
+
+    def choice(self, default: ToolChoice) -> ToolChoice:
+        """``tool_choice`` normalized to ``auto | none | required | <tool name>``."""
+        raw = self.tool_choice
+        if raw is None:
+            return default
+        if isinstance(raw, str):
+            return raw
+        kind = raw.get("type")
+        if kind in ("auto", "none"):
+            return str(kind)
+        if kind == "any":
+            return "required"
+        if kind == "tool" and isinstance(raw.get("name"), str):
+            return str(raw["name"])
+        fn = raw.get("function")
+        if kind == "function" and isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+            return str(fn["name"])
+        raise UsageError(f"task {self.id!r}: unrecognised tool_choice {raw!r}")
+
+
+class TaskResult(BaseModel):
+    """One line of a results file."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    ok: bool
+    content: str | None = None
+    #: ``{"call": ToolCall dump, "result": ToolResult dump or None}``, in order
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    #: model calls made (accepted replies and corrected ones)
+    steps: int = 0
+    corrections: int = 0
+    usage: dict[str, int] = Field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+    #: ``"ErrorClass: message"`` when ``ok`` is false
+    error: str | None = None
+    seconds: float = 0.0
+    #: corrections by guard name (``{"schema": 1, "refusal": 2}``)
+    guards: dict[str, int] = Field(default_factory=dict)
+    transcript: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """What every task of a batch shares (picklable, for Ray).
+
+    ``run.tool_choice`` is the choice of a task that names none.
+    """
+
+    run: RunConfig = DEFAULTS
+    tools_module: str | None = None
+    transcripts_dir: str | None = None
+
+
+class ToolProvider:
+    """The implementations of a tools module, by tool name.
+
+    ``ref`` is ``"package.module:ATTR"`` (a list of callables / a ToolRegistry, as for
+    ``agentfsm run --tools``) or ``"package.module"`` (its ``TOOLS`` list if it has one,
+    and any of its functions, looked up by the tool's name).
+    """
+
+    def __init__(self, ref: str | None) -> None:
+        self.ref = ref
+        self._impls: dict[str, RegisteredTool] = {}
+        self._module: Any = None
+        if ref is None:
+            return
+        if ":" in ref:
+            items = load_tools(ref)
+        else:
+            try:
+                self._module = importlib.import_module(ref)
+            except ImportError as exc:
+                raise UsageError(f"cannot import tools module {ref!r}: {exc}") from exc
+            items = load_tools(f"{ref}:TOOLS") if hasattr(self._module, "TOOLS") else []
+        for item in items:
+            reg = item if isinstance(item, RegisteredTool) else RegisteredTool(ToolSpec.from_callable(item), callable_executor(item))
+            self._impls[reg.spec.name] = reg
+
+    def implementation(self, name: str) -> RegisteredTool | None:
+        """The implementation of tool ``name``, if the module has one."""
+        if name in self._impls:
+            return self._impls[name]
+        fn = getattr(self._module, name, None) if self._module is not None else None
+        if callable(fn) and not inspect.isclass(fn):
+            self._impls[name] = RegisteredTool(ToolSpec.from_callable(fn, name=name), callable_executor(fn))
+            return self._impls[name]
+        return None
+
+    def registry(self, task: Task) -> ToolRegistry:
+        """The task's tools (its specs, the module's implementations) as a registry."""
+        specs = task.specs()
+        if specs is None:
+            return ToolRegistry(list(self._impls.values()))
+        tools: list[RegisteredTool] = []
+        for spec in specs:
+            impl = self.implementation(spec.name)
+            if impl is None:
+                where = f"tools module {self.ref!r}" if self.ref else "no tools module (pass tools_module)"
+                raise UsageError(f"task {task.id!r} offers tool {spec.name!r}, which {where} does not implement")
+            tools.append(RegisteredTool(spec, impl.execute))
+        return ToolRegistry(tools)
+
+
+def transcript_name(task_id: str) -> str:
+    """A file name for a task's transcript: the id when it is safe, else id slug + hash."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}", task_id):
+        return f"{task_id}.jsonl"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id)[:60].strip("._") or "task"
+    return f"{slug}-{sha256(task_id.encode()).hexdigest()[:12]}.jsonl"
+
+
+class _Tally:
+    """Counts a task's events as they happen (the run may end in an error)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.corrections = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.guards: dict[str, int] = {}
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, event: TranscriptEvent) -> None:
+        match event:
+            case ModelRequestEvent():
+                self.steps += 0 if event.extension else 1
+            case ModelOutputEvent(usage=usage):
+                self.prompt_tokens += usage.prompt_tokens
+                self.completion_tokens += usage.completion_tokens
+            case RetryEvent():
+                self.corrections += 1
+            case GuardEvent(verdict="correct" | "stop"):
+                self.guards[event.guard] = self.guards.get(event.guard, 0) + 1
+            case ToolCallEvent(call=call):
+                self.calls.append({"call": call.model_dump(mode="json"), "result": None})
+            case ToolResultEvent(result=result):
+                for entry in self.calls:
+                    if entry["result"] is None and entry["call"]["id"] == result.call_id:
+                        entry["result"] = result.model_dump(mode="json")
+                        break
+
+
+async def run_task(
+    task: Task,
+    backend: Backend,
+    settings: TaskSettings,
+    provider: ToolProvider | None = None,
+) -> TaskResult:
+    """Run one task to a :class:`TaskResult`; a failure is recorded, not raised.
+
+    Misuse found before the run starts (a tool the module lacks, bad messages) is
+    recorded the same way; the controller checks for it before running anything.
+    """
+    from agentfsm.runtime.agent import Agent
+
+    tally = _Tally()
+    started = time.perf_counter()
+    transcript: Path | None = None
+    content: str | None = None
+    error: str | None = None
+    try:
+        provider = provider or ToolProvider(settings.tools_module)
+        registry = provider.registry(task)
+        if settings.transcripts_dir is not None:
+            transcript = Path(settings.transcripts_dir) / transcript_name(task.id)
+            transcript.parent.mkdir(parents=True, exist_ok=True)
+            transcript.unlink(missing_ok=True)  # a killed earlier attempt left a partial one
+        agent = Agent(
+            backend,
+            registry,
+            config=settings.run.replace(tool_choice=task.choice(settings.run.tool_choice)),
+            transcript=transcript,
+            on_event=tally,
+            transcript_config={"producer": "batch", "task": task.id},
+        )
+        with idempotency_scope(task.id):  # a re-run task's calls get the same keys
+            result = await agent.arun(task.history())
+        content = result.content
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # every failure of one task is data, not a batch crash
+        error = f"{type(exc).__name__}: {exc}"
+    return TaskResult(
+        id=task.id,
+        ok=error is None,
+        content=content,
+        tool_calls=tally.calls,
+        steps=tally.steps,
+        corrections=tally.corrections,
+        usage={"prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens},
+        error=error,
+        seconds=round(time.perf_counter() - started, 4),
+        guards=tally.guards,
+        transcript=str(transcript) if transcript is not None else None,
+    )
+
+
+def validate_tasks(tasks: Sequence[Task], provider: ToolProvider, settings: TaskSettings) -> None:
+    """Fail before running anything when a task cannot run at all (clear UsageError)."""
+    for task in tasks:
+        task.history()
+        registry = provider.registry(task)
+        choice = task.choice(settings.run.tool_choice)
+        if choice not in ("auto", "none", "required") and choice not in registry:
+            raise UsageError(f"task {task.id!r}: tool_choice names {choice!r}, which it does not offer")

@@ -1,0 +1,98 @@
+"""Logging for the command line: one stderr sink, no local variables, secrets redacted.
+
+Tracebacks never show local variables (``diagnose=False``) nor frames above the
+point where an error was caught (``backtrace=False``): the frames of ``serve`` hold
+the keys it was started with. On top of that every record is redacted, on every
+sink: a patcher replaces each registered secret and any ``Bearer …`` /
+``x-api-key: …`` value in the message, and our own sink redacts the whole formatted
+text, traceback included. The standard-library loggers that print on their own
+(uvicorn's, httpx's) get a filter that redacts their records the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+from typing import TYPE_CHECKING, TextIO
+
+from loguru import logger
+
+if TYPE_CHECKING:
+    from loguru import Message, Record
+
+__all__ = ["REDACTED", "RedactingFilter", "configure_logging", "redact", "register_secret"]
+
+#: standard-library loggers that write to stderr themselves (uvicorn's tracebacks ...)
+_STDLIB_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "httpx", "httpcore")
+
+#: what a secret is replaced with
+REDACTED = "***"
+
+_secrets: set[str] = set()
+_lock = threading.Lock()
+# a bearer token or an x-api-key header value, however it was written down
+_CREDENTIAL = re.compile(
+    r"(?i)(\bbearer\s+|\bx-api-key['\"]?\s*[:=,]\s*['\"]?|\bapi[_-]key['\"]?\s*[:=]\s*['\"]?)"
+    r"[^\s'\",;)}\]]+"
+)
+
+
+def register_secret(value: str | None) -> None:
+    """Redact ``value`` from every log record from now on (None and empty are ignored)."""
+    if value and value.strip():
+        with _lock:
+            _secrets.add(value.strip())
+
+
+def redact(text: str) -> str:
+    """``text`` with every registered secret and credential value replaced by ``***``."""
+    with _lock:
+        secrets = sorted(_secrets, key=len, reverse=True)
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def _patch(record: Record) -> None:
+    record["message"] = redact(record["message"])
+
+
+class RedactingFilter(logging.Filter):
+    """A standard-library logging filter: the record's message and traceback, redacted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage())
+        record.args = None
+        if record.exc_info:
+            # formatted now, redacted, and cached where every formatter looks first
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        return True
+
+
+class _RedactingSink:
+    """Writes formatted records (tracebacks included) to a stream, redacted."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, message: Message) -> None:
+        self._stream.write(redact(str(message)))
+        self._stream.flush()
+
+
+def configure_logging(level: str = "WARNING", stream: TextIO | None = None) -> int:
+    """Replace loguru's sinks by one redacting sink on ``stream`` (stderr); its id."""
+    logger.remove()
+    logger.configure(patcher=_patch)
+    for name in _STDLIB_LOGGERS:
+        std = logging.getLogger(name)
+        if not any(isinstance(f, RedactingFilter) for f in std.filters):
+            std.addFilter(RedactingFilter())
+    sink = _RedactingSink(stream if stream is not None else sys.stderr)
+    return logger.add(
+        sink.write, level=level, format="{level}: {message}", diagnose=False, backtrace=False
+    )

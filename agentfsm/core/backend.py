@@ -1,0 +1,189 @@
+"""The backend interface: a normalized prompt in, text (and usage) out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentfsm.core._types import JSONObject
+from agentfsm.core.messages import PromptMessage
+
+__all__ = [
+    "Backend",
+    "Capabilities",
+    "Completion",
+    "CountsTokens",
+    "GenerationOptions",
+    "ListContinuation",
+    "SAMPLING_OPTIONS",
+    "TextStream",
+    "Usage",
+]
+
+#: the optional fields of :class:`GenerationOptions` that carry a client's own sampling
+#: and reply settings; a backend lists those it honours in :attr:`Capabilities.sampling`
+SAMPLING_OPTIONS: tuple[str, ...] = (
+    "top_p",
+    "top_k",
+    "presence_penalty",
+    "frequency_penalty",
+    "response_format",
+    "user",
+)
+
+
+class Capabilities(BaseModel):
+    """What a backend can do beyond plain chat."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: the assistant turn can be started with given text, which the model continues
+    prefill: bool = False
+    #: decoding can be constrained to a JSON schema (grammar or response_format)
+    json_schema: bool = False
+    #: a prefilled, open JSON list can be continued under a grammar
+    #: (:attr:`GenerationOptions.list_continuation`)
+    list_continuation: bool = False
+    #: which of :data:`SAMPLING_OPTIONS` this backend honours (the proxy reports the others
+    #: to the client as ignored rather than dropping them silently)
+    sampling: frozenset[str] = frozenset(SAMPLING_OPTIONS)
+    #: the model's context window in tokens (prompt and completion together); None: unknown
+    context_tokens: int | None = None
+
+
+class ListContinuation(BaseModel):
+    """Constrain a continuation of an open JSON list: up to ``max_items`` more items
+    (each ``, item``, matching ``item_schema``), then ``close``.
+
+    The prefill ends inside the list, after an item; this describes only what follows.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    item_schema: JSONObject
+    max_items: int = Field(default=3, ge=0, le=64)
+    close: str = "]"
+
+
+class GenerationOptions(BaseModel):
+    """Per-call generation options."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_tokens: int = 512
+    temperature: float = 0.0
+    seed: int | None = 0
+    stop: tuple[str, ...] = ()
+    #: constrain the output to this JSON schema (only when ``capabilities.json_schema``)
+    json_schema: JSONObject | None = None
+    #: start the assistant turn with this text (only when ``capabilities.prefill``);
+    #: the returned text does NOT include the prefill: callers prepend it themselves
+    prefill: str | None = None
+    #: continue the open JSON list the prefill ends in (only when
+    #: ``capabilities.list_continuation``; it replaces ``json_schema`` for that call)
+    list_continuation: ListContinuation | None = None
+    # A client's own settings, passed on unchanged (None: the backend's default).
+    top_p: float | None = None
+    top_k: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    #: the client's OpenAI-shaped ``response_format`` (``json_object`` or ``json_schema``)
+    #: for a reply without tools; ``json_schema`` and ``list_continuation`` take precedence
+    response_format: JSONObject | None = None
+    #: an end-user id for the upstream's abuse monitoring (OpenAI ``user``)
+    user: str | None = None
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        """Usage of two calls together."""
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+class Completion(BaseModel):
+    """A finished generation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    usage: Usage = Field(default_factory=Usage)
+    #: ``stop``, ``length`` (cut at max_tokens), or what the upstream said
+    finish_reason: str = "stop"
+    model: str | None = None
+
+
+class TextStream(AsyncIterator[str]):
+    """The text deltas of one streamed generation and, once they are all read, how it
+    ended: ``finish_reason`` and ``usage`` where the backend reports them (else ``None``).
+
+    A backend's ``astream`` may return one; callers that only want text iterate it as
+    any async iterator of ``str``. ``source`` is called once with the stream itself,
+    to fill in the ending when it knows it.
+    """
+
+    def __init__(self, source: Callable[[TextStream], AsyncIterator[str]]) -> None:
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self._deltas = source(self)
+
+    def __aiter__(self) -> TextStream:
+        return self
+
+    async def __anext__(self) -> str:
+        return await self._deltas.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop the generation (the backend releases what it holds)."""
+        aclose = getattr(self._deltas, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+@runtime_checkable
+class CountsTokens(Protocol):
+    """A backend that can count a prompt's tokens exactly as its model will see them."""
+
+    def count_tokens(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> int:
+        """The prompt tokens of a call with ``messages`` and ``options`` (prefill included)."""
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A text-only chat model. Sync and async, whole or streamed."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    def complete(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> Completion: ...
+
+    async def acomplete(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> Completion: ...
+
+    def stream(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> Iterator[str]: ...
+
+    def astream(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions
+    ) -> AsyncIterator[str]: ...

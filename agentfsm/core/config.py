@@ -1,0 +1,119 @@
+"""One run configuration: every setting that decides how a run goes, declared once.
+
+:class:`RunConfig` holds each setting with its default and its help text. The agent
+(:class:`~agentfsm.runtime.agent.Agent`), the proxy
+(:func:`~agentfsm.server.app.create_app`), batch (``run_batch``, ``run_batch_ray``),
+eval and the CLI all take one, and the CLI's options are generated from its fields
+(:mod:`agentfsm.cli._options`), so a new field is a new option of every command that
+uses it. Settings of one edge only (the proxy's bind address, key, body limit and
+timeouts; batch concurrency; eval's categories) live at that edge.
+
+Values are checked when the config is built: a value outside a ``Literal`` or below a
+field's minimum is a :class:`~agentfsm.core.errors.UsageError` naming what is allowed.
+
+``max_corrections`` is 3: the correction wording escalates in three steps
+(:func:`agentfsm.guards.budget.escalate`: the guard's message, then the procedural
+wording, then the opener to start with), and a budget of 3 sends each once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from agentfsm.core._types import DialectName, EnforcementLevel, ToolChoice
+from agentfsm.core.errors import UsageError
+
+__all__ = ["DEFAULTS", "RunConfig", "allowed_values", "field_help"]
+
+
+def _doc(help: str, *, minimum: int | None = None) -> Mapping[str, Any]:
+    return {"help": help, "minimum": minimum}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How a run decides: the settings every entry point shares, with their defaults."""
+
+    #: the action format the contract asks for (every format is parsed whatever is asked)
+    dialect: DialectName = field(
+        default="json-action", metadata=_doc("The action format the contract asks the model for.")
+    )
+    #: how the action format is enforced; ``auto`` picks the strongest the backend has
+    enforcement: EnforcementLevel = field(
+        default="auto",
+        metadata=_doc("How the format is enforced: auto picks the strongest the backend has (constrained, else prefill when a call is required, else prompt)."),
+    )
+    #: ``auto | none | required`` or the name of a tool that must be called
+    tool_choice: ToolChoice = field(default="auto", metadata=_doc("auto, none, required, or a tool name."))
+    #: several calls in one reply are run (else only the first)
+    parallel: bool = field(default=True, metadata=_doc("Run every call of a reply (else only the first)."))
+    #: model calls allowed in one run (corrections and extension steps included)
+    max_steps: int = field(default=10, metadata=_doc("Model calls allowed per run.", minimum=1))
+    #: corrections sent in one deciding turn before the budget is spent
+    max_corrections: int = field(
+        default=3,
+        metadata=_doc("Corrections per deciding turn; then under auto the best answer so far, under a required call an error.", minimum=0),
+    )
+    #: a call already made this many times in a row, each with the same result, is not run again
+    loop_threshold: int = field(
+        default=3, metadata=_doc("A call already made this many times in a row, each time with the same result, ends the turn (LoopDetected).", minimum=1)
+    )
+    #: a tool result longer than this is cut (and marked) before the model sees it
+    result_max_chars: int = field(
+        default=8000, metadata=_doc("Characters of a tool result the model sees; longer ones are cut and marked.", minimum=1)
+    )
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check(f.name, getattr(self, f.name))
+
+    def replace(self, **changes: Any) -> RunConfig:
+        """A copy with ``changes`` (field names), checked like a new config."""
+        unknown = sorted(set(changes) - set(_HINTS))
+        if unknown:
+            raise UsageError(f"unknown setting(s) {', '.join(unknown)}; settings: {', '.join(_HINTS)}")
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings by name (for transcripts and reports)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def allowed_values(name: str) -> tuple[str, ...] | None:
+    """The values a ``Literal`` field accepts, in order (None for other fields)."""
+    hint = _HINTS[name]
+    return tuple(get_args(hint)) if get_origin(hint) is Literal else None
+
+
+def field_help(name: str) -> str:
+    """The help text of field ``name`` (the CLI's option help)."""
+    return str(_FIELDS[name].metadata["help"])
+
+
+def _check(name: str, value: Any) -> None:
+    hint = _HINTS[name]
+    allowed = allowed_values(name)
+    if allowed is not None:
+        if value not in allowed:
+            raise UsageError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+    elif hint is bool:
+        if not isinstance(value, bool):
+            raise UsageError(f"{name} must be true or false; got {value!r}")
+    elif hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"{name} must be an integer; got {value!r}")
+        minimum = _FIELDS[name].metadata["minimum"]
+        if minimum is not None and value < minimum:
+            raise UsageError(f"{name} must be at least {minimum}; got {value}")
+    elif not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{name} must be a non-empty string; got {value!r}")
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
+_HINTS: dict[str, Any] = {name: hint for name, hint in get_type_hints(RunConfig).items() if name in _FIELDS}
+
+#: every setting at its default
+DEFAULTS = RunConfig()

@@ -1,0 +1,153 @@
+"""The engine's values: its configuration, the plan of a request, and its decisions.
+
+Frozen dataclasses, re-exported by :mod:`agentfsm.core.engine`, which makes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.errors import RunError
+from agentfsm.core.messages import AssistantMessage, ToolCall, ToolSpec, UserMessage
+from agentfsm.core.states import State
+from agentfsm.dialects.base import ParsedReply
+from agentfsm.prompt.enforcement import Level
+
+__all__ = [
+    "Answer",
+    "CallTools",
+    "Correct",
+    "Decision",
+    "EngineConfig",
+    "Fail",
+    "GuardRecord",
+    "Plan",
+    "TransitionRecord",
+]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """What the engine needs to know about the turn (defaults: :data:`~agentfsm.core.config.DEFAULTS`)."""
+
+    tools: tuple[ToolSpec, ...] = ()
+    dialect: DialectName = DEFAULTS.dialect
+    tool_choice: ToolChoice = DEFAULTS.tool_choice
+    parallel: bool = DEFAULTS.parallel
+    max_corrections: int = DEFAULTS.max_corrections
+    loop_threshold: int = DEFAULTS.loop_threshold
+    strict: bool = False
+    #: the agent's rule: ``tool_choice`` binds the first decision after each user
+    #: message, and once results are in the model may answer (:func:`tool_choice_now`)
+    relax_after_results: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        run: RunConfig,
+        tools: tuple[ToolSpec, ...] = (),
+        *,
+        tool_choice: ToolChoice | None = None,
+        parallel: bool | None = None,
+        relax_after_results: bool = False,
+    ) -> EngineConfig:
+        """The engine's view of ``run`` for ``tools``; the proxy passes the request's own
+        ``tool_choice`` and ``parallel``."""
+        return cls(
+            tools=tools,
+            dialect=run.dialect,
+            tool_choice=run.tool_choice if tool_choice is None else tool_choice,
+            parallel=run.parallel if parallel is None else parallel,
+            max_corrections=run.max_corrections,
+            loop_threshold=run.loop_threshold,
+            relax_after_results=relax_after_results,
+        )
+
+
+@dataclass(frozen=True)
+class TransitionRecord:
+    """One fired machine event."""
+
+    source: State
+    event: str
+    dest: State
+
+
+@dataclass(frozen=True)
+class GuardRecord:
+    """One guard verdict, for transcripts and logs."""
+
+    guard: str
+    verdict: str
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class _Base:
+    parsed: ParsedReply
+    transitions: tuple[TransitionRecord, ...]
+    guards: tuple[GuardRecord, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class CallTools(_Base):
+    """Dispatch these calls; ``assistant`` is the message to append to the history."""
+
+    calls: tuple[ToolCall, ...] = ()
+    assistant: AssistantMessage = field(default_factory=AssistantMessage)
+
+
+@dataclass(frozen=True)
+class Correct(_Base):
+    """Re-ask the model: append ``assistant`` (the rejected reply) and ``message``."""
+
+    message: UserMessage = field(default_factory=lambda: UserMessage(content=""))
+    assistant: AssistantMessage = field(default_factory=AssistantMessage)
+    reason: str = ""
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class Answer(_Base):
+    """A final answer; ``exhausted`` when the correction budget ran out and this is the
+    model's best acceptable reply rather than one the guards accepted."""
+
+    content: str = ""
+    assistant: AssistantMessage = field(default_factory=AssistantMessage)
+    exhausted: bool = False
+
+
+@dataclass(frozen=True)
+class Fail(_Base):
+    """The turn ends without an answer."""
+
+    error: RunError = field(default_factory=lambda: RunError("failed"))
+
+
+Decision: TypeAlias = CallTools | Correct | Answer | Fail
+
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the next model request offers."""
+
+    #: the tool_choice that binds the reply (:func:`tool_choice_now`)
+    tool_choice: ToolChoice
+    #: the enforcement level, and the dialect the contract teaches at that level
+    level: Level
+    dialect: DialectName
+    #: the tools the grammar offers (constrained); every tool when a call is required
+    tools: tuple[ToolSpec, ...]
+    #: bound every argument list (the retry after an action was cut off)
+    compact: bool = False
+    #: the grammar allows a list of calls in the reply itself
+    listed: bool = False
+    #: after a reply that is one clean call, run the extension step (parallel calls)
+    extend: bool = False
+    #: start the assistant turn with the dialect's opener
+    prefill: bool = False

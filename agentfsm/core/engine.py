@@ -1,0 +1,373 @@
+"""The engine: given a history and a raw model reply, decide what happens next.
+
+It is the only place that fires machine events. It is pure: the same history and
+reply always give the same decision, which is what makes replay possible.
+
+Decisions:
+
+- :class:`CallTools`: the reply holds acceptable tool calls (ids minted here);
+- :class:`Correct`: a guard rejected the reply and budget remains: send ``message``;
+- :class:`Answer`: a final answer in prose;
+- :class:`Fail`: the turn cannot go on (budget spent under a required call, loop
+  detected): ``error``.
+
+When the correction budget is spent and the turn does not require a call, the turn
+ends with the model's best acceptable reply: an :class:`Answer` with ``exhausted``
+set (the latest prose of the round, never a rejected call).
+
+:func:`plan` decides what the next request offers (the tool_choice that binds it, the
+enforcement level, the tools of the retry grammar, compact argument lists, the
+extension step); :func:`step` decides what a reply means. Nothing else decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from loguru import logger
+
+from agentfsm.core._types import EnforcementLevel, ToolChoice
+from agentfsm.core.config import DEFAULTS
+from agentfsm.core.backend import Capabilities
+from agentfsm.prompt.contract import render_example_call
+from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, Level, call_required, choose_level
+from agentfsm.dialects import get_dialect
+from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
+from agentfsm.guards import budget, injection, loops, placeholder, repeated_call, run_guards
+from agentfsm.guards.base import Correction, Stop
+from agentfsm.core.decisions import (
+    Answer,
+    CallTools,
+    Correct,
+    Decision,
+    EngineConfig,
+    Fail,
+    GuardRecord,
+    Plan,
+    TransitionRecord,
+)
+from agentfsm.core.machine import AgentMachine
+from agentfsm.core.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
+from agentfsm.dialects.parse import parse_reply
+from agentfsm.core.states import DECIDING_STATES, State, derive_state
+
+__all__ = [
+    "Answer",
+    "CallTools",
+    "Correct",
+    "Decision",
+    "EngineConfig",
+    "Fail",
+    "GuardRecord",
+    "Plan",
+    "TransitionRecord",
+    "conversation_text",
+    "dispatch",
+    "plan",
+    "receive",
+    "step",
+    "tool_choice_now",
+]
+
+
+def _calls_so_far(history: Sequence[Message]) -> int:
+    return sum(len(m.tool_calls) for m in history if isinstance(m, AssistantMessage))
+
+
+def _fire(machine: AgentMachine, event: str, records: list[TransitionRecord], **facts: object) -> None:
+    source = machine.state
+    dest = machine.fire(event, **facts)
+    records.append(TransitionRecord(source, event, dest))
+
+
+def _round_corrections(history: Sequence[Message]) -> list[tuple[str, AssistantMessage]]:
+    """This round's corrections, latest first: each reason with the reply it rejected
+    (a round starts at the user's message or the last tool result)."""
+    found: list[tuple[str, AssistantMessage]] = []
+    for i in range(len(history) - 1, 0, -1):
+        msg = history[i]
+        if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
+            break
+        rejected = history[i - 1]
+        if isinstance(msg, UserMessage) and msg.correction and isinstance(rejected, AssistantMessage):
+            found.append((msg.correction, rejected))
+    return found
+
+
+def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: ToolChoice) -> tuple[ToolSpec, ...]:
+    """The tools the retry's grammar offers, after some corrections:
+
+    - after a ``repeated_call`` correction, the tools already called in this user turn
+      are left out: the model must use the results (answer) or try another tool;
+    - the tools of every reply rejected for ``placeholder_argument`` in this round are
+      left out: the model found nothing in the request to call them with.
+
+    When a call is mandatory the grammar keeps every offered tool: a correction never
+    strands the model without a valid call.
+    """
+    if not history or not isinstance(history[-1], UserMessage) or call_required(choice):
+        return tuple(specs)
+    dropped: set[str] = set()
+    if history[-1].correction == repeated_call.REASON:
+        for msg in reversed(history):
+            if isinstance(msg, UserMessage) and msg.correction is None:
+                break  # the user's turn starts here
+            if isinstance(msg, AssistantMessage):
+                dropped.update(c.name for c in msg.tool_calls)
+    for reason, rejected in _round_corrections(history):
+        if reason == placeholder.REASON:
+            dropped.update(c.name for c in parse_reply(rejected.content or "", specs).tool_calls)
+    return tuple(s for s in specs if s.name not in dropped)
+
+
+def plan(
+    history: Sequence[Message], config: EngineConfig, capabilities: Capabilities, enforcement: EnforcementLevel = DEFAULTS.enforcement
+) -> Plan:
+    """What the next request for ``history`` offers, on a backend with ``capabilities``.
+
+    Raises :class:`~agentfsm.core.errors.UsageError` for an ``enforcement`` the backend
+    cannot honour.
+    """
+    choice = tool_choice_now(history, config)
+    level: Level = choose_level(enforcement, capabilities, choice) if config.tools else "prompt"
+    if level != "constrained":
+        prefill = level == "prefill" and call_required(choice)
+        return Plan(choice, level, config.dialect, config.tools, prefill=prefill)
+    # the grammar forces the json-protocol shape: teach and show that one format
+    continues = config.parallel and capabilities.list_continuation
+    return Plan(
+        choice,
+        level,
+        CONSTRAINED_DIALECT,
+        _retry_tools(history, config.tools, choice),
+        compact=any(reason == "truncated_action" for reason, _ in _round_corrections(history)),
+        # where the backend extends a single call into a list, the reply itself is one call
+        listed=config.parallel and not capabilities.list_continuation,
+        extend=continues,
+    )
+
+
+def conversation_text(history: Sequence[Message]) -> str:
+    """What the conversation said, lowercased: system prompts, user turns (not the
+    runtime's corrections) and tool results; the model's own replies are left out."""
+    parts: list[str] = []
+    for msg in history:
+        if isinstance(msg, ToolMessage):
+            parts.append(msg.result.content)
+        elif isinstance(msg, UserMessage):
+            if msg.correction is None:
+                parts.append(msg.content)
+        elif isinstance(msg, SystemMessage):
+            parts.append(msg.content)
+    return "\n".join(parts).lower()
+
+
+def tool_choice_now(history: Sequence[Message], config: EngineConfig) -> ToolChoice:
+    """The ``tool_choice`` that binds the next reply.
+
+    With ``relax_after_results`` (the agent), the configured choice binds the first
+    decision after each user message; once tool results have come back the model may
+    call again or answer (``none`` stays off): tool history never makes another call
+    mandatory. Without it (the proxy), the client's choice binds every request, as the
+    wire protocols mean it.
+    """
+    choice = config.tool_choice
+    if not config.relax_after_results or choice == "none":
+        return choice
+    for msg in reversed(history):
+        if isinstance(msg, ToolMessage):
+            return "auto"
+        if isinstance(msg, UserMessage) and msg.correction is None:
+            break
+    return choice
+
+
+def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_reason: str = "stop") -> Decision:
+    """Decide what to do with ``reply``, the model's answer to ``history``.
+
+    ``finish_reason`` is the backend's: after ``length`` the reply was cut at the token
+    limit, so an action in it is a correction (``truncated_action``), never a call.
+    """
+    state = derive_state(history)
+    if state not in DECIDING_STATES:
+        raise InvalidTransition("step", state.value)
+    choice = tool_choice_now(history, config)
+    machine = AgentMachine(state)
+    records: list[TransitionRecord] = []
+    parsed = parse_reply(reply, config.tools, config.dialect, strict=config.strict)
+    if finish_reason == "length" and parsed.tool_calls and not parsed.truncated:
+        # the calls read whole, but the text stopped at the token limit: the last one may be cut
+        parsed = parsed.model_copy(update={"truncated": True})
+    logger.debug(
+        "parsed reply: {} call(s), {} problem(s), truncated={}",
+        len(parsed.tool_calls),
+        len(parsed.problems),
+        parsed.truncated,
+    )
+    if choice == "none":
+        # Tools are off: whatever the model wrote as an action is dropped, prose stays.
+        return _answer(machine, records, parsed, (), parsed.content or "", choice)
+
+    dialect = get_dialect(config.dialect)
+    example = render_example_call(config.tools[0], dialect) if config.tools else ""
+    verdict = run_guards(
+        parsed,
+        tools=config.tools,
+        tool_choice=choice,
+        dialect_name=config.dialect,
+        example=example,
+        # only calls are checked against it: a prose reply need not gather the text
+        source=conversation_text(history) if parsed.tool_calls else "",
+        injected=(
+            injection.data_actions(history, config.tools, config.dialect)
+            if parsed.tool_calls
+            else frozenset()
+        ),
+    )
+    if isinstance(verdict, Correction):
+        logger.info("guard {} fired: {} ({})", verdict.guard, verdict.reason, verdict.detail)
+        corrected = _correct(machine, records, parsed, reply, verdict, history, config, escalate=True)
+        if corrected is not None:
+            return corrected
+        return _spent(machine, records, parsed, reply, verdict, history, config, choice)
+
+    calls = list(parsed.tool_calls)
+    if calls and not config.parallel:
+        calls = calls[:1]
+    if not calls:
+        return _answer(machine, records, parsed, (), parsed.content or "", choice)
+
+    base = _calls_so_far(history)
+    minted = tuple(
+        ToolCall(id=f"call_{base + i}", name=c.name, arguments=c.arguments) for i, c in enumerate(calls)
+    )
+    repeat = repeated_call.check(history, minted, choice)
+    if isinstance(repeat, Correction):
+        # told once per round while budget remains; past that, the call runs (loops stops it)
+        corrected = _correct(machine, records, parsed, reply, repeat, history, config, escalate=False)
+        if corrected is not None:
+            return corrected
+    stop = loops.check(history, minted, threshold=config.loop_threshold)
+    if isinstance(stop, Stop):
+        _fire(machine, "abort", records, must_stop=True)
+        guard = GuardRecord(stop.guard, "stop", stop.reason, stop.detail)
+        repeats = config.loop_threshold
+        return Fail(parsed, tuple(records), (guard,), error=LoopDetected(minted[0].name, repeats))
+    _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
+    assistant = AssistantMessage(content=parsed.content, tool_calls=minted)
+    return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
+
+
+def _answer(
+    machine: AgentMachine,
+    records: list[TransitionRecord],
+    parsed: ParsedReply,
+    guards: tuple[GuardRecord, ...],
+    content: str,
+    choice: ToolChoice,
+    exhausted: bool = False,
+) -> Answer:
+    _fire(machine, "answer", records, answer_allowed=not call_required(choice))
+    return Answer(
+        parsed,
+        tuple(records),
+        guards,
+        content=content,
+        assistant=AssistantMessage(content=content),
+        exhausted=exhausted,
+    )
+
+
+def _correct(
+    machine: AgentMachine,
+    records: list[TransitionRecord],
+    parsed: ParsedReply,
+    reply: str,
+    verdict: Correction,
+    history: Sequence[Message],
+    config: EngineConfig,
+    *,
+    escalate: bool,
+) -> Correct | None:
+    """The correction for ``verdict`` while the turn's budget lasts, else ``None``."""
+    attempt = budget.next_attempt(history, config.max_corrections)
+    if attempt is None:
+        return None
+    dialect = get_dialect(config.dialect)
+    text = budget.escalate(verdict.message, attempt, config.dialect, dialect.opener) if escalate else verdict.message
+    _fire(machine, "correct", records, budget_left=True)
+    logger.info("retry {} of {}: {}", attempt, config.max_corrections, verdict.reason)
+    return Correct(
+        parsed,
+        tuple(records),
+        (GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail),),
+        message=UserMessage(content=text, correction=verdict.reason),
+        assistant=AssistantMessage(content=reply),
+        reason=verdict.reason,
+        attempt=attempt,
+    )
+
+
+def _spent(
+    machine: AgentMachine,
+    records: list[TransitionRecord],
+    parsed: ParsedReply,
+    reply: str,
+    verdict: Correction,
+    history: Sequence[Message],
+    config: EngineConfig,
+    choice: ToolChoice,
+) -> Answer | Fail:
+    """The budget is spent on ``verdict``: under ``auto`` the turn ends with the model's
+    best acceptable reply (the latest prose of this round, never a rejected call, marked
+    ``exhausted``); under a required call it fails with :class:`RetryBudgetExceeded`."""
+    used = budget.corrections_in_turn(history)
+    guard = GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail)
+    spent = GuardRecord(budget.GUARD, "stop", "budget_spent", f"{used} correction(s) sent; last: {verdict.reason}")
+    if not call_required(choice):
+        logger.info("correction budget spent ({}): answering with the best reply so far", verdict.reason)
+        content = _best_prose(history, parsed, config)
+        return _answer(machine, records, parsed, (guard, spent), content, choice, exhausted=True)
+    _fire(machine, "abort", records, must_stop=True)
+    error = RetryBudgetExceeded(attempts=used + 1, last_reply=reply, reason=verdict.reason)
+    return Fail(parsed, tuple(records), (guard, spent), error=error)
+
+
+def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineConfig) -> str:
+    """The latest non-empty prose of this round's replies (action text removed)."""
+    if parsed.content and parsed.content.strip():
+        return parsed.content
+    for msg in reversed(history):
+        if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
+            break
+        if isinstance(msg, AssistantMessage) and msg.content:
+            prose = parse_reply(msg.content, config.tools, config.dialect).content
+            if prose and prose.strip():
+                return prose
+    return ""
+
+
+def dispatch() -> TransitionRecord:
+    """The calls of the last reply are handed to the executor (tool-emitted -> awaiting-result)."""
+    machine = AgentMachine(State.TOOL_EMITTED)
+    dest = machine.fire("dispatch")
+    return TransitionRecord(State.TOOL_EMITTED, "dispatch", dest)
+
+
+def receive(history: Sequence[Message]) -> TransitionRecord:
+    """A tool result arrived (the last message of ``history``)."""
+    if not history or not isinstance(history[-1], ToolMessage):
+        raise InvalidTransition("receive", derive_state(history).value)
+    after = derive_state(history)
+    all_in = after == State.RESULT_RECEIVED
+    machine = AgentMachine(State.AWAITING_RESULT)
+    dest = machine.fire("receive", all_results_in=all_in)
+    return TransitionRecord(State.AWAITING_RESULT, "receive", dest)

@@ -1,0 +1,4 @@
+"""Diagrams of the machine and of the paths runs took: a data model
+(:mod:`agentfsm.diagram.build`) and its text renderings (:mod:`agentfsm.diagram.text`)."""
+
+__all__: list[str] = []

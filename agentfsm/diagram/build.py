@@ -1,0 +1,236 @@
+"""Diagrams of the machine, and of the paths that runs actually took.
+
+Both come from data, never from a drawing: the machine from
+:data:`agentfsm.core.machine.TRANSITIONS`, the observed paths from the ``transition``,
+``retry`` and ``guard`` events of transcripts. Everything here is pure (values in,
+text out) except :func:`transcript_files` and :func:`observed_diagram`, which read
+transcript files, and :func:`render`, which runs graphviz's ``dot``.
+
+Mermaid text needs nothing extra; SVG and PNG need graphviz (``dot`` on ``PATH``);
+when it is missing :func:`render` raises :class:`GraphvizMissing`, which says how to
+install it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from agentfsm.diagram.text import document_markdown, to_graphviz_dot, to_mermaid
+from agentfsm.core.errors import GraphvizMissing, UsageError
+from agentfsm.core.machine import TRANSITIONS
+from agentfsm.core.states import State
+from agentfsm.core.events import GuardEvent, RetryEvent, TranscriptEvent, TransitionEvent
+from agentfsm.runtime.transcript import iter_events
+
+__all__ = [
+    "Diagram",
+    "DiagramEdge",
+    "DiagramNode",
+    "GraphvizMissing",
+    "RenderFormat",
+    "document_markdown",
+    "machine_diagram",
+    "machine_mermaid",
+    "observe",
+    "observed_diagram",
+    "observed_mermaid",
+    "render",
+    "to_graphviz_dot",
+    "to_mermaid",
+    "transcript_files",
+]
+
+RenderFormat = Literal["svg", "png"]
+
+_REFUSAL = "refusal"
+
+
+@dataclass(frozen=True, slots=True)
+class DiagramEdge:
+    """One edge: an event from one state to another, with its guard conditions."""
+
+    source: str
+    dest: str
+    event: str
+    guards: tuple[str, ...] = ()
+    count: int | None = None
+    """How often the edge was taken (``None`` in the machine diagram)."""
+    in_machine: bool = True
+    """False for an observed transition that the machine does not define."""
+
+    @property
+    def dimmed(self) -> bool:
+        """An edge of the machine that no observed run took."""
+        return self.count == 0
+
+
+@dataclass(frozen=True, slots=True)
+class DiagramNode:
+    """One state, with what runs did there (zeros in the machine diagram)."""
+
+    state: str
+    entered: int | None = None
+    """How often runs entered the state (``None`` in the machine diagram)."""
+    retries: int = 0
+    refusals: int = 0
+
+    @property
+    def dimmed(self) -> bool:
+        """A state that no observed run entered."""
+        return self.entered == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Diagram:
+    """A drawable graph: the machine itself, or the paths observed in transcripts."""
+
+    title: str
+    nodes: tuple[DiagramNode, ...]
+    edges: tuple[DiagramEdge, ...]
+    starts: tuple[tuple[str, int | None], ...]
+    """Initial states, with how many runs started there (``None``: the machine)."""
+    observed: bool = False
+    runs: int = 0
+    transcripts: int = 0
+
+
+def _machine_edges() -> list[DiagramEdge]:
+    edges: list[DiagramEdge] = []
+    for spec in TRANSITIONS:
+        guards = tuple(spec["conditions"]) + tuple(f"not {name}" for name in spec.get("unless", []))
+        for source in spec["source"]:
+            edges.append(DiagramEdge(source, spec["dest"], spec["trigger"], guards))
+    return edges
+
+
+def machine_diagram() -> Diagram:
+    """The machine itself: states, events and guard conditions, from TRANSITIONS."""
+    return Diagram(
+        title="agentfsm machine",
+        nodes=tuple(DiagramNode(state.value) for state in State),
+        edges=tuple(_machine_edges()),
+        starts=((State.FIRST_DECISION.value, None),),
+    )
+
+
+def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
+    """Aggregate the paths of transcripts (each an iterable of events) into a diagram.
+
+    Each ``transition`` event counts once on its edge; a ``retry`` counts in the
+    state its run was in; a ``guard`` verdict other than ``accept`` whose guard or
+    reason names a refusal counts as a refusal there. Runs are told apart by their
+    ``run`` id within each transcript.
+    """
+    taken: Counter[tuple[str, str, str]] = Counter()
+    entered: Counter[str] = Counter()
+    retries: Counter[str] = Counter()
+    refusals: Counter[str] = Counter()
+    starts: Counter[str] = Counter()
+    runs = files = 0
+    for events in transcripts:
+        files += 1
+        current: dict[str, str | None] = {}
+        for event in events:
+            run = event.run
+            if run not in current:
+                current[run] = None
+                runs += 1
+            match event:
+                case TransitionEvent(from_=source, event=name, to=dest):
+                    if current[run] is None:
+                        starts[source] += 1
+                        entered[source] += 1
+                    taken[(source, dest, name)] += 1
+                    entered[dest] += 1
+                    current[run] = dest
+                case RetryEvent():
+                    retries[current[run] or State.FIRST_DECISION.value] += 1
+                case GuardEvent() if event.verdict != "accept":
+                    if _REFUSAL in f"{event.guard} {event.reason}".lower():
+                        refusals[current[run] or State.FIRST_DECISION.value] += 1
+    edges: list[DiagramEdge] = []
+    known: set[tuple[str, str, str]] = set()
+    for edge in _machine_edges():
+        key = (edge.source, edge.dest, edge.event)
+        known.add(key)
+        edges.append(DiagramEdge(edge.source, edge.dest, edge.event, edge.guards, taken[key]))
+    for (source, dest, name), count in sorted(taken.items()):
+        if (source, dest, name) not in known:
+            edges.append(DiagramEdge(source, dest, name, (), count, in_machine=False))
+    states = [state.value for state in State]
+    states += sorted({s for key in taken for s in key[:2]} - set(states))
+    nodes = tuple(
+        DiagramNode(s, entered[s], retries[s], refusals[s]) for s in states
+    )
+    plural = "" if runs == 1 else "s"
+    return Diagram(
+        title=f"agentfsm observed paths ({runs} run{plural} in {files} transcript{'' if files == 1 else 's'})",
+        nodes=nodes,
+        edges=tuple(edges),
+        starts=tuple((s, starts[s]) for s in states if starts[s]),
+        observed=True,
+        runs=runs,
+        transcripts=files,
+    )
+
+
+def transcript_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The transcript files named: files as given, and every ``*.jsonl`` in a directory."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            inside = sorted(p for p in path.glob("*.jsonl") if p.is_file())
+            if not inside:
+                raise UsageError(f"no *.jsonl transcripts in directory {path}")
+            found += inside
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise UsageError(f"no such transcript file or directory: {path}")
+    return found
+
+
+def observed_diagram(paths: Sequence[str | os.PathLike[str]]) -> Diagram:
+    """Read transcripts (files, or directories of ``*.jsonl``) and aggregate their paths."""
+    files = transcript_files(paths)
+    if not files:
+        raise UsageError("no transcripts given")
+    return observe(iter_events(path) for path in files)
+
+
+def machine_mermaid() -> str:
+    """The machine as a mermaid ``stateDiagram-v2``."""
+    return to_mermaid(machine_diagram())
+
+
+def observed_mermaid(paths: Sequence[str | os.PathLike[str]]) -> str:
+    """The observed paths of transcripts as a mermaid flowchart with counts."""
+    return to_mermaid(observed_diagram(paths))
+
+
+def render(fmt: RenderFormat, dot_source: str, out: Path | None = None) -> bytes:
+    """Run graphviz's ``dot`` to turn DOT text into SVG or PNG; write it to ``out`` if given."""
+    if fmt not in ("svg", "png"):
+        raise UsageError(f"render needs svg or png, not {fmt!r}")
+    dot = shutil.which("dot")
+    if dot is None:
+        raise GraphvizMissing(fmt)
+    try:
+        done = subprocess.run(
+            [dot, f"-T{fmt}"], input=dot_source.encode(), capture_output=True, check=False, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"could not run graphviz dot: {exc}") from exc
+    if done.returncode != 0:
+        raise UsageError(f"graphviz dot failed: {done.stderr.decode(errors='replace').strip()}")
+    if out is not None:
+        out.write_bytes(done.stdout)
+    return done.stdout

@@ -1,0 +1,58 @@
+"""``parse_reply``: the tolerant, linear-time parser of a model's text reply.
+
+Every action format is recognised whatever dialect the contract asked for (fenced
+``json action`` / ``json`` blocks, ``@tool`` lines, smiley delimiters, json-protocol
+objects, Hermes ``<tool_call>``, XML ``<function=NAME>``, Mistral ``[TOOL_CALLS]``, Llama
+bare JSON, pythonic lists; the formats are listed in ``_registry``); the dialect only selects strictness rules. The content is the prose with every
+action block removed, then stripped of surrounding whitespace (``None`` when empty); a
+json-protocol thought or final answer takes its block's place in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentfsm.core._types import DialectName
+from agentfsm.dialects import get_dialect
+from agentfsm.dialects._scan import Scanner
+from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.messages import ToolDefinition, ToolSpec
+
+__all__ = ["parse_reply"]
+
+
+def scanner_for(
+    tools: Sequence[ToolDefinition] | None,
+    dialect: DialectName | None,
+    strict: bool,
+    stream: bool = False,
+) -> Scanner:
+    """A fresh scanner configured for ``tools``, ``dialect`` and ``strict``."""
+    protocol = dialect is not None and get_dialect(dialect).name == "json-protocol"
+    if tools is None:
+        return Scanner(None, protocol, strict, stream)
+    specs = [ToolSpec.from_any(t) for t in tools]
+    schemas = {t.name: t.parameters for t in specs}
+    return Scanner(frozenset(schemas), protocol, strict, stream, schemas)
+
+
+def parse_reply(
+    text: str,
+    tools: Sequence[ToolDefinition] | None = None,
+    dialect: DialectName | None = None,
+    *,
+    strict: bool = False,
+) -> ParsedReply:
+    """Parse one model reply into prose, tool calls and problems.
+
+    ``tools`` (ToolSpecs, or OpenAI / Anthropic tool dicts; anything else is a
+    :class:`~agentfsm.core.errors.ToolSpecError`): when given, bare JSON and pythonic calls count only if they name one of
+    them (fenced and delimited actions always count). ``dialect`` (default
+    ``json-action``) selects the rules: with ``json-protocol``, a thought is cut to 200
+    characters and ``strict`` rejects any text outside the one JSON object. Never
+    raises on any input; an unknown dialect name is a
+    :class:`~agentfsm.core.errors.UsageError`.
+    """
+    scanner = scanner_for(tools, dialect, strict)
+    scanner.feed(text, final=True)
+    return scanner.result()

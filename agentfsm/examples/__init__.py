@@ -1,3 +1,0 @@
-"""Example tool sets used by ``make demo`` and the docs."""
-
-__all__: list[str] = []

@@ -1,0 +1,146 @@
+"""The enforcement ladder: prompt, prefill, constrained decoding.
+
+``auto`` picks the strongest mechanism the backend offers for the turn:
+``constrained`` when it can constrain decoding to a JSON schema, else ``prefill``
+when a call is required and it can prefill the assistant turn, else ``prompt``.
+Guards and retries run on top of every level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, TypeAlias, get_args
+
+from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, ToolChoice
+from agentfsm.core.backend import Capabilities
+from agentfsm.core.errors import UsageError
+from agentfsm.core.messages import ToolSpec
+from agentfsm.prompt.grammar import grammar_schema
+
+__all__ = [
+    "COMPACT_MAX_ITEMS",
+    "CONSTRAINED_DIALECT",
+    "LEVELS",
+    "Level",
+    "MAX_LISTED_ACTIONS",
+    "action_item_schema",
+    "build_action_schema",
+    "call_required",
+    "choose_level",
+]
+
+Level: TypeAlias = Literal["prompt", "prefill", "constrained"]
+LEVELS: tuple[EnforcementLevel, ...] = get_args(EnforcementLevel)
+#: the most calls a listed action may hold under a grammar (a weak model, once it
+#: repeats, would otherwise repeat until the token limit)
+MAX_LISTED_ACTIONS = 4
+#: the longest argument list a compact schema allows
+COMPACT_MAX_ITEMS = 8
+
+def call_required(tool_choice: ToolChoice) -> bool:
+    """Whether ``tool_choice`` makes a call mandatory this turn."""
+    return tool_choice not in ("auto", "none")
+
+
+def choose_level(requested: EnforcementLevel | str, capabilities: Capabilities, tool_choice: ToolChoice) -> Level:
+    """Resolve ``auto`` (or check an explicit level) against what the backend can do."""
+    if requested not in LEVELS:
+        raise UsageError(f"enforcement must be one of {', '.join(LEVELS)}, got {requested!r}")
+    if tool_choice == "none":
+        return "prompt"
+    if requested == "auto":
+        if capabilities.json_schema:
+            return "constrained"
+        if capabilities.prefill and call_required(tool_choice):
+            return "prefill"
+        return "prompt"
+    if requested == "constrained" and not capabilities.json_schema:
+        raise UsageError("this backend cannot constrain decoding to a JSON schema")
+    if requested == "prefill" and not capabilities.prefill:
+        raise UsageError("this backend cannot prefill the assistant turn")
+    return requested
+
+
+def action_item_schema(
+    tools: Sequence[ToolSpec], tool_choice: ToolChoice, compact: bool = False
+) -> JSONObject | None:
+    """The schema of one action, ``{tool: const name, args: that tool's schema}``
+    (``anyOf`` over the offered tools); ``None`` when no tool is offered.
+
+    A named ``tool_choice`` keeps only that tool. ``compact`` bounds every array of
+    the arguments to :data:`COMPACT_MAX_ITEMS` items (the retry after an action was
+    cut off: a small model can fill an unbounded list until the token limit).
+    """
+    offered = list(tools)
+    if call_required(tool_choice) and tool_choice != "required":
+        offered = [t for t in tools if t.name == tool_choice]
+        if not offered:
+            raise UsageError(f"tool_choice names {tool_choice!r}, which is not an offered tool")
+    actions: list[JSONObject] = []
+    for tool in offered:
+        args = grammar_schema(tool.parameters, max_items=COMPACT_MAX_ITEMS if compact else None)
+        if args.get("type") != "object" and "anyOf" not in args:
+            args = {"type": "object"}  # arguments are an object whatever the schema says
+        actions.append(
+            {
+                "type": "object",
+                "properties": {"tool": {"const": tool.name}, "args": args},
+                "required": ["tool", "args"],
+                "additionalProperties": False,
+            }
+        )
+    if not actions:
+        return None
+    return actions[0] if len(actions) == 1 else {"anyOf": actions}
+
+
+def build_action_schema(
+    tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool = False, compact: bool = False
+) -> JSONObject:
+    """The JSON schema of one reply under constrained decoding.
+
+    ``{"action": X}`` where X is :func:`action_item_schema`, plus a final-answer branch
+    ``{"final": {"content": string}}`` unless ``tool_choice`` requires a call. With
+    ``parallel`` the action may also be a list of 2 to :data:`MAX_LISTED_ACTIONS` such
+    calls (the json-protocol way to write several calls in one reply). The shape is the
+    ``json-protocol`` dialect's, so the contract, the projected history and the
+    grammar all show the model one format. ``compact``: see :func:`action_item_schema`.
+    """
+    one = action_item_schema(tools, tool_choice, compact)
+    branches: list[JSONObject] = []
+    if one is not None:
+        action = one
+        if parallel:
+            listed = {"type": "array", "items": one, "minItems": 2, "maxItems": MAX_LISTED_ACTIONS}
+            action = {"anyOf": [one, listed]}
+        branches.append(
+            {
+                "type": "object",
+                "properties": {"action": action},
+                "required": ["action"],
+                "additionalProperties": False,
+            }
+        )
+    if not call_required(tool_choice):
+        branches.append(
+            {
+                "type": "object",
+                "properties": {
+                    "final": {
+                        "type": "object",
+                        "properties": {"content": {"type": "string"}},
+                        "required": ["content"],
+                        "additionalProperties": False,
+                    }
+                },
+                "required": ["final"],
+                "additionalProperties": False,
+            }
+        )
+    if len(branches) == 1:
+        return branches[0]
+    return {"anyOf": branches}
+
+
+#: the dialect whose format constrained decoding produces
+CONSTRAINED_DIALECT: DialectName = "json-protocol"

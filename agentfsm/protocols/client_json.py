@@ -1,0 +1,108 @@
+"""Client JSON decoded within limits: every bad input is a :class:`RequestError`, never a crash.
+
+Python's :func:`json.loads` accepts things that later break the proxy (a 500 instead of
+the client's 400): ``NaN`` and ``Infinity``, numbers that overflow to infinity,
+integers too long to convert back to text, lone surrogate escapes (``"\\ud800"``)
+that cannot be encoded as UTF-8, and nesting deep enough to exhaust the interpreter's
+recursion limit in whatever walks the value next (validation, grammar building, the
+transcript). :func:`load_client_json` refuses each of them at parse time:
+
+- nesting deeper than :data:`MAX_JSON_DEPTH` (128 levels, the limit serde_json uses;
+  Claude Code's largest request nests about a dozen levels);
+- an integer of more than :data:`MAX_INTEGER_DIGITS` digits (Python's own limit for
+  converting between ``int`` and text);
+- ``NaN``, ``Infinity``, ``-Infinity`` and numbers that overflow a float;
+- a lone UTF-16 surrogate in any string or key.
+
+The same limits apply to the JSON strings a client nests inside its body (an assistant
+tool call's ``arguments``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from agentfsm.core.errors import RequestError
+
+__all__ = ["MAX_INTEGER_DIGITS", "MAX_JSON_DEPTH", "check_client_value", "load_client_json"]
+
+#: the deepest nesting of arrays and objects accepted (the top-level value is level 1)
+MAX_JSON_DEPTH = 128
+#: the longest integer accepted, in digits
+MAX_INTEGER_DIGITS = 4300
+
+# a surrogate escape in the raw text: only then can the decoded value hold a lone one
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Refused(ValueError):
+    """A value the decoder's hooks refuse (turned into a RequestError below)."""
+
+
+def _constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number; send a finite number")
+
+
+def _integer(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_INTEGER_DIGITS:
+        raise _Refused(f"an integer of {digits} digits is longer than {MAX_INTEGER_DIGITS} digits")
+    return int(text)
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"the number {text[:32]} is out of range")
+    return value
+
+
+def load_client_json(data: bytes | str, where: str = "the request body") -> Any:
+    """``data`` decoded as JSON within the limits above; :class:`RequestError` otherwise."""
+    try:
+        # bytes in any encoding JSON allows (UTF-8, -16, -32), decoded strictly first
+        text = data if isinstance(data, str) else data.decode(json.detect_encoding(data))
+        value = json.loads(text, parse_constant=_constant, parse_int=_integer, parse_float=_number)
+    except _Refused as exc:
+        raise RequestError(f"{where} is not acceptable JSON: {exc}") from None
+    except RecursionError:
+        raise RequestError(f"{where} nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RequestError(f"{where} is not valid JSON: {exc}") from None
+    check_client_value(value, where, strings=_SURROGATE_ESCAPE.search(text) is not None)
+    return value
+
+
+def check_client_value(value: Any, where: str, *, strings: bool = True) -> None:
+    """Refuse ``value`` if it nests deeper than :data:`MAX_JSON_DEPTH` or (when ``strings``)
+    holds a lone surrogate. Iterative, so any depth is measured without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+            if strings:
+                for key in item:
+                    _check_text(key, where)
+        elif isinstance(item, list):
+            children = item
+        else:
+            if strings and isinstance(item, str):
+                _check_text(item, where)
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise RequestError(f"{where} nests deeper than {MAX_JSON_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _check_text(text: str, where: str) -> None:
+    found = _SURROGATE.search(text)
+    if found is not None:
+        raise RequestError(
+            f"{where} holds a lone surrogate (\\u{ord(found.group()):04x}) "
+            "that is not a Unicode character; send valid UTF-16 pairs or the character itself"
+        )

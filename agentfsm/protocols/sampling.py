@@ -1,0 +1,228 @@
+"""A client's sampling and reply settings: read from either protocol, settled against the
+backend, and turned into :class:`~agentfsm.core.backend.GenerationOptions`.
+
+Passed on unchanged: ``temperature``, ``top_p``, ``top_k``, ``seed``, ``stop`` /
+``stop_sequences``, ``max_tokens`` / ``max_completion_tokens``, the presence and
+frequency penalties, ``response_format`` (Anthropic: ``output_config.format``) for a
+request without tools, and ``user`` (Anthropic: ``metadata.user_id``). What cannot be
+honoured is never dropped silently: its name, as the client spelled it, goes into
+:attr:`NormalizedRequest.ignored`, which the proxy returns in the
+``x-agentfsm-ignored`` header and writes to the transcript. That covers fields this
+proxy does not act on (``logit_bias``, ``thinking``, ``context_management`` ...),
+settings the backend does not take (:attr:`Capabilities.sampling`), and a
+``response_format`` on a request with tools, whose replies must be actions.
+
+Pure code: no IO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentfsm.core._types import JSONObject
+from agentfsm.core.backend import SAMPLING_OPTIONS, Capabilities, GenerationOptions
+from agentfsm.core.errors import RequestError
+from agentfsm.protocols._fields import opt_int, opt_number, opt_str, req_mapping, req_str
+from agentfsm.protocols.common import NormalizedRequest, WireProtocol
+
+__all__ = [
+    "IGNORED_HEADER",
+    "anthropic_settings",
+    "generation_options",
+    "openai_settings",
+    "responses_settings",
+    "settle",
+]
+
+#: the response header naming what the proxy did not honour (comma-separated)
+IGNORED_HEADER = "x-agentfsm-ignored"
+
+# Top-level fields each normalizer acts on; any other field that is set is reported.
+_OPENAI_FIELDS = frozenset(
+    {
+        "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream",
+        "stream_options", "max_tokens", "max_completion_tokens", "temperature", "stop", "n",
+        "seed", "top_p", "top_k", "presence_penalty", "frequency_penalty", "response_format",
+        "user",
+    }
+)
+_ANTHROPIC_FIELDS = frozenset(
+    {
+        "model", "messages", "system", "tools", "tool_choice", "stream", "max_tokens",
+        "temperature", "stop_sequences", "top_p", "top_k", "metadata", "output_config",
+        "thinking",
+    }
+)
+_RESPONSES_FIELDS = frozenset(
+    {
+        "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
+        "stream", "max_output_tokens", "temperature", "top_p", "text", "user",
+        "previous_response_id", "conversation", "background",
+    }
+)
+# where a setting came from, when the client's name differs from ours
+_CLIENT_NAMES: dict[WireProtocol, dict[str, str]] = {
+    "openai": {},
+    "anthropic": {"user": "metadata.user_id", "response_format": "output_config.format"},
+    "responses": {"response_format": "text.format"},
+}
+_INT64 = 2**63
+
+
+def _is_set(value: Any) -> bool:
+    """Whether a field asks for something (null, false and empty values ask for nothing)."""
+    return value is not None and value is not False and value != {} and value != []
+
+
+def _unhandled(body: Mapping[str, Any], handled: frozenset[str]) -> list[str]:
+    return [key for key, value in body.items() if key not in handled and _is_set(value)]
+
+
+def _response_format(raw: Any, where: str) -> JSONObject | None:
+    """A validated OpenAI ``response_format``; None for absent or ``text``."""
+    if raw is None:
+        return None
+    fmt = req_mapping(raw, where)
+    kind = fmt.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return dict(fmt)
+    if kind == "json_schema":
+        spec = req_mapping(fmt.get("json_schema"), f"{where}.json_schema")
+        if spec.get("schema") is not None:
+            req_mapping(spec["schema"], f"{where}.json_schema.schema")
+        return dict(fmt)
+    raise RequestError(
+        f"{where}.type must be 'text', 'json_object' or 'json_schema'; got {kind!r}",
+        param=f"{where}.type",
+    )
+
+
+def _nucleus(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``top_p`` and ``top_k``, which both chat protocols spell the same way."""
+    return {
+        "top_p": opt_number(body, "top_p"),
+        "top_k": opt_int(body, "top_k"),
+    }
+
+
+def openai_settings(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The sampling fields of a chat-completions body, and what it sets that is not acted on."""
+    user = opt_str(body, "user")
+    return {
+        **_nucleus(body),
+        "seed": opt_int(body, "seed", minimum=-_INT64, maximum=_INT64 - 1),
+        "presence_penalty": opt_number(body, "presence_penalty"),
+        "frequency_penalty": opt_number(body, "frequency_penalty"),
+        "response_format": _response_format(body.get("response_format"), "response_format"),
+        "user": user or None,
+        "ignored": tuple(_unhandled(body, _OPENAI_FIELDS)),
+    }
+
+
+def anthropic_settings(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The sampling fields of a messages body, and what it sets that is not acted on."""
+    ignored = _unhandled(body, _ANTHROPIC_FIELDS)
+    user: str | None = None
+    metadata = body.get("metadata")
+    if metadata is not None:
+        meta = req_mapping(metadata, "metadata")
+        if meta.get("user_id") is not None:
+            user = req_str(meta["user_id"], "metadata.user_id") or None
+        ignored += [f"metadata.{k}" for k, v in meta.items() if k != "user_id" and _is_set(v)]
+    response_format: JSONObject | None = None
+    config = body.get("output_config")
+    if config is not None:
+        conf = req_mapping(config, "output_config")
+        fmt = conf.get("format")
+        if fmt is not None:
+            fmt = req_mapping(fmt, "output_config.format")
+            if fmt.get("type") != "json_schema":
+                raise RequestError(
+                    "output_config.format.type must be 'json_schema'",
+                    param="output_config.format.type",
+                )
+            schema = req_mapping(fmt.get("schema"), "output_config.format.schema")
+            response_format = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": dict(schema)},
+            }
+        ignored += [f"output_config.{k}" for k, v in conf.items() if k != "format" and _is_set(v)]
+    tools = body.get("tools")
+    if isinstance(tools, list) and any(isinstance(t, Mapping) and t.get("defer_loading") for t in tools):
+        ignored.append("tools.defer_loading")  # every tool is offered at once
+    thinking = body.get("thinking")
+    if thinking is not None and req_mapping(thinking, "thinking").get("type") != "disabled":
+        ignored.append("thinking")
+    return {
+        **_nucleus(body),
+        "response_format": response_format,
+        "user": user,
+        "ignored": tuple(ignored),
+    }
+
+
+def responses_settings(
+    body: Mapping[str, Any], response_format: JSONObject | None
+) -> dict[str, Any]:
+    """The sampling fields of a Responses body (its ``text.format`` already read as
+    ``response_format``), and what it sets that is not acted on: other fields, other
+    ``text`` settings, and tools that are not functions (as ``tools.TYPE``)."""
+    ignored = _unhandled(body, _RESPONSES_FIELDS)
+    text = body.get("text")
+    if isinstance(text, Mapping):
+        ignored += [f"text.{k}" for k, v in text.items() if k != "format" and _is_set(v)]
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        kinds = (t.get("type", "function") for t in tools if isinstance(t, Mapping))
+        ignored += [f"tools.{kind}" for kind in dict.fromkeys(kinds) if kind != "function"]
+    user = opt_str(body, "user")
+    return {
+        "top_p": opt_number(body, "top_p"),
+        "response_format": response_format,
+        "user": user or None,
+        "ignored": tuple(ignored),
+    }
+
+
+def _client_name(protocol: WireProtocol, field: str) -> str:
+    return _CLIENT_NAMES[protocol].get(field, field)
+
+
+def settle(request: NormalizedRequest, capabilities: Capabilities) -> NormalizedRequest:
+    """``request`` with the settings the backend cannot honour moved into ``ignored``.
+
+    A ``response_format`` on a request with tools is ignored too: the model's replies
+    there must be actions in the dialect, which a client's format would forbid.
+    """
+    ignored = list(request.ignored)
+    cleared: dict[str, Any] = {}
+    for field in SAMPLING_OPTIONS:
+        if getattr(request, field) is None:
+            continue
+        conflict = field == "response_format" and request.tool_mode
+        if conflict or field not in capabilities.sampling:
+            ignored.append(_client_name(request.protocol, field))
+            cleared[field] = None
+    if not cleared:
+        return request
+    return request.model_copy(update={**cleared, "ignored": tuple(ignored)})
+
+
+def generation_options(request: NormalizedRequest, default_max_tokens: int) -> GenerationOptions:
+    """The options for the model calls that answer ``request`` (our defaults where it names none)."""
+    defaults = GenerationOptions()
+    return GenerationOptions(
+        max_tokens=request.max_tokens or default_max_tokens,
+        temperature=request.temperature if request.temperature is not None else 0.0,
+        seed=request.seed if request.seed is not None else defaults.seed,
+        stop=request.stop,
+        top_p=request.top_p,
+        top_k=request.top_k,
+        presence_penalty=request.presence_penalty,
+        frequency_penalty=request.frequency_penalty,
+        response_format=request.response_format,
+        user=request.user,
+    )

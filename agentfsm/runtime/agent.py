@@ -1,0 +1,248 @@
+"""The agent loop: backend + tools + engine, sync and async, with transcripts.
+
+``Agent(tools=[...]).run("prompt")`` renders the contract, calls the backend, lets the
+engine decide, runs the tools (several per reply, in order), feeds the results back,
+and stops at a final answer or when a budget runs out. Every step is written to the
+transcript as it happens, and reported to ``on_event`` (the CLI prints from it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.backend import Backend, GenerationOptions, Usage
+from agentfsm.prompt.results import truncate_result
+from agentfsm.prompt.contract import contract_hash
+from agentfsm.core.engine import Answer, EngineConfig, TransitionRecord, dispatch, receive
+from agentfsm.core.errors import AgentFSMError, MaxStepsExceeded
+from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from agentfsm.runtime.turn import contract_for, emit_transition, run_turn
+from agentfsm.core.states import derive_state
+from agentfsm.runtime.tools import ToolRegistry
+from agentfsm.runtime.transcript import TranscriptWriter
+from agentfsm.core.events import TranscriptEvent
+
+__all__ = ["Agent", "RunResult", "run_turn"]
+
+EventHook = Callable[[TranscriptEvent], None]
+
+
+@dataclass
+class RunResult:
+    """What a finished run produced."""
+
+    content: str
+    messages: list[Message]
+    path: list[str]
+    steps: int
+    corrections: int
+    usage: Usage
+    transcript: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    #: the correction budget ran out: ``content`` is the model's best acceptable reply
+    exhausted: bool = False
+
+
+def _default_backend() -> Backend:
+    from agentfsm.backends.local import get_local_backend
+
+    return get_local_backend()
+
+
+class Agent:
+    """A tool-using agent over a text-only backend.
+
+    ``tool_choice`` binds the first decision after each user message; once tool
+    results have come back the model may call again or answer (``none`` stays off).
+    When the correction budget of a decision is spent: under ``auto`` the run ends with
+    the model's best acceptable reply (``RunResult.exhausted``, and ``exhausted`` on the
+    transcript's ``final`` event); under a required call it raises
+    :class:`~agentfsm.core.errors.RetryBudgetExceeded`.
+    Without ``backend``, the embedded local model is used (needs ``agentfsm[local]``).
+    How the run decides is ``config`` (:class:`~agentfsm.core.config.RunConfig`: dialect,
+    enforcement, tool_choice, parallel, max_steps, max_corrections, loop_threshold,
+    result_max_chars); any of its fields may also be passed by name.
+    """
+
+    def __init__(
+        self,
+        backend: Backend | None = None,
+        tools: Sequence[Any] | ToolRegistry = (),
+        *,
+        config: RunConfig = DEFAULTS,
+        system: str | None = None,
+        options: GenerationOptions | None = None,
+        transcript: str | os.PathLike[str] | None = None,
+        mcp: Sequence[str] = (),
+        on_event: EventHook | None = None,
+        transcript_config: Mapping[str, Any] | None = None,
+        **settings: Any,
+    ) -> None:
+        #: how the run decides; ``settings`` (``dialect="smiley"``, ``max_steps=4``, any
+        #: :class:`~agentfsm.core.config.RunConfig` field) change it, checked the same way
+        self.config = config.replace(**settings) if settings else config
+        self._backend = backend
+        self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.system = system
+        self.options = options or GenerationOptions()
+        self.transcript = transcript
+        self.mcp = tuple(mcp)
+        self.on_event = on_event
+        #: fields that the transcript's run_start config adds or overrides (batch sets
+        #: ``producer`` and ``task``); checked against the producer's config model
+        self.transcript_config = dict(transcript_config or {})
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = _default_backend()
+        return self._backend
+
+    def run(self, prompt: str | Sequence[Message]) -> RunResult:
+        """Run until a final answer (blocking). Not for use inside a running event loop."""
+        return asyncio.run(self.arun(prompt))
+
+    async def arun(self, prompt: str | Sequence[Message]) -> RunResult:
+        """Run until a final answer."""
+        async with AsyncExitStack() as stack:
+            registry = self.registry
+            if self.mcp:
+                from agentfsm.runtime.mcp import mcp_tools
+
+                registry = ToolRegistry(self.registry)
+                for command in self.mcp:
+                    for tool in await stack.enter_async_context(mcp_tools(command)):
+                        registry.add(tool)
+            return await self._loop(prompt, registry)
+
+    def _history(self, prompt: str | Sequence[Message]) -> list[Message]:
+        history: list[Message] = []
+        if self.system:
+            history.append(SystemMessage(content=self.system))
+        if isinstance(prompt, str):
+            history.append(UserMessage(content=prompt))
+        else:
+            history.extend(prompt)
+        return history
+
+    async def _loop(self, prompt: str | Sequence[Message], registry: ToolRegistry) -> RunResult:
+        backend = self.backend
+        specs: tuple[ToolSpec, ...] = registry.specs
+        history = self._history(prompt)
+        run = self.config
+        config = EngineConfig.of(
+            run,
+            specs,
+            # tool_choice binds the first decision of the user's turn; once results are
+            # in, the model may answer (the engine's plan decides, from the history)
+            relax_after_results=True,
+        )
+        writer = TranscriptWriter(self.transcript)
+        emit = self._emitter(writer)
+        path = [derive_state(history).value]
+        usage = Usage()
+        corrections = 0
+        calls_log: list[dict[str, Any]] = []
+        contract = contract_for(backend, config, run.enforcement)
+        emit(
+            "run_start",
+            config={
+                "producer": "agent",
+                "dialect": run.dialect,
+                "tool_choice": run.tool_choice,
+                "enforcement": run.enforcement,
+                "backend": backend.name,
+                "tools": [s.name for s in specs],
+                "max_steps": run.max_steps,
+                "parallel": run.parallel,
+                "max_corrections": run.max_corrections,
+                "loop_threshold": run.loop_threshold,
+                **self.transcript_config,
+            },
+        )
+        emit(
+            "request",
+            messages=[m.model_dump(mode="json") for m in history],
+            tools=[s.model_dump(mode="json") for s in specs],
+            tool_choice=run.tool_choice,
+        )
+        if contract is not None:
+            emit("contract", hash=contract_hash(contract), text=contract)
+        logger.info(
+            "run start: tool mode {}, {} tool(s), contract injected: {}",
+            bool(specs),
+            len(specs),
+            contract is not None,
+        )
+
+        def transition(rec: TransitionRecord) -> None:
+            path.append(rec.dest.value)
+            emit_transition(emit, rec)
+
+        try:
+            steps = 0
+            while True:
+                turn = await run_turn(
+                    backend,
+                    history,
+                    config=config,
+                    enforcement=run.enforcement,
+                    options=self.options,
+                    emit=emit,
+                    on_transition=lambda rec: path.append(rec.dest.value),
+                    max_steps=run.max_steps,
+                    steps_taken=steps,
+                )
+                steps += turn.attempts
+                corrections += turn.corrections
+                usage = usage + turn.usage
+                decision = turn.decision
+                if isinstance(decision, Answer):
+                    emit("final", content=decision.content, exhausted=decision.exhausted)
+                    emit("run_end", status="final", steps=steps, corrections=corrections)
+                    return RunResult(
+                        content=decision.content,
+                        messages=history,
+                        path=path,
+                        steps=steps,
+                        corrections=corrections,
+                        usage=usage,
+                        transcript=str(writer.path) if writer.path else None,
+                        tool_calls=calls_log,
+                        exhausted=decision.exhausted,
+                    )
+                for call in decision.calls:
+                    emit("tool_call", call=call.model_dump(mode="json"))
+                transition(dispatch())
+                for call in decision.calls:
+                    result = truncate_result(await registry.aexecute(call), run.result_max_chars)
+                    calls_log.append({"call": call.model_dump(mode="json"), "result": result.model_dump(mode="json")})
+                    emit("tool_result", result=result.model_dump(mode="json"))
+                    history.append(ToolMessage(result=result))
+                    transition(receive(history))
+                if steps >= run.max_steps:
+                    raise MaxStepsExceeded(run.max_steps)
+        except AgentFSMError as exc:
+            emit("error", error=type(exc).__name__, message=str(exc))
+            emit("run_end", status="error", steps=steps, corrections=corrections)
+            raise
+        finally:
+            writer.close()
+
+    def _emitter(self, writer: TranscriptWriter) -> Callable[..., None]:
+        hook = self.on_event
+
+        def emit(type_: str, **fields: Any) -> None:
+            event = writer.emit(type_, **fields)
+            if hook is not None:
+                hook(event)
+
+        return emit

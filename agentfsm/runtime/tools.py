@@ -1,0 +1,205 @@
+"""The tool registry: Python callables (sync or async) and MCP tools behind one interface.
+
+A tool's exception becomes an ``error`` result, never a crash of the agent loop.
+
+Idempotency: a tool may run more than once for the same call (a batch killed while a
+task was in flight runs that task again: at-least-once execution). Inside an
+:func:`idempotency_scope` (batch tasks run in one named by their task id) every call
+gets the key ``"<scope>/<call id>"``. Call ids are minted from the conversation's
+position (``call_0``, ``call_1``, ...), so the re-run of the same step gets the same
+key. A Python tool that declares a keyword parameter named ``idempotency_key`` receives
+it (the parameter is left out of the tool's schema: the model never sees nor sets it);
+any other executor reads :func:`current_idempotency_key`. Outside a scope the key is None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from agentfsm.core.errors import ToolExecutionError, ToolSpecError, UsageError
+from agentfsm.core.messages import ToolCall, ToolResult, ToolSpec
+
+__all__ = [
+    "IDEMPOTENCY_KEY_PARAM",
+    "RegisteredTool",
+    "ToolRegistry",
+    "callable_executor",
+    "current_idempotency_key",
+    "idempotency_scope",
+    "load_tools",
+    "result_from_value",
+]
+
+Executor = Callable[[dict[str, Any]], Awaitable[Any]]
+
+#: the keyword a tool declares to receive its call's idempotency key
+IDEMPOTENCY_KEY_PARAM = "idempotency_key"
+
+_scope: ContextVar[str | None] = ContextVar("agentfsm_idempotency_scope", default=None)
+_call_key: ContextVar[str | None] = ContextVar("agentfsm_idempotency_key", default=None)
+
+
+@contextmanager
+def idempotency_scope(name: str) -> Iterator[None]:
+    """Give every tool call run inside this block the key ``"<name>/<call id>"``."""
+    token = _scope.set(name)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+def current_idempotency_key() -> str | None:
+    """The key of the tool call being executed (None outside an :func:`idempotency_scope`)."""
+    return _call_key.get()
+
+
+@dataclass(frozen=True)
+class RegisteredTool:
+    """A tool spec and the coroutine function that runs it."""
+
+    spec: ToolSpec
+    execute: Executor
+
+
+def result_from_value(call: ToolCall, value: Any) -> ToolResult:
+    """Turn what a tool returned into a ToolResult (``empty`` for None / blank)."""
+    if value is None or (isinstance(value, str | list | dict | tuple) and len(value) == 0):
+        return ToolResult(call_id=call.id, name=call.name, content="", status="empty")
+    if isinstance(value, str):
+        content = value
+    else:
+        try:
+            content = json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            content = str(value)
+    if not content.strip():
+        return ToolResult(call_id=call.id, name=call.name, content="", status="empty")
+    return ToolResult(call_id=call.id, name=call.name, content=content)
+
+
+def _takes_key(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    param = params.get(IDEMPOTENCY_KEY_PARAM)
+    return param is not None and param.kind in (param.KEYWORD_ONLY, param.POSITIONAL_OR_KEYWORD)
+
+
+def callable_executor(fn: Callable[..., Any]) -> Executor:
+    """An executor for a Python function, sync (run in a thread) or async.
+
+    A function with an ``idempotency_key`` parameter gets the current call's key there
+    (whatever the model put in the arguments under that name is replaced).
+    """
+    takes_key = _takes_key(fn)
+
+    async def run(args: dict[str, Any]) -> Any:
+        if takes_key:
+            args = {**args, IDEMPOTENCY_KEY_PARAM: current_idempotency_key()}
+        if inspect.iscoroutinefunction(fn):
+            return await fn(**args)
+        value = await asyncio.to_thread(fn, **args)
+        if inspect.isawaitable(value):
+            return await value
+        return value
+
+    return run
+
+
+class ToolRegistry:
+    """Tools by name. Build it from callables, ``(spec, executor)`` pairs, or MCP servers."""
+
+    def __init__(self, tools: Iterable[Any] = ()) -> None:
+        self._tools: dict[str, RegisteredTool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Any, *, name: str | None = None) -> ToolSpec:
+        """Register a callable (schema from its type hints) or a :class:`RegisteredTool`."""
+        if isinstance(tool, RegisteredTool):
+            reg = tool
+        elif callable(tool) and not isinstance(tool, ToolSpec | Mapping):
+            reg = RegisteredTool(ToolSpec.from_callable(tool, name=name), callable_executor(tool))
+        else:
+            raise ToolSpecError(
+                "a registry tool must be a callable or a RegisteredTool; a bare ToolSpec or "
+                "tool dict has nothing to run (pass it to the engine or proxy instead)"
+            )
+        if reg.spec.name in self._tools:
+            raise ToolSpecError(f"two tools are named {reg.spec.name!r}")
+        self._tools[reg.spec.name] = reg
+        return reg.spec
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(t.spec for t in self._tools.values())
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def __iter__(self) -> Iterator[RegisteredTool]:
+        """The registered tools, in registration order."""
+        return iter(self._tools.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    async def aexecute(self, call: ToolCall) -> ToolResult:
+        """Run one call. Tool exceptions become ``error`` results."""
+        tool = self._tools.get(call.name)
+        if tool is None:
+            raise ToolExecutionError(f"no tool named {call.name!r} in the registry")
+        scope = _scope.get()
+        token = _call_key.set(f"{scope}/{call.id}" if scope is not None else None)
+        try:
+            value = await tool.execute(dict(call.arguments))
+        except Exception as exc:  # a tool's failure is a result the model should see
+            return ToolResult(
+                call_id=call.id,
+                name=call.name,
+                content=f"{type(exc).__name__}: {exc}",
+                status="error",
+            )
+        finally:
+            _call_key.reset(token)
+        return result_from_value(call, value)
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        """Synchronous :meth:`aexecute` (not from inside a running event loop)."""
+        return asyncio.run(self.aexecute(call))
+
+
+def load_tools(ref: str) -> list[Any]:
+    """Load tools from ``"package.module:ATTR"`` (a list of callables, or one callable)."""
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr:
+        raise UsageError(f"tools reference must look like 'package.module:ATTR', got {ref!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"cannot import tools module {module_name!r}: {exc}") from exc
+    try:
+        value = getattr(module, attr)
+    except AttributeError as exc:
+        raise UsageError(f"module {module_name!r} has no attribute {attr!r}") from exc
+    if callable(value) and not isinstance(value, Sequence | ToolRegistry):
+        return [value]
+    if isinstance(value, ToolRegistry):
+        return list(value)
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return list(value)
+    raise UsageError(f"{ref!r} is neither a callable nor a list of tools")

@@ -1,0 +1,176 @@
+"""JSONL transcripts: one typed event per line, appended and flushed as it happens.
+
+The events are the models of :mod:`agentfsm.core.events` (a union discriminated on
+``type``, with a schema version). :meth:`TranscriptWriter.emit` builds the event from
+``emit("type", **fields)``, validates it (a field that does not fit is a
+:class:`~agentfsm.core.errors.TranscriptError`, at write time) and writes it.
+:func:`read_events` is the canonical reader: it returns the typed events, and reads
+every version this release knows (:data:`~agentfsm.core.events.READABLE_VERSIONS`).
+:func:`read_transcript` returns the same events as plain JSON dicts, for callers
+that want the raw shape.
+
+Secrets never reach a transcript: keys that look like credentials are redacted by
+:func:`redact` before an event is built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel
+
+from agentfsm.core.errors import TranscriptError
+from agentfsm.core.events import (
+    EVENT_MODELS,
+    SCHEMA_VERSION,
+    TranscriptEvent,
+    event_fields,
+    parse_event,
+)
+
+__all__ = [
+    "EVENT_TYPES",
+    "SCHEMA_VERSION",
+    "TranscriptWriter",
+    "iter_events",
+    "read_events",
+    "read_transcript",
+    "redact",
+]
+
+#: event type -> the fields it carries (besides v, run, seq, t, type), from the models
+EVENT_TYPES: dict[str, tuple[str, ...]] = {
+    name: tuple(
+        (field.alias or key)
+        for key, field in model.model_fields.items()
+        if key not in ("v", "run", "seq", "t", "type")
+    )
+    for name, model in EVENT_MODELS.items()
+}
+
+_SECRET_KEYS = frozenset(
+    {"api_key", "apikey", "authorization", "x-api-key", "api-key", "password", "secret", "token"}
+)
+
+
+def redact(value: Any) -> Any:
+    """Return ``value`` as plain data with every credential-like mapping key's value replaced."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, Mapping):
+        return {
+            k: ("[redacted]" if str(k).lower() in _SECRET_KEYS else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+class TranscriptWriter:
+    """Builds, validates and appends events to a JSONL file (or nowhere, when ``path``
+    is None). Thread-safe. ``on_event`` sees every event written, in order."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        run_id: str | None = None,
+        *,
+        on_event: Callable[[TranscriptEvent], None] | None = None,
+    ) -> None:
+        self.run_id = run_id or uuid.uuid4().hex[:16]
+        self.path = Path(path) if path is not None else None
+        self.on_event = on_event
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._fh: IO[str] | None = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = self.path.open("a", encoding="utf-8")
+
+    def emit(self, type_: str, **fields: Any) -> TranscriptEvent:
+        """Build one event of ``type_`` from ``fields``, write it and flush. Returns the event.
+
+        Raises :class:`TranscriptError` when ``type_`` is unknown or a field does not fit.
+        """
+        if type_ not in EVENT_MODELS:
+            raise TranscriptError(f"unknown transcript event type {type_!r}")
+        with self._lock:
+            event = parse_event(
+                {
+                    **redact(fields),
+                    "v": SCHEMA_VERSION,
+                    "run": self.run_id,
+                    "seq": self._seq,
+                    "t": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                    "type": type_,
+                }
+            )
+            self._seq += 1
+            if self._fh is not None:
+                line = json.dumps(event_fields(event, envelope=True), ensure_ascii=False)
+                self._fh.write(line + "\n")
+                self._fh.flush()
+        if self.on_event is not None:
+            self.on_event(event)
+        return event
+
+    def close(self) -> None:
+        """Close the file (further events are an error)."""
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+    def __enter__(self) -> TranscriptWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
+    """Yield the typed events of a transcript. A torn last line (a killed writer) is skipped.
+
+    A line that is not JSON, not an event, or an event that does not fit its type
+    is a :class:`TranscriptError` naming the file and line.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TranscriptError(f"cannot read transcript {p}: {exc}") from exc
+    lines = text.split("\n")
+    last = len(lines) - 1  # when the file ends with a newline, lines[last] == ""
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if i == last:
+                return  # torn final line: the writer was killed mid-write
+            raise TranscriptError(f"{p}:{i + 1}: not a JSON line: {exc.msg}") from exc
+        if not isinstance(data, dict) or "type" not in data:
+            raise TranscriptError(f"{p}:{i + 1}: not a transcript event")
+        try:
+            yield parse_event(data)
+        except TranscriptError as exc:
+            raise TranscriptError(f"{p}:{i + 1}: {exc}") from exc
+
+
+def read_events(path: str | os.PathLike[str]) -> list[TranscriptEvent]:
+    """Read a whole transcript into typed events (the canonical reader)."""
+    return list(iter_events(path))
+
+
+def read_transcript(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read a whole transcript into plain JSON dicts (the typed events, dumped as written)."""
+    return [event_fields(event, envelope=True) for event in iter_events(path)]

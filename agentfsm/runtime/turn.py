@@ -1,0 +1,395 @@
+"""The turn runner: ask the model, let the engine decide, re-ask within the budget.
+
+:func:`stream_turn` is the one loop. It is an async generator that yields prose deltas
+(``str``) as the :class:`~agentfsm.dialects.stream.StreamParser` releases them, when
+asked to stream, and ends with the :class:`TurnResult`. The agent, the proxy (with
+and without streaming), batch, eval and replay all run it; :func:`run_turn` drains it
+for callers that want the result only.
+
+What happens once, here:
+
+- each attempt's request follows :func:`~agentfsm.core.engine.plan` (tool_choice,
+  enforcement level, retry grammar, compaction, extension);
+- prose is *held* (not yielded while it arrives) when a call is required or under
+  constrained decoding, where the model writes JSON; what of the accepted content the
+  caller has not seen yet is yielded after the engine accepts the attempt;
+- the extension step (parallel calls by list continuation) after one clean call;
+- usage per attempt (the backend's report, estimated only where it reports none), and
+  the backend's ``finish_reason``, passed to the engine (an action cut at the token
+  limit is a correction, never a call);
+- corrections are appended to ``history`` (the rejected reply and the correction), so
+  the budget is counted from the history, as a stateless proxy counts it.
+
+The turn ends with tool calls or an answer; a spent budget under a required call, a
+loop, or ``max_steps`` raise the engine's typed error. Under ``auto`` a spent budget
+ends the turn with the model's best acceptable reply (``TurnResult.exhausted``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from agentfsm.core._types import EnforcementLevel
+from agentfsm.core.config import DEFAULTS
+from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
+from agentfsm.core.decisions import Plan
+from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan, step
+from agentfsm.core.errors import BackendTimeout, MaxStepsExceeded
+from agentfsm.core.messages import Message, PromptMessage
+from agentfsm.dialects import get_dialect
+from agentfsm.dialects.parse import parse_reply
+from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
+from agentfsm.prompt.contract import render_contract
+from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
+from agentfsm.prompt.extension import extension_options, read_extension
+from agentfsm.prompt.projection import project_history
+from agentfsm.protocols.common import estimate_tokens
+
+__all__ = [
+    "Tally",
+    "TurnResult",
+    "bounded",
+    "contract_for",
+    "emit_transition",
+    "prepare_request",
+    "record_decision",
+    "run_turn",
+    "stream_turn",
+    "usage_of",
+]
+
+Emit = Callable[..., None]
+_T = TypeVar("_T")
+
+
+@dataclass
+class Tally:
+    """What a turn has cost so far; readable when the turn fails half-way."""
+
+    attempts: int = 0
+    corrections: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """How a turn ended: calls or an answer, and what it cost."""
+
+    decision: CallTools | Answer
+    attempts: int
+    corrections: int
+    usage: Usage
+    level: str
+    #: the backend's finish_reason for the accepted attempt
+    finish_reason: str = "stop"
+
+    @property
+    def exhausted(self) -> bool:
+        """The correction budget ran out: the answer is the model's best acceptable reply."""
+        return isinstance(self.decision, Answer) and self.decision.exhausted
+
+
+def _noop(*_args: Any, **_kwargs: Any) -> None:
+    return None
+
+
+def contract_for(backend: Backend, config: EngineConfig, enforcement: EnforcementLevel) -> str | None:
+    """The contract the model is given for ``config`` on ``backend`` (None without tools)."""
+    if not config.tools:
+        return None
+    level = choose_level(enforcement, backend.capabilities, config.tool_choice)
+    dialect = CONSTRAINED_DIALECT if level == "constrained" else config.dialect
+    return render_contract(config.tools, dialect, config.tool_choice, config.parallel)
+
+
+def _request(
+    history: Sequence[Message], config: EngineConfig, p: Plan, options: GenerationOptions
+) -> tuple[list[PromptMessage], GenerationOptions, str]:
+    """The prompt, options and prefill that carry out plan ``p``."""
+    prefill = ""
+    if p.level == "constrained":
+        schema = build_action_schema(p.tools, p.tool_choice, p.listed, p.compact)
+        options = options.model_copy(update={"json_schema": schema})
+    elif p.prefill:
+        prefill = get_dialect(config.dialect).opener
+        options = options.model_copy(update={"prefill": prefill})
+    contract = render_contract(config.tools, p.dialect, p.tool_choice, config.parallel) if config.tools else None
+    prompt = project_history(
+        history,
+        config.tools,
+        dialect=p.dialect,
+        tool_choice=p.tool_choice,
+        parallel=config.parallel,
+        contract=contract,
+    )
+    return prompt, options, prefill
+
+
+def prepare_request(
+    backend: Backend,
+    history: Sequence[Message],
+    config: EngineConfig,
+    enforcement: EnforcementLevel,
+    options: GenerationOptions,
+) -> tuple[list[PromptMessage], GenerationOptions, str, str]:
+    """The prompt, options, enforcement level and prefill for the next model call."""
+    p = plan(history, config, backend.capabilities, enforcement)
+    prompt, opts, prefill = _request(history, config, p, options)
+    return prompt, opts, p.level, prefill
+
+
+async def bounded(work: Awaitable[_T], deadline: float | None) -> _T:
+    """``work``, bounded by the event-loop time ``deadline`` (BackendTimeout past it)."""
+    if deadline is None:
+        return await work
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await work
+    except TimeoutError as exc:
+        raise BackendTimeout("the request did not finish within the proxy's request timeout") from exc
+
+
+def usage_of(reported: Usage | None, prompt: Sequence[PromptMessage], text: str) -> Usage:
+    """The backend's usage for one call; estimated where it reported none."""
+    if reported is not None and reported.total_tokens:
+        return reported
+    return Usage(
+        prompt_tokens=sum(estimate_tokens(m.content) for m in prompt),
+        completion_tokens=estimate_tokens(text),
+    )
+
+
+@dataclass
+class _Attempt:
+    """One model call as it arrives: its text, and the prose the caller has seen."""
+
+    text: str = ""
+    finish_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+    forwarded: list[str] = field(default_factory=list)
+
+
+async def _generate(
+    backend: Backend,
+    prompt: list[PromptMessage],
+    opts: GenerationOptions,
+    prefill: str,
+    out: _Attempt,
+    *,
+    parser: StreamParser | None,
+    hold: bool,
+    deadline: float | None,
+) -> AsyncIterator[str]:
+    """One model call into ``out``; with a ``parser``, streamed, yielding the prose it
+    releases (nothing while ``hold``)."""
+    if parser is None:
+        completion = await bounded(backend.acomplete(prompt, opts), deadline)
+        out.text = prefill + completion.text
+        out.finish_reason = completion.finish_reason
+        out.usage = usage_of(completion.usage, prompt, completion.text)
+        return
+    parts = [prefill]
+    pending: list[StreamEvent] = parser.feed(prefill) if prefill else []
+    source = backend.astream(prompt, opts)
+    try:
+        while True:
+            try:
+                piece = await bounded(anext(source), deadline)
+            except StopAsyncIteration:
+                break
+            parts.append(piece)
+            pending += parser.feed(piece)
+            for text in _prose(pending, hold, out):
+                yield text
+            pending = []
+    finally:
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    for text in _prose(parser.close(), hold, out):
+        yield text
+    out.text = "".join(parts)
+    ended = source if isinstance(source, TextStream) else None
+    out.finish_reason = (ended.finish_reason if ended else None) or "stop"
+    out.usage = usage_of(ended.usage if ended else None, prompt, out.text[len(prefill):])
+
+
+def _prose(events: Sequence[StreamEvent], hold: bool, out: _Attempt) -> list[str]:
+    if hold:
+        return []
+    texts = [e.text for e in events if isinstance(e, TextDelta) and e.text]
+    out.forwarded += texts
+    return texts
+
+
+async def stream_turn(
+    backend: Backend,
+    history: list[Message],
+    *,
+    config: EngineConfig,
+    enforcement: EnforcementLevel = DEFAULTS.enforcement,
+    options: GenerationOptions | None = None,
+    emit: Emit = _noop,
+    on_transition: Callable[[TransitionRecord], None] | None = None,
+    max_steps: int | None = None,
+    steps_taken: int = 0,
+    stream: bool = False,
+    deadline: float | None = None,
+    tally: Tally | None = None,
+) -> AsyncGenerator[str | TurnResult, None]:
+    """Run one deciding turn; mutates ``history``. Yields prose deltas (only with
+    ``stream``) and, last, the :class:`TurnResult`.
+
+    On ``CallTools`` and ``Answer`` the accepted assistant message has been appended.
+    ``max_steps`` bounds the model calls of a whole run, ``steps_taken`` of which
+    earlier turns already made; ``deadline`` (event-loop time) bounds every wait on
+    the backend; ``tally`` is kept current as the turn goes (for a caller that must
+    report the cost of a turn that failed).
+    """
+    options = options or GenerationOptions()
+    tally = tally if tally is not None else Tally()
+    attempts = corrections = 0
+    usage = Usage()
+    while True:
+        if max_steps is not None and steps_taken + attempts >= max_steps:
+            raise MaxStepsExceeded(max_steps)
+        p = plan(history, config, backend.capabilities, enforcement)
+        prompt, opts, prefill = _request(history, config, p, options)
+        attempts += 1
+        tally.attempts += 1
+        emit(
+            "model_request",
+            attempt=attempts,
+            messages=[m.model_dump(mode="json") for m in prompt],
+            options=opts.model_dump(mode="json"),
+            enforcement=p.level,
+        )
+        hold = p.level == "constrained" or call_required(p.tool_choice)
+        parser = StreamParser(config.tools, config.dialect) if stream else None
+        out = _Attempt()
+        async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
+            yield text
+        usage += out.usage
+        tally.usage += out.usage
+        emit("model_output", text=out.text, usage=out.usage.model_dump(), finish_reason=out.finish_reason)
+        text = out.text
+        if p.extend:
+            text, extra = await _extend(backend, prompt, options, config, p, text, attempts, emit, deadline)
+            usage += extra
+            tally.usage += extra
+        decision = step(history, text, config, out.finish_reason)
+        record_decision(decision, emit, on_transition)
+        if isinstance(decision, Correct):
+            corrections += 1
+            tally.corrections += 1
+            emit("retry", reason=decision.reason, attempt=decision.attempt, message=decision.message.content)
+            history.extend([decision.assistant, decision.message])
+            continue
+        if isinstance(decision, Fail):
+            raise decision.error
+        history.append(decision.assistant)
+        if stream:
+            rest = _unsent(decision.assistant.content or "", "".join(out.forwarded))
+            if rest:
+                yield rest
+        yield TurnResult(decision, attempts, corrections, usage, p.level, out.finish_reason)
+        return
+
+
+async def run_turn(backend: Backend, history: list[Message], **kwargs: Any) -> TurnResult:
+    """Call the model until the engine accepts a reply (:func:`stream_turn`, drained);
+    mutates ``history``. Takes :func:`stream_turn`'s keyword arguments."""
+    async for item in stream_turn(backend, history, **kwargs):
+        if isinstance(item, TurnResult):
+            return item
+    raise AssertionError("stream_turn ended without a result")  # pragma: no cover
+
+
+def _unsent(content: str, forwarded: str) -> str:
+    """What of the accepted content the caller has not seen yet.
+
+    Normally nothing (the parser forwarded it all) or everything (prose was held). When
+    the engine's content is the forwarded prose plus more (e.g. a ``final`` object's
+    text), the rest; when they disagree otherwise, nothing: text cannot be taken back.
+    """
+    if not forwarded.strip():
+        return content
+    if content.startswith(forwarded):
+        return content[len(forwarded):]
+    if content.strip().startswith(forwarded.strip()):
+        return content.strip()[len(forwarded.strip()):]
+    return ""
+
+
+async def _extend(
+    backend: Backend,
+    prompt: list[PromptMessage],
+    options: GenerationOptions,
+    config: EngineConfig,
+    p: Plan,
+    text: str,
+    attempt: int,
+    emit: Emit,
+    deadline: float | None,
+) -> tuple[str, Usage]:
+    """The extension step of a parallel turn (:mod:`agentfsm.prompt.extension`): after a
+    reply that is exactly one clean call, let the model list more. Returns the reply
+    the engine sees (the list of calls kept, or ``text`` unchanged) and the step's usage."""
+    parsed = parse_reply(text, config.tools, CONSTRAINED_DIALECT)
+    if len(parsed.tool_calls) != 1 or parsed.rejected or parsed.truncated:
+        return text, Usage()
+    first = parsed.tool_calls[0]
+    opts = extension_options(options, first, p.tools, p.tool_choice)
+    if opts is None:
+        return text, Usage()
+    emit(
+        "model_request",
+        attempt=attempt,
+        messages=[m.model_dump(mode="json") for m in prompt],
+        options=opts.model_dump(mode="json"),
+        enforcement="constrained",
+        extension=True,
+    )
+    completion = await bounded(backend.acomplete(prompt, opts), deadline)
+    usage = usage_of(completion.usage, prompt, completion.text)
+    emit(
+        "model_output",
+        text=(opts.prefill or "") + completion.text,
+        usage=usage.model_dump(),
+        finish_reason=completion.finish_reason,
+        extension=True,
+    )
+    calls = read_extension(first, completion.text)
+    if len(calls) == 1:
+        return text, usage
+    return get_dialect(CONSTRAINED_DIALECT).render_calls(calls), usage
+
+
+def record_decision(
+    decision: CallTools | Answer | Correct | Fail,
+    emit: Emit,
+    on_transition: Callable[[TransitionRecord], None] | None,
+) -> None:
+    """Write the parse result, guard verdicts and transitions of a decision."""
+    parsed = decision.parsed
+    emit(
+        "parse",
+        content=parsed.content,
+        tool_calls=[c.model_dump(mode="json") for c in parsed.tool_calls],
+        problems=[p.model_dump(mode="json") for p in parsed.problems],
+        truncated=parsed.truncated,
+    )
+    for g in decision.guards:
+        emit("guard", guard=g.guard, verdict=g.verdict, reason=g.reason, detail=g.detail)
+    for rec in decision.transitions:
+        if on_transition is not None:
+            on_transition(rec)
+        emit_transition(emit, rec)
+
+
+def emit_transition(emit: Emit, rec: TransitionRecord) -> None:
+    """Write one fired machine event to the transcript."""
+    emit("transition", **{"from": rec.source.value, "event": rec.event, "to": rec.dest.value})

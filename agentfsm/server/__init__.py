@@ -1,0 +1,33 @@
+"""The HTTP proxy (imported on its own, so library users do not load FastAPI).
+
+``create_app`` builds the app (:mod:`agentfsm.server.app`); the request's way through
+it: :mod:`~agentfsm.server.auth` (key, body), :mod:`~agentfsm.server.exchange` (one
+request, non-streamed answers), :mod:`~agentfsm.server.streaming` (streamed answers),
+:mod:`~agentfsm.server.wire` (the client's protocol shapes). Its settings and their
+defaults are in :mod:`~agentfsm.server.settings`, which loads no server library; the
+names below are imported on first use, so the CLI can read those defaults cheaply.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentfsm.server.app import create_app
+    from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, Settings
+
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "Settings", "create_app"]
+
+_EXPORTS = {
+    "DEFAULT_BODY_TIMEOUT": "agentfsm.server.settings",
+    "DEFAULT_MAX_BODY_BYTES": "agentfsm.server.settings",
+    "Settings": "agentfsm.server.settings",
+    "create_app": "agentfsm.server.app",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'agentfsm.server' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

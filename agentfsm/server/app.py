@@ -1,0 +1,299 @@
+"""The HTTP proxy: OpenAI- and Anthropic-compatible endpoints in front of a text-only model.
+
+::
+
+    from agentfsm.server.app import create_app
+    app = create_app(create_backend("openai", base_url="http://127.0.0.1:11434/v1", model="qwen"))
+    # uvicorn.run(app, host="127.0.0.1", port=8765)
+
+Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI),
+``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` (Anthropic),
+``GET /v1/models``, ``GET /health``, and ``GET`` / ``HEAD /``. A request with tools
+(given, or recovered from its history) runs one deciding turn: the contract is
+prepended, the model's text is parsed and guarded, corrections are sent upstream
+within the budget, and the client receives real
+``tool_calls`` / ``tool_use`` blocks. A request without tools is passed through. The
+client's sampling settings go upstream unchanged; what is not honoured is named in
+the ``x-agentfsm-ignored`` header (:mod:`agentfsm.protocols.sampling`). Streaming is
+described in :mod:`agentfsm.server.streaming`. Before any model call a request is
+fitted to the backend's context (:mod:`agentfsm.server.fit`): tool descriptions
+compacted where needed, ``max_tokens`` clamped, or a 400 "prompt is too long".
+
+Safety: an API key (``Authorization: Bearer`` or ``x-api-key``) when one is set; a
+capped body (413); JSON decoded within limits (:mod:`agentfsm.protocols.client_json`);
+errors in the caller's protocol shape, 4xx for client mistakes, never a 500 for them;
+a client that disconnects cancels the upstream call; a ``request_timeout`` bounds each
+whole request. With ``transcripts_dir`` every request writes a JSONL transcript named
+by its run id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from loguru import logger
+from pydantic import SecretStr, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from agentfsm.server.auth import check_api_key, read_json_body
+from agentfsm.server.streaming import stream_events
+from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disconnect
+from agentfsm.server.fit import count_prompt_tokens, fit_exchange
+from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, Settings
+from agentfsm.server.wire import Wire, wire_for_path
+from agentfsm.core.backend import Backend
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.errors import (
+    AgentFSMError,
+    BackendHTTPError,
+    BodyTimeout,
+    BodyTooLarge,
+    RequestError,
+    UsageError,
+)
+from agentfsm.protocols import IGNORED_HEADER, NormalizedRequest, settle
+
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "Settings", "create_app"]
+
+
+_OPENAI = Wire("openai")
+_ANTHROPIC = Wire("anthropic")
+_RESPONSES = Wire("responses")
+#: status sent when the client went away (nobody reads it; it marks the access log)
+_CLIENT_CLOSED = 499
+_PRIME_GRACE = 1.0
+
+
+def create_app(
+    backend: Backend,
+    *,
+    config: RunConfig = DEFAULTS,
+    api_key: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    transcripts_dir: str | Path | None = None,
+    model_name: str | None = None,
+    request_timeout: float | None = None,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    **run_settings: Any,
+) -> FastAPI:
+    """The proxy as an ASGI app serving ``backend``.
+
+    ``config`` is the run configuration (``run_settings``, e.g. ``dialect="command"``,
+    change it; the proxy uses the fields :class:`~agentfsm.server.settings.Settings` names);
+    ``api_key`` (when set) is required from every client on the ``/v1`` endpoints;
+    ``request_timeout`` (seconds) bounds a whole request, retries included;
+    ``body_timeout`` bounds the reading of its body (408 after: a body that never
+    finishes would otherwise hold its connection forever).
+    """
+    run = config.replace(**run_settings) if run_settings else config  # a UsageError now, not per request
+    if max_body_bytes < 1:
+        raise UsageError("max_body_bytes must be positive")
+    if request_timeout is not None and request_timeout <= 0:
+        raise UsageError("request_timeout must be positive")
+    if body_timeout <= 0:
+        raise UsageError("body_timeout must be positive")
+    settings = Settings(
+        run=run,
+        api_key=SecretStr(api_key) if api_key else None,
+        max_body_bytes=max_body_bytes,
+        transcripts_dir=Path(transcripts_dir) if transcripts_dir is not None else None,
+        model_name=model_name,
+        request_timeout=request_timeout,
+        body_timeout=body_timeout,
+    )
+    app = FastAPI(title="agentfsm proxy", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.settings = settings
+    app.state.backend = backend
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        """Unknown routes and wrong methods, in the shape of the protocol the path suggests."""
+        wire = wire_for_path(request.url.path)
+        message = f"{exc.detail}: {request.method} {request.url.path}"
+        return JSONResponse(wire.error(exc.status_code, message), status_code=exc.status_code)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        """Liveness: no key needed, nothing revealed."""
+        return {"status": "ok"}
+
+    @app.api_route("/", methods=["GET", "HEAD"])
+    async def root() -> dict[str, str]:
+        """Liveness at the root (Claude Code sends ``HEAD /`` before its first request)."""
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> Response:
+        """The one model this proxy serves, as an OpenAI or (with ``anthropic-version``) Anthropic list."""
+        anthropic = "anthropic-version" in request.headers
+        wire = _ANTHROPIC if anthropic else _OPENAI
+        try:
+            check_api_key(request, settings.api_key)
+        except RequestError as exc:
+            return _error(wire, exc, None)
+        name = settings.model_name or backend.name
+        if anthropic:
+            item = {
+                "type": "model",
+                "id": name,
+                "display_name": name,
+                "created_at": "1970-01-01T00:00:00Z",
+            }
+            return JSONResponse({"data": [item], "has_more": False, "first_id": name, "last_id": name})
+        entry = {"id": name, "object": "model", "created": 0, "owned_by": "agentfsm"}
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        """OpenAI chat completions, with tool calls for a model that has none."""
+        return await _serve(request, _OPENAI, backend, settings)
+
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Response:
+        """OpenAI Responses API (stateless), with ``function_call`` items for a model that has none."""
+        return await _serve(request, _RESPONSES, backend, settings)
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        """Anthropic messages, with ``tool_use`` for a model that has none."""
+        return await _serve(request, _ANTHROPIC, backend, settings)
+
+    @app.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> Response:
+        """Anthropic token counting: the input tokens of the prompt the model would see
+        (contract included, compacted as a real request would be)."""
+        try:
+            check_api_key(request, settings.api_key)
+            body = await read_json_body(request, settings.max_body_bytes, settings.body_timeout)
+            normalized = _normalize(_ANTHROPIC, body)
+            ex = Exchange(backend, settle(normalized, backend.capabilities), _ANTHROPIC, settings)
+            return JSONResponse({"input_tokens": await asyncio.to_thread(count_prompt_tokens, ex)})
+        except AgentFSMError as exc:
+            return _error(_ANTHROPIC, RequestError(str(exc)) if isinstance(exc, UsageError) else exc, None)
+
+    return app
+
+
+async def _serve(request: Request, wire: Wire, backend: Backend, settings: Settings) -> Response:
+    ex: Exchange | None = None
+    try:
+        check_api_key(request, settings.api_key)
+        normalized = _normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout))
+        normalized = settle(normalized, backend.capabilities)
+        deadline = None
+        if settings.request_timeout is not None:
+            deadline = asyncio.get_running_loop().time() + settings.request_timeout
+        ex = Exchange(backend, normalized, wire, settings, deadline=deadline)
+        ex.open_transcript()
+        fit = await asyncio.to_thread(fit_exchange, ex)  # compacted, clamped, or PromptTooLong
+        if normalized.stream:
+            return await _stream(request, ex, fit.prompt_tokens)
+        reply = await until_disconnect(request, complete(ex), deadline)
+        ex.end(reply)
+        body = wire.response(
+            model=ex.model,
+            content=reply.content,
+            calls=reply.calls,
+            usage=ex.usage,
+            response_id=ex.response_id,
+            created=ex.created,
+            finish_reason=reply.finish_reason,
+        )
+        return JSONResponse(body, headers=_headers(ex))
+    except ClientGone:
+        if ex is not None:
+            ex.end(error=ConnectionAbortedError("client disconnected"))
+        return Response(status_code=_CLIENT_CLOSED)
+    except AgentFSMError as exc:
+        if ex is not None:
+            ex.end(error=exc)
+        if isinstance(exc, UsageError):
+            # settings were checked when the app was built: this one came from the request
+            # (e.g. a tool schema the backend cannot turn into a grammar)
+            exc = RequestError(str(exc))
+        return _error(wire, exc, ex)
+    except Exception as exc:
+        logger.exception("unexpected error in {}", request.url.path)
+        if ex is not None:
+            ex.end(error=exc)
+        return JSONResponse(wire.error(500, "internal error in the proxy"), status_code=500)
+
+
+def _normalize(wire: Wire, body: Any) -> NormalizedRequest:
+    """The body as a normalized request; whatever it gets wrong is the client's 400."""
+    try:
+        return wire.normalize(body)
+    except RequestError:
+        raise
+    except (UsageError, ValidationError, ValueError, TypeError) as exc:
+        raise RequestError(f"invalid request: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _error(wire: Wire, exc: AgentFSMError, ex: Exchange | None) -> Response:
+    status, body = wire.error_for(exc)
+    if status >= 500:
+        logger.warning("{} -> {}: {}", type(exc).__name__, status, exc)
+    else:
+        logger.info("{} -> {}: {}", type(exc).__name__, status, exc)
+    headers = _headers(ex) if ex is not None and ex.attempts else {}
+    if isinstance(exc, BackendHTTPError) and exc.retry_after is not None and status in (429, 503):
+        # the upstream's own wait, passed on: the client decides whether to wait that long
+        headers["retry-after"] = str(math.ceil(exc.retry_after))
+    if isinstance(exc, BodyTimeout | BodyTooLarge):
+        # the rest of the body is never read: close rather than keep a half-read connection
+        headers["connection"] = "close"
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+def _headers(ex: Exchange) -> dict[str, str]:
+    """The exchange's headers, and the client fields it did not honour (when any)."""
+    headers = ex.headers()
+    if ex.request.ignored:
+        headers[IGNORED_HEADER] = ",".join(dict.fromkeys(ex.request.ignored))
+    return headers
+
+
+async def _stream(request: Request, ex: Exchange, input_tokens: int) -> Response:
+    """Prime the stream (so that an early failure is a plain HTTP error), then stream on."""
+    r = ex.request
+    sink = ex.wire.sink(
+        model=ex.model,
+        response_id=ex.response_id,
+        created=ex.created,
+        include_usage=r.stream_include_usage,
+        input_tokens=input_tokens,
+    )
+    events = stream_events(ex, sink)
+    # the stream bounds its own upstream waits by the deadline; the grace lets it say so first
+    deadline = None if ex.deadline is None else ex.deadline + _PRIME_GRACE
+    try:
+        first: str | None = await until_disconnect(request, anext(events), deadline)
+    except StopAsyncIteration:
+        first = None
+    headers = {**_headers(ex), "cache-control": "no-cache", "x-accel-buffering": "no"}
+    return StreamingResponse(_chain(first, events), media_type="text/event-stream", headers=headers)
+
+
+async def _chain(first: str | None, rest: AsyncIterator[str]) -> AsyncIterator[str]:
+    try:
+        if first is not None:
+            yield first
+        async for event in rest:
+            yield event
+    finally:
+        # a client gone while we were writing: stop reading the upstream now, not at GC
+        aclose = getattr(rest, "aclose", None)
+        if aclose is not None:
+            await aclose()

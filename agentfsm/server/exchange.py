@@ -1,0 +1,285 @@
+"""One proxied request: its settings, transcript, cost so far, and the whole-reply path.
+
+An :class:`Exchange` is made per request. :func:`complete` answers a non-streamed
+request (tool mode through the turn runner, :func:`~agentfsm.runtime.turn.run_turn`, otherwise a plain pass
+through); :func:`until_disconnect` runs it so that a client that goes away, or a
+request that outlives ``request_timeout``, cancels the upstream call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from loguru import logger
+from starlette.requests import Request
+
+from agentfsm.server.settings import Settings
+from agentfsm.server.wire import Wire
+from agentfsm.core.backend import Backend, GenerationOptions, Usage
+from agentfsm.core.engine import CallTools, EngineConfig
+from agentfsm.core.errors import BackendTimeout, ClientGone
+from agentfsm.core.messages import PromptMessage, ToolCall
+from agentfsm.prompt.contract import contract_hash
+from agentfsm.prompt.projection import project_history
+from agentfsm.protocols import NormalizedRequest, estimate_tokens, generation_options, remint_ids
+from agentfsm.runtime.transcript import TranscriptWriter
+from agentfsm.runtime.turn import Tally, TurnResult, contract_for, run_turn
+
+__all__ = [
+    "ClientGone",
+    "Exchange",
+    "Reply",
+    "Settings",
+    "complete",
+    "reply_for",
+    "until_disconnect",
+]
+
+_T = TypeVar("_T")
+
+#: tokens for a generation when the client names no limit
+DEFAULT_MAX_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A finished answer, ready to encode."""
+
+    content: str | None
+    calls: tuple[ToolCall, ...]
+    finish_reason: str
+    #: the correction budget ran out under ``auto``: the model's best acceptable reply
+    exhausted: bool = False
+
+
+@dataclass
+class Exchange:
+    """One client request on its way through the proxy."""
+
+    backend: Backend
+    request: NormalizedRequest
+    wire: Wire
+    settings: Settings
+    #: event-loop time by which the whole request must be done, if bounded
+    deadline: float | None = None
+    #: model calls, corrections and usage so far (kept current by the turn runner)
+    tally: Tally = field(default_factory=Tally)
+    response_id: str = field(default="")
+    created: int = field(default_factory=lambda: int(time.time()))
+    _writer: TranscriptWriter | None = field(default=None, repr=False)
+    _ended: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.response_id:
+            self.response_id = self.wire.response_id(new_token())
+
+    @property
+    def attempts(self) -> int:
+        """Model calls made for this request so far."""
+        return self.tally.attempts
+
+    @property
+    def corrections(self) -> int:
+        """Corrections sent upstream so far."""
+        return self.tally.corrections
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used so far, over every model call."""
+        return self.tally.usage
+
+    # -- what the turn runs with ---------------------------------------------
+    @property
+    def model(self) -> str:
+        """The model name the response carries: the client's, else the configured one."""
+        return self.request.model or self.settings.model_name or self.backend.name
+
+    @property
+    def config(self) -> EngineConfig:
+        """The engine's view of this request."""
+        r = self.request
+        return EngineConfig.of(self.settings.run, r.tools, tool_choice=r.tool_choice, parallel=r.parallel)
+
+    @property
+    def options(self) -> GenerationOptions:
+        """Generation options from the request (our defaults where it names none)."""
+        return generation_options(self.request, DEFAULT_MAX_TOKENS)
+
+    def plain_prompt(self) -> list[PromptMessage]:
+        """The history for a request without tools: no contract, nothing added."""
+        return project_history(self.request.messages, (), dialect=self.settings.run.dialect, tool_choice="auto")
+
+    def add_usage(self, prompt: int, completion: int) -> None:
+        """Count one model call's tokens."""
+        self.tally.usage += Usage(prompt_tokens=prompt, completion_tokens=completion)
+
+    def remint(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+        """Parser-numbered calls with fresh, unguessable protocol-style ids."""
+        return remint_ids(calls, self.request.protocol, new_token)
+
+    def headers(self) -> dict[str, str]:
+        """Response headers: how many model calls the answer took."""
+        return {
+            "x-agentfsm-attempts": str(self.attempts),
+            "x-agentfsm-corrections": str(self.corrections),
+        }
+
+    # -- transcript ----------------------------------------------------------
+    def open_transcript(self) -> None:
+        """Start this request's transcript (when a directory is configured)."""
+        directory = self.settings.transcripts_dir
+        if directory is None:
+            return
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        run_id = f"{stamp}-{secrets.token_hex(6)}"
+        self._writer = TranscriptWriter(directory / f"{run_id}.jsonl", run_id=run_id)
+        r = self.request
+        self.emit(
+            "run_start",
+            config={
+                "producer": "proxy",
+                "dialect": self.settings.run.dialect,
+                "tool_choice": r.tool_choice,
+                "enforcement": self.settings.run.enforcement,
+                "backend": self.backend.name,
+                "tools": [t.name for t in r.tools],
+                "max_steps": None,
+                "parallel": r.parallel,
+                "protocol": r.protocol,
+                "stream": r.stream,
+                "max_corrections": self.settings.run.max_corrections,
+                "loop_threshold": self.settings.run.loop_threshold,
+            },
+        )
+        self.emit(
+            "request",
+            messages=[m.model_dump(mode="json") for m in r.messages],
+            tools=[t.model_dump(mode="json") for t in r.tools],
+            tool_choice=r.tool_choice,
+            normalized=r.model_dump(mode="json", exclude={"messages", "tools"}),
+        )
+        contract = contract_for(self.backend, self.config, self.settings.run.enforcement) if r.tool_mode else None
+        if contract is not None:  # as the agent records it: replay then sees a changed contract
+            self.emit("contract", hash=contract_hash(contract), text=contract)
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        """Write one transcript event (nothing when transcripts are off)."""
+        if self._writer is not None:
+            self._writer.emit(type_, **fields)
+
+    def end(self, reply: Reply | None = None, error: BaseException | None = None) -> None:
+        """Record how the request ended and close the transcript (once)."""
+        if self._ended:
+            return
+        self._ended = True
+        if reply is not None:
+            for call in reply.calls:
+                self.emit("tool_call", call=call.model_dump(mode="json"))
+            if not reply.calls:
+                self.emit("final", content=reply.content or "", exhausted=reply.exhausted)
+        if error is not None:
+            self.emit("error", error=type(error).__name__, message=str(error) or type(error).__name__)
+        status = "error" if error is not None else "final"
+        self.emit("run_end", status=status, steps=self.attempts, corrections=self.corrections)
+        if self._writer is not None:
+            self._writer.close()
+
+
+def new_token() -> str:
+    """24 random alphanumerics for an id (ids are minted here, at the edge)."""
+    return secrets.token_hex(12)
+
+
+def reply_for(ex: Exchange, result: TurnResult) -> Reply:
+    """The client's answer for a finished turn: calls with fresh ids, or the answer
+    (``length`` when the accepted reply was cut at the token limit)."""
+    decision = result.decision
+    if isinstance(decision, CallTools):
+        return Reply(decision.assistant.content or None, ex.remint(decision.calls), "tool_calls")
+    reason = "length" if result.finish_reason == "length" else "stop"
+    return Reply(decision.content or None, (), reason, exhausted=result.exhausted)
+
+
+async def complete(ex: Exchange) -> Reply:
+    """Answer a non-streamed request: a deciding turn in tool mode, else a plain completion."""
+    if ex.request.tool_mode:
+        result = await run_turn(
+            ex.backend,
+            list(ex.request.messages),
+            config=ex.config,
+            enforcement=ex.settings.run.enforcement,
+            options=ex.options,
+            emit=ex.emit,
+            tally=ex.tally,
+        )
+        return reply_for(ex, result)
+    prompt = ex.plain_prompt()
+    options = ex.options
+    ex.tally.attempts = 1
+    ex.emit(
+        "model_request",
+        attempt=1,
+        messages=[m.model_dump(mode="json") for m in prompt],
+        options=options.model_dump(mode="json"),
+        enforcement="prompt",
+    )
+    completion = await ex.backend.acomplete(prompt, options)
+    prompt_tokens = completion.usage.prompt_tokens or sum(estimate_tokens(m.content) for m in prompt)
+    ex.add_usage(prompt_tokens, completion.usage.completion_tokens or estimate_tokens(completion.text))
+    ex.emit(
+        "model_output",
+        text=completion.text,
+        usage=completion.usage.model_dump(),
+        finish_reason=completion.finish_reason,
+    )
+    reason = "length" if completion.finish_reason == "length" else "stop"
+    return Reply(completion.text or None, (), reason)
+
+
+async def _disconnected(request: Request) -> None:
+    # The body has been read, so the next message the server hands us is the disconnect.
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def until_disconnect(
+    request: Request, work: Awaitable[_T], deadline: float | None, *, watch: bool = True
+) -> _T:
+    """Await ``work``; cancel it when the client goes away or the deadline passes.
+
+    Raises :class:`ClientGone` on a disconnect and :class:`BackendTimeout` past the deadline.
+    """
+    loop = asyncio.get_running_loop()
+    task: asyncio.Future[_T] = asyncio.ensure_future(work)
+    watcher: asyncio.Task[None] | None = (
+        asyncio.ensure_future(_disconnected(request)) if watch else None
+    )
+    waiting: set[asyncio.Future[Any]] = {task} | ({watcher} if watcher is not None else set())
+    try:
+        timeout = None if deadline is None else max(deadline - loop.time(), 0.0)
+        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        await _cancel(task)
+        if watcher is not None and watcher in done:
+            logger.info("client disconnected; upstream call cancelled")
+            raise ClientGone()
+        raise BackendTimeout("the request did not finish within the proxy's request timeout")
+    finally:
+        if watcher is not None:
+            await _cancel(watcher)
+        if not task.done():
+            await _cancel(task)
+
+
+async def _cancel(future: asyncio.Future[Any]) -> None:
+    """Cancel ``future`` and wait until it has unwound (its errors are not ours to raise)."""
+    future.cancel()
+    await asyncio.gather(future, return_exceptions=True)

@@ -1,0 +1,76 @@
+"""A proxied request fitted to its backend's context, before any model call.
+
+The prompt measured is the first model call's, exactly as the turn runner builds it
+(:func:`~agentfsm.runtime.turn.prepare_request`: contract, client system text,
+history, prefill), counted by the backend where it can count
+(:class:`~agentfsm.core.backend.CountsTokens`: the local model) and otherwise with the
+estimate the usage falls back to. :func:`~agentfsm.prompt.fit.fit_prompt` decides:
+as sent, compacted, or :class:`~agentfsm.core.errors.PromptTooLong`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from loguru import logger
+
+from agentfsm.core.backend import Backend, CountsTokens, GenerationOptions
+from agentfsm.core.errors import PromptTooLong
+from agentfsm.core.messages import PromptMessage, ToolSpec
+from agentfsm.prompt.fit import Fit, fit_prompt
+from agentfsm.protocols import estimate_tokens
+from agentfsm.runtime.turn import prepare_request
+from agentfsm.server.exchange import Exchange
+
+__all__ = ["count_prompt_tokens", "fit_exchange", "prompt_tokens"]
+
+
+def prompt_tokens(backend: Backend, prompt: Sequence[PromptMessage], options: GenerationOptions) -> int:
+    """The tokens of ``prompt`` as ``backend`` counts them (an estimate where it cannot)."""
+    if isinstance(backend, CountsTokens):
+        return backend.count_tokens(prompt, options)
+    return sum(estimate_tokens(m.content) for m in prompt)
+
+
+def _measure(ex: Exchange, tools: tuple[ToolSpec, ...]) -> int:
+    options = ex.options
+    if not ex.request.tool_mode:
+        return prompt_tokens(ex.backend, ex.plain_prompt(), options)
+    config = replace(ex.config, tools=tools)
+    prompt, opts, _, _ = prepare_request(
+        ex.backend, list(ex.request.messages), config, ex.settings.run.enforcement, options
+    )
+    return prompt_tokens(ex.backend, prompt, opts)
+
+
+def fit_exchange(ex: Exchange) -> Fit:
+    """Fit ``ex.request`` to the backend's context: its tools compacted where needed and
+    ``max_tokens`` clamped to what is left (``ex.request`` is updated). Raises
+    :class:`PromptTooLong` when even the most compact prompt does not fit."""
+    request = ex.request
+    wanted = ex.options.max_tokens
+    fit = fit_prompt(
+        request.tools, lambda tools: _measure(ex, tools), ex.backend.capabilities.context_tokens, wanted
+    )
+    update: dict[str, object] = {}
+    if fit.level:
+        update["tools"] = fit.tools
+        logger.info(
+            "tool descriptions compacted (level {}) to fit {} prompt tokens in a {}-token context",
+            fit.level, fit.prompt_tokens, fit.context_tokens,
+        )
+    if fit.max_tokens != wanted:
+        update["max_tokens"] = fit.max_tokens
+    if update:
+        ex.request = request.model_copy(update=update)
+    return fit
+
+
+def count_prompt_tokens(ex: Exchange) -> int:
+    """The input tokens ``ex`` would be answered with: its fitted prompt's (the most
+    compact one's when it does not fit: counting refuses nothing)."""
+    try:
+        return fit_exchange(ex).prompt_tokens
+    except PromptTooLong as exc:
+        return exc.tokens or 0

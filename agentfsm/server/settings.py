@@ -1,0 +1,44 @@
+"""The proxy's settings: the run configuration plus what only a server has.
+
+Declared once here, with their defaults; :func:`~agentfsm.server.app.create_app` and
+``agentfsm serve`` read them from here. This module imports no server library, so the
+CLI can show these defaults without loading FastAPI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentfsm.core.config import DEFAULTS, RunConfig
+
+if TYPE_CHECKING:
+    from pydantic import SecretStr
+
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "Settings"]
+
+#: the largest request body accepted by default (4 MiB)
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+#: seconds a client may take to send its whole body by default
+DEFAULT_BODY_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the proxy runs every request (fixed when the app is built).
+
+    ``run`` is the run configuration; the proxy uses its ``dialect``, ``enforcement``,
+    ``max_corrections`` and ``loop_threshold`` (each request brings its own
+    ``tool_choice`` and ``parallel``, and runs one deciding turn and no tools).
+    """
+
+    run: RunConfig = DEFAULTS
+    #: a SecretStr: shown as '**********' in reprs and tracebacks' locals
+    api_key: SecretStr | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    transcripts_dir: Path | None = None
+    model_name: str | None = None
+    request_timeout: float | None = None
+    #: seconds a client may take to send its whole body (408 after)
+    body_timeout: float = DEFAULT_BODY_TIMEOUT

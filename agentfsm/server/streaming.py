@@ -1,0 +1,154 @@
+"""Streamed answers: server-sent events produced while the model is still writing.
+
+Tool mode is the turn runner (:func:`~agentfsm.runtime.turn.stream_turn`) with
+``stream=True``; this module only encodes what it yields. The runner releases prose
+as the stream parser lets it go (action text never reaches the client) and, when an
+attempt is accepted:
+
+- a call: the calls go out, each with a fresh id, its name, then its arguments;
+- an answer: the stream finishes (``length`` when the upstream cut it);
+- a correction: the correction is sent upstream and the next attempt streams on.
+  Prose already forwarded from a rejected attempt stays with the client (it cannot
+  be taken back); only its action text was withheld.
+
+Prose is *held* (sent only once the engine has accepted the attempt) when a call is
+required (``tool_choice`` required or a named tool), since such a turn's prose is
+only a preamble to the call, and under ``constrained`` enforcement, where the model
+writes JSON, not prose: there the final content is sent as one delta. Decisions,
+extension (parallel calls), retries and usage are the runner's, so a streamed
+request decides exactly as a non-streamed one.
+
+Headers are sent with the first event, so ``x-agentfsm-attempts`` counts the
+attempts known then; the final count is in an SSE comment before the stream's end
+(``: agentfsm attempts=N corrections=M``), which SDKs ignore.
+
+Failures: an error before the first event is answered as a normal HTTP error (the
+handler primes the stream); after it, the stream ends with the protocol's error
+event, never with a clean end. A spent correction budget under a required call is
+a server-side error (OpenAI ``server_error``, Anthropic ``api_error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+
+from loguru import logger
+
+from agentfsm.core.backend import TextStream
+from agentfsm.core.errors import AgentFSMError
+from agentfsm.runtime.turn import bounded, stream_turn, usage_of
+from agentfsm.server.exchange import Exchange, Reply, reply_for
+from agentfsm.server.wire import StreamSink
+
+__all__ = ["stream_events"]
+
+
+def stream_events(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
+    """The SSE strings answering ``ex``: tool mode or a plain pass-through."""
+    inner = _tool_mode(ex, sink) if ex.request.tool_mode else _plain(ex, sink)
+    return _guarded(ex, sink, inner)
+
+
+async def _guarded(ex: Exchange, sink: StreamSink, inner: AsyncIterator[str]) -> AsyncIterator[str]:
+    """Ends the stream properly whatever happens, and records how it ended."""
+    sent = False
+    try:
+        async for event in inner:
+            sent = True
+            yield event
+    except AgentFSMError as exc:
+        ex.end(error=exc)
+        if not sent:
+            raise  # nothing sent yet: the handler answers with an HTTP error status
+        logger.warning("stream ended by {}: {}", type(exc).__name__, exc)
+        for event in sink.fail(exc):
+            yield event
+    except asyncio.CancelledError:
+        ex.end(error=ConnectionAbortedError("client disconnected"))
+        raise
+    except Exception as exc:
+        logger.exception("unexpected error while streaming")
+        ex.end(error=exc)
+        if not sent:
+            raise
+        for event in sink.fail(None):
+            yield event
+    finally:
+        await _aclose(inner)
+
+
+async def _aclose(iterator: AsyncIterator[str]) -> None:
+    aclose = getattr(iterator, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
+    """No tools: the model's text, forwarded delta by delta."""
+    prompt = ex.plain_prompt()
+    options = ex.options
+    ex.tally.attempts = 1
+    ex.emit(
+        "model_request",
+        attempt=1,
+        messages=[m.model_dump(mode="json") for m in prompt],
+        options=options.model_dump(mode="json"),
+        enforcement="prompt",
+    )
+    parts: list[str] = []
+    upstream = ex.backend.astream(prompt, options)
+    try:
+        while True:
+            try:
+                piece = await bounded(anext(upstream), ex.deadline)
+            except StopAsyncIteration:
+                break
+            parts.append(piece)
+            for event in sink.text(piece):
+                yield event
+    finally:
+        await _aclose(upstream)
+    text = "".join(parts)
+    ended = upstream if isinstance(upstream, TextStream) else None
+    finish = (ended.finish_reason if ended else None) or "stop"
+    usage = usage_of(ended.usage if ended else None, prompt, text)
+    ex.tally.usage += usage
+    ex.emit("model_output", text=text, usage=usage.model_dump(), finish_reason=finish)
+    reply = Reply(text or None, (), "length" if finish == "length" else "stop")
+    ex.end(reply)
+    for event in _ending(ex, sink, reply):
+        yield event
+
+
+async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
+    """The turn runner, streaming: prose deltas as it releases them, then the calls."""
+    turn = stream_turn(
+        ex.backend,
+        list(ex.request.messages),
+        config=ex.config,
+        enforcement=ex.settings.run.enforcement,
+        options=ex.options,
+        emit=ex.emit,
+        stream=True,
+        deadline=ex.deadline,
+        tally=ex.tally,
+    )
+    async with aclosing(turn) as items:
+        async for item in items:
+            if isinstance(item, str):
+                for event in sink.text(item):
+                    yield event
+                continue
+            reply = reply_for(ex, item)
+            ex.end(reply)
+            for event in _ending(ex, sink, reply):
+                yield event
+
+
+def _ending(ex: Exchange, sink: StreamSink, reply: Reply) -> list[str]:
+    out = [sink.comment(f"agentfsm attempts={ex.attempts} corrections={ex.corrections}")]
+    out += sink.calls(reply.calls)
+    out += sink.finish(reply.finish_reason, ex.usage)
+    return out

@@ -1,0 +1,46 @@
+"""The chaos run, small: every count that must be 0 is 0 (the long form is ``make chaos``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def _chaos() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("chaos", BENCH / "chaos.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["chaos"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_the_short_chaos_run_counts_nothing_wrong() -> None:
+    chaos = _chaos()
+    results = chaos.run(10)
+    wrong = {
+        f"{section}.{name}": value
+        for section, counts in results.items()
+        for name, value in counts.items()
+        if name in chaos.MUST_BE_ZERO and value
+    }
+    assert wrong == {}
+    # each section did run what it counts
+    assert results["bad_input"]["requests"] > 0 and results["upstream_faults"]["requests"] > 0
+    assert results["slow_body"]["half_bodies"] > 0 and results["injection"]["requests"] > 0
+    assert results["load"]["requests"] > 0
+    assert results["secrets"]["forced_500s"] > 0 and results["secrets"]["texts_searched"] > 0
+
+
+def test_the_table_marks_a_count_that_should_be_zero() -> None:
+    chaos = _chaos()
+    text = chaos.render({"secrets": {"canary_hits": 2, "texts_searched": 9}}, 1, 1.0)
+    assert "| secrets | canary_hits* | 2 **FAIL** |" in text
+    assert "| secrets | texts_searched | 9 |" in text

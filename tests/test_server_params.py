@@ -1,0 +1,166 @@
+"""A client's sampling settings reach the upstream unchanged; what is not honoured is reported.
+
+Driven by the official SDKs through a real proxy; the FakeUpstream records the bodies
+the proxy sends, so each test compares them with what the client asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from agentfsm.core.backend import Capabilities
+from agentfsm.core.errors import RequestError
+from agentfsm.protocols import normalize_anthropic, normalize_openai, settle
+from agentfsm.runtime.transcript import read_transcript
+from agentfsm.testing import FakeUpstream
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_backend
+
+USER = [{"role": "user", "content": "What is the weather in Paris?"}]
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+OPENAI_FORMAT = {"type": "json_schema", "json_schema": {"name": "out", "schema": SCHEMA, "strict": True}}
+OPENAI_SAMPLING = {
+    "temperature": 0.3,
+    "top_p": 0.9,
+    "seed": 7,
+    "stop": ["END"],
+    "presence_penalty": 0.5,
+    "frequency_penalty": 0.25,
+    "user": "u-1",
+}
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[FakeUpstream, str, Path]]:
+    with FakeUpstream([]) as fake, proxy(upstream_backend(fake), transcripts_dir=tmp_path) as url:
+        yield fake, url, tmp_path
+
+
+def _sent(fake: FakeUpstream) -> list[dict[str, Any]]:
+    return [r.body for r in fake.chat_requests]
+
+
+def _openai(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=30)
+
+
+def _anthropic(url: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0, timeout=30)
+
+
+def _drain(result: Any, stream: bool) -> None:
+    if stream:
+        for _ in result:
+            pass
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_openai_plain_request_passes_everything_through(
+    served: tuple[FakeUpstream, str, Path], stream: bool
+) -> None:
+    fake, url, transcripts = served
+    fake.enqueue('{"answer": "sunny"}')
+    with _openai(url) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="m", messages=USER, stream=stream, max_completion_tokens=77,  # type: ignore[call-overload]
+            response_format=OPENAI_FORMAT, logit_bias={"50256": -100}, **OPENAI_SAMPLING,
+        )
+        _drain(raw.parse(), stream)
+    (body,) = _sent(fake)
+    assert {k: body.get(k) for k in OPENAI_SAMPLING} == OPENAI_SAMPLING
+    assert body["max_tokens"] == 77 and body["response_format"] == OPENAI_FORMAT
+    assert "logit_bias" not in body
+    assert raw.headers["x-agentfsm-ignored"] == "logit_bias"
+    (path,) = transcripts.glob("*.jsonl")
+    normalized = read_transcript(path)[1]["normalized"]
+    assert normalized["ignored"] == ["logit_bias"] and normalized["seed"] == 7
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_openai_tool_request_keeps_sampling_and_reports_the_format(
+    served: tuple[FakeUpstream, str, Path], stream: bool
+) -> None:
+    fake, url, _ = served
+    fake.enqueue("no action here", action("get_weather", city="Paris"))
+    with _openai(url) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="m", messages=USER, tools=TOOLS_OPENAI, tool_choice="required", stream=stream,  # type: ignore[call-overload]
+            max_tokens=99, response_format=OPENAI_FORMAT, **OPENAI_SAMPLING,
+        )
+        _drain(raw.parse(), stream)
+    bodies = _sent(fake)
+    assert len(bodies) == 2  # the correction carries the client's settings too
+    for body in bodies:
+        assert {k: body.get(k) for k in OPENAI_SAMPLING} == OPENAI_SAMPLING
+        assert body["max_tokens"] == 99 and "response_format" not in body
+    assert raw.headers["x-agentfsm-ignored"] == "response_format"
+
+
+ANTHROPIC_EXTRA = {
+    "thinking": {"type": "adaptive"},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "output_config": {"effort": "medium", "format": {"type": "json_schema", "schema": SCHEMA}},
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("tools", [False, True], ids=["plain", "tools"])
+def test_anthropic_settings_pass_through(
+    served: tuple[FakeUpstream, str, Path], stream: bool, tools: bool
+) -> None:
+    fake, url, _ = served
+    fake.enqueue(action("get_weather", city="Paris") if tools else '{"answer": "sunny"}')
+    kwargs: dict[str, Any] = {"tools": TOOLS_ANTHROPIC} if tools else {}
+    with _anthropic(url) as client:
+        raw = client.messages.with_raw_response.create(
+            model="m", messages=USER, max_tokens=321, stream=stream, stop_sequences=["END"],  # type: ignore[arg-type]
+            metadata={"user_id": "u-1"}, **kwargs,
+            # this SDK has no parameters for these: they go in as extra body fields
+            extra_body={**ANTHROPIC_EXTRA, "temperature": 0.3, "top_p": 0.9, "top_k": 40},
+        )
+        _drain(raw.parse(), stream)
+    (body,) = _sent(fake)
+    assert (body["temperature"], body["top_p"], body["top_k"]) == (0.3, 0.9, 40)
+    assert (body["stop"], body["max_tokens"], body["user"]) == (["END"], 321, "u-1")
+    ignored = raw.headers["x-agentfsm-ignored"].split(",")
+    assert sorted(ignored[:3]) == ["context_management", "output_config.effort", "thinking"]
+    if tools:
+        assert "response_format" not in body and ignored[3:] == ["output_config.format"]
+    else:
+        expected = {"type": "json_schema", "json_schema": {"name": "output", "schema": SCHEMA}}
+        assert body["response_format"] == expected and ignored[3:] == []
+
+
+def test_large_max_tokens_is_not_refused_at_parse_time(served: tuple[FakeUpstream, str, Path]) -> None:
+    fake, url, _ = served
+    fake.enqueue("hello")
+    with _anthropic(url) as client:
+        message = client.messages.create(model="m", messages=USER, max_tokens=64000)  # type: ignore[arg-type]
+    assert message.content[0].text == "hello"  # type: ignore[union-attr]
+
+
+def test_settings_a_backend_does_not_take_are_reported() -> None:
+    request = normalize_anthropic(
+        {"model": "m", "max_tokens": 5, "messages": USER, "top_k": 3, "metadata": {"user_id": "u"}}
+    )
+    settled = settle(request, Capabilities(sampling=frozenset({"top_p"})))
+    assert settled.ignored == ("top_k", "metadata.user_id")
+    assert settled.top_k is None and settled.user is None
+
+
+def test_defaults_ask_for_nothing() -> None:
+    request = normalize_openai(
+        {"messages": USER, "logprobs": False, "logit_bias": {}, "metadata": None, "store": False}
+    )
+    assert request.ignored == ()
+
+
+def test_seed_outside_int64_is_the_clients_400() -> None:
+    with pytest.raises(RequestError, match="seed must be at most"):
+        normalize_openai({"messages": USER, "seed": 2**63})
+    assert normalize_openai({"messages": USER, "seed": -(2**63)}).seed == -(2**63)
