@@ -39,6 +39,9 @@ from agentfsm.dialects import get_dialect
 from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
 
+#: the tools the scripted model calls (``calculate``)
+TOOLS_MODULE = "agentfsm.testing.example_tools:CALCULATOR"
+
 __all__ = ["run"]
 
 _SCALE = float(os.environ.get("AGENTFSM_BENCH_BATCH_SCALE", "1.0"))
@@ -106,7 +109,7 @@ def _measure(path: str, conversations: int, workdir: Path, base: str) -> dict[st
         encoding="utf-8",
     )
     out = workdir / f"out-{path}-{conversations}.jsonl"
-    tools = "agentfsm.testing.example_tools"
+    tools = TOOLS_MODULE
     start = time.perf_counter()
     if path == "ray":
         from agentfsm.batch.on_ray import run_batch_ray

@@ -66,8 +66,8 @@ def test_the_demo_task_runs_to_an_answer(tmp_path: Path) -> None:
     """What `make demo` runs: two tool calls, then an answer, on the default settings."""
     path = tmp_path / "demo.jsonl"
     result = Agent(get_local_backend(), TOOLS, transcript=path).run(
-        "First calculate 12.5 * 4. Then convert the result from km to mi."
+        "Multiply 12.5 by 4, then convert the result from km to miles."
     )
     assert result.path[-1] == "final"
     assert result.tool_calls, "the demo task is answered through tool calls"
-    assert {c["call"]["name"] for c in result.tool_calls} <= {"calculate", "convert_units"}
+    assert {c["call"]["name"] for c in result.tool_calls} <= {"multiply", "convert_km_to_miles"}

@@ -32,7 +32,7 @@ from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.testing.example_tools import TOOLS
 from tests._proxy import proxy
 
-QUESTION = "What is 2 + 3, and how far is 5 km in miles?"
+QUESTION = "What is 2 times 3, and how far is 5 km in miles?"
 SPECS = ToolRegistry(TOOLS).specs
 TOOLS_OPENAI: list[Any] = [
     {"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}}
@@ -62,22 +62,22 @@ class Scenario:
     capabilities: Capabilities = Capabilities()
 
 
-CALC = ("calculate", {"expression": "2 + 3"})
-MILES = ("convert_units", {"value": 5, "from_unit": "km", "to_unit": "mi"})
+CALC = ("multiply", {"a": 2, "b": 3})
+MILES = ("convert_km_to_miles", {"km": 5})
 SCENARIOS = [
-    Scenario("one-call", ("Let me compute that.\n" + act("calculate", expression="2 + 3"),), ("calls", [CALC])),
+    Scenario("one-call", ("Let me compute that.\n" + act("multiply", a=2, b=3),), ("calls", [CALC])),
     Scenario(
         "two-calls-in-one-reply",
-        (act("calculate", expression="2 + 3") + "\n" + act("convert_units", value=5, from_unit="km", to_unit="mi"),),
+        (act("multiply", a=2, b=3) + "\n" + act("convert_km_to_miles", km=5),),
         ("calls", [CALC, MILES]),
     ),
-    Scenario("correction-then-call", (act("nope", x=1), act("calculate", expression="2 + 3")), ("calls", [CALC])),
+    Scenario("correction-then-call", (act("nope", x=1), act("multiply", a=2, b=3)), ("calls", [CALC])),
     Scenario("answer", ("Five, and about 3.1 miles.",), ("answer", "Five, and about 3.1 miles.")),
     # the extension step (parallel calls by list continuation) runs streamed or not
     Scenario(
         "constrained-extension",
-        (listed("calculate", expression="2 + 3"), ', {"tool": "calculate", "args": {"expression": "4 + 4"}}]}'),
-        ("calls", [CALC, ("calculate", {"expression": "4 + 4"})]),
+        (listed("multiply", a=2, b=3), ', {"tool": "multiply", "args": {"a": 4, "b": 4}}]}'),
+        ("calls", [CALC, ("multiply", {"a": 4, "b": 4})]),
         after='{"final": {"content": "done"}}',
         capabilities=CONSTRAINED,
     ),
