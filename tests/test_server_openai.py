@@ -15,21 +15,9 @@ import openai
 import pytest
 
 from agentfsm.testing import FakeUpstream
-from tests._proxy import TOOLS_OPENAI, action, proxy, upstream_backend
+from tests._proxy import TOOLS_OPENAI, action, base, fake  # base, fake: fixtures
 
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeUpstream]:
-    with FakeUpstream([]) as upstream:
-        yield upstream
-
-
-@pytest.fixture
-def base(fake: FakeUpstream) -> Iterator[str]:
-    with proxy(upstream_backend(fake)) as url:
-        yield url
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from agentfsm.protocols import normalize_responses
 from agentfsm.core.errors import RequestError, UnsupportedContent
 from agentfsm.core.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from agentfsm.testing import FakeUpstream, stream_no_terminator
-from tests._proxy import action, proxy, upstream_backend
+from tests._proxy import action, base, fake  # base, fake: fixtures
 
 CODEX = Path(__file__).parent.parent / "fixtures" / "clients" / "codex_request.json"
 _WEATHER = {
@@ -34,18 +34,6 @@ TOOLS: list[Any] = [
      "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}, "required": ["tz"]}},
 ]
 ASK = "What is the weather in Paris?"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeUpstream]:
-    with FakeUpstream([]) as upstream:
-        yield upstream
-
-
-@pytest.fixture
-def base(fake: FakeUpstream) -> Iterator[str]:
-    with proxy(upstream_backend(fake)) as url:
-        yield url
 
 
 @pytest.fixture
