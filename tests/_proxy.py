@@ -7,6 +7,7 @@ of it) are used by importing them into a test module.
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -39,6 +40,8 @@ __all__ = [
     "serve_command",
     "upstream_backend",
     "wait_until_serving",
+    "wire_snapshot",
+    "wire_text",
 ]
 
 #: the tool every scripted conversation offers, in both protocols' shapes
@@ -164,3 +167,23 @@ def serve_command(
     finally:
         process.terminate()
         _, served.stderr = process.communicate(timeout=20)
+
+
+def wire_text(text: str) -> str:
+    """A wire payload with its minted ids, clock values and token counts replaced by
+    placeholders (ids of every protocol: ``call_``, ``fc_``, ``msg_``, ``resp_``,
+    ``toolu_``, ``chatcmpl-``)."""
+    text = re.sub(r"(call|fc|msg|resp|toolu)_[A-Za-z0-9]{24}", r"\1_<id>", text)
+    text = re.sub(r"chatcmpl-[A-Za-z0-9]{24}", "chatcmpl-<id>", text)
+    text = re.sub(r'"(created|created_at)": ?\d+', r'"\1": 0', text)
+    # token counts depend on the contract's wording, which is not what the snapshots pin
+    return re.sub(r'"(\w+_tokens)": ?\d+', r'"\1": 0', text)
+
+
+def wire_snapshot(base: str, path: str, body: dict[str, Any]) -> dict[str, str]:
+    """The proxy's whole and streamed answers to ``body`` at ``path``, through :func:`wire_text`."""
+    whole = httpx.post(f"{base}{path}", json=body, timeout=30)
+    streamed = httpx.post(f"{base}{path}", json={**body, "stream": True}, timeout=30)
+    assert whole.headers["content-type"] == "application/json"
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    return {"whole": wire_text(whole.text), "stream": wire_text(streamed.text)}
