@@ -9,10 +9,11 @@ FastAPI).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loguru import logger
+
+from agentfsm._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from agentfsm.backends import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, OpenAICompatBackend, ReplayBackend, ScriptedBackend, create_backend
@@ -164,13 +165,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentfsm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

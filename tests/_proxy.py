@@ -1,13 +1,26 @@
-"""Helpers for the proxy tests: the proxy on 127.0.0.1 in a thread, an upstream backend for it."""
+"""Helpers for the proxy tests: the proxy on 127.0.0.1 in a thread, an upstream backend for it.
+
+:func:`serve_command` runs the real ``agentfsm serve`` in a subprocess instead.
+The fixtures ``fake`` (an empty scripted upstream) and ``base`` (the proxy's URL in front
+of it) are used by importing them into a test module.
+"""
 
 from __future__ import annotations
 
+import re
+import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 import uvicorn
 
 from agentfsm.backends import OpenAICompatBackend, Timeouts
@@ -15,7 +28,21 @@ from agentfsm.core.backend import Backend
 from agentfsm.server.app import create_app
 from agentfsm.testing import FakeUpstream
 
-__all__ = ["TOOLS_OPENAI", "TOOLS_ANTHROPIC", "action", "proxy", "upstream_backend"]
+__all__ = [
+    "TOOLS_ANTHROPIC",
+    "TOOLS_OPENAI",
+    "Served",
+    "action",
+    "base",
+    "fake",
+    "free_port",
+    "proxy",
+    "serve_command",
+    "upstream_backend",
+    "wait_until_serving",
+    "wire_snapshot",
+    "wire_text",
+]
 
 #: the tool every scripted conversation offers, in both protocols' shapes
 _WEATHER_SCHEMA = {
@@ -75,3 +102,88 @@ def proxy(backend: Backend, **settings: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeUpstream]:
+    """An empty scripted upstream: a test enqueues the replies it needs."""
+    with FakeUpstream([]) as upstream:
+        yield upstream
+
+
+@pytest.fixture
+def base(fake: FakeUpstream) -> Iterator[str]:
+    """The proxy's URL, in front of ``fake``."""
+    with proxy(upstream_backend(fake)) as url:
+        yield url
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_serving(url: str, process: subprocess.Popen[Any], timeout: float = 30) -> None:
+    """Poll ``url/health`` until it answers 200; RuntimeError if ``process`` exits first
+    or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("agentfsm serve did not start")
+        time.sleep(0.1)
+
+
+@dataclass
+class Served:
+    """A running ``agentfsm serve``: its URL, and its stderr once it has been stopped."""
+
+    url: str
+    stderr: bytes = b""
+
+
+@contextmanager
+def serve_command(
+    upstream: str, transcripts: Path, *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Iterator[Served]:
+    """``agentfsm serve`` in a subprocess, in front of the OpenAI-compatible ``upstream``,
+    writing transcripts to ``transcripts``; stopped (and its stderr kept) on exit."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentfsm", "serve", "--port", str(port), "--backend", "openai",
+         "--base-url", upstream, "--model", "fake-model", "--transcripts", str(transcripts)],
+        env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    served = Served(f"http://127.0.0.1:{port}")
+    try:
+        wait_until_serving(served.url, process)
+        yield served
+    finally:
+        process.terminate()
+        _, served.stderr = process.communicate(timeout=20)
+
+
+def wire_text(text: str) -> str:
+    """A wire payload with its minted ids, clock values and token counts replaced by
+    placeholders (ids of every protocol: ``call_``, ``fc_``, ``msg_``, ``resp_``,
+    ``toolu_``, ``chatcmpl-``)."""
+    text = re.sub(r"(call|fc|msg|resp|toolu)_[A-Za-z0-9]{24}", r"\1_<id>", text)
+    text = re.sub(r"chatcmpl-[A-Za-z0-9]{24}", "chatcmpl-<id>", text)
+    text = re.sub(r'"(created|created_at)": ?\d+', r'"\1": 0', text)
+    # token counts depend on the contract's wording, which is not what the snapshots pin
+    return re.sub(r'"(\w+_tokens)": ?\d+', r'"\1": 0', text)
+
+
+def wire_snapshot(base: str, path: str, body: dict[str, Any]) -> dict[str, str]:
+    """The proxy's whole and streamed answers to ``body`` at ``path``, through :func:`wire_text`."""
+    whole = httpx.post(f"{base}{path}", json=body, timeout=30)
+    streamed = httpx.post(f"{base}{path}", json={**body, "stream": True}, timeout=30)
+    assert whole.headers["content-type"] == "application/json"
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    return {"whole": wire_text(whole.text), "stream": wire_text(streamed.text)}

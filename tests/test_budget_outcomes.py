@@ -32,7 +32,7 @@ from agentfsm.core.messages import AssistantMessage, ToolCall, ToolMessage, Tool
 from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.runtime.transcript import read_transcript
 from agentfsm.testing import FakeUpstream
-from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_backend
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, fake, proxy, upstream_backend  # fake: a fixture
 
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 PROSE = "I could not find a tool for that."
@@ -100,12 +100,6 @@ def test_a_repeated_call_under_a_required_call_is_not_told_to_answer() -> None:
 
 
 # --- the proxy ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeUpstream]:
-    with FakeUpstream([]) as upstream:
-        yield upstream
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ or streamed (:class:`~agentfsm.core.backend.TextStream` reports it).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -21,7 +20,7 @@ from agentfsm.core.engine import CallTools, Correct, EngineConfig, step
 from agentfsm.core.messages import UserMessage
 from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.testing import FakeReply, FakeUpstream
-from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_backend
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, base, fake  # base, fake: fixtures
 
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
@@ -55,18 +54,6 @@ def test_the_agent_never_runs_a_cut_call() -> None:
     ])
     result = Agent(backend, [weather]).run("Weather in Paris?")
     assert ran == ["Paris"] and result.corrections == 1 and result.content == "Sunny."
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeUpstream]:
-    with FakeUpstream([]) as upstream:
-        yield upstream
-
-
-@pytest.fixture
-def base(fake: FakeUpstream) -> Iterator[str]:
-    with proxy(upstream_backend(fake)) as url:
-        yield url
 
 
 def _openai(base: str, stream: bool) -> tuple[list[Any], str]:

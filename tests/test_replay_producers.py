@@ -8,15 +8,12 @@ a scripted model or the FakeUpstream loopback server, the official SDKs as clien
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx
 import openai
 import pytest
 from typer.testing import CliRunner
@@ -37,7 +34,7 @@ from agentfsm.runtime.replay import replay
 from agentfsm.runtime.transcript import read_events
 from agentfsm.testing import FakeUpstream, ScriptedBackend
 from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines
-from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, serve_command
 from tests.test_eval_runner import FIXTURES as BFCL_FIXTURES
 from tests.test_eval_runner import _fake_answer
 
@@ -211,38 +208,14 @@ def test_eval_transcripts_replay_identical(tmp_path: Path) -> None:
     assert replay_cli(*paths).returncode == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_the_serve_command_then_the_replay_command(tmp_path: Path) -> None:
     """The reported defect, end to end: ``agentfsm serve --transcripts DIR``, then
     ``agentfsm replay DIR`` (it used to crash on the proxy's ``max_steps: null``)."""
     runs = tmp_path / "runs"
     with FakeUpstream(["I can't call tools.", action("get_weather", city="Lima"), action("get_time", tz="UTC")]) as fake:
-        port = _free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "agentfsm", "serve", "--port", str(port), "--backend", "openai",
-             "--base-url", fake.base_url, "--model", "fake-model", "--transcripts", str(runs)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert server.poll() is None and time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.1)
-            _ask(f"http://127.0.0.1:{port}", "openai", False)
-            _ask(f"http://127.0.0.1:{port}", "anthropic", True)
-        finally:
-            server.terminate()
-            server.communicate(timeout=20)
+        with serve_command(fake.base_url, runs, cwd=REPO) as served:
+            _ask(served.url, "openai", False)
+            _ask(served.url, "anthropic", True)
     assert len(list(runs.glob("*.jsonl"))) == 2
     done = replay_cli(runs)
     assert done.returncode == 0, done.stdout + done.stderr

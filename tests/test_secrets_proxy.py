@@ -10,7 +10,6 @@ import io
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from pydantic import SecretStr
 from agentfsm.cli._logging import configure_logging, redact, register_secret
 from agentfsm.server.exchange import Settings
 from agentfsm.testing import FakeUpstream
-from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, free_port, wait_until_serving
 
 CLIENT_KEY = "sk-canary-client-6b1f0d2e"
 UPSTREAM_KEY = "sk-canary-upstream-93a4c7"
@@ -45,17 +44,10 @@ main()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     """``agentfsm serve`` with both canary keys and transcripts; yields (url, stderr file, transcripts)."""
-    port = _free_port()
+    port = free_port()
     transcripts = tmp_path / "transcripts"
     stderr_path = tmp_path / "stderr.txt"
     with FakeUpstream(["unused"]) as fake, stderr_path.open("w") as stderr:
@@ -69,15 +61,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
         proc = subprocess.Popen([sys.executable, "-c", _MAIN, *args], stderr=stderr, env=env)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    httpx.get(url + "/health", timeout=1)
-                    break
-                except httpx.TransportError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError("agentfsm serve did not start") from None
-                    time.sleep(0.1)
+            wait_until_serving(url, proc)
             yield url, stderr_path, transcripts
         finally:
             proc.terminate()

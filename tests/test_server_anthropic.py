@@ -13,21 +13,9 @@ import anthropic
 import pytest
 
 from agentfsm.testing import FakeUpstream
-from tests._proxy import TOOLS_ANTHROPIC, action, proxy, upstream_backend
+from tests._proxy import TOOLS_ANTHROPIC, action, base, fake, wire_snapshot  # base, fake: fixtures
 
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeUpstream]:
-    with FakeUpstream([]) as upstream:
-        yield upstream
-
-
-@pytest.fixture
-def base(fake: FakeUpstream) -> Iterator[str]:
-    with proxy(upstream_backend(fake)) as url:
-        yield url
 
 
 @pytest.fixture
@@ -192,24 +180,10 @@ def test_models_list_in_anthropic_shape(client: anthropic.Anthropic) -> None:
     assert [m.id for m in client.models.list()] == ["openai:fake-model"]
 
 
-def _wire_text(text: str) -> str:
-    """A wire payload with its minted ids and token counts replaced by placeholders."""
-    import re
-
-    text = re.sub(r"toolu_[A-Za-z0-9]{24}", "toolu_<id>", text)
-    text = re.sub(r"msg_[A-Za-z0-9]{24}", "msg_<id>", text)
-    # token counts depend on the contract's wording, which is not what these snapshots pin
-    return re.sub(r'"(\w+_tokens)": ?\d+', r'"\1": 0', text)
-
-
 def test_wire_payloads_match_snapshot(fake: FakeUpstream, base: str, snapshot: Any) -> None:
-    import httpx
-
     fake.enqueue(
         "Checking both.\n" + action("get_weather", city="Paris") + action("get_time", tz="CET"),
         "Looking it up.\n" + action("get_weather", city="Rome"),
     )
     body = {"model": "fake-model", "max_tokens": 128, "messages": USER, "tools": TOOLS_ANTHROPIC}
-    whole = httpx.post(f"{base}/v1/messages", json=body, timeout=30)
-    streamed = httpx.post(f"{base}/v1/messages", json={**body, "stream": True}, timeout=30)
-    assert {"whole": _wire_text(whole.text), "stream": _wire_text(streamed.text)} == snapshot
+    assert wire_snapshot(base, "/v1/messages", body) == snapshot

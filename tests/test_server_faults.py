@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,7 +34,7 @@ from agentfsm.testing import (
     stream_no_terminator,
 )
 from agentfsm.runtime.transcript import read_transcript
-from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_backend
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, serve_command, upstream_backend
 
 USER = [{"role": "user", "content": "weather in Paris?"}]
 
@@ -331,37 +328,14 @@ def test_serve_refuses_public_bind_without_key() -> None:
     assert result.exit_code == 2 and "--api-key" in result.output
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_serve_command_proxies(tmp_path: Path) -> None:
+    env = {**os.environ, "AGENTFSM_API_KEY": "sk-cli-key"}
+    env.pop("OPENAI_API_KEY", None)
     with FakeUpstream([action("get_time", tz="UTC")]) as fake:
-        port = _free_port()
-        env = {**os.environ, "AGENTFSM_API_KEY": "sk-cli-key"}
-        env.pop("OPENAI_API_KEY", None)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agentfsm", "serve", "--port", str(port), "--backend", "openai",
-             "--base-url", fake.base_url, "--model", "fake-model", "--transcripts", str(tmp_path)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.poll() is None and time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.1)
-            with openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-cli-key", max_retries=0) as c:
+        with serve_command(fake.base_url, tmp_path, env=env) as served:
+            with openai.OpenAI(base_url=f"{served.url}/v1", api_key="sk-cli-key", max_retries=0) as c:
                 completion = c.chat.completions.create(model="m", messages=USER, tools=TOOLS_OPENAI)
-        finally:
-            proc.terminate()
-            _, err = proc.communicate(timeout=20)
+        err = served.stderr
     assert completion.choices[0].message.tool_calls[0].function.name == "get_time"  # type: ignore[index]
     # the proxy's key is not the upstream's: it never travels upstream
     assert "authorization" not in fake.chat_requests[0].headers

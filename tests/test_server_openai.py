@@ -15,21 +15,9 @@ import openai
 import pytest
 
 from agentfsm.testing import FakeUpstream
-from tests._proxy import TOOLS_OPENAI, action, proxy, upstream_backend
+from tests._proxy import TOOLS_OPENAI, action, base, fake, wire_snapshot  # base, fake: fixtures
 
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeUpstream]:
-    with FakeUpstream([]) as upstream:
-        yield upstream
-
-
-@pytest.fixture
-def base(fake: FakeUpstream) -> Iterator[str]:
-    with proxy(upstream_backend(fake)) as url:
-        yield url
 
 
 @pytest.fixture
@@ -253,25 +241,10 @@ def test_models_and_health(client: openai.OpenAI, base: str) -> None:
     assert httpx.get(f"{base}/health").json() == {"status": "ok"}
 
 
-def _wire_text(text: str) -> str:
-    """A wire payload with its minted ids, clock values and token counts replaced by placeholders."""
-    import re
-
-    text = re.sub(r"call_[A-Za-z0-9]{24}", "call_<id>", text)
-    text = re.sub(r"chatcmpl-[A-Za-z0-9]{24}", "chatcmpl-<id>", text)
-    text = re.sub(r'"created": ?\d+', '"created": 0', text)
-    # token counts depend on the contract's wording, which is not what these snapshots pin
-    return re.sub(r'"(\w+_tokens)": ?\d+', r'"\1": 0', text)
-
-
 def test_wire_payloads_match_snapshot(fake: FakeUpstream, base: str, snapshot: Any) -> None:
     fake.enqueue(
         "Checking both.\n" + action("get_weather", city="Paris") + action("get_time", tz="CET"),
         "Looking it up.\n" + action("get_weather", city="Rome"),
     )
     body = {"model": "fake-model", "messages": USER, "tools": TOOLS_OPENAI}
-    whole = httpx.post(f"{base}/v1/chat/completions", json=body, timeout=30)
-    streamed = httpx.post(f"{base}/v1/chat/completions", json={**body, "stream": True}, timeout=30)
-    assert whole.headers["content-type"] == "application/json"
-    assert streamed.headers["content-type"].startswith("text/event-stream")
-    assert {"whole": _wire_text(whole.text), "stream": _wire_text(streamed.text)} == snapshot
+    assert wire_snapshot(base, "/v1/chat/completions", body) == snapshot

@@ -20,7 +20,7 @@ from agentfsm.protocols import normalize_responses
 from agentfsm.core.errors import RequestError, UnsupportedContent
 from agentfsm.core.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from agentfsm.testing import FakeUpstream, stream_no_terminator
-from tests._proxy import action, proxy, upstream_backend
+from tests._proxy import action, base, fake, wire_snapshot  # base, fake: fixtures
 
 CODEX = Path(__file__).parent.parent / "fixtures" / "clients" / "codex_request.json"
 _WEATHER = {
@@ -34,18 +34,6 @@ TOOLS: list[Any] = [
      "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}, "required": ["tz"]}},
 ]
 ASK = "What is the weather in Paris?"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeUpstream]:
-    with FakeUpstream([]) as upstream:
-        yield upstream
-
-
-@pytest.fixture
-def base(fake: FakeUpstream) -> Iterator[str]:
-    with proxy(upstream_backend(fake)) as url:
-        yield url
 
 
 @pytest.fixture
@@ -256,24 +244,10 @@ def test_normalize_items() -> None:
         normalize_responses({"input": [{"type": "item_reference", "id": "msg_1"}]})
 
 
-def _wire_text(text: str) -> str:
-    """A wire payload with its minted ids, clock values and token counts replaced by placeholders."""
-    import re
-
-    text = re.sub(r"(call|fc|msg|resp)_[A-Za-z0-9]{24}", r"\1_<id>", text)
-    text = re.sub(r'"created_at": ?\d+', '"created_at": 0', text)
-    # token counts depend on the contract's wording, which is not what these snapshots pin
-    return re.sub(r'"(\w+_tokens)": ?\d+', r'"\1": 0', text)
-
-
 def test_wire_payloads_match_snapshot(fake: FakeUpstream, base: str, snapshot: Any) -> None:
     fake.enqueue(
         "Checking both.\n" + action("get_weather", city="Paris") + action("get_time", tz="CET"),
         "Looking it up.\n" + action("get_weather", city="Rome"),
     )
     body = {"model": "fake-model", "input": ASK, "tools": TOOLS}
-    whole = httpx.post(f"{base}/v1/responses", json=body, timeout=30)
-    streamed = httpx.post(f"{base}/v1/responses", json={**body, "stream": True}, timeout=30)
-    assert whole.headers["content-type"] == "application/json"
-    assert streamed.headers["content-type"].startswith("text/event-stream")
-    assert {"whole": _wire_text(whole.text), "stream": _wire_text(streamed.text)} == snapshot
+    assert wire_snapshot(base, "/v1/responses", body) == snapshot

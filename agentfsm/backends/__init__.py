@@ -7,9 +7,9 @@ client, and the local backend never needs ``llama-cpp-python`` until it is used.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentfsm._lazy import lazy_exports
 from agentfsm.core.backend import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, Usage
 from agentfsm.core.errors import UsageError
 
@@ -54,13 +54,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentfsm.backends' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 def create_backend(kind: str, **kwargs: Any) -> Backend:

@@ -17,44 +17,32 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import httpx
 from loguru import logger
 from pydantic import SecretStr
 
 from agentfsm.core._types import JSONObject
-from agentfsm.backends._payload import JSONSchemaMode, build_payload, context_error, rejects_json_schema
+from agentfsm.backends._openai_attempts import ChatAttempts, SchemaRejected, awith_fallback, with_fallback
+from agentfsm.backends._payload import JSONSchemaMode, build_payload
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
 from agentfsm.backends._transport import (
     CallState,
-    aread_body,
-    bounded,
-    read_body,
     RetryPolicy,
     Timeouts,
+    aread_body,
+    bounded,
     map_transport_error,
-    parse_retry_after,
+    read_body,
 )
 from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream
 from agentfsm.core.errors import BackendError, BackendHTTPError, UsageError
 from agentfsm.core.messages import PromptMessage
 
 __all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts"]
-
-_T = TypeVar("_T")
-_ERROR_BODY_LIMIT = 64 * 1024
-
-
-class _SchemaRejected(Exception):
-    """Internal: the upstream refused ``response_format: json_schema`` (not retried)."""
-
-    def __init__(self, error: BackendHTTPError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
 
 def _env_key() -> str | None:
     return os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
@@ -125,6 +113,10 @@ class OpenAICompatBackend:
         self._client: httpx.Client | None = None
         self._aclient: httpx.AsyncClient | None = None
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
+        self._attempts = ChatAttempts(
+            self.base_url, model, self.timeouts, falls_back=json_schema_mode == "auto",
+            redact=self._redact, client=self._sync_client, aclient=self._async_client,
+        )
 
     # -- the Backend protocol ------------------------------------------------
     @property
@@ -145,9 +137,9 @@ class OpenAICompatBackend:
     def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
         """One chat completion (retried on transport failures, bounded by ``timeout.total``)."""
         call = CallState(self.timeouts.total)
-        return self._with_fallback(
-            lambda payload: self._policy.sync(call)(self._attempt_json, payload, call),
-            messages, options, stream=False,
+        return with_fallback(
+            lambda payload: self._policy.sync(call)(self._attempts.complete, payload, call),
+            lambda: self._payload(messages, options, False), self._fall_back,
         )
 
     async def acomplete(
@@ -157,16 +149,16 @@ class OpenAICompatBackend:
         call = CallState(self.timeouts.total)
 
         async def run(payload: JSONObject) -> Completion:
-            return await self._policy.asynchronous(call)(self._aattempt_json, payload, call)
+            return await self._policy.asynchronous(call)(self._attempts.acomplete, payload, call)
 
-        return await self._awith_fallback(run, messages, options, stream=False)
+        return await awith_fallback(run, lambda: self._payload(messages, options, False), self._fall_back)
 
     def stream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Iterator[str]:
         """Text deltas over SSE; BackendProtocolError if the stream is cut short."""
         call = CallState(self.timeouts.total)
-        response = self._with_fallback(
-            lambda payload: self._policy.sync(call)(self._attempt_open, payload, call),
-            messages, options, stream=True,
+        response = with_fallback(
+            lambda payload: self._policy.sync(call)(self._attempts.open_stream, payload, call),
+            lambda: self._payload(messages, options, True), self._fall_back,
         )
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
@@ -199,9 +191,9 @@ class OpenAICompatBackend:
         call = CallState(self.timeouts.total)
 
         async def run(payload: JSONObject) -> httpx.Response:
-            return await self._policy.asynchronous(call)(self._aattempt_open, payload, call)
+            return await self._policy.asynchronous(call)(self._attempts.aopen_stream, payload, call)
 
-        response = await self._awith_fallback(run, messages, options, stream=True)
+        response = await awith_fallback(run, lambda: self._payload(messages, options, True), self._fall_back)
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 whole = parse_chat_completion(await aread_body(response, call))
@@ -306,69 +298,14 @@ class OpenAICompatBackend:
             prefill=self._prefill, extra_body=self._extra_body,
         )
 
-    def _should_fall_back(self, error: BackendHTTPError, payload: JSONObject) -> bool:
-        return self.json_schema_mode == "auto" and rejects_json_schema(error, payload)
-
-    def _fall_back(self, rejected: _SchemaRejected) -> None:
+    def _fall_back(self, rejected: SchemaRejected) -> None:
         logger.info(
             "upstream {} rejected response_format json_schema (HTTP {}); using json_object+schema",
             self.base_url, rejected.error.status_code,
         )
         self._schema_form = "json_object"
 
-    def _with_fallback(
-        self,
-        run: Callable[[JSONObject], _T],
-        messages: Sequence[PromptMessage],
-        options: GenerationOptions,
-        stream: bool,
-    ) -> _T:
-        try:
-            return run(self._payload(messages, options, stream))
-        except _SchemaRejected as rejected:
-            self._fall_back(rejected)
-        try:
-            return run(self._payload(messages, options, stream))
-        except _SchemaRejected as rejected:
-            raise rejected.error from None
-
-    async def _awith_fallback(
-        self,
-        run: Callable[[JSONObject], Awaitable[_T]],
-        messages: Sequence[PromptMessage],
-        options: GenerationOptions,
-        stream: bool,
-    ) -> _T:
-        try:
-            return await run(self._payload(messages, options, stream))
-        except _SchemaRejected as rejected:
-            self._fall_back(rejected)
-        try:
-            return await run(self._payload(messages, options, stream))
-        except _SchemaRejected as rejected:
-            raise rejected.error from None
-
-    def _fail(
-        self, response: httpx.Response, body: bytes, payload: JSONObject, call: CallState
-    ) -> NoReturn:
-        retry_after = parse_retry_after(response.headers)
-        text = self._redact(body.decode("utf-8", "replace"))
-        error = BackendHTTPError(response.status_code, text, retry_after=retry_after)
-        too_long = context_error(error.status_code, error.body)
-        if too_long is not None:
-            raise too_long from error
-        if self._should_fall_back(error, payload):
-            raise _SchemaRejected(error)
-        call.retry_after = retry_after
-        raise error
-
-    def _log(self, payload: JSONObject) -> None:
-        logger.debug(
-            "POST {}/chat/completions model={} stream={} max_tokens={}",
-            self.base_url, self.model, payload.get("stream"), payload.get("max_tokens"),
-        )
-
-    # -- sync transport --------------------------------------------------------------
+    # -- connection pools (one attempt at a request: _openai_attempts) -----------------
     def _sync_client(self) -> httpx.Client:
         if self._client is None:
             self._client = httpx.Client(
@@ -377,41 +314,6 @@ class OpenAICompatBackend:
             )
         return self._client
 
-    def _attempt_json(self, payload: JSONObject, call: CallState) -> Completion:
-        call.retry_after = None
-        self._log(payload)
-        client = self._sync_client()
-        try:
-            with client.stream(
-                "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
-            ) as response:
-                if response.status_code >= 400:
-                    self._fail(response, read_body(response, call, _ERROR_BODY_LIMIT), payload, call)
-                body = read_body(response, call)
-        except httpx.HTTPError as exc:
-            raise map_transport_error(exc, self._redact) from exc
-        return parse_chat_completion(body)
-
-    def _attempt_open(self, payload: JSONObject, call: CallState) -> httpx.Response:
-        call.retry_after = None
-        self._log(payload)
-        client = self._sync_client()
-        request = client.build_request(
-            "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
-        )
-        try:
-            response = client.send(request, stream=True)
-            if response.status_code >= 400:
-                try:
-                    body = read_body(response, call, _ERROR_BODY_LIMIT)
-                finally:
-                    response.close()
-                self._fail(response, body, payload, call)
-        except httpx.HTTPError as exc:
-            raise map_transport_error(exc, self._redact) from exc
-        return response
-
-    # -- async transport -------------------------------------------------------------
     def _async_client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         if self._aclient is None or self._aclient_loop is not loop:
@@ -422,32 +324,3 @@ class OpenAICompatBackend:
             )
             self._aclient_loop = loop
         return self._aclient
-
-    async def _aattempt_open(self, payload: JSONObject, call: CallState) -> httpx.Response:
-        call.retry_after = None
-        self._log(payload)
-        client = self._async_client()
-        request = client.build_request(
-            "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
-        )
-        try:
-            response = await bounded(lambda: client.send(request, stream=True), call)
-            if response.status_code >= 400:
-                try:
-                    body = await aread_body(response, call, _ERROR_BODY_LIMIT)
-                finally:
-                    await response.aclose()
-                self._fail(response, body, payload, call)
-        except httpx.HTTPError as exc:
-            raise map_transport_error(exc, self._redact) from exc
-        return response
-
-    async def _aattempt_json(self, payload: JSONObject, call: CallState) -> Completion:
-        response = await self._aattempt_open(payload, call)
-        try:
-            body = await aread_body(response, call)
-        except httpx.HTTPError as exc:
-            raise map_transport_error(exc, self._redact) from exc
-        finally:
-            await response.aclose()
-        return parse_chat_completion(body)

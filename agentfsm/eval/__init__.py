@@ -12,8 +12,9 @@ are loaded on first use, so scoring works on its own.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentfsm._lazy import lazy_exports
 
 from agentfsm.eval.bfcl_data import BfclCase, load_cases, parse_categories
 from agentfsm.eval.checker import ast_checker, check_case
@@ -41,21 +42,17 @@ __all__ = [
 ]
 
 _LAZY = {
-    "ReportRow": "report",
-    "aggregate": "report",
-    "render_markdown": "report",
-    "write_report": "report",
-    "BASELINE": "runner",
-    "CaseResult": "runner",
-    "EvalPlan": "runner",
-    "RunSpec": "runner",
-    "resolve_specs": "runner",
-    "run_eval": "runner",
+    "ReportRow": "agentfsm.eval.report",
+    "aggregate": "agentfsm.eval.report",
+    "render_markdown": "agentfsm.eval.report",
+    "write_report": "agentfsm.eval.report",
+    "BASELINE": "agentfsm.eval.runner",
+    "CaseResult": "agentfsm.eval.runner",
+    "EvalPlan": "agentfsm.eval.runner",
+    "RunSpec": "agentfsm.eval.runner",
+    "resolve_specs": "agentfsm.eval.runner",
+    "run_eval": "agentfsm.eval.runner",
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentfsm.eval' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"agentfsm.eval.{module}"), name)
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.core.backend import Backend, GenerationOptions
+from agentfsm.eval.bfcl_data import CATEGORIES as BFCL_CATEGORIES
 from agentfsm.eval.bfcl_data import load_cases
 from agentfsm.eval.runner import CaseResult, EvalPlan, resolve_specs, run_eval
 from agentfsm.eval.tasks import TASKS, Task, TaskResult, run_task
@@ -21,15 +22,7 @@ from agentfsm.eval.tasks import TASKS, Task, TaskResult, run_task
 __all__ = ["CATEGORIES", "COLUMNS", "QualityRow", "render_markdown", "rows_from", "run_quality", "run_tasks"]
 
 #: the single-turn, non-live BFCL categories
-CATEGORIES: tuple[str, ...] = (
-    "simple_python",
-    "simple_java",
-    "simple_javascript",
-    "multiple",
-    "parallel",
-    "parallel_multiple",
-    "irrelevance",
-)
+CATEGORIES: tuple[str, ...] = tuple(c for c in BFCL_CATEGORIES if not c.startswith("live_"))
 COLUMNS = ("category", "cases", "accuracy %", "protocol-valid %", "mean attempts", "s/case")
 
 

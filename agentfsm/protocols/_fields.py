@@ -1,15 +1,22 @@
-"""Typed reads of a client's JSON body; each failure is a RequestError naming the field."""
+"""Typed reads of a client's JSON body; each failure is a RequestError naming the field.
+
+Besides the scalar reads, the parts every protocol reads alike: the offered tools, a
+``tool_choice`` keyword or named tool, and a tool result answering an earlier call.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentfsm.core._types import JSONObject
-from agentfsm.core.errors import RequestError, UnsupportedContent
+from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core.errors import RequestError, ToolSpecError, UnsupportedContent
+from agentfsm.core.messages import ToolCall, ToolMessage, ToolResult, ToolSpec
 from agentfsm.protocols.client_json import load_client_json
 
 __all__ = [
+    "choice_keyword",
+    "chosen_tool",
     "join_texts",
     "opt_bool",
     "opt_int",
@@ -21,6 +28,8 @@ __all__ = [
     "req_str",
     "stop_sequences",
     "text_of_parts",
+    "tool_answer",
+    "tool_specs",
 ]
 
 
@@ -165,3 +174,68 @@ def parse_arguments(raw: Any, where: str) -> JSONObject:
     if not isinstance(value, dict):
         raise RequestError(f"{where} must encode a JSON object, got {_kind(value)}", param=where)
     return value
+
+
+def tool_specs(
+    raw: Any, read: Callable[[Mapping[str, Any], str], ToolSpec | None], *, name_key: str = "name"
+) -> tuple[ToolSpec, ...]:
+    """The ``tools`` array, each entry made a ToolSpec by ``read(entry, where)`` (None: passed
+    over). A ToolSpecError or a repeated name is a 400 naming the entry (``name_key`` is
+    where the protocol keeps the name, for the duplicate's ``param``)."""
+    if raw is None:
+        return ()
+    specs: list[ToolSpec] = []
+    seen: set[str] = set()
+    for i, item in enumerate(req_list(raw, "tools")):
+        where = f"tools[{i}]"
+        try:
+            spec = read(req_mapping(item, where), where)
+        except ToolSpecError as exc:
+            raise RequestError(f"{where}: {exc}", param=where) from exc
+        if spec is None:
+            continue
+        if spec.name in seen:
+            raise RequestError(f"{where}: duplicate tool name {spec.name!r}", param=f"{where}.{name_key}")
+        seen.add(spec.name)
+        specs.append(spec)
+    return tuple(specs)
+
+
+def choice_keyword(raw: str, tools: Sequence[ToolSpec], *, needs: str = "tools") -> ToolChoice:
+    """A ``tool_choice`` string: ``none``, ``auto``, or ``required`` (which ``needs`` tools)."""
+    if raw not in ("none", "auto", "required"):
+        raise RequestError(
+            f"tool_choice must be 'none', 'auto', 'required' or an object; got {raw!r}",
+            param="tool_choice",
+        )
+    if raw == "required" and not tools:
+        raise RequestError(f"tool_choice 'required' needs {needs}", param="tool_choice")
+    return raw
+
+
+def chosen_tool(
+    name: str, tools: Sequence[ToolSpec], *, among: str = "tools", param: str = "tool_choice"
+) -> str:
+    """The tool a ``tool_choice`` names, which must be one of ``tools``."""
+    names = [t.name for t in tools]
+    if name not in names:
+        raise RequestError(
+            f"tool_choice names {name!r}, which is not among the {among} ({', '.join(names) or 'none'})",
+            param=param,
+        )
+    return name
+
+
+def tool_answer(
+    calls: Mapping[str, ToolCall], call_id: str, text: str, *, where: str, key: str, answers: str,
+    error: bool = False,
+) -> ToolMessage:
+    """The result of the earlier call ``call_id`` (read at ``where.key``), or a 400 when no
+    earlier ``answers`` has that id. Status ``error`` when the client says so, else by text."""
+    call = calls.get(call_id)
+    if call is None:
+        raise RequestError(
+            f"{where}: {key} {call_id!r} answers no earlier {answers}", param=f"{where}.{key}"
+        )
+    status = "error" if error else ("ok" if text.strip() else "empty")
+    return ToolMessage(result=ToolResult(call_id=call_id, content=text, status=status, name=call.name))

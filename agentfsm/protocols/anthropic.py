@@ -21,18 +21,18 @@ from typing import Any
 
 from agentfsm.core._types import JSONObject, ToolChoice
 from agentfsm.core.backend import Usage
-from agentfsm.core.errors import AgentFSMError, RequestError, ToolSpecError, UnsupportedContent
+from agentfsm.core.errors import AgentFSMError, RequestError, UnsupportedContent
 from agentfsm.core.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolCall,
     ToolMessage,
-    ToolResult,
     ToolSpec,
     UserMessage,
 )
 from agentfsm.protocols._fields import (
+    chosen_tool,
     join_texts,
     opt_bool,
     opt_int,
@@ -43,8 +43,10 @@ from agentfsm.protocols._fields import (
     req_str,
     stop_sequences,
     text_of_parts,
+    tool_answer,
+    tool_specs,
 )
-from agentfsm.protocols.common import NormalizedRequest, error_status, recover_tools
+from agentfsm.protocols.common import NormalizedRequest, error_status, tools_or_recovered
 from agentfsm.protocols.sampling import anthropic_settings
 
 __all__ = [
@@ -77,11 +79,7 @@ def normalize_anthropic(body: Mapping[str, Any]) -> NormalizedRequest:
     """
     body = req_mapping(body, "body")
     messages = _messages(body.get("messages"), _system(body.get("system")))
-    tools = _tools(body.get("tools"))
-    recovered = False
-    if not tools:
-        tools = recover_tools(messages)
-        recovered = bool(tools)
+    tools, recovered = tools_or_recovered(tool_specs(body.get("tools"), _tool), messages)
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), tools)
     return NormalizedRequest(
         messages=messages,
@@ -185,18 +183,11 @@ def _tool_result(
         raise RequestError(
             f"{where}: a tool_result needs a tool_use_id", param=f"{where}.tool_use_id"
         )
-    call = calls.get(call_id)
-    if call is None:
-        raise RequestError(
-            f"{where}: tool_use_id {call_id!r} answers no earlier tool_use block",
-            param=f"{where}.tool_use_id",
-        )
     raw = block.get("content")
     text = "" if raw is None else text_of_parts(raw, f"{where}.content", text_types=_TEXT) or ""
     is_error = opt_bool(block, "is_error", False, where=f"{where}.is_error")
-    status = "error" if is_error else ("ok" if text.strip() else "empty")
-    return ToolMessage(
-        result=ToolResult(call_id=call_id, content=text, status=status, name=call.name)
+    return tool_answer(
+        calls, call_id, text, where=where, key="tool_use_id", answers="tool_use block", error=is_error
     )
 
 
@@ -227,30 +218,15 @@ def _assistant(content: Any, where: str) -> AssistantMessage:
     return AssistantMessage(content=text or None, tool_calls=tuple(calls))
 
 
-def _tools(raw: Any) -> tuple[ToolSpec, ...]:
-    if raw is None:
-        return ()
-    specs: list[ToolSpec] = []
-    seen: set[str] = set()
-    for i, item in enumerate(req_list(raw, "tools")):
-        where = f"tools[{i}]"
-        tool = req_mapping(item, where)
-        kind = tool.get("type", "custom")
-        if kind != "custom":
-            raise RequestError(
-                f"{where}: tool type {kind!r} is not supported "
-                "(only custom tools with an input_schema)",
-                param=f"{where}.type",
-            )
-        try:
-            spec = ToolSpec.from_anthropic(tool)
-        except ToolSpecError as exc:
-            raise RequestError(f"{where}: {exc}", param=where) from exc
-        if spec.name in seen:
-            raise RequestError(f"{where}: duplicate tool name {spec.name!r}", param=f"{where}.name")
-        seen.add(spec.name)
-        specs.append(spec)
-    return tuple(specs)
+def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec:
+    kind = tool.get("type", "custom")
+    if kind != "custom":
+        raise RequestError(
+            f"{where}: tool type {kind!r} is not supported "
+            "(only custom tools with an input_schema)",
+            param=f"{where}.type",
+        )
+    return ToolSpec.from_anthropic(tool)
 
 
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, bool]:
@@ -270,13 +246,7 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, boo
         return "required", parallel
     if kind == "tool":
         name = req_str(choice.get("name"), "tool_choice.name")
-        names = [t.name for t in tools]
-        if name not in names:
-            raise RequestError(
-                f"tool_choice names {name!r}, which is not among the tools ({', '.join(names)})",
-                param="tool_choice.name",
-            )
-        return name, parallel
+        return chosen_tool(name, tools, param="tool_choice.name"), parallel
     raise RequestError(
         f"tool_choice.type must be 'auto', 'any', 'tool' or 'none'; got {kind!r}",
         param="tool_choice.type",

@@ -45,6 +45,7 @@ __all__ = [
     "recover_tools",
     "remint_ids",
     "sse_event",
+    "tools_or_recovered",
 ]
 
 #: ``openai`` is chat completions, ``responses`` OpenAI's Responses API, ``anthropic`` messages
@@ -119,6 +120,17 @@ def recover_tools(messages: Iterable[Message]) -> tuple[ToolSpec, ...]:
         ToolSpec(name=name, description="", parameters=dict(RECOVERED_TOOL_SCHEMA))
         for name in names
     )
+
+
+def tools_or_recovered(
+    tools: tuple[ToolSpec, ...], messages: Iterable[Message]
+) -> tuple[tuple[ToolSpec, ...], bool]:
+    """The request's tools, or, when it offers none, those its history called
+    (:func:`recover_tools`); and whether they were recovered."""
+    if tools:
+        return tools, False
+    recovered = recover_tools(messages)
+    return recovered, bool(recovered)
 
 
 def mint_call_id(protocol: WireProtocol, source: str | random.Random) -> str:

@@ -10,18 +10,19 @@ from typing import Any
 
 from agentfsm.core._types import JSONObject, ToolChoice
 from agentfsm.core.backend import Usage
-from agentfsm.core.errors import AgentFSMError, PromptTooLong, RequestError, ToolSpecError, UnsupportedContent
+from agentfsm.core.errors import AgentFSMError, PromptTooLong, RequestError, UnsupportedContent
 from agentfsm.core.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolCall,
     ToolMessage,
-    ToolResult,
     ToolSpec,
     UserMessage,
 )
 from agentfsm.protocols._fields import (
+    choice_keyword,
+    chosen_tool,
     opt_bool,
     opt_int,
     opt_number,
@@ -32,12 +33,14 @@ from agentfsm.protocols._fields import (
     req_str,
     stop_sequences,
     text_of_parts,
+    tool_answer,
+    tool_specs,
 )
 from agentfsm.protocols.common import (
     NormalizedRequest,
     dump_arguments,
     error_status,
-    recover_tools,
+    tools_or_recovered,
 )
 from agentfsm.protocols.sampling import openai_settings
 
@@ -85,11 +88,9 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
         raise RequestError("only n=1 is supported", param="n")
 
     messages = _messages(body.get("messages"))
-    tools = _tools(body.get("tools"))
-    recovered = False
-    if not tools:
-        tools = recover_tools(messages)
-        recovered = bool(tools)
+    tools, recovered = tools_or_recovered(
+        tool_specs(body.get("tools"), _tool, name_key="function.name"), messages
+    )
     tool_choice, tools = _tool_choice(body.get("tool_choice"), tools)
 
     stream = opt_bool(body, "stream", False)
@@ -203,72 +204,34 @@ def _tool_message(msg: Mapping[str, Any], where: str, calls: Mapping[str, ToolCa
         raise RequestError(
             f"{where}: a tool message needs a tool_call_id", param=f"{where}.tool_call_id"
         )
-    call = calls.get(call_id)
-    if call is None:
-        raise RequestError(
-            f"{where}: tool_call_id {call_id!r} answers no earlier assistant tool call",
-            param=f"{where}.tool_call_id",
-        )
     text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_USER_TEXT) or ""
-    status = "ok" if text.strip() else "empty"
-    return ToolMessage(
-        result=ToolResult(call_id=call_id, content=text, status=status, name=call.name)
+    return tool_answer(
+        calls, call_id, text, where=where, key="tool_call_id", answers="assistant tool call"
     )
 
 
-def _tools(raw: Any) -> tuple[ToolSpec, ...]:
-    if raw is None:
-        return ()
-    specs: list[ToolSpec] = []
-    seen: set[str] = set()
-    for i, item in enumerate(req_list(raw, "tools")):
-        where = f"tools[{i}]"
-        tool = req_mapping(item, where)
-        kind = tool.get("type", "function")
-        if kind != "function":
-            raise RequestError(
-                f"{where}: tool type {kind!r} is not supported (only 'function')",
-                param=f"{where}.type",
-            )
-        try:
-            spec = ToolSpec.from_openai(tool)
-        except ToolSpecError as exc:
-            raise RequestError(f"{where}: {exc}", param=where) from exc
-        if spec.name in seen:
-            raise RequestError(
-                f"{where}: duplicate tool name {spec.name!r}", param=f"{where}.function.name"
-            )
-        seen.add(spec.name)
-        specs.append(spec)
-    return tuple(specs)
+def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec:
+    kind = tool.get("type", "function")
+    if kind != "function":
+        raise RequestError(
+            f"{where}: tool type {kind!r} is not supported (only 'function')",
+            param=f"{where}.type",
+        )
+    return ToolSpec.from_openai(tool)
 
 
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tuple[ToolSpec, ...]]:
     """The normalized choice, and the tools (narrowed by an ``allowed_tools`` choice)."""
     if raw is None:
         return ("auto" if tools else "none"), tools
-    names = [t.name for t in tools]
     if isinstance(raw, str):
-        if raw not in ("none", "auto", "required"):
-            raise RequestError(
-                f"tool_choice must be 'none', 'auto', 'required' or an object; got {raw!r}",
-                param="tool_choice",
-            )
-        if raw == "required" and not tools:
-            raise RequestError("tool_choice 'required' needs tools", param="tool_choice")
-        return raw, tools
+        return choice_keyword(raw, tools), tools
+    names = [t.name for t in tools]
     choice = req_mapping(raw, "tool_choice")
     kind = choice.get("type")
     if kind == "function":
         fn = req_mapping(choice.get("function"), "tool_choice.function")
-        name = req_str(fn.get("name"), "tool_choice.function.name")
-        if name not in names:
-            raise RequestError(
-                f"tool_choice names {name!r}, which is not among the tools "
-                f"({', '.join(names) or 'none'})",
-                param="tool_choice",
-            )
-        return name, tools
+        return chosen_tool(req_str(fn.get("name"), "tool_choice.function.name"), tools), tools
     if kind == "allowed_tools":
         allowed = req_mapping(choice.get("allowed_tools"), "tool_choice.allowed_tools")
         mode = allowed.get("mode", "auto")

@@ -20,18 +20,19 @@ from typing import Any
 
 from agentfsm.core._types import JSONObject, ToolChoice
 from agentfsm.core.backend import Usage
-from agentfsm.core.errors import RequestError, ToolSpecError, UnsupportedContent
+from agentfsm.core.errors import RequestError, UnsupportedContent
 from agentfsm.core.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolCall,
     ToolMessage,
-    ToolResult,
     ToolSpec,
     UserMessage,
 )
 from agentfsm.protocols._fields import (
+    choice_keyword,
+    chosen_tool,
     opt_bool,
     opt_int,
     opt_number,
@@ -41,8 +42,10 @@ from agentfsm.protocols._fields import (
     req_mapping,
     req_str,
     text_of_parts,
+    tool_answer,
+    tool_specs,
 )
-from agentfsm.protocols.common import NormalizedRequest, dump_arguments, recover_tools
+from agentfsm.protocols.common import NormalizedRequest, dump_arguments, tools_or_recovered
 from agentfsm.protocols.sampling import responses_settings
 
 __all__ = [
@@ -85,11 +88,7 @@ def normalize_responses(body: Mapping[str, Any]) -> NormalizedRequest:
     if not messages:
         raise RequestError("'input' must hold at least one item", param="input")
 
-    tools = _tools(body.get("tools"))
-    recovered = False
-    if not tools:
-        tools = recover_tools(messages)
-        recovered = bool(tools)
+    tools, recovered = tools_or_recovered(tool_specs(body.get("tools"), _tool), messages)
     tool_choice, tools = _tool_choice(body.get("tool_choice"), tools)
     return NormalizedRequest(
         messages=tuple(messages),
@@ -169,65 +168,30 @@ def _text(content: Any, where: str, types: Mapping[str, str]) -> str:
 
 def _output(entry: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall]) -> ToolMessage:
     call_id = req_str(entry.get("call_id"), f"{where}.call_id")
-    call = calls.get(call_id)
-    if call is None:
-        raise RequestError(
-            f"{where}: call_id {call_id!r} answers no earlier function_call item",
-            param=f"{where}.call_id",
-        )
     text = text_of_parts(entry.get("output"), f"{where}.output", text_types=_INPUT_TEXT) or ""
-    status = "ok" if text.strip() else "empty"
-    return ToolMessage(result=ToolResult(call_id=call_id, content=text, status=status, name=call.name))
+    return tool_answer(calls, call_id, text, where=where, key="call_id", answers="function_call item")
 
 
-def _tools(raw: Any) -> tuple[ToolSpec, ...]:
-    if raw is None:
-        return ()
-    specs: list[ToolSpec] = []
-    seen: set[str] = set()
-    for i, item in enumerate(req_list(raw, "tools")):
-        where = f"tools[{i}]"
-        tool = req_mapping(item, where)
-        if tool.get("type", "function") != "function":
-            continue  # hosted tools (web_search, namespace ...): reported by responses_settings
-        name = req_str(tool.get("name"), f"{where}.name")
-        try:
-            spec = ToolSpec.from_any(
-                {"name": name, "description": tool.get("description"), "parameters": tool.get("parameters")}
-            )
-        except ToolSpecError as exc:
-            raise RequestError(f"{where}: {exc}", param=where) from exc
-        if spec.name in seen:
-            raise RequestError(f"{where}: duplicate tool name {spec.name!r}", param=f"{where}.name")
-        seen.add(spec.name)
-        specs.append(spec)
-    return tuple(specs)
+def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec | None:
+    if tool.get("type", "function") != "function":
+        return None  # hosted tools (web_search, namespace ...): reported by responses_settings
+    name = req_str(tool.get("name"), f"{where}.name")
+    return ToolSpec.from_any(
+        {"name": name, "description": tool.get("description"), "parameters": tool.get("parameters")}
+    )
 
 
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tuple[ToolSpec, ...]]:
     if raw is None:
         return ("auto" if tools else "none"), tools
-    names = [t.name for t in tools]
     if isinstance(raw, str):
-        if raw not in ("none", "auto", "required"):
-            raise RequestError(
-                f"tool_choice must be 'none', 'auto', 'required' or an object; got {raw!r}",
-                param="tool_choice",
-            )
-        if raw == "required" and not tools:
-            raise RequestError("tool_choice 'required' needs function tools", param="tool_choice")
-        return (raw if tools else "none"), tools
+        keyword = choice_keyword(raw, tools, needs="function tools")
+        return (keyword if tools else "none"), tools
     choice = req_mapping(raw, "tool_choice")
     kind = choice.get("type")
     if kind == "function":
         name = req_str(choice.get("name"), "tool_choice.name")
-        if name not in names:
-            raise RequestError(
-                f"tool_choice names {name!r}, which is not among the function tools "
-                f"({', '.join(names) or 'none'})",
-                param="tool_choice",
-            )
-        return name, tools
+        return chosen_tool(name, tools, among="function tools"), tools
     if kind == "allowed_tools":
         mode = choice.get("mode", "auto")
         if mode not in ("auto", "required"):

@@ -14,6 +14,7 @@ Each returns today's events for the run; :mod:`agentfsm.runtime.replay` compares
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -128,20 +129,28 @@ async def _never(_args: dict[str, Any]) -> Any:  # pragma: no cover - aexecute i
     raise ToolExecutionError("replay tools are answered from the transcript")
 
 
+def _decides_as(config: RunStartConfig) -> RunConfig:
+    """The recorded run's deciding settings (dialect, enforcement, correction budget, loop
+    threshold); the rest at their defaults."""
+    return RunConfig(
+        dialect=config.dialect,
+        enforcement=config.enforcement,
+        max_corrections=config.max_corrections,
+        loop_threshold=config.loop_threshold,
+    )
+
+
 async def _rerun_agent(run: RecordedRun, config: AgentRunConfig | BatchRunConfig) -> list[TranscriptEvent]:
     from agentfsm.runtime.agent import Agent  # the agent imports the whole stack
 
     request = run.request
     results = run.results
     events: list[TranscriptEvent] = []
-    run_config = RunConfig(
-        dialect=config.dialect,
+    run_config = dataclasses.replace(
+        _decides_as(config),
         tool_choice=request.tool_choice,
         parallel=config.parallel,
-        enforcement=config.enforcement,
         max_steps=config.max_steps,
-        max_corrections=config.max_corrections,
-        loop_threshold=config.loop_threshold,
         # the recorded results are already cut as the run cut them: nothing is cut again
         result_max_chars=max(DEFAULTS.result_max_chars, max((len(r.content) for r in results), default=0) + 1),
     )
@@ -177,16 +186,7 @@ async def _rerun_proxy(run: RecordedRun, config: ProxyRunConfig) -> list[Transcr
     except ValidationError as exc:
         raise TranscriptError(f"run {run.run_id!r}: the proxy's normalized request does not read: {exc}") from exc
     with tempfile.TemporaryDirectory(prefix="agentfsm-replay-") as tmp:
-        run_config = RunConfig(
-            dialect=config.dialect,
-            enforcement=config.enforcement,
-            max_corrections=config.max_corrections,
-            loop_threshold=config.loop_threshold,
-        )
-        settings = Settings(
-            run=run_config,
-            transcripts_dir=Path(tmp),
-        )
+        settings = Settings(run=_decides_as(config), transcripts_dir=Path(tmp))
         ex = Exchange(run.backend(), normalized, Wire(normalized.protocol), settings)
         ex.open_transcript()
         try:
@@ -209,13 +209,8 @@ async def _rerun_eval(run: RecordedRun, config: EvalRunConfig) -> list[Transcrip
     from agentfsm.eval.case import run_case_turn
 
     request = run.request
-    engine = EngineConfig(
-        tools=request.tools,
-        dialect=config.dialect,
-        tool_choice=request.tool_choice,
-        parallel=config.parallel,
-        max_corrections=config.max_corrections,
-        loop_threshold=config.loop_threshold,
+    engine = EngineConfig.of(
+        _decides_as(config), request.tools, tool_choice=request.tool_choice, parallel=config.parallel
     )
     events: list[TranscriptEvent] = []
     writer = TranscriptWriter(None, run_id=run.run_id, on_event=events.append)

@@ -10,8 +10,9 @@ names below are imported on first use, so the CLI can read those defaults cheapl
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentfsm._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from agentfsm.server.app import create_app
@@ -27,7 +28,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'agentfsm.server' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())

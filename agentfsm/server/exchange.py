@@ -114,6 +114,21 @@ class Exchange:
         """The history for a request without tools: no contract, nothing added."""
         return project_history(self.request.messages, (), dialect=self.settings.run.dialect, tool_choice="auto")
 
+    def plain_request(self) -> tuple[list[PromptMessage], GenerationOptions]:
+        """The one model call of a request without tools: its prompt and options, counted
+        and recorded as ``model_request``."""
+        prompt = self.plain_prompt()
+        options = self.options
+        self.tally.attempts = 1
+        self.emit(
+            "model_request",
+            attempt=1,
+            messages=[m.model_dump(mode="json") for m in prompt],
+            options=options.model_dump(mode="json"),
+            enforcement="prompt",
+        )
+        return prompt, options
+
     def add_usage(self, prompt: int, completion: int) -> None:
         """Count one model call's tokens."""
         self.tally.usage += Usage(prompt_tokens=prompt, completion_tokens=completion)
@@ -218,16 +233,7 @@ async def complete(ex: Exchange) -> Reply:
             tally=ex.tally,
         )
         return reply_for(ex, result)
-    prompt = ex.plain_prompt()
-    options = ex.options
-    ex.tally.attempts = 1
-    ex.emit(
-        "model_request",
-        attempt=1,
-        messages=[m.model_dump(mode="json") for m in prompt],
-        options=options.model_dump(mode="json"),
-        enforcement="prompt",
-    )
+    prompt, options = ex.plain_request()
     completion = await ex.backend.acomplete(prompt, options)
     prompt_tokens = completion.usage.prompt_tokens or sum(estimate_tokens(m.content) for m in prompt)
     ex.add_usage(prompt_tokens, completion.usage.completion_tokens or estimate_tokens(completion.text))

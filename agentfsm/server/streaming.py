@@ -87,16 +87,7 @@ async def _aclose(iterator: AsyncIterator[str]) -> None:
 
 async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
     """No tools: the model's text, forwarded delta by delta."""
-    prompt = ex.plain_prompt()
-    options = ex.options
-    ex.tally.attempts = 1
-    ex.emit(
-        "model_request",
-        attempt=1,
-        messages=[m.model_dump(mode="json") for m in prompt],
-        options=options.model_dump(mode="json"),
-        enforcement="prompt",
-    )
+    prompt, options = ex.plain_request()
     parts: list[str] = []
     upstream = ex.backend.astream(prompt, options)
     try:

@@ -78,18 +78,9 @@ class Wire:
         finish_reason: str,
     ) -> JSONObject:
         """A whole (non-streamed) response body."""
-        if self.protocol == "openai":
-            return encode_openai_response(
-                model=model,
-                content=content,
-                tool_calls=calls,
-                usage=usage,
-                created=created,
-                response_id=response_id,
-                finish_reason=finish_reason,
-            )
-        if self.protocol == "responses":
-            return encode_responses_response(
+        if self.protocol != "anthropic":  # the two OpenAI encoders take the same fields
+            encode = encode_openai_response if self.protocol == "openai" else encode_responses_response
+            return encode(
                 model=model,
                 content=content,
                 tool_calls=calls,
