@@ -48,8 +48,10 @@ def test_truncate_rejects_a_nonsense_cap() -> None:
 @pytest.mark.parametrize(
     ("result", "name", "expected"),
     [
-        (OK, None, 'Result of get_weather (call c1):\n{"temp": 18}'),
-        (OK, "weather", 'Result of weather (call c1):\n{"temp": 18}'),
+        # a short one-line result is a sentence the model can restate
+        (OK, None, 'The result of get_weather (call c1) is {"temp": 18}.'),
+        (OK, "weather", 'The result of weather (call c1) is {"temp": 18}.'),
+        (ToolResult(call_id="c7", content="sunny.\nwarm"), "w", "Result of w (call c7):\nsunny.\nwarm"),
         (EMPTY, "lookup", "No data from lookup (call c2): the result is empty."),
         (
             ToolResult(call_id="c5", content="  \n"),
@@ -78,7 +80,7 @@ def test_each_status_has_its_own_wording() -> None:
     frames = [frame_result(r, tool_name="t", max_chars=40) for r in (OK, EMPTY, ERROR, LONG)]
     heads = [re.sub(r" \(call c\d\)", "", frame.splitlines()[0]) for frame in frames]
     assert heads == [
-        "Result of t:",
+        'The result of t is {"temp": 18}.',
         "No data from t: the result is empty.",
         "Error from t, the call failed:",
         "Result of t, truncated (incomplete):",
@@ -87,12 +89,15 @@ def test_each_status_has_its_own_wording() -> None:
 
 def test_frame_results_auto_lets_the_model_call_or_answer() -> None:
     text = frame_results([(OK, None)], "json-action", "auto")
-    assert text.startswith('Tool result:\nResult of get_weather (call c1):\n{"temp": 18}\n\n')
+    assert text.startswith('Tool result:\nThe result of get_weather (call c1) is {"temp": 18}.\n\n')
+    # answering comes first: most turns end after one round of results
     assert text.endswith(
-        "Decide the next step: call another tool, written as a ```json action``` block with "
-        '{"tool": NAME, "parameters": {...}}, or, if you have what you need, '
-        "answer the user in plain text."
+        "If you have what the user asked for, answer now, stating the results, in plain text. "
+        'If a further step is needed, call the next tool, written as a ```json action``` block with '
+        '{"tool": NAME, "parameters": {...}}.'
     )
+    asked = frame_results([(OK, None)], "json-action", "auto", request="Weather  in\nParis?")
+    assert "The user asked: Weather in Paris?\nIf you have what" in asked
 
 
 def test_frame_results_several_with_hints() -> None:

@@ -7,8 +7,9 @@ from syrupy.assertion import SnapshotAssertion
 
 from agentfsm import parse_reply, render_contract
 from agentfsm.core._types import DIALECT_NAMES
-from agentfsm.prompt.contract import contract_hash, example_arguments, render_example_call, summarize_schema
+from agentfsm.prompt.contract import contract_hash, render_call_template, summarize_schema
 from agentfsm.dialects import get_dialect
+from agentfsm.dialects._render import FORMAT_EXAMPLE
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolSpec
 
@@ -65,17 +66,36 @@ def test_tool_choice_rules(tool_choice: str, rule: str) -> None:
 
 
 @pytest.mark.parametrize("dialect", DIALECT_NAMES)
-def test_the_example_in_the_contract_parses_back_to_a_valid_call(dialect: str) -> None:
-    example = render_example_call(WEATHER, get_dialect(dialect))
-    assert example in render_contract(TOOLS, dialect=dialect)
-    parsed = parse_reply(example, TOOLS, dialect)
-    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("get_weather", example_arguments(WEATHER.parameters))]
+def test_the_format_example_is_a_made_up_tool_that_parses_back(dialect: str) -> None:
+    text = render_contract(TOOLS, dialect=dialect)
+    example = get_dialect(dialect).render_call(FORMAT_EXAMPLE)
+    assert example in text and "count_letters is not one of your tools" in text
+    parsed = parse_reply(example, [], dialect)
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("count_letters", {"word": "xylophone"})]
 
 
-def test_the_few_shot_shows_a_result_arriving_and_the_next_decision() -> None:
-    text = render_contract(TOOLS)
-    assert "Result of get_weather (call_0)" in text
-    assert text.index("Result of get_weather") < text.index("The result is 42.")
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+@pytest.mark.parametrize("tool_choice", ["auto", "required", "get_time"])
+def test_no_contract_shows_a_value_of_an_offered_tool(dialect: str, tool_choice: str) -> None:
+    for constrained in (False, True):
+        text = render_contract(TOOLS, dialect=dialect, tool_choice=tool_choice, constrained=constrained)
+        assert "example city" not in text and "1.5" not in text and "42" not in text
+        assert "The result is" not in text  # no answer text to copy
+
+
+def test_the_constrained_contract_is_short_and_names_both_shapes() -> None:
+    text = render_contract(TOOLS, dialect="json-protocol", constrained=True)
+    assert '{"action": {"tool": <tool name>' in text and '{"final": {"content": <your answer>}}' in text
+    assert "Example" not in text and len(text) < len(render_contract(TOOLS, dialect="json-protocol"))
+    required = render_contract(TOOLS, dialect="json-protocol", tool_choice="required", constrained=True)
+    assert '"final"' not in required
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+def test_a_call_template_names_the_tool_and_its_slots_without_values(dialect: str) -> None:
+    template = render_call_template(WEATHER, get_dialect(dialect))
+    assert "get_weather" in template and "<city>" in template and "<unit>" in template
+    assert "\x00" not in template
 
 
 def test_misuse_is_a_usage_error() -> None:

@@ -59,9 +59,9 @@ def test_instructions(name: str, snapshot: SnapshotAssertion) -> None:
 def test_instructions_hold_one_valid_example(name: str) -> None:
     text = get_dialect(name).render_instructions([WEATHER], "auto", True)
     reply = parse_reply(text, [WEATHER], name)
-    # json-protocol also shows the list form, made of the same example call
+    # the example is a made-up tool with a value no request is about (nothing to copy)
     assert {(c.name, json.dumps(c.arguments)) for c in reply.tool_calls} == {
-        ("get_weather", json.dumps({"city": "city", "unit": "celsius"}))
+        ("count_letters", json.dumps({"word": "xylophone"}))
     }
     assert reply.rejected == ()
 

@@ -86,7 +86,9 @@ def test_read_extension_adds_at_most_the_bound() -> None:
 
 
 def _config(parallel: bool = True) -> EngineConfig:
-    return EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", parallel=parallel)
+    # the scripted artists are not in the requests: grounding (guards/grounding.py) is
+    # not what these tests are about
+    return EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", parallel=parallel, grounding=False)
 
 
 async def test_a_turn_extends_one_call_into_a_list() -> None:

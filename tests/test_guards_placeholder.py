@@ -1,4 +1,4 @@
-"""The placeholder guard, the stricter retries it and truncation drive, and cut-off finals."""
+"""The placeholder guard (flags only), the retries grounding and truncation drive, and cut-off finals."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agentfsm.core.backend import Capabilities, GenerationOptions
-from agentfsm.prompt.contract import example_arguments
+from agentfsm.prompt.contract import render_contract
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, conversation_text, step
 from agentfsm.prompt.enforcement import COMPACT_MAX_ITEMS, action_item_schema, build_action_schema
@@ -64,24 +64,20 @@ def parsed(name: str, **args: Any) -> ParsedReply:
         ("weather", {"city": "Paris"}, "weather in paris?", None),
         # the conversation says it: not a placeholder
         ("weather", {"city": "city"}, "weather in the town called city", None),
-        ("area", {"width": 1.5, "height": 2}, "a 3 by 2 rectangle", ("width", 1.5)),
-        ("area", {"width": 1.5, "height": 2}, "a 1.5 by 2 rectangle", None),
-        # 21.5 does not contain the number 1.5
-        ("area", {"width": 1.5, "height": 2}, "a 21.5 by 2 rectangle", ("width", 1.5)),
-        # integers and booleans are never judged
+        ("weather", {"city": "<city>"}, "what's the weather?", ("city", "<city>")),
+        # numbers are never judged: the contract shows none
+        ("area", {"width": 1.5, "height": 2}, "a 3 by 2 rectangle", None),
         ("weather", {"city": "Paris", "days": 1}, "weather in paris", None),
-        ("area", {"width": 3, "height": 2, "sides": [1.5]}, "3 by 2", ("sides", 1.5)),
     ],
 )
 def test_check(name: str, args: dict[str, Any], source: str, flagged: tuple[str, Any] | None) -> None:
     verdict = placeholder.check(parsed(name, **args), TOOLS, "auto", source)
+    assert isinstance(verdict, Accept)  # it flags; it never refuses a call
     if flagged is None:
-        assert isinstance(verdict, Accept)
+        assert verdict.detail == ""
         return
-    assert isinstance(verdict, Correction)
-    assert verdict.guard == "placeholder" and verdict.reason == "placeholder_argument"
-    assert f"{flagged[0]} = {flagged[1]!r}" in verdict.message
-    assert "answer it directly" in verdict.message
+    assert verdict.guard == "placeholder" and "placeholder_argument" in verdict.detail
+    assert f"{flagged[0]} = {flagged[1]!r}" in verdict.detail
 
 
 def test_nested_objects_are_searched() -> None:
@@ -89,25 +85,27 @@ def test_nested_objects_are_searched() -> None:
     assert found == ("city", "example city")
 
 
-def test_a_required_call_is_not_told_to_answer_instead() -> None:
-    verdict = placeholder.check(parsed("weather", city="example city"), TOOLS, "required", "")
-    assert isinstance(verdict, Correction)
-    assert "answer it directly" not in verdict.message
+def test_a_flag_never_turns_a_call_into_a_refusal() -> None:
+    for choice in ("auto", "required", "weather"):
+        verdict = placeholder.check(parsed("weather", city="example city"), TOOLS, choice, "")
+        assert isinstance(verdict, Accept) and verdict.detail
 
 
 def test_unknown_tools_are_left_to_their_guard() -> None:
     assert isinstance(placeholder.check(parsed("nope", city="example city"), TOOLS, "auto", ""), Accept)
 
 
-def test_the_contract_placeholders_are_what_the_guard_knows() -> None:
-    shown = example_arguments(WEATHER.parameters)
-    assert placeholder.find_placeholder(shown, "") == ("city", shown["city"])
+def test_the_contract_shows_no_value_of_an_offered_tool() -> None:
+    for constrained in (False, True):
+        text = render_contract(TOOLS, dialect="json-action", constrained=constrained)
+        assert "example city" not in text and "1.5" not in text
+        assert '"city": ' not in text and '"width": ' not in text
 
 
 def test_run_guards_runs_it_after_the_argument_checks_and_before_injection() -> None:
     assert GUARD_ORDER[-2:] == ("placeholder", "injection")
     verdict = run_guards(parsed("weather", city="example city"), tools=TOOLS, tool_choice="auto", dialect_name="json-action")
-    assert isinstance(verdict, Correction) and verdict.guard == "placeholder"
+    assert isinstance(verdict, Accept) and "placeholder" in verdict.detail
 
 
 def test_conversation_text_leaves_out_the_model_and_the_corrections() -> None:
@@ -123,13 +121,12 @@ def test_conversation_text_leaves_out_the_model_and_the_corrections() -> None:
     assert "model text" not in text and "correction text" not in text
 
 
-def test_the_engine_corrects_a_placeholder_call() -> None:
+def test_a_users_real_value_is_called_with() -> None:
     config = EngineConfig(tools=TOOLS, dialect="json-action", tool_choice="auto")
     reply = '{"action": {"tool": "weather", "args": {"city": "example city"}}}'
-    decision = step([UserMessage(content="How warm is it today?")], reply, config)
-    assert isinstance(decision, Correct) and decision.reason == "placeholder_argument"
-    ok = step([UserMessage(content="How warm is it in Paris?")], reply.replace("example city", "Paris"), config)
-    assert isinstance(ok, CallTools)
+    assert isinstance(step([UserMessage(content="Weather in Example City?")], reply, config), CallTools)
+    area = '{"action": {"tool": "area", "args": {"width": 1.5, "height": 2}}}'
+    assert isinstance(step([UserMessage(content="Area of 1.5 by 2?")], area, config), CallTools)
 
 
 def _offered(schema: dict[str, Any] | None) -> set[str]:
@@ -137,21 +134,18 @@ def _offered(schema: dict[str, Any] | None) -> set[str]:
     return {t.name for t in TOOLS if json.dumps({"const": t.name}) in text}
 
 
-def test_the_retry_grammar_drops_the_tools_rejected_for_placeholders() -> None:
+def test_after_an_ungrounded_call_the_retry_grammar_offers_the_answer_only() -> None:
     backend = ScriptedBackend([], capabilities=Capabilities(json_schema=True))
-    config = EngineConfig(tools=TOOLS, dialect="json-action", tool_choice="auto", parallel=False)
+    config = EngineConfig(tools=TOOLS, dialect="json-action", tool_choice="auto", parallel=False, grounding=True)
     history: list[Any] = [UserMessage(content="How warm is it?")]
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
     assert _offered(opts.json_schema) == {"weather", "area"}
-    for name, args in (("weather", {"city": "example city"}), ("area", {"width": 1.5, "height": 1.5})):
-        reply = json.dumps({"action": {"tool": name, "args": args}})
-        decision = step(history, reply, config)
-        assert isinstance(decision, Correct)
-        history += [decision.assistant, decision.message]
-        _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
-    # both tools were rejected: only the final answer is left
+    decision = step(history, json.dumps({"action": {"tool": "weather", "args": {"city": "London"}}}), config)
+    assert isinstance(decision, Correct) and decision.reason == "ungrounded_call"
+    history += [decision.assistant, decision.message]
+    _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
     assert _offered(opts.json_schema) == set()
-    assert isinstance(step(history, '{"final": {"content": "I cannot tell."}}', config), Answer)
+    assert isinstance(step(history, '{"final": {"content": "Which city?"}}', config), Answer)
     # a required call keeps every tool
     required = EngineConfig(tools=TOOLS, dialect="json-action", tool_choice="required", parallel=False)
     _, opts, _, _ = prepare_request(backend, history, required, "constrained", GenerationOptions())
@@ -183,14 +177,12 @@ def test_the_retry_after_a_cut_off_action_is_compact() -> None:
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
     assert opts.json_schema == build_action_schema([AREA, SUM], "auto", compact=True)
     # a later correction in the same round keeps the lists bounded
-    decision = step(history, '{"action": {"tool": "area", "args": {"width": 3, "height": 1.5}}}', config)
-    assert isinstance(decision, Correct) and decision.reason == "placeholder_argument"
-    history += [decision.assistant, decision.message, AssistantMessage(content="x")]
-    history += [UserMessage(content="Resend", correction="invalid_json")]
+    decision = step(history, '{"action": {"tool": "nope", "args": {}}}', config)
+    assert isinstance(decision, Correct) and decision.reason == "unknown_tool"
+    history += [decision.assistant, decision.message]
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
-    # area is dropped (placeholder), and the lists stay bounded
-    assert opts.json_schema == build_action_schema([SUM], "auto", compact=True)
-    assert opts.json_schema != build_action_schema([SUM], "auto")
+    assert opts.json_schema == build_action_schema([AREA, SUM], "auto", compact=True)
+    assert opts.json_schema != build_action_schema([AREA, SUM], "auto")
 
 
 @pytest.mark.parametrize(

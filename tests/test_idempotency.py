@@ -59,7 +59,7 @@ def test_a_tool_gets_scope_and_call_id_and_the_models_own_value_is_replaced() ->
 
 def test_a_re_run_batch_task_gives_its_tools_the_same_keys() -> None:
     SEEN.clear()
-    task = Task.model_validate({"id": "order-42", "prompt": "book two tables", "tools": [
+    task = Task.model_validate({"id": "order-42", "prompt": "book two tables, in Paris and in Lyon", "tools": [
         {"type": "function", "function": {"name": "book_table", "parameters": ToolSpec.from_callable(book_table).parameters}},
     ]})
     settings = TaskSettings(tools_module=f"{__name__}:TOOLS", run=RunConfig(parallel=False))

@@ -57,8 +57,9 @@ class Scenario:
     name: str
     replies: tuple[str, ...]
     decision: Decision
-    #: the reply that ends an agent run after the first round of calls
-    after: str = "done"
+    #: the reply that ends an agent run after the first round of calls (it states the
+    #: results: an answer that does not is corrected, see guards/grounding.py)
+    after: str = "2 times 3 is 6.0, and 5 km is 3.11 miles."
     capabilities: Capabilities = Capabilities()
 
 
@@ -76,9 +77,9 @@ SCENARIOS = [
     # the extension step (parallel calls by list continuation) runs streamed or not
     Scenario(
         "constrained-extension",
-        (listed("multiply", a=2, b=3), ', {"tool": "multiply", "args": {"a": 4, "b": 4}}]}'),
-        ("calls", [CALC, ("multiply", {"a": 4, "b": 4})]),
-        after='{"final": {"content": "done"}}',
+        (listed("multiply", a=2, b=3), ', {"tool": "multiply", "args": {"a": 5, "b": 2}}]}'),
+        ("calls", [CALC, ("multiply", {"a": 5, "b": 2})]),
+        after='{"final": {"content": "6.0 and 10.0"}}',
         capabilities=CONSTRAINED,
     ),
     # under auto a spent budget ends with the best prose so far, never the rejected call

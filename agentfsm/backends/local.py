@@ -194,6 +194,7 @@ class LocalBackend:
             list_continuation=True,
             sampling=frozenset(SAMPLING_OPTIONS) - {"user"},  # nobody to report the end user to
             context_tokens=self.n_ctx,
+            small_model=True,
         )
 
     def count_tokens(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> int:

@@ -51,6 +51,9 @@ class Capabilities(BaseModel):
     sampling: frozenset[str] = frozenset(SAMPLING_OPTIONS)
     #: the model's context window in tokens (prompt and completion together); None: unknown
     context_tokens: int | None = None
+    #: the model is small (the embedded SmolLM2): ``grounding="auto"`` turns the
+    #: grounding checks on (:mod:`agentfsm.guards.grounding`)
+    small_model: bool = False
 
 
 class ListContinuation(BaseModel):

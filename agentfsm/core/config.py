@@ -61,6 +61,15 @@ class RunConfig:
     loop_threshold: int = field(
         default=3, metadata=_doc("A call already made this many times in a row, each time with the same result, ends the turn (LoopDetected).", minimum=1)
     )
+    #: under ``auto``, refuse calls with no value from the conversation or nothing new,
+    #: and answers after results that state none of them (:mod:`agentfsm.guards.grounding`);
+    #: ``auto`` turns it on for a backend that says its model is small
+    #: (:attr:`~agentfsm.core.backend.Capabilities.small_model`): a capable model's call
+    #: on a value it knows ("the weather where the Eiffel tower is") is not refused
+    grounding: Literal["auto", "on", "off"] = field(
+        default="auto",
+        metadata=_doc("Under tool_choice auto: refuse a call with no value from the conversation (or, after results, nothing new) and an answer that states none of the latest results; the retry offers the answer only. auto: on for a small model (the embedded one), off otherwise."),
+    )
     #: a tool result longer than this is cut (and marked) before the model sees it
     result_max_chars: int = field(
         default=8000, metadata=_doc("Characters of a tool result the model sees; longer ones are cut and marked.", minimum=1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+from agentfsm.core.backend import Capabilities
 from agentfsm.core._types import DialectName, ToolChoice
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RunError
@@ -39,6 +40,8 @@ class EngineConfig:
     parallel: bool = DEFAULTS.parallel
     max_corrections: int = DEFAULTS.max_corrections
     loop_threshold: int = DEFAULTS.loop_threshold
+    #: run :mod:`~agentfsm.guards.grounding` (resolved from the run's ``grounding``)
+    grounding: bool = False
     strict: bool = False
     #: the agent's rule: ``tool_choice`` binds the first decision after each user
     #: message, and once results are in the model may answer (:func:`tool_choice_now`)
@@ -53,9 +56,11 @@ class EngineConfig:
         tool_choice: ToolChoice | None = None,
         parallel: bool | None = None,
         relax_after_results: bool = False,
+        capabilities: Capabilities | None = None,
     ) -> EngineConfig:
         """The engine's view of ``run`` for ``tools``; the proxy passes the request's own
-        ``tool_choice`` and ``parallel``."""
+        ``tool_choice`` and ``parallel``. ``grounding="auto"`` is on when ``capabilities``
+        say the model is small."""
         return cls(
             tools=tools,
             dialect=run.dialect,
@@ -63,6 +68,8 @@ class EngineConfig:
             parallel=run.parallel if parallel is None else parallel,
             max_corrections=run.max_corrections,
             loop_threshold=run.loop_threshold,
+            grounding=run.grounding == "on"
+            or (run.grounding == "auto" and capabilities is not None and capabilities.small_model),
             relax_after_results=relax_after_results,
         )
 

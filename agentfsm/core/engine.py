@@ -28,12 +28,12 @@ from loguru import logger
 from agentfsm.core._types import EnforcementLevel, ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Capabilities
-from agentfsm.prompt.contract import render_example_call
+from agentfsm.prompt.contract import render_call_template
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, Level, call_required, choose_level
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
-from agentfsm.guards import budget, injection, loops, placeholder, repeated_call, run_guards
+from agentfsm.guards import budget, grounding, injection, loops, repeated_call, run_guards
 from agentfsm.guards.base import Correction, Stop
 from agentfsm.core.decisions import (
     Answer,
@@ -107,14 +107,18 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
 
     - after a ``repeated_call`` correction, the tools already called in this user turn
       are left out: the model must use the results (answer) or try another tool;
-    - the tools of every reply rejected for ``placeholder_argument`` in this round are
-      left out: the model found nothing in the request to call them with.
+    - after a :mod:`~agentfsm.guards.grounding` correction (``ungrounded_call``,
+      ``stale_call``, ``unsupported_answer``; ``auto`` only) no tool is left: the model
+      had no value from the conversation to call with, or has the results in hand, and
+      answers;
 
     When a call is mandatory the grammar keeps every offered tool: a correction never
     strands the model without a valid call.
     """
     if not history or not isinstance(history[-1], UserMessage) or call_required(choice):
         return tuple(specs)
+    if history[-1].correction in grounding.REASONS:
+        return ()
     dropped: set[str] = set()
     if history[-1].correction == repeated_call.REASON:
         for msg in reversed(history):
@@ -122,9 +126,6 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
                 break  # the user's turn starts here
             if isinstance(msg, AssistantMessage):
                 dropped.update(c.name for c in msg.tool_calls)
-    for reason, rejected in _round_corrections(history):
-        if reason == placeholder.REASON:
-            dropped.update(c.name for c in parse_reply(rejected.content or "", specs).tool_calls)
     return tuple(s for s in specs if s.name not in dropped)
 
 
@@ -217,7 +218,8 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         return _answer(machine, records, parsed, (), parsed.content or "", choice)
 
     dialect = get_dialect(config.dialect)
-    example = render_example_call(config.tools[0], dialect) if config.tools else ""
+    shown = [t for t in config.tools if t.name == choice] or list(config.tools[:1])
+    example = render_call_template(shown[0], dialect) if shown else ""
     verdict = run_guards(
         parsed,
         tools=config.tools,
@@ -233,16 +235,15 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         ),
     )
     if isinstance(verdict, Correction):
-        logger.info("guard {} fired: {} ({})", verdict.guard, verdict.reason, verdict.detail)
-        corrected = _correct(machine, records, parsed, reply, verdict, history, config, escalate=True)
-        if corrected is not None:
-            return corrected
-        return _spent(machine, records, parsed, reply, verdict, history, config, choice)
+        return _refuse(machine, records, parsed, reply, verdict, history, config, choice, escalate=True)
 
     calls = list(parsed.tool_calls)
     if calls and not config.parallel:
         calls = calls[:1]
     if not calls:
+        unsupported = grounding.check_answer(history, parsed.content or "") if config.grounding else None
+        if isinstance(unsupported, Correction):
+            return _refuse(machine, records, parsed, reply, unsupported, history, config, choice, escalate=False)
         return _answer(machine, records, parsed, (), parsed.content or "", choice)
 
     base = _calls_so_far(history)
@@ -261,6 +262,9 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         guard = GuardRecord(stop.guard, "stop", stop.reason, stop.detail)
         repeats = config.loop_threshold
         return Fail(parsed, tuple(records), (guard,), error=LoopDetected(minted[0].name, repeats))
+    unfounded = grounding.check(history, minted, choice, config.tools, conversation_text(history)) if config.grounding else None
+    if isinstance(unfounded, Correction):
+        return _refuse(machine, records, parsed, reply, unfounded, history, config, choice, escalate=False)
     _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
     assistant = AssistantMessage(content=parsed.content, tool_calls=minted)
     return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
@@ -284,6 +288,27 @@ def _answer(
         assistant=AssistantMessage(content=content),
         exhausted=exhausted,
     )
+
+
+def _refuse(
+    machine: AgentMachine,
+    records: list[TransitionRecord],
+    parsed: ParsedReply,
+    reply: str,
+    verdict: Correction,
+    history: Sequence[Message],
+    config: EngineConfig,
+    choice: ToolChoice,
+    *,
+    escalate: bool,
+) -> Correct | Answer | Fail:
+    """The reply is refused for ``verdict``: a correction while the budget lasts, else
+    the spent-budget outcome."""
+    logger.info("guard {} fired: {} ({})", verdict.guard, verdict.reason, verdict.detail)
+    corrected = _correct(machine, records, parsed, reply, verdict, history, config, escalate=escalate)
+    if corrected is not None:
+        return corrected
+    return _spent(machine, records, parsed, reply, verdict, history, config, choice)
 
 
 def _correct(

@@ -120,6 +120,8 @@ class _RunConfigBase(BaseModel):
     max_corrections: int = DEFAULTS.max_corrections
     #: the same call this many times in a row stops the run
     loop_threshold: int = DEFAULTS.loop_threshold
+    #: the grounding guard ran (absent in transcripts written before it existed: off)
+    grounding: bool = False
     #: model calls allowed in the whole run (None: one deciding turn, no run limit)
     max_steps: int | None = None
 

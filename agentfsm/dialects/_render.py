@@ -15,6 +15,8 @@ __all__ = [
     "EXAMPLE_PREFIX",
     "ParsesReplies",
     "dumps",
+    "FORMAT_EXAMPLE",
+    "FORMAT_EXAMPLE_REQUEST",
     "example_arguments",
     "example_call",
 ]
@@ -65,14 +67,18 @@ def example_arguments(parameters: JSONObject, prefix: str = "") -> JSONObject:
     return {n: _example_value(props[n], n, prefix) for n in names}
 
 
-def example_call(tools: Sequence[ToolSpec]) -> ToolCall:
-    """One plausible call of the first tool (a placeholder call when there is none)."""
-    if not tools:
-        return ToolCall.model_construct(id="call_0", name="tool_name", arguments={"arg": "value"})
-    tool = tools[0]
-    return ToolCall.model_construct(
-        id="call_0", name=tool.name, arguments=example_arguments(tool.parameters)
-    )
+#: the call every format example shows: a made-up tool that is never offered, with a
+#: value no request of a user's is about, so a small model has nothing to copy into a
+#: real call (an example of an offered tool taught it to paste the example's values)
+FORMAT_EXAMPLE = ToolCall.model_construct(id="call_0", name="count_letters", arguments={"word": "xylophone"})
+#: the user request the contract's example exchange answers with :data:`FORMAT_EXAMPLE`
+FORMAT_EXAMPLE_REQUEST = 'How many letters does the word "xylophone" have?'
+
+
+def example_call(tools: Sequence[ToolSpec] = ()) -> ToolCall:
+    """The call a format example shows: :data:`FORMAT_EXAMPLE` (``tools`` are not used:
+    an offered tool's example values get copied)."""
+    return FORMAT_EXAMPLE
 
 
 class ParsesReplies:

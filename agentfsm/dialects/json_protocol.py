@@ -25,7 +25,7 @@ class JsonProtocolDialect(ParsesReplies):
     name: DialectName = "json-protocol"
     action_name = "JSON action object"
     action_format = 'one JSON object {"action": {"tool": NAME, "args": {...}}}'
-    answer_format = 'one JSON object {"final": {"content": YOUR ANSWER}}'
+    answer_format = 'one JSON object {"final": {"content": <your answer>}}'
 
     @property
     def opener(self) -> str:
@@ -51,20 +51,15 @@ class JsonProtocolDialect(ParsesReplies):
     ) -> str:
         """How to write the one JSON object, with one example of each kind."""
         call = example_call(tools)
-        action = {"thought": "why this tool", "action": {"tool": call.name, "args": call.arguments}}
         lines = [
             "Reply with one JSON object and nothing else. No markdown, no other text.",
-            "To call a tool:",
-            dumps(action),
+            "To call a tool, like this:",
+            self.render_call(call),
         ]
         if parallel:
-            lines += [
-                "To make several calls at once, give a list of actions:",
-                dumps({"action": [{"tool": call.name, "args": call.arguments}] * 2}),
-            ]
+            lines.append('To make several calls at once, "action" may be a list of such {"tool": ..., "args": ...} objects.')
         lines += [
-            "When you are done:",
-            self.render_final("your answer"),
-            f"Keep the thought short (under {THOUGHT_CAP} characters).",
+            f"When you are done: {self.answer_format}.",
+            f'You may put a short "thought" (under {THOUGHT_CAP} characters) before the action.',
         ]
         return "\n".join(lines)

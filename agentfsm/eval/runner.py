@@ -224,6 +224,7 @@ def _writer(transcripts_dir: Path | None, backend: Backend, case: BfclCase, spec
             parallel=config.parallel,
             max_corrections=config.max_corrections,
             loop_threshold=config.loop_threshold,
+            grounding=config.grounding,
         ),
     )
     writer.emit("request", messages=list(history), tools=list(config.tools), tool_choice=config.tool_choice)
@@ -242,7 +243,7 @@ async def run_runtime_case(
     ``transcripts_dir``, its transcript is written there (``CASE.DIALECT.LEVEL.jsonl``)."""
     history = _history(case)
     run = config.replace(dialect=spec.dialect, enforcement=spec.enforcement)  # checked: a UsageError for the baseline
-    engine = EngineConfig.of(run, case.tools, tool_choice="auto", parallel=True)
+    engine = EngineConfig.of(run, case.tools, tool_choice="auto", parallel=True, capabilities=backend.capabilities)
     rec = _Recorder()
     start = time.perf_counter()
     prompt_tokens = completion_tokens = 0

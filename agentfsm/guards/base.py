@@ -49,6 +49,9 @@ CorrectionReason: TypeAlias = Literal[
     "placeholder_argument",
     "repeated_call",
     "injected_action",
+    "ungrounded_call",
+    "stale_call",
+    "unsupported_answer",
 ]
 
 

@@ -1,29 +1,25 @@
-"""Placeholder arguments: values copied from the contract's example, not the conversation.
+"""Placeholder arguments: a value that names its own slot, not one from the conversation.
 
-The contract shows an example call whose arguments are placeholders: a string
-parameter ``city`` is shown as ``"city"`` or ``"example city"``, a number as
-:data:`~agentfsm.dialects._render.EXAMPLE_NUMBER`. A small model that finds no value in
-the request copies them, so a call like ``{"city": "example city"}`` means "I have
-nothing to put here". This guard rejects such a call, naming the argument.
+The contract shows no value of an offered tool (its format example uses a made-up tool)
+and corrections show ``<name>`` where a value goes. A small model that finds no value
+in the request may still write the slot's own name (``{"city": "city"}``) or the
+template (``"<city>"``).
 
-A value counts as a placeholder only when the conversation itself does not contain
-it (a user may well ask about a city called "city", or about 1.5 kg). Integers and
-booleans are never judged: ``1`` and ``true`` are too often right.
-
-Under constrained decoding the retry also leaves the tool out of the grammar (see
-:mod:`agentfsm.runtime.turn`), so the model has to pick another tool or answer.
+This guard only **flags** such a call (a note in the logs and the transcript's guard
+detail); it never rejects it: ``"city"``, ``"example city"`` or ``1.5`` can be a user's
+real value, and turning a real value into a refusal to call is worse than running a
+doubtful call whose result the model then sees. A value counts only when the
+conversation itself does not contain it.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentfsm.core._types import ToolChoice
-from agentfsm.dialects._render import EXAMPLE_NUMBER, EXAMPLE_PREFIX
 from agentfsm.dialects.base import ParsedReply
-from agentfsm.guards.base import ACCEPT, Correction, Verdict
+from agentfsm.guards.base import ACCEPT, Accept, Verdict
 from agentfsm.core.messages import ToolSpec
 
 __all__ = ["GUARD", "REASON", "check", "find_placeholder"]
@@ -31,12 +27,11 @@ __all__ = ["GUARD", "REASON", "check", "find_placeholder"]
 GUARD = "placeholder"
 REASON = "placeholder_argument"
 _MAX_SHOWN = 60
-_NUMBER = re.compile(r"(?<![\d.])" + re.escape(str(EXAMPLE_NUMBER)) + r"(?!\d)")
 
 
 def _placeholder_text(name: str, value: str, source: str) -> bool:
     text = value.strip().lower()
-    if text not in (name.lower(), f"{EXAMPLE_PREFIX}{name}".lower()):
+    if text not in (name.lower(), f"<{name}>".lower(), f"example {name}".lower()):
         return False
     return text not in source
 
@@ -55,8 +50,6 @@ def find_placeholder(arguments: Mapping[str, Any], source: str) -> tuple[str, An
 def _find(name: str, value: Any, source: str) -> tuple[str, Any] | None:
     if isinstance(value, str):
         return (name, value) if _placeholder_text(name, value, source) else None
-    if isinstance(value, float) and value == EXAMPLE_NUMBER:
-        return None if _NUMBER.search(source) else (name, value)
     if isinstance(value, list):
         for item in value:
             found = _find(name, item, source)
@@ -70,7 +63,8 @@ def _find(name: str, value: Any, source: str) -> tuple[str, Any] | None:
 def check(
     parsed: ParsedReply, tools: Sequence[ToolSpec], tool_choice: ToolChoice, source: str
 ) -> Verdict:
-    """Reject the first call to an offered tool that carries a placeholder argument.
+    """Flag the first call to an offered tool that carries a placeholder argument (an
+    :class:`Accept` with a ``detail``; never a correction).
 
     ``source`` is the conversation's text (user turns, tool results, system prompts),
     lowercased.
@@ -84,18 +78,5 @@ def check(
             continue
         name, value = found
         shown = repr(value) if len(repr(value)) <= _MAX_SHOWN else repr(value)[:_MAX_SHOWN] + "..."
-        message = (
-            f"In your call to {call.name}, {name} = {shown} is the example value from the "
-            "instructions, not a value from this conversation. Take every argument from the "
-            "user's request."
-        )
-        if tool_choice in ("auto", "none"):
-            message += " If no tool fits the request, answer it directly without calling a tool."
-        return Correction(
-            guard=GUARD,
-            reason=REASON,
-            message=message,
-            detail=f"call {index}: {call.name}.{name} = {shown}",
-            call_index=index,
-        )
+        return Accept(guard=GUARD, detail=f"{REASON} (flagged, call kept): call {index}: {call.name}.{name} = {shown}")
     return ACCEPT

@@ -21,9 +21,8 @@ from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
 
 __all__ = [
     "contract_hash",
-    "example_arguments",
+    "render_call_template",
     "render_contract",
-    "render_example_call",
     "summarize_schema",
 ]
 
@@ -66,15 +65,23 @@ def summarize_schema(parameters: JSONObject) -> list[str]:
     return lines
 
 
-def example_arguments(parameters: JSONObject) -> JSONObject:
-    """Plausible arguments for a schema (required parameters only); strings read ``example NAME``."""
-    return _render.example_arguments(parameters, prefix=_render.EXAMPLE_PREFIX)
+def render_call_template(tool: ToolSpec, dialect: Dialect) -> str:
+    """A call of ``tool`` in ``dialect`` with ``<name>`` where each (required) argument's
+    value goes: what a correction shows, so the model sees the tool's real name and
+    parameters but no value it could copy."""
+    marks = {name: f"\x00{name}\x00" for name in _template_names(tool.parameters)}
+    text = dialect.render_call(ToolCall(id="call_0", name=tool.name, arguments=marks))
+    for name, mark in marks.items():
+        text = text.replace(_render.dumps(mark), f"<{name}>").replace(mark, f"<{name}>")
+    return text
 
 
-def render_example_call(tool: ToolSpec, dialect: Dialect) -> str:
-    """The action text of an example call of ``tool`` in ``dialect``."""
-    call = ToolCall(id="call_0", name=tool.name, arguments=example_arguments(tool.parameters))
-    return dialect.render_call(call)
+def _template_names(parameters: JSONObject) -> list[str]:
+    props = parameters.get("properties")
+    if not isinstance(props, dict):
+        return []
+    required = parameters.get("required")
+    return [n for n in props if isinstance(required, list) and n in required] or list(props)[:1]
 
 
 def _choice_rule(tool_choice: ToolChoice, names: Sequence[str]) -> str:
@@ -89,22 +96,38 @@ def _choice_rule(tool_choice: ToolChoice, names: Sequence[str]) -> str:
     return f"You MUST call the tool `{tool_choice}` in this turn."
 
 
-def _few_shot(tools: Sequence[ToolSpec], dialect: Dialect) -> str:
-    # Small models copy the example: the example request states the very values the
-    # example call uses, which teaches "take the arguments from the user's message".
-    tool = tools[0]
-    args = example_arguments(tool.parameters)
-    call = ToolCall(id="call_0", name=tool.name, arguments=args)
-    given = ", ".join(f"{k} = {json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
-    request = f"Please use {tool.name} with {given}." if given else f"Please use {tool.name}."
+def _few_shot(dialect: Dialect) -> str:
+    # A made-up tool with a value no user asks about: it shows the whole exchange (the
+    # value is taken from the request; the result comes back; then the answer) with
+    # nothing a small model could paste into a real call or a real answer.
+    call = _render.FORMAT_EXAMPLE
     return (
-        "Example of one full exchange:\n"
-        f"User: {request}\n"
+        f"Example of the format, with a made-up tool ({call.name} is not one of your tools):\n"
+        f"User: {_render.FORMAT_EXAMPLE_REQUEST}\n"
         f"Assistant:\n{dialect.render_call(call)}\n"
-        f"User: Result of {tool.name} (call_0): 42. "
-        "Call another tool if needed, or give the final answer.\n"
-        f"Assistant:\n{dialect.render_final('The result is 42.')}"
+        f"User: Result of {call.name}: ...\n"
+        "Assistant: (an answer to the user that states the result, "
+        f"written as {dialect.answer_format})"
     )
+
+
+def _constrained_contract(specs: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
+    # Under a grammar the format is fixed by decoding itself: the contract only names
+    # the two shapes and the rules, and shows no values at all.
+    lines = ["Reply with one JSON object."]
+    lines.append('To call a tool: {"action": {"tool": <tool name>, "args": {<its parameters>}}}')
+    if not call_required(tool_choice):
+        lines.append('To answer the user: {"final": {"content": <your answer>}}')
+    lines += [
+        "",
+        "Rules:",
+        "1. Take every argument value from the user's message or from a tool result.",
+        "2. A tool's result comes back in the next message. Then call another tool or answer.",
+        "3. When you have what you need, answer the user, stating the results.",
+        "4. You may call several tools at once." if parallel else "4. Call one tool per reply.",
+        f"5. {_choice_rule(tool_choice, [t.name for t in specs])}",
+    ]
+    return "\n".join(lines)
 
 
 def render_contract(
@@ -112,8 +135,13 @@ def render_contract(
     dialect: DialectName = DEFAULTS.dialect,
     tool_choice: ToolChoice = "auto",
     parallel: bool = DEFAULTS.parallel,
+    *,
+    constrained: bool = False,
 ) -> str:
     """Render the system prompt that teaches the model to call ``tools``.
+
+    ``constrained``: decoding is held to the action grammar (json-protocol shape), so
+    the contract names the shapes and rules only, with no example.
 
     ``tools``: ToolSpecs, OpenAI or Anthropic tool dicts (or callables); anything else
     is a :class:`~agentfsm.core.errors.ToolSpecError`.
@@ -133,22 +161,27 @@ def render_contract(
         parts.append(f"- {tool.name}: {desc}" if desc else f"- {tool.name}")
         parts.extend(f"    {line}" for line in summarize_schema(tool.parameters))
     parts.append("")
+    if constrained:
+        parts.append(_constrained_contract(specs, tool_choice, parallel))
+        return "\n".join(parts)
     parts.append(d.render_instructions(specs, tool_choice, parallel))
+    parts.append(f"({_render.FORMAT_EXAMPLE.name} above is a made-up example: call only the tools listed.)")
     parts.append("")
     parts.append("Rules:")
     parts.append("1. To use a tool, write the action and stop. Do not guess the result.")
-    parts.append("2. The tool result comes back in the next message. Then call another tool or answer.")
-    parts.append("3. When you have what you need, answer the user in plain prose with no action.")
-    parts.append("4. Only use the tools listed above, with the parameters listed.")
+    parts.append("2. Take every argument value from the user's message or from a tool result.")
+    parts.append("3. The tool result comes back in the next message. Then call another tool or answer.")
+    parts.append(f"4. When you have what you need, answer the user, stating the results, written as {d.answer_format}.")
+    parts.append("5. Only use the tools listed above, with the parameters listed.")
     parts.append(
-        "5. You may write several actions in one reply."
+        "6. You may write several actions in one reply."
         if parallel
-        else "5. Write at most one action per reply."
+        else "6. Write at most one action per reply."
     )
-    parts.append(f"6. {_choice_rule(tool_choice, names)}")
+    parts.append(f"7. {_choice_rule(tool_choice, names)}")
     if tool_choice != "none":
         parts.append("")
-        parts.append(_few_shot(specs, d))
+        parts.append(_few_shot(d))
     return "\n".join(parts)
 
 

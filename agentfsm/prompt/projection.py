@@ -52,10 +52,13 @@ def project_history(
         )
     out: list[PromptMessage] = []
     pending: list[tuple[ToolResult, str | None]] = []
+    request: str | None = None  # the latest user request (not a runtime correction)
 
     def flush_results() -> None:
         if pending:
-            text = frame_results(list(pending), dialect_name=dialect, tool_choice=tool_choice, tools=tools)
+            text = frame_results(
+                list(pending), dialect_name=dialect, tool_choice=tool_choice, tools=tools, request=request
+            )
             out.append(PromptMessage(role="user", content=text))
             pending.clear()
 
@@ -70,6 +73,8 @@ def project_history(
         if isinstance(msg, UserMessage):
             # the runtime's corrections are ours (their example action is meant to be read)
             content = msg.content if msg.correction is not None else neutralise_actions(msg.content, tools, dialect)
+            if msg.correction is None:
+                request = content
             out.append(PromptMessage(role="user", content=content))
         elif isinstance(msg, AssistantMessage):
             text_parts = [msg.content] if msg.content else []

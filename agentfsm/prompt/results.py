@@ -3,7 +3,9 @@
 Raw tool output alone leaves a small model unsure whose turn it is. Each result is
 framed with the tool's name and call id and a wording of its own for each status:
 
-- ``ok``: "Result of NAME (call ID):" and the content;
+- ``ok``: "The result of NAME (call ID) is CONTENT." for a short one-line result (a
+  sentence a small model restates in its answer, where it would copy another number
+  from a bare value), else "Result of NAME (call ID):" and the content;
 - ``empty``: "No data from NAME (call ID): the result is empty." (also ``ok`` with blank content);
 - ``error``: "Error from NAME (call ID), the call failed:" and the content;
 - ``truncated``: "Result of NAME (call ID), truncated (incomplete):" and the content
@@ -39,6 +41,8 @@ __all__ = [
     "truncate_result",
 ]
 
+#: a one-line result up to this long is framed as a sentence ("The result of NAME is ...")
+SENTENCE_CHARS = 200
 #: results longer than this many characters are cut
 DEFAULT_MAX_CHARS = DEFAULTS.result_max_chars
 #: appended to a cut result; ``{omitted}`` and ``{total}`` are filled in
@@ -123,11 +127,27 @@ def frame_result(
         return f"No data from {label}: the result is empty."
     if cut.status == "truncated":
         return f"Result of {label}, truncated (incomplete):\n{cut.content}"
+    text = cut.content.strip()
+    if "\n" not in text and len(text) <= SENTENCE_CHARS:
+        # a short result reads as a sentence the model can restate in its answer
+        return f"The result of {label} is {text}" + ("" if text.endswith((".", "!", "?")) else ".")
     return f"Result of {label}:\n{cut.content}"
 
 
-def next_step(statuses: Sequence[str], dialect_name: DialectName, tool_choice: ToolChoice) -> str:
-    """The closing request of a continuation: what the model should do next."""
+#: the longest echo of the user's request a continuation repeats
+REQUEST_ECHO_CHARS = 300
+
+
+def next_step(
+    statuses: Sequence[str], dialect_name: DialectName, tool_choice: ToolChoice, request: str | None = None
+) -> str:
+    """The closing request of a continuation: what the model should do next.
+
+    ``request`` is the user's request of this turn; under ``auto`` it is repeated next
+    to the question (a small model decides "answer or call again" against the request
+    it can see, not one a long prompt ago), and answering comes first: most turns end
+    after one round of results.
+    """
     how_call = action_format(dialect_name)
     how_answer = answer_format(dialect_name)
     if tool_choice == "none":
@@ -143,12 +163,17 @@ def next_step(statuses: Sequence[str], dialect_name: DialectName, tool_choice: T
         hints.append("An empty result means the tool found nothing.")
     if "truncated" in statuses:
         hints.append("A cut result is incomplete; ask for less if you need the rest.")
-    lead = " ".join(hints)
+    asked = ""
+    if request and request.strip():
+        echo = " ".join(request.split())
+        if len(echo) > REQUEST_ECHO_CHARS:
+            echo = echo[:REQUEST_ECHO_CHARS] + "..."
+        asked = f"The user asked: {echo}\n"
     ask = (
-        f"Decide the next step: call another tool, written as {how_call}, "
-        f"or, if you have what you need, answer the user in {how_answer}."
+        f"{asked}If you have what the user asked for, answer now, stating the results, in {how_answer}. "
+        f"If a further step is needed, call the next tool, written as {how_call}."
     )
-    return f"{lead} {ask}" if lead else ask
+    return " ".join([*hints, ask]) if hints else ask
 
 
 def frame_results(
@@ -158,8 +183,10 @@ def frame_results(
     *,
     max_chars: int = DEFAULT_MAX_CHARS,
     tools: Sequence[ToolSpec] = (),
+    request: str | None = None,
 ) -> str:
-    """The user-turn text returning ``results`` (each with its tool name) and asking what next."""
+    """The user-turn text returning ``results`` (each with its tool name) and asking what
+    next (``request``: the user's request of this turn, see :func:`next_step`)."""
     statuses: list[str] = []
     blocks: list[str] = []
     for result, tool_name in results:
@@ -173,4 +200,4 @@ def frame_results(
         )
     head = "Tool results:" if len(blocks) > 1 else "Tool result:"
     body = "\n\n".join(blocks)
-    return f"{head}\n{body}\n\n{next_step(statuses, dialect_name, tool_choice)}"
+    return f"{head}\n{body}\n\n{next_step(statuses, dialect_name, tool_choice, request)}"

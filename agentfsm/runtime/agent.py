@@ -69,7 +69,7 @@ class Agent:
     Without ``backend``, the embedded local model is used (needs ``agentfsm[local]``).
     How the run decides is ``config`` (:class:`~agentfsm.core.config.RunConfig`: dialect,
     enforcement, tool_choice, parallel, max_steps, max_corrections, loop_threshold,
-    result_max_chars); any of its fields may also be passed by name.
+    grounding, result_max_chars); any of its fields may also be passed by name.
     """
 
     def __init__(
@@ -144,6 +144,7 @@ class Agent:
             # tool_choice binds the first decision of the user's turn; once results are
             # in, the model may answer (the engine's plan decides, from the history)
             relax_after_results=True,
+            capabilities=backend.capabilities,
         )
         writer = TranscriptWriter(self.transcript)
         emit = self._emitter(writer)
@@ -165,6 +166,7 @@ class Agent:
                 "parallel": run.parallel,
                 "max_corrections": run.max_corrections,
                 "loop_threshold": run.loop_threshold,
+                "grounding": config.grounding,
                 **self.transcript_config,
             },
         )

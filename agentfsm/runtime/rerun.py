@@ -137,6 +137,7 @@ def _decides_as(config: RunStartConfig) -> RunConfig:
         enforcement=config.enforcement,
         max_corrections=config.max_corrections,
         loop_threshold=config.loop_threshold,
+        grounding="on" if config.grounding else "off",
     )
 
 

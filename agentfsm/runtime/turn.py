@@ -102,7 +102,9 @@ def contract_for(backend: Backend, config: EngineConfig, enforcement: Enforcemen
         return None
     level = choose_level(enforcement, backend.capabilities, config.tool_choice)
     dialect = CONSTRAINED_DIALECT if level == "constrained" else config.dialect
-    return render_contract(config.tools, dialect, config.tool_choice, config.parallel)
+    return render_contract(
+        config.tools, dialect, config.tool_choice, config.parallel, constrained=level == "constrained"
+    )
 
 
 def _request(
@@ -116,7 +118,13 @@ def _request(
     elif p.prefill:
         prefill = get_dialect(config.dialect).opener
         options = options.model_copy(update={"prefill": prefill})
-    contract = render_contract(config.tools, p.dialect, p.tool_choice, config.parallel) if config.tools else None
+    contract = (
+        render_contract(
+            config.tools, p.dialect, p.tool_choice, config.parallel, constrained=p.level == "constrained"
+        )
+        if config.tools
+        else None
+    )
     prompt = project_history(
         history,
         config.tools,

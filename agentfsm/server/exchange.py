@@ -103,7 +103,10 @@ class Exchange:
     def config(self) -> EngineConfig:
         """The engine's view of this request."""
         r = self.request
-        return EngineConfig.of(self.settings.run, r.tools, tool_choice=r.tool_choice, parallel=r.parallel)
+        return EngineConfig.of(
+            self.settings.run, r.tools, tool_choice=r.tool_choice, parallel=r.parallel,
+            capabilities=self.backend.capabilities,
+        )
 
     @property
     def options(self) -> GenerationOptions:
@@ -169,6 +172,7 @@ class Exchange:
                 "stream": r.stream,
                 "max_corrections": self.settings.run.max_corrections,
                 "loop_threshold": self.settings.run.loop_threshold,
+                "grounding": self.config.grounding,
             },
         )
         self.emit(

@@ -1,0 +1,243 @@
+"""Grounding: under ``auto``, a call must take something from the conversation.
+
+A small model offered tools fills their slots whether or not the request gives it
+anything to fill them with: a greeting becomes ``add(a=1, b=2)``, a question about a
+city the tools know nothing of becomes ``get_weather(city="London, UK")``; and once
+results are back it walks on through the tool list with the values it already used
+(``multiply(12.5, 4)``, then ``add(12.5, 4)``). Two checks, on the values a call
+carries (numbers and strings, nested ones included; booleans and enum members are the
+schema's, not the conversation's):
+
+- **ungrounded**: no value of the call occurs in the conversation (user turns, system
+  prompts, tool results). A number matches a number written there (digits or a number
+  word); a string matches when it, or one of its words, or a word it abbreviates
+  (``"mi"`` for "miles") occurs there.
+- **stale**: after results have come back in this turn, every value of the call was
+  already used by an earlier call of the turn: the call brings nothing new (a chain's
+  next step carries a result, a second task of the request its own values). An exact
+  repeat is :mod:`~agentfsm.guards.repeated_call`'s business.
+
+Only under ``auto``, where answering is a valid outcome: the correction asks for the
+answer and the retry's grammar offers the answer only (see
+:func:`agentfsm.core.engine.plan`). Under a required call the check does not run: a
+correction there must still allow a call, and the model's values are all it has.
+A call with no value to judge (no arguments, only booleans or enum members) passes.
+
+Known cost: a request that needs two tools on the *same* values, made one after the
+other ("weather and local time in Paris", the time asked after the weather's result)
+gets the second call refused as stale; made in one reply (parallel calls), both run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from agentfsm.core._types import ToolChoice
+from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
+from agentfsm.guards.base import ACCEPT, Correction, Verdict
+
+__all__ = ["ANSWER_REASON", "GUARD", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "grounded", "values_of"]
+
+GUARD = "grounding"
+REASON = "ungrounded_call"
+#: a call after results that carries only values earlier calls of the turn used
+STALE_REASON = "stale_call"
+#: an answer after results that states none of the latest results
+ANSWER_REASON = "unsupported_answer"
+#: this guard's correction reasons (after each the retry offers the answer only)
+REASONS = frozenset({REASON, STALE_REASON, ANSWER_REASON})
+_SHOWN = 120
+#: the longest result an answer is expected to restate
+_SHORT_RESULT = 200
+_NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"[^\W_]+")
+_NUMBER_WORDS = {
+    w: float(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+} | {"thirty": 30.0, "forty": 40.0, "fifty": 50.0, "sixty": 60.0, "seventy": 70.0, "eighty": 80.0,
+     "ninety": 90.0, "hundred": 100.0, "thousand": 1000.0, "million": 1e6, "dozen": 12.0, "half": 0.5}
+
+
+def _enum_params(schema: Any) -> set[str]:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return set()
+    return {n for n, s in props.items() if isinstance(s, dict) and ("enum" in s or "const" in s)}
+
+
+def values_of(arguments: Any, skip: frozenset[str] | set[str] = frozenset()) -> Iterator[float | str]:
+    """The numbers and strings in ``arguments`` (top-level names in ``skip`` left out)."""
+    if isinstance(arguments, dict):
+        for name, value in arguments.items():
+            if name not in skip:
+                yield from values_of(value)
+    elif isinstance(arguments, list):
+        for item in arguments:
+            yield from values_of(item)
+    elif isinstance(arguments, bool) or arguments is None:
+        return
+    elif isinstance(arguments, int | float):
+        yield float(arguments)
+    elif isinstance(arguments, str) and arguments.strip():
+        yield arguments.strip().lower()
+
+
+class _Source:
+    """The conversation's numbers and words, read once."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text.lower()
+        self.words = set(_WORD.findall(self.text))
+        self.numbers = {_to_float(m.group()) for m in _NUMBER.finditer(self.text)}
+        self.numbers |= {v for w, v in _NUMBER_WORDS.items() if w in self.words}
+
+    def has(self, value: float | str) -> bool:
+        if isinstance(value, float):
+            return any(abs(value - n) <= 1e-9 * max(1.0, abs(n)) for n in self.numbers)
+        if value in self.text:
+            return True
+        words = [w for w in _WORD.findall(value) if len(w) >= 2]
+        return any(w in self.words or (len(w) <= 4 and any(s.startswith(w) for s in self.words)) for w in words)
+
+
+def _to_float(text: str) -> float:
+    # "1,000" is a thousand; "12,5" is read as 12.5 only when the comma is the one separator
+    if text.count(",") == 1 and "." not in text and len(text.split(",")[1]) != 3:
+        text = text.replace(",", ".")
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return float("nan")
+
+
+def grounded(value: float | str, conversation: str) -> bool:
+    """Whether ``value`` occurs in ``conversation`` (see the module's rules)."""
+    return _Source(conversation).has(value)
+
+
+def _turn(history: Sequence[Message]) -> tuple[list[ToolCall], list[str]]:
+    """The calls made since the latest user turn, and the results that came back
+    (one line each: ``name(args) -> result``, oldest first)."""
+    calls: list[ToolCall] = []
+    results: list[tuple[str, str]] = []
+    for msg in reversed(history):
+        if isinstance(msg, UserMessage) and msg.correction is None:
+            break
+        if isinstance(msg, ToolMessage):
+            results.append((msg.result.call_id, msg.result.content))
+        elif isinstance(msg, AssistantMessage):
+            calls.extend(msg.tool_calls)
+    by_id = {c.id: c for c in calls}
+    names = [by_id[i].name for i, _ in results if i in by_id]
+    lines = []
+    for call_id, content in reversed(results):
+        call = by_id.get(call_id)
+        head = call.name if call is not None else call_id
+        if call is not None and names.count(call.name) > 1:
+            head = f"{call.name}({_show(call)})"  # the same tool twice: say which call
+        text = " ".join(content.split())
+        lines.append(f"The result of {head} is {text[:_SHOWN] + '...' if len(text) > _SHOWN else text}.")
+    return calls, lines
+
+
+def _show(call: ToolCall) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in call.arguments.items())
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def check(
+    history: Sequence[Message],
+    calls: Sequence[ToolCall],
+    tool_choice: ToolChoice,
+    tools: Sequence[ToolSpec],
+    conversation: str,
+) -> Verdict:
+    """Correct the first of ``calls`` that is ungrounded or stale (under ``auto`` only).
+
+    ``conversation`` is the conversation's text (:func:`agentfsm.core.engine.conversation_text`).
+    """
+    if tool_choice != "auto" or not calls:
+        return ACCEPT
+    schemas = {t.name: t.parameters for t in tools}
+    source = _Source(conversation)
+    earlier, results = _turn(history)
+    used = {v for c in earlier for v in values_of(c.arguments, _enum_params(schemas.get(c.name)))}
+    # the results so far, right before the answer: a small model states what it can see
+    have = ("\n".join(results) + "\n") if results else ""
+    for index, call in enumerate(calls):
+        values = set(values_of(call.arguments, _enum_params(schemas.get(call.name))))
+        if not values:
+            continue
+        if not any(source.has(v) for v in values):
+            why = "No tool fits this request. Reply to the user's message directly."
+            return Correction(guard=GUARD, reason=REASON, message=why, call_index=index,
+                              detail=f"call {index}: {call.name}({_show(call)}): no value from the conversation")
+        if results and values <= used:
+            return Correction(guard=GUARD, reason=STALE_REASON, call_index=index,
+                              message=f"{have}Answer the user's request now, stating these results.",
+                              detail=f"call {index}: {call.name}({_show(call)}): stale (only values already used)")
+    return ACCEPT
+
+
+_STOP = frozenset("the and for with from that this there what when where which your have been were will".split())
+
+
+def _marks(text: str) -> tuple[set[float], set[str]]:
+    """The numbers and the significant words (4+ letters) of ``text``, lowercased."""
+    low = text.lower()
+    numbers = {_to_float(m.group()) for m in _NUMBER.finditer(low)}
+    words = {w for w in _WORD.findall(low) if len(w) >= 4 and not w.isdigit() and w not in _STOP}
+    return numbers, words
+
+
+def _reflects(answer: str, result: str) -> bool:
+    numbers, words = _marks(result)
+    if not numbers and not words:
+        return True  # nothing to state
+    said_numbers, said_words = _marks(answer)
+    close = any(abs(a - n) <= max(0.01, 0.005 * abs(n)) for n in numbers for a in said_numbers)
+    return close or bool(words & said_words)
+
+
+#: a reply that is only a slot of the contract's shapes (``<your answer>``), copied
+_TEMPLATE = re.compile(r"<[^<>\n]{1,40}>")
+
+
+def check_answer(history: Sequence[Message], answer: str) -> Verdict:
+    """Correct an answer that is only a copied ``<slot>`` of the contract, or one given
+    right after results that states none of them.
+
+    The latest round's results are what the answer must use (a chain's earlier results
+    may be steps); an answer holding a number of one of them (within rounding) or one
+    of its words passes. Failed calls and empty results are not judged.
+    """
+    if _TEMPLATE.fullmatch(answer.strip()):
+        return Correction(guard=GUARD, reason=ANSWER_REASON, detail=f"the answer is a template: {answer.strip()!r}",
+                          message="Write your actual reply to the user's message, in plain words.")
+    latest: list[ToolMessage] = []
+    for msg in reversed(history):  # corrections since the results are skipped
+        if isinstance(msg, ToolMessage):
+            latest.append(msg)
+        elif latest or (isinstance(msg, UserMessage) and msg.correction is None):
+            break
+    # short one-line results only: those are values to state (a file's text or a long
+    # document is summarised, not restated)
+    usable = [
+        m for m in latest
+        if m.result.status == "ok" and m.result.content.strip() and "\n" not in m.result.content.strip()
+        and len(m.result.content) <= _SHORT_RESULT
+    ]
+    if not usable or any(_reflects(answer, m.result.content) for m in usable):
+        return ACCEPT
+    _, lines = _turn(history)
+    return Correction(
+        guard=GUARD,
+        reason=ANSWER_REASON,
+        message="\n".join(lines) + "\nAnswer the user's request now, stating these results.",
+        detail="the answer states none of the latest results",
+    )

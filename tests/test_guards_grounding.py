@@ -1,0 +1,111 @@
+"""Grounding: under auto, a call takes something from the conversation, a later call
+brings something new, and an answer after results states them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentfsm.core.backend import Capabilities
+from agentfsm.core.config import RunConfig
+from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, step
+from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
+from agentfsm.guards import grounding
+from agentfsm.guards.base import Accept, Correction
+from agentfsm.testing.example_tools import TOOLS
+from agentfsm.runtime.tools import ToolRegistry
+
+SPECS = ToolRegistry(TOOLS).specs
+UNIT = ToolSpec(name="convert", description="", parameters={
+    "type": "object",
+    "properties": {"value": {"type": "number"}, "unit": {"enum": ["km", "mi"]}, "label": {"type": "string"}},
+    "required": ["value", "unit"],
+})
+
+
+def call(name: str, i: int = 0, **args: Any) -> ToolCall:
+    return ToolCall(id=f"call_{i}", name=name, arguments=args)
+
+
+@pytest.mark.parametrize(
+    ("value", "conversation", "expected"),
+    [
+        (12.5, "what is 12.5 times 4?", True),
+        (4.0, "what is 12.5 times 4?", True),
+        (1.5, "what is 12.5 times 4?", False),
+        (2.0, "add two and three", True),  # a number word
+        (1000.0, "about 1,000 people", True),
+        (50.0, "the result of multiply is 50.0.", True),  # a tool result
+        ("oslo", "weather in oslo?", True),
+        ("example city", "weather in example city?", True),
+        ("paris, france", "weather in paris", True),  # one of its words
+        ("mi", "how many miles is 42 km?", True),  # an abbreviation of a word said
+        ("london, uk", "hello! how are you today?", False),
+    ],
+)
+def test_what_counts_as_from_the_conversation(value: float | str, conversation: str, expected: bool) -> None:
+    assert grounding.grounded(value, conversation) is expected
+
+
+def test_a_call_with_no_value_from_the_conversation_is_refused_under_auto_only() -> None:
+    history: list[Message] = [UserMessage(content="Hello! How are you today?")]
+    text = "hello! how are you today?"
+    verdict = grounding.check(history, [call("multiply", a=1, b=2)], "auto", SPECS, text)
+    assert isinstance(verdict, Correction) and verdict.reason == "ungrounded_call"
+    assert "1" not in verdict.message  # nothing to copy into the answer
+    for choice in ("required", "multiply", "none"):
+        assert isinstance(grounding.check(history, [call("multiply", a=1, b=2)], choice, SPECS, text), Accept)
+    # one value from the conversation is enough; enum members and calls without values pass
+    assert isinstance(grounding.check(history, [call("multiply", a=1, b=12.5)], "auto", SPECS, "12.5"), Accept)
+    assert isinstance(grounding.check(history, [call("convert", value=3, unit="km")], "auto", [UNIT], "3 please"), Accept)
+    assert isinstance(grounding.check(history, [call("convert", unit="km")], "auto", [UNIT], "hi"), Accept)
+
+
+def _after_multiply() -> list[Message]:
+    return [
+        UserMessage(content="Multiply 12.5 by 4, then convert the result from km to miles."),
+        AssistantMessage(content="", tool_calls=(call("multiply", a=12.5, b=4),)),
+        ToolMessage(result=ToolResult(call_id="call_0", name="multiply", content="50.0")),
+    ]
+
+
+def test_after_results_a_call_must_bring_something_new() -> None:
+    history = _after_multiply()
+    text = "multiply 12.5 by 4, then convert the result from km to miles. 50.0"
+    stale = grounding.check(history, [call("add", 1, a=12.5, b=4)], "auto", SPECS, text)
+    assert isinstance(stale, Correction) and stale.reason == "stale_call"
+    assert "The result of multiply is 50.0." in stale.message  # the results, right before the answer
+    # the chain's next step carries the result: new
+    assert isinstance(grounding.check(history, [call("convert_km_to_miles", 1, km=50.0)], "auto", SPECS, text), Accept)
+
+
+def test_an_answer_after_results_must_state_one_of_them() -> None:
+    history = _after_multiply()
+    assert isinstance(grounding.check_answer(history, "12.5 times 4 is 50."), Accept)
+    verdict = grounding.check_answer(history, "100.100")
+    assert isinstance(verdict, Correction) and verdict.reason == "unsupported_answer"
+    assert "The result of multiply is 50.0." in verdict.message
+    # a long or multi-line result is summarised, not restated: not judged
+    long = [*history[:2], ToolMessage(result=ToolResult(call_id="call_0", content="line one\nline two"))]
+    assert isinstance(grounding.check_answer(long, "Done."), Accept)
+    # a copied slot of the contract is not an answer, results or not
+    template = grounding.check_answer([UserMessage(content="Hi")], "<your answer>")
+    assert isinstance(template, Correction) and template.reason == "unsupported_answer"
+
+
+def test_the_engine_answers_after_a_refused_call_and_the_setting_resolves_by_model_size() -> None:
+    on = EngineConfig(tools=SPECS, dialect="json-protocol", tool_choice="auto", grounding=True)
+    history: list[Message] = [UserMessage(content="Hello! How are you today?")]
+    decision = step(history, '{"action": {"tool": "multiply", "args": {"a": 1, "b": 2}}}', on)
+    assert isinstance(decision, Correct) and decision.reason == "ungrounded_call"
+    history += [decision.assistant, decision.message]
+    assert isinstance(step(history, '{"final": {"content": "I am well, thanks!"}}', on), Answer)
+    off = EngineConfig(tools=SPECS, dialect="json-protocol", tool_choice="auto")
+    assert isinstance(step(history[:1], '{"action": {"tool": "multiply", "args": {"a": 1, "b": 2}}}', off), CallTools)
+    run = RunConfig()
+    assert run.grounding == "auto"
+    assert EngineConfig.of(run, SPECS, capabilities=Capabilities(small_model=True)).grounding is True
+    assert EngineConfig.of(run, SPECS, capabilities=Capabilities()).grounding is False
+    assert EngineConfig.of(run.replace(grounding="on"), SPECS).grounding is True
+    assert EngineConfig.of(run.replace(grounding="off"), SPECS, capabilities=Capabilities(small_model=True)).grounding is False
