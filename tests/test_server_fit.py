@@ -2,7 +2,8 @@
 
 Real proxy on 127.0.0.1, the official SDKs as clients. The scripted backend reports
 the estimate the proxy counts with (it has no tokenizer), so the numbers line up
-exactly; the embedded model's own counter is covered in test_server_fit_model.py.
+exactly; the embedded model's own counter and Claude Code's full request are covered in
+test_server_fit_model.py.
 """
 
 from __future__ import annotations
