@@ -193,8 +193,7 @@ class LocalBackend:
             json_schema=True,
             list_continuation=True,
             sampling=frozenset(SAMPLING_OPTIONS) - {"user"},  # nobody to report the end user to
-            context_tokens=self.n_ctx,
-            small_model=True,
+            context_tokens=self.n_ctx, small_model=True,
         )
 
     def count_tokens(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> int:

@@ -118,19 +118,13 @@ def _request(
     elif p.prefill:
         prefill = get_dialect(config.dialect).opener
         options = options.model_copy(update={"prefill": prefill})
+    constrained = p.level == "constrained"
     contract = (
-        render_contract(
-            config.tools, p.dialect, p.tool_choice, config.parallel, constrained=p.level == "constrained"
-        )
-        if config.tools
-        else None
+        render_contract(config.tools, p.dialect, p.tool_choice, config.parallel, constrained=constrained)
+        if config.tools else None
     )
     prompt = project_history(
-        history,
-        config.tools,
-        dialect=p.dialect,
-        tool_choice=p.tool_choice,
-        parallel=config.parallel,
+        history, config.tools, dialect=p.dialect, tool_choice=p.tool_choice, parallel=config.parallel,
         contract=contract,
     )
     return prompt, options, prefill
