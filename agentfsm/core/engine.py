@@ -33,6 +33,7 @@ from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, Level, call_require
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
+from agentfsm.core.answers import trim_repetition
 from agentfsm.guards import budget, grounding, injection, loops, repeated_call, run_guards
 from agentfsm.guards.base import Correction, Stop
 from agentfsm.core.decisions import (
@@ -284,7 +285,7 @@ def _answer(
         parsed,
         tuple(records),
         guards,
-        content=content,
+        content=(content := trim_repetition(content)),
         assistant=AssistantMessage(content=content),
         exhausted=exhausted,
     )

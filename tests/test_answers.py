@@ -1,0 +1,36 @@
+"""A final answer that loops (a sentence repeated to the token limit) is cut where the loop starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentfsm.core.answers import trim_repetition
+from agentfsm.core.engine import Answer, EngineConfig, step
+from agentfsm.core.messages import UserMessage
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Tokyo is the capital. Tokyo is the capital. Tokyo is the capital. Tokyo is",
+         "Tokyo is the capital."),
+        ("It is 50.0. That is 31.07 miles. You asked: convert it. You asked: convert it. You asked: con",
+         "It is 50.0. That is 31.07 miles. You asked: convert it."),
+        ("a\nb\na\nb\na", "a\nb"),
+        # said twice and then going on is not a loop; numbers do not end sentences
+        ("Yes. Yes. But also no.", "Yes. Yes. But also no."),
+        ("It is 5.0. Then 6.0.", "It is 5.0. Then 6.0."),
+        ("Hello!", "Hello!"),
+        ("", ""),
+    ],
+)
+def test_trim_repetition(text: str, expected: str) -> None:
+    assert trim_repetition(text) == expected
+
+
+def test_the_engine_answers_with_the_trimmed_text() -> None:
+    config = EngineConfig(dialect="json-protocol")
+    reply = '{"final": {"content": "The sea is wide. The sea is wide. The sea is wide. The sea"}}'
+    decision = step([UserMessage(content="Say something about the sea.")], reply, config)
+    assert isinstance(decision, Answer) and decision.content == "The sea is wide."
+    assert decision.assistant.content == "The sea is wide."
