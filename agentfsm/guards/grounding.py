@@ -121,8 +121,9 @@ def grounded(value: float | str, conversation: str) -> bool:
 
 
 def _turn(history: Sequence[Message]) -> tuple[list[ToolCall], list[str]]:
-    """The calls made since the latest user turn, and the results that came back
-    (one line each: ``name(args) -> result``, oldest first)."""
+    """The calls made since the latest user turn, and the results that came back, one
+    sentence each, oldest first: "The result of NAME is CONTENT." (``NAME(args)`` when
+    the same tool was called twice)."""
     calls: list[ToolCall] = []
     results: list[tuple[str, str]] = []
     for msg in reversed(history):
