@@ -318,9 +318,14 @@ class OpenAICompatBackend:
         loop = asyncio.get_running_loop()
         if self._aclient is None or self._aclient_loop is not loop:
             # a pool belongs to one event loop; a new loop gets a new pool
+            transport = self._async_transport
+            if transport is None:
+                from agentfsm.backends._aio_transport import async_transport
+
+                transport = async_transport(self._limits)
             self._aclient = httpx.AsyncClient(
                 base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
-                transport=self._async_transport,
+                transport=transport,
             )
             self._aclient_loop = loop
         return self._aclient
