@@ -87,7 +87,7 @@ def upstream_backend(
 def proxy(backend: Backend, **settings: Any) -> Iterator[str]:
     """Run the proxy for ``backend`` on a free port; yields ``http://127.0.0.1:PORT``."""
     app = create_app(backend, **settings)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="none", lifespan="off")
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="none", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="agentfsm-proxy", daemon=True)
     thread.start()

@@ -42,6 +42,8 @@ class EngineConfig:
     loop_threshold: int = DEFAULTS.loop_threshold
     #: run :mod:`~agentfsm.guards.grounding` (resolved from the run's ``grounding``)
     grounding: bool = False
+    #: candidates drawn after a refused reply (0: none; resolved from the run's ``consensus``)
+    consensus: int = 0
     strict: bool = False
     #: the agent's rule: ``tool_choice`` binds the first decision after each user
     #: message, and once results are in the model may answer (:func:`tool_choice_now`)
@@ -59,8 +61,8 @@ class EngineConfig:
         capabilities: Capabilities | None = None,
     ) -> EngineConfig:
         """The engine's view of ``run`` for ``tools``; the proxy passes the request's own
-        ``tool_choice`` and ``parallel``. ``grounding="auto"`` is on when ``capabilities``
-        say the model is small."""
+        ``tool_choice`` and ``parallel``. ``grounding`` and ``consensus`` at ``auto`` are
+        on when ``capabilities`` say the model is small."""
         return cls(
             tools=tools,
             dialect=run.dialect,
@@ -68,10 +70,15 @@ class EngineConfig:
             parallel=run.parallel if parallel is None else parallel,
             max_corrections=run.max_corrections,
             loop_threshold=run.loop_threshold,
-            grounding=run.grounding == "on"
-            or (run.grounding == "auto" and capabilities is not None and capabilities.small_model),
+            grounding=_resolve(run.grounding, capabilities),
+            consensus=run.consensus_samples if _resolve(run.consensus, capabilities) else 0,
             relax_after_results=relax_after_results,
         )
+
+
+def _resolve(setting: str, capabilities: Capabilities | None) -> bool:
+    """An ``auto | on | off`` setting that ``auto`` turns on for a small model."""
+    return setting == "on" or (setting == "auto" and capabilities is not None and capabilities.small_model)
 
 
 @dataclass(frozen=True)

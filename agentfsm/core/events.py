@@ -122,6 +122,8 @@ class _RunConfigBase(BaseModel):
     loop_threshold: int = DEFAULTS.loop_threshold
     #: the grounding guard ran (absent in transcripts written before it existed: off)
     grounding: bool = False
+    #: candidates drawn after a refused reply (0: none; absent in older transcripts)
+    consensus: int = 0
     #: model calls allowed in the whole run (None: one deciding turn, no run limit)
     max_steps: int | None = None
 
@@ -239,7 +241,7 @@ class ContractEvent(_Event):
 class ModelRequestEvent(_Event):
     """One call of the model: the prompt, the options and the enforcement level used."""
 
-    _sparse = frozenset({"extension"})
+    _sparse = frozenset({"extension", "candidate"})
     type: Literal["model_request"] = "model_request"
     attempt: int
     messages: tuple[PromptMessage, ...] = ()
@@ -247,18 +249,22 @@ class ModelRequestEvent(_Event):
     enforcement: str = "prompt"
     #: the extension step of a parallel turn (written only when true)
     extension: bool = False
+    #: a consensus candidate after a refused reply, numbered from 1 (written only then)
+    candidate: int = 0
 
 
 class ModelOutputEvent(_Event):
     """What the model wrote (the prefill included)."""
 
-    _sparse = frozenset({"extension"})
+    _sparse = frozenset({"extension", "candidate"})
     type: Literal["model_output"] = "model_output"
     text: str
     usage: Usage = Field(default_factory=Usage)
     finish_reason: str = "stop"
     #: the extension step of a parallel turn (written only when true)
     extension: bool = False
+    #: a consensus candidate after a refused reply, numbered from 1 (written only then)
+    candidate: int = 0
 
 
 class ParseEvent(_Event):

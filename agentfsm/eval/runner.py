@@ -225,6 +225,7 @@ def _writer(transcripts_dir: Path | None, backend: Backend, case: BfclCase, spec
             max_corrections=config.max_corrections,
             loop_threshold=config.loop_threshold,
             grounding=config.grounding,
+            consensus=config.consensus,
         ),
     )
     writer.emit("request", messages=list(history), tools=list(config.tools), tool_choice=config.tool_choice)

@@ -12,10 +12,11 @@ schema's, not the conversation's):
   prompts, tool results). A number matches a number written there (digits or a number
   word); a string matches when it, or one of its words, or a word it abbreviates
   (``"mi"`` for "miles") occurs there.
-- **stale**: after results have come back in this turn, every value of the call was
-  already used by an earlier call of the turn: the call brings nothing new (a chain's
-  next step carries a result, a second task of the request its own values). An exact
-  repeat is :mod:`~agentfsm.guards.repeated_call`'s business.
+- **stale**: after results have come back in this turn, the call brings no value that
+  is both in the conversation and new to the turn's calls (a chain's next step carries
+  a result, a second task of the request its own values; ``multiply(42, 1.0)`` after
+  ``convert(42)`` carries only a used value and a made-up one). An exact repeat is
+  :mod:`~agentfsm.guards.repeated_call`'s business.
 
 Only under ``auto``, where answering is a valid outcome: the correction asks for the
 answer and the retry's grammar offers the answer only (see
@@ -51,6 +52,11 @@ REASONS = frozenset({REASON, STALE_REASON, ANSWER_REASON})
 _SHOWN = 120
 #: the longest result an answer is expected to restate
 _SHORT_RESULT = 200
+#: words that say nothing about a value (an answer's or a string argument's)
+_STOP = frozenset(
+    "a an the and or of to in on at by for with from as is are was were be been will would can could "
+    "that this there these those what when where which who your you it its have has had not no".split()
+)
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[^\W_]+")
 _NUMBER_WORDS = {
@@ -93,8 +99,16 @@ class _Source:
     def __init__(self, text: str) -> None:
         self.text = text.lower()
         self.words = set(_WORD.findall(self.text))
+        self._squeezed: str | None = None
         self.numbers = {_to_float(m.group()) for m in _NUMBER.finditer(self.text)}
         self.numbers |= {v for w, v in _NUMBER_WORDS.items() if w in self.words}
+
+    @property
+    def squeezed(self) -> str:
+        """The text's letters and digits only ("Example_City" is "example city")."""
+        if self._squeezed is None:
+            self._squeezed = "".join(_WORD.findall(self.text))
+        return self._squeezed
 
     def has(self, value: float | str) -> bool:
         if isinstance(value, float):
@@ -102,7 +116,12 @@ class _Source:
         if value in self.text:
             return True
         words = [w for w in _WORD.findall(value) if len(w) >= 2]
-        return any(w in self.words or (len(w) <= 4 and any(s.startswith(w) for s in self.words)) for w in words)
+        if words and "".join(words) in self.squeezed:
+            return True
+        # most of its words, not one "the": a value trailing off into prose is not grounded
+        content = [w for w in words if w not in _STOP] or words
+        found = sum(w in self.words or (len(w) <= 4 and any(s.startswith(w) for s in self.words)) for w in content)
+        return found > 0 and 2 * found >= len(content)
 
 
 def _to_float(text: str) -> float:
@@ -178,14 +197,13 @@ def check(
             why = "No tool fits this request. Reply to the user's message directly."
             return Correction(guard=GUARD, reason=REASON, message=why, call_index=index,
                               detail=f"call {index}: {call.name}({_show(call)}): no value from the conversation")
-        if results and values <= used:
+        if results and not {v for v in values if source.has(v)} - used:
             return Correction(guard=GUARD, reason=STALE_REASON, call_index=index,
                               message=f"{have}Answer the user's request now, stating these results.",
                               detail=f"call {index}: {call.name}({_show(call)}): stale (only values already used)")
     return ACCEPT
 
 
-_STOP = frozenset("the and for with from that this there what when where which your have been were will".split())
 
 
 def _marks(text: str) -> tuple[set[float], set[str]]:

@@ -167,6 +167,7 @@ class Agent:
                 "max_corrections": run.max_corrections,
                 "loop_threshold": run.loop_threshold,
                 "grounding": config.grounding,
+                "consensus": config.consensus,
                 **self.transcript_config,
             },
         )

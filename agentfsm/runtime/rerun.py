@@ -138,6 +138,8 @@ def _decides_as(config: RunStartConfig) -> RunConfig:
         max_corrections=config.max_corrections,
         loop_threshold=config.loop_threshold,
         grounding="on" if config.grounding else "off",
+        consensus="on" if config.consensus else "off",
+        consensus_samples=config.consensus or DEFAULTS.consensus_samples,
     )
 
 

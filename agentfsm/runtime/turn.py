@@ -27,26 +27,23 @@ ends the turn with the model's best acceptable reply (``TurnResult.exhausted``).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from agentfsm.core._types import EnforcementLevel
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
 from agentfsm.core.decisions import Plan
 from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan, step
-from agentfsm.core.errors import BackendTimeout, MaxStepsExceeded
+from agentfsm.core.errors import MaxStepsExceeded
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.dialects import get_dialect
-from agentfsm.dialects.parse import parse_reply
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
-from agentfsm.prompt.extension import extension_options, read_extension
 from agentfsm.prompt.projection import project_history
-from agentfsm.protocols.common import estimate_tokens
+from agentfsm.runtime.sampling import bounded, extend, usage_of, vote
 
 __all__ = [
     "Tally",
@@ -62,7 +59,8 @@ __all__ = [
 ]
 
 Emit = Callable[..., None]
-_T = TypeVar("_T")
+#: consensus votes in one deciding turn (each draws ``config.consensus`` candidates)
+MAX_VOTES = 2
 
 
 @dataclass
@@ -141,27 +139,6 @@ def prepare_request(
     p = plan(history, config, backend.capabilities, enforcement)
     prompt, opts, prefill = _request(history, config, p, options)
     return prompt, opts, p.level, prefill
-
-
-async def bounded(work: Awaitable[_T], deadline: float | None) -> _T:
-    """``work``, bounded by the event-loop time ``deadline`` (BackendTimeout past it)."""
-    if deadline is None:
-        return await work
-    try:
-        async with asyncio.timeout_at(deadline):
-            return await work
-    except TimeoutError as exc:
-        raise BackendTimeout("the request did not finish within the proxy's request timeout") from exc
-
-
-def usage_of(reported: Usage | None, prompt: Sequence[PromptMessage], text: str) -> Usage:
-    """The backend's usage for one call; estimated where it reported none."""
-    if reported is not None and reported.total_tokens:
-        return reported
-    return Usage(
-        prompt_tokens=sum(estimate_tokens(m.content) for m in prompt),
-        completion_tokens=estimate_tokens(text),
-    )
 
 
 @dataclass
@@ -254,6 +231,7 @@ async def stream_turn(
     options = options or GenerationOptions()
     tally = tally if tally is not None else Tally()
     attempts = corrections = 0
+    votes = 0
     usage = Usage()
     while True:
         if max_steps is not None and steps_taken + attempts >= max_steps:
@@ -279,11 +257,24 @@ async def stream_turn(
         emit("model_output", text=out.text, usage=out.usage.model_dump(), finish_reason=out.finish_reason)
         text = out.text
         if p.extend:
-            text, extra = await _extend(backend, prompt, options, config, p, text, attempts, emit, deadline)
+            text, extra = await extend(backend, prompt, options, config, p, text, attempts, emit, deadline)
             usage += extra
             tally.usage += extra
         decision = step(history, text, config, out.finish_reason)
-        record_decision(decision, emit, on_transition)
+        if isinstance(decision, Correct) and config.consensus and votes < MAX_VOTES:
+            votes += 1  # a refused reply's candidates, before its correction
+            record_decision(decision, emit, on_transition)
+            chosen, extra = await vote(
+                backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, config,
+                p.level, attempts, emit, deadline,
+            )
+            usage += extra
+            tally.usage += extra
+            decision = chosen or decision
+            if chosen is not None:
+                record_decision(decision, emit, on_transition)
+        else:
+            record_decision(decision, emit, on_transition)
         if isinstance(decision, Correct):
             corrections += 1
             tally.corrections += 1
@@ -324,50 +315,6 @@ def _unsent(content: str, forwarded: str) -> str:
     if content.strip().startswith(forwarded.strip()):
         return content.strip()[len(forwarded.strip()):]
     return ""
-
-
-async def _extend(
-    backend: Backend,
-    prompt: list[PromptMessage],
-    options: GenerationOptions,
-    config: EngineConfig,
-    p: Plan,
-    text: str,
-    attempt: int,
-    emit: Emit,
-    deadline: float | None,
-) -> tuple[str, Usage]:
-    """The extension step of a parallel turn (:mod:`agentfsm.prompt.extension`): after a
-    reply that is exactly one clean call, let the model list more. Returns the reply
-    the engine sees (the list of calls kept, or ``text`` unchanged) and the step's usage."""
-    parsed = parse_reply(text, config.tools, CONSTRAINED_DIALECT)
-    if len(parsed.tool_calls) != 1 or parsed.rejected or parsed.truncated:
-        return text, Usage()
-    first = parsed.tool_calls[0]
-    opts = extension_options(options, first, p.tools, p.tool_choice)
-    if opts is None:
-        return text, Usage()
-    emit(
-        "model_request",
-        attempt=attempt,
-        messages=[m.model_dump(mode="json") for m in prompt],
-        options=opts.model_dump(mode="json"),
-        enforcement="constrained",
-        extension=True,
-    )
-    completion = await bounded(backend.acomplete(prompt, opts), deadline)
-    usage = usage_of(completion.usage, prompt, completion.text)
-    emit(
-        "model_output",
-        text=(opts.prefill or "") + completion.text,
-        usage=usage.model_dump(),
-        finish_reason=completion.finish_reason,
-        extension=True,
-    )
-    calls = read_extension(first, completion.text)
-    if len(calls) == 1:
-        return text, usage
-    return get_dialect(CONSTRAINED_DIALECT).render_calls(calls), usage
 
 
 def record_decision(

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,17 @@ _CLIENT_CLOSED = 499
 _PRIME_GRACE = 1.0
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """At shutdown, the backend's connection pools are closed on the loop that opened them
+    (a pool left open holds sockets the closing loop cannot release). A backend used again
+    opens new ones."""
+    yield
+    aclose = getattr(app.state.backend, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 def create_app(
     backend: Backend,
     *,
@@ -108,7 +120,7 @@ def create_app(
         request_timeout=request_timeout,
         body_timeout=body_timeout,
     )
-    app = FastAPI(title="agentfsm proxy", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="agentfsm proxy", docs_url=None, redoc_url=None, openapi_url=None, lifespan=_lifespan)
     app.state.settings = settings
     app.state.backend = backend
 

@@ -173,6 +173,7 @@ class Exchange:
                 "max_corrections": self.settings.run.max_corrections,
                 "loop_threshold": self.settings.run.loop_threshold,
                 "grounding": self.config.grounding,
+                "consensus": self.config.consensus,
             },
         )
         self.emit(

@@ -1,0 +1,164 @@
+"""The model calls a turn makes beside its attempts, and what every model call needs.
+
+- :func:`extend`: the extension step of a parallel turn (:mod:`agentfsm.prompt.extension`),
+  after a reply that is exactly one clean call;
+- :func:`vote`: consensus after a refused reply (:mod:`agentfsm.core.consensus`): the
+  same request drawn ``config.consensus`` more times at a sampling temperature, each
+  candidate decided by the engine as the refused reply was, the accepted decision most
+  candidates agree on taken. Candidates are part of the attempt they follow (they do not
+  count against ``max_steps``); each is written as a ``model_request`` / ``model_output``
+  pair numbered ``candidate``, and the outcome as a ``consensus`` guard verdict, so a
+  replay serves them back in order and decides the same;
+- :func:`bounded` (a wait bounded by a deadline) and :func:`usage_of` (usage, estimated
+  where the backend reports none).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from agentfsm.core.backend import Backend, GenerationOptions, Usage
+from agentfsm.core.consensus import TEMPERATURE, choose
+from agentfsm.core.decisions import Decision, EngineConfig, Plan
+from agentfsm.core.engine import conversation_text, step
+from agentfsm.core.errors import BackendTimeout
+from agentfsm.core.messages import Message, PromptMessage
+from agentfsm.dialects import get_dialect
+from agentfsm.dialects.parse import parse_reply
+from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
+from agentfsm.prompt.extension import extension_options, read_extension
+from agentfsm.protocols.common import estimate_tokens
+
+__all__ = ["bounded", "extend", "usage_of", "vote"]
+
+Emit = Callable[..., None]
+#: the fewest tokens a consensus candidate may use (more when the refused reply was longer)
+CANDIDATE_TOKENS = 96
+_T = TypeVar("_T")
+
+
+async def bounded(work: Awaitable[_T], deadline: float | None) -> _T:
+    """``work``, bounded by the event-loop time ``deadline`` (BackendTimeout past it)."""
+    if deadline is None:
+        return await work
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await work
+    except TimeoutError as exc:
+        raise BackendTimeout("the request did not finish within the proxy's request timeout") from exc
+
+
+def usage_of(reported: Usage | None, prompt: Sequence[PromptMessage], text: str) -> Usage:
+    """The backend's usage for one call; estimated where it reported none."""
+    if reported is not None and reported.total_tokens:
+        return reported
+    return Usage(
+        prompt_tokens=sum(estimate_tokens(m.content) for m in prompt),
+        completion_tokens=estimate_tokens(text),
+    )
+
+
+async def extend(
+    backend: Backend,
+    prompt: list[PromptMessage],
+    options: GenerationOptions,
+    config: EngineConfig,
+    p: Plan,
+    text: str,
+    attempt: int,
+    emit: Emit,
+    deadline: float | None,
+) -> tuple[str, Usage]:
+    """The extension step of a parallel turn (:mod:`agentfsm.prompt.extension`): after a
+    reply that is exactly one clean call, let the model list more. Returns the reply
+    the engine sees (the list of calls kept, or ``text`` unchanged) and the step's usage."""
+    parsed = parse_reply(text, config.tools, CONSTRAINED_DIALECT)
+    if len(parsed.tool_calls) != 1 or parsed.rejected or parsed.truncated:
+        return text, Usage()
+    first = parsed.tool_calls[0]
+    opts = extension_options(options, first, p.tools, p.tool_choice)
+    if opts is None:
+        return text, Usage()
+    emit(
+        "model_request",
+        attempt=attempt,
+        messages=[m.model_dump(mode="json") for m in prompt],
+        options=opts.model_dump(mode="json"),
+        enforcement="constrained",
+        extension=True,
+    )
+    completion = await bounded(backend.acomplete(prompt, opts), deadline)
+    usage = usage_of(completion.usage, prompt, completion.text)
+    emit(
+        "model_output",
+        text=(opts.prefill or "") + completion.text,
+        usage=usage.model_dump(),
+        finish_reason=completion.finish_reason,
+        extension=True,
+    )
+    calls = read_extension(first, completion.text)
+    if len(calls) == 1:
+        return text, usage
+    return get_dialect(CONSTRAINED_DIALECT).render_calls(calls), usage
+
+
+async def vote(
+    backend: Backend,
+    prompt: list[PromptMessage],
+    options: GenerationOptions,
+    prefill: str,
+    history: Sequence[Message],
+    refused: Decision,
+    refused_tokens: int,
+    config: EngineConfig,
+    level: str,
+    attempt: int,
+    emit: Emit,
+    deadline: float | None,
+) -> tuple[Decision | None, Usage]:
+    """Consensus after a refused reply: the accepted candidate decision most candidates
+    agree on (None when the engine accepts none), and the candidates' usage."""
+    decisions: list[Decision] = [refused]
+    usage = Usage()
+    first_seed = options.seed or 0
+    # a candidate as long as the refused reply, with room: one that rambles on is cut, not waited for
+    limit = min(options.max_tokens, max(CANDIDATE_TOKENS, 2 * refused_tokens))
+    for number in range(1, config.consensus + 1):
+        opts = options.model_copy(
+            update={"temperature": TEMPERATURE, "seed": first_seed + number, "max_tokens": limit}
+        )
+        emit(
+            "model_request",
+            attempt=attempt,
+            messages=[m.model_dump(mode="json") for m in prompt],
+            options=opts.model_dump(mode="json"),
+            enforcement=level,
+            candidate=number,
+        )
+        completion = await bounded(backend.acomplete(prompt, opts), deadline)
+        used = usage_of(completion.usage, prompt, completion.text)
+        usage += used
+        text = prefill + completion.text
+        emit(
+            "model_output", text=text, usage=used.model_dump(), finish_reason=completion.finish_reason,
+            candidate=number,
+        )
+        decisions.append(step(history, text, config, completion.finish_reason))
+    chosen = choose(decisions, conversation_text(history))
+    drawn = len(decisions) - 1
+    if chosen is None:
+        emit(
+            "guard", guard="consensus", verdict="correct", reason="no_consensus",
+            detail=f"the engine accepted none of {drawn} candidates",
+        )
+        return None, usage
+    emit(
+        "guard", guard="consensus", verdict="accept", reason="consensus",
+        detail=(
+            f"candidate {chosen.index}: {chosen.votes} of {chosen.voters} accepted candidates "
+            f"({drawn} drawn) agree: {chosen.signature}"
+        ),
+    )
+    return decisions[chosen.index], usage
