@@ -42,6 +42,11 @@ def call(name: str, i: int = 0, **args: Any) -> ToolCall:
         ("paris, france", "weather in paris", True),  # one of its words
         ("mi", "how many miles is 42 km?", True),  # an abbreviation of a word said
         ("london, uk", "hello! how are you today?", False),
+        ("example_city", "weather in example city?", True),  # its letters as written
+        ("examplecity", "weather in example city?", True),
+        # a value that trails off into prose: one "the" from the conversation is not enough
+        ("london}}}\n\nthe output will be\n{", "what's the weather like in example city?", False),
+        ("new york city", "weather in new york", True),  # most of its words
     ],
 )
 def test_what_counts_as_from_the_conversation(value: float | str, conversation: str, expected: bool) -> None:
@@ -76,6 +81,9 @@ def test_after_results_a_call_must_bring_something_new() -> None:
     stale = grounding.check(history, [call("add", 1, a=12.5, b=4)], "auto", SPECS, text)
     assert isinstance(stale, Correction) and stale.reason == "stale_call"
     assert "The result of multiply is 50.0." in stale.message  # the results, right before the answer
+    # a used value and a made-up one bring nothing new either
+    made_up = grounding.check(history, [call("add", 1, a=12.5, b=1.0)], "auto", SPECS, text)
+    assert isinstance(made_up, Correction) and made_up.reason == "stale_call"
     # the chain's next step carries the result: new
     assert isinstance(grounding.check(history, [call("convert_km_to_miles", 1, km=50.0)], "auto", SPECS, text), Accept)
 

@@ -70,16 +70,16 @@ class RunConfig:
         default="auto",
         metadata=_doc("Under tool_choice auto: refuse a call with no value from the conversation (or, after results, nothing new) and an answer that states none of the latest results; the retry offers the answer only. auto: on for a small model (the embedded one), off otherwise."),
     )
-    #: after a refused reply, draw ``consensus_samples`` candidates of the same request at
+    #: after a refused first decision of a user turn, draw ``consensus_samples`` candidates of the same request at
     #: a sampling temperature and take the accepted decision most of them agree on, before
     #: correcting (:mod:`agentfsm.core.consensus`); ``auto``: on for a small model
     consensus: Literal["auto", "on", "off"] = field(
         default="auto",
-        metadata=_doc("After a refused reply, sample candidates of the same request and take the accepted call (or answer) most of them agree on, before sending a correction. auto: on for a small model (the embedded one), off otherwise."),
+        metadata=_doc("When the first decision of a user turn is refused, sample candidates of the same request and take the accepted call (or answer) most of them agree on, before sending a correction. auto: on for a small model (the embedded one), off otherwise."),
     )
     #: how many candidates a consensus draws
     consensus_samples: int = field(
-        default=6, metadata=_doc("Candidates drawn by consensus after a refused reply.", minimum=2)
+        default=6, metadata=_doc("Candidates drawn by consensus.", minimum=2)
     )
     #: a tool result longer than this is cut (and marked) before the model sees it
     result_max_chars: int = field(

@@ -2,8 +2,8 @@
 
 - :func:`extend`: the extension step of a parallel turn (:mod:`agentfsm.prompt.extension`),
   after a reply that is exactly one clean call;
-- :func:`vote`: consensus after a refused reply (:mod:`agentfsm.core.consensus`): the
-  same request drawn ``config.consensus`` more times at a sampling temperature, each
+- :func:`vote`: consensus after a refused first decision of a user turn
+  (:mod:`agentfsm.core.consensus`), once per turn: the same request drawn ``config.consensus`` more times at a sampling temperature, each
   candidate decided by the engine as the refused reply was, the accepted decision most
   candidates agree on taken. Candidates are part of the attempt they follow (they do not
   count against ``max_steps``); each is written as a ``model_request`` / ``model_output``

@@ -38,6 +38,7 @@ from agentfsm.core.decisions import Plan
 from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan, step
 from agentfsm.core.errors import MaxStepsExceeded
 from agentfsm.core.messages import Message, PromptMessage
+from agentfsm.core.states import State, derive_state
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
 from agentfsm.prompt.contract import render_contract
@@ -59,8 +60,6 @@ __all__ = [
 ]
 
 Emit = Callable[..., None]
-#: consensus votes in one deciding turn (each draws ``config.consensus`` candidates)
-MAX_VOTES = 2
 
 
 @dataclass
@@ -231,7 +230,10 @@ async def stream_turn(
     options = options or GenerationOptions()
     tally = tally if tally is not None else Tally()
     attempts = corrections = 0
-    votes = 0
+    voted = False
+    # consensus decides the first decision of a user turn: after results a refused reply
+    # is a model repeating itself, and its correction (answer now) is the way on
+    first = derive_state(history) is State.FIRST_DECISION
     usage = Usage()
     while True:
         if max_steps is not None and steps_taken + attempts >= max_steps:
@@ -261,8 +263,8 @@ async def stream_turn(
             usage += extra
             tally.usage += extra
         decision = step(history, text, config, out.finish_reason)
-        if isinstance(decision, Correct) and config.consensus and votes < MAX_VOTES:
-            votes += 1  # a refused reply's candidates, before its correction
+        if isinstance(decision, Correct) and config.consensus and not voted and first:
+            voted = True  # a refused first decision's candidates, before its correction
             record_decision(decision, emit, on_transition)
             chosen, extra = await vote(
                 backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, config,
