@@ -18,7 +18,9 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import httpx
+from aiohttp.helpers import get_env_proxy_for_url
 from httpx_aiohttp import AiohttpTransport
+from yarl import URL
 
 __all__ = ["async_transport"]
 
@@ -85,8 +87,19 @@ class _Transport(AiohttpTransport):
         return response
 
 
-def async_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport:
-    """A pooled aiohttp transport honouring ``limits`` and the environment's proxy settings."""
+def _env_proxy(base_url: str) -> httpx.Proxy | None:
+    """The environment's proxy for ``base_url`` (``HTTP(S)_PROXY``, ``NO_PROXY``), read once:
+    aiohttp's ``trust_env`` reads the environment again on every request."""
+    try:
+        url, auth = get_env_proxy_for_url(URL(base_url))
+    except LookupError:
+        return None
+    return httpx.Proxy(str(url), auth=(auth.login, auth.password) if auth is not None else None)
+
+
+def async_transport(limits: httpx.Limits, base_url: str) -> httpx.AsyncBaseTransport:
+    """A pooled aiohttp transport for ``base_url``, honouring ``limits`` and the
+    environment's proxy settings."""
     keepalive = limits.keepalive_expiry
 
     def session() -> aiohttp.ClientSession:
@@ -94,6 +107,6 @@ def async_transport(limits: httpx.Limits) -> httpx.AsyncBaseTransport:
             limit=limits.max_connections or 0,
             keepalive_timeout=keepalive if keepalive is not None else 5.0,
         )
-        return aiohttp.ClientSession(connector=connector, trust_env=True)
+        return aiohttp.ClientSession(connector=connector)
 
-    return _Transport(limits=limits, client=session)
+    return _Transport(limits=limits, client=session, proxy=_env_proxy(base_url))

@@ -322,7 +322,7 @@ class OpenAICompatBackend:
             if transport is None:
                 from agentfsm.backends._aio_transport import async_transport
 
-                transport = async_transport(self._limits)
+                transport = async_transport(self._limits, self.base_url)
             self._aclient = httpx.AsyncClient(
                 base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
                 transport=transport,
