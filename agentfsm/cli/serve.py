@@ -151,4 +151,5 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"agentfsm: error: {exc}", err=True)
             raise typer.Exit(2) from None
         typer.echo(f"agentfsm proxy on http://{host}:{port} (OpenAI base URL http://{host}:{port}/v1)", err=True)
-        uvicorn.run(asgi, host=host, port=port, log_level="warning", access_log=False)
+        # loop/http "auto": uvloop and httptools (dependencies) where installed, else asyncio and h11
+        uvicorn.run(asgi, host=host, port=port, log_level="warning", access_log=False, loop="auto", http="auto")
