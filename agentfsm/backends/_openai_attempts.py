@@ -61,6 +61,14 @@ class ChatAttempts:
     redact: Callable[[str], str] = field(repr=False)
     client: Callable[[], httpx.Client] = field(repr=False)
     aclient: Callable[[], httpx.AsyncClient] = field(repr=False)
+    #: the endpoint's URL, as the first client resolved it against its base URL (every
+    #: pool of one backend has the same base); a relative URL is parsed twice per request
+    _url: list[httpx.URL] = field(default_factory=list, repr=False, compare=False)
+
+    def _chat_url(self, client: httpx.Client | httpx.AsyncClient) -> httpx.URL:
+        if not self._url:
+            self._url.append(client.build_request("POST", "chat/completions").url)
+        return self._url[0]
 
     def complete(self, payload: JSONObject, call: CallState) -> Completion:
         """One blocking request, its whole body parsed as a chat completion."""
@@ -69,7 +77,7 @@ class ChatAttempts:
         client = self.client()
         try:
             with client.stream(
-                "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
+                "POST", self._chat_url(client), json=payload, timeout=call.httpx_timeout(self.timeouts)
             ) as response:
                 if response.status_code >= 400:
                     self._fail(response, read_body(response, call, _ERROR_BODY_LIMIT), payload, call)
@@ -84,7 +92,7 @@ class ChatAttempts:
         self._log(payload)
         client = self.client()
         request = client.build_request(
-            "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
+            "POST", self._chat_url(client), json=payload, timeout=call.httpx_timeout(self.timeouts)
         )
         try:
             response = client.send(request, stream=True)
@@ -104,7 +112,7 @@ class ChatAttempts:
         self._log(payload)
         client = self.aclient()
         request = client.build_request(
-            "POST", "chat/completions", json=payload, timeout=call.httpx_timeout(self.timeouts)
+            "POST", self._chat_url(client), json=payload, timeout=call.httpx_timeout(self.timeouts)
         )
         try:
             response = await bounded(lambda: client.send(request, stream=True), call)

@@ -149,7 +149,7 @@ class OpenAICompatBackend:
         call = CallState(self.timeouts.total)
 
         async def run(payload: JSONObject) -> Completion:
-            return await self._policy.asynchronous(call)(self._attempts.acomplete, payload, call)
+            return await self._policy.arun(call, self._attempts.acomplete, payload, call)
 
         return await awith_fallback(run, lambda: self._payload(messages, options, False), self._fall_back)
 
@@ -191,7 +191,7 @@ class OpenAICompatBackend:
         call = CallState(self.timeouts.total)
 
         async def run(payload: JSONObject) -> httpx.Response:
-            return await self._policy.asynchronous(call)(self._attempts.aopen_stream, payload, call)
+            return await self._policy.arun(call, self._attempts.aopen_stream, payload, call)
 
         response = await awith_fallback(run, lambda: self._payload(messages, options, True), self._fall_back)
         try:
