@@ -113,6 +113,7 @@ class OpenAICompatBackend:
         self._client: httpx.Client | None = None
         self._aclient: httpx.AsyncClient | None = None
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
+        self._capabilities: tuple[tuple[bool, bool, int | None], Capabilities] | None = None
         self._attempts = ChatAttempts(
             self.base_url, model, self.timeouts, falls_back=json_schema_mode == "auto",
             redact=self._redact, client=self._sync_client, aclient=self._async_client,
@@ -128,11 +129,13 @@ class OpenAICompatBackend:
     def capabilities(self) -> Capabilities:
         """Prefill as declared; JSON schema unless ``json_schema_mode="off"``; the context
         as declared (``context_tokens``, else unknown)."""
-        return Capabilities(
-            prefill=self._prefill,
-            json_schema=self.json_schema_mode != "off",
-            context_tokens=self.context_tokens,
-        )
+        key = (self._prefill, self.json_schema_mode != "off", self.context_tokens)
+        if self._capabilities is None or self._capabilities[0] != key:
+            # read several times per request: built again only when what it reads changed
+            prefill, json_schema, context_tokens = key
+            caps = Capabilities(prefill=prefill, json_schema=json_schema, context_tokens=context_tokens)
+            self._capabilities = (key, caps)
+        return self._capabilities[1]
 
     def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
         """One chat completion (retried on transport failures, bounded by ``timeout.total``)."""

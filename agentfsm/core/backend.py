@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +20,7 @@ __all__ = [
     "SAMPLING_OPTIONS",
     "TextStream",
     "Usage",
+    "counts_tokens",
 ]
 
 #: the optional fields of :class:`GenerationOptions` that carry a client's own sampling
@@ -163,6 +164,12 @@ class CountsTokens(Protocol):
     def count_tokens(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> int:
         """The prompt tokens of a call with ``messages`` and ``options`` (prefill included)."""
         ...
+
+
+def counts_tokens(backend: object) -> TypeGuard[CountsTokens]:
+    """``isinstance(backend, CountsTokens)``, without the protocol machinery (~7 µs a check
+    on Python 3.11, on every proxied request): the protocol's one method is there."""
+    return getattr(backend, "count_tokens", None) is not None
 
 
 @runtime_checkable

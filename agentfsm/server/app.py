@@ -49,7 +49,7 @@ from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disco
 from agentfsm.server.fit import count_prompt_tokens, fit_exchange
 from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, Settings
 from agentfsm.server.wire import Wire, wire_for_path
-from agentfsm.core.backend import Backend, CountsTokens
+from agentfsm.core.backend import Backend, counts_tokens
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import (
     AgentFSMError,
@@ -248,7 +248,7 @@ async def _off_loop(ex: Exchange, measure: Callable[[Exchange], _R]) -> _R:
     """``measure(ex)`` in a worker thread where the backend counts tokens itself (its
     tokenizer may take a while); inline otherwise: the estimate (the first prompt built
     and its characters counted, ~50 µs) costs about what the thread hop would."""
-    if isinstance(ex.backend, CountsTokens):
+    if counts_tokens(ex.backend):
         return await asyncio.to_thread(measure, ex)
     return measure(ex)
 

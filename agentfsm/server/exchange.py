@@ -20,7 +20,7 @@ from starlette.requests import Request
 
 from agentfsm.server.settings import Settings
 from agentfsm.server.wire import Wire
-from agentfsm.core.backend import Backend, GenerationOptions, Usage
+from agentfsm.core.backend import Backend, Capabilities, GenerationOptions, Usage
 from agentfsm.core.engine import CallTools, EngineConfig
 from agentfsm.core.errors import BackendTimeout, ClientGone
 from agentfsm.core.messages import PromptMessage, ToolCall
@@ -73,6 +73,11 @@ class Exchange:
     created: int = field(default_factory=lambda: int(time.time()))
     _writer: TranscriptWriter | None = field(default=None, repr=False)
     _ended: bool = field(default=False, repr=False)
+    #: :attr:`config` and :attr:`options`, with the request (and capabilities) they were
+    #: made from: read several times per request, made again only when the request is
+    #: replaced (fitting does)
+    _config: tuple[NormalizedRequest, Capabilities, EngineConfig] | None = field(default=None, repr=False)
+    _options: tuple[NormalizedRequest, GenerationOptions] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.response_id:
@@ -102,16 +107,21 @@ class Exchange:
     @property
     def config(self) -> EngineConfig:
         """The engine's view of this request."""
-        r = self.request
-        return EngineConfig.of(
-            self.settings.run, r.tools, tool_choice=r.tool_choice, parallel=r.parallel,
-            capabilities=self.backend.capabilities,
-        )
+        r, caps, found = self.request, self.backend.capabilities, self._config
+        if found is None or found[0] is not r or (found[1] is not caps and found[1] != caps):
+            config = EngineConfig.of(
+                self.settings.run, r.tools, tool_choice=r.tool_choice, parallel=r.parallel, capabilities=caps,
+            )
+            found = self._config = (r, caps, config)
+        return found[2]
 
     @property
     def options(self) -> GenerationOptions:
         """Generation options from the request (our defaults where it names none)."""
-        return generation_options(self.request, DEFAULT_MAX_TOKENS)
+        found = self._options
+        if found is None or found[0] is not self.request:
+            found = self._options = (self.request, generation_options(self.request, DEFAULT_MAX_TOKENS))
+        return found[1]
 
     def plain_prompt(self) -> list[PromptMessage]:
         """The history for a request without tools: no contract, nothing added."""

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from loguru import logger
 
-from agentfsm.core.backend import Backend, CountsTokens, GenerationOptions
+from agentfsm.core.backend import Backend, GenerationOptions, counts_tokens
 from agentfsm.core.errors import PromptTooLong
 from agentfsm.core.messages import PromptMessage, ToolSpec
 from agentfsm.prompt.fit import Fit, fit_prompt
@@ -28,7 +28,7 @@ __all__ = ["count_prompt_tokens", "fit_exchange", "prompt_tokens"]
 
 def prompt_tokens(backend: Backend, prompt: Sequence[PromptMessage], options: GenerationOptions) -> int:
     """The tokens of ``prompt`` as ``backend`` counts them (an estimate where it cannot)."""
-    if isinstance(backend, CountsTokens):
+    if counts_tokens(backend):
         return backend.count_tokens(prompt, options)
     return sum(estimate_tokens(m.content) for m in prompt)
 
