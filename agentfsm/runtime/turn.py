@@ -47,6 +47,7 @@ from agentfsm.prompt.projection import project_history
 from agentfsm.runtime.sampling import bounded, extend, usage_of, vote
 
 __all__ = [
+    "NO_EMIT",
     "Tally",
     "TurnResult",
     "bounded",
@@ -91,6 +92,10 @@ class TurnResult:
 
 def _noop(*_args: Any, **_kwargs: Any) -> None:
     return None
+
+
+#: the ``emit`` that records nothing: the turn then builds no events (~15 µs a request)
+NO_EMIT: Emit = _noop
 
 
 def contract_for(backend: Backend, config: EngineConfig, enforcement: EnforcementLevel) -> str | None:
@@ -210,7 +215,7 @@ async def stream_turn(
     config: EngineConfig,
     enforcement: EnforcementLevel = DEFAULTS.enforcement,
     options: GenerationOptions | None = None,
-    emit: Emit = _noop,
+    emit: Emit = NO_EMIT,
     on_transition: Callable[[TransitionRecord], None] | None = None,
     max_steps: int | None = None,
     steps_taken: int = 0,
@@ -242,13 +247,14 @@ async def stream_turn(
         prompt, opts, prefill = _request(history, config, p, options)
         attempts += 1
         tally.attempts += 1
-        emit(
-            "model_request",
-            attempt=attempts,
-            messages=[m.model_dump(mode="json") for m in prompt],
-            options=opts.model_dump(mode="json"),
-            enforcement=p.level,
-        )
+        if emit is not NO_EMIT:
+            emit(
+                "model_request",
+                attempt=attempts,
+                messages=[m.model_dump(mode="json") for m in prompt],
+                options=opts.model_dump(mode="json"),
+                enforcement=p.level,
+            )
         hold = p.level == "constrained" or call_required(p.tool_choice)
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
@@ -256,7 +262,8 @@ async def stream_turn(
             yield text
         usage += out.usage
         tally.usage += out.usage
-        emit("model_output", text=out.text, usage=out.usage.model_dump(), finish_reason=out.finish_reason)
+        if emit is not NO_EMIT:
+            emit("model_output", text=out.text, usage=out.usage.model_dump(), finish_reason=out.finish_reason)
         text = out.text
         if p.extend:
             text, extra = await extend(backend, prompt, options, config, p, text, attempts, emit, deadline)
@@ -326,13 +333,14 @@ def record_decision(
 ) -> None:
     """Write the parse result, guard verdicts and transitions of a decision."""
     parsed = decision.parsed
-    emit(
-        "parse",
-        content=parsed.content,
-        tool_calls=[c.model_dump(mode="json") for c in parsed.tool_calls],
-        problems=[p.model_dump(mode="json") for p in parsed.problems],
-        truncated=parsed.truncated,
-    )
+    if emit is not NO_EMIT:
+        emit(
+            "parse",
+            content=parsed.content,
+            tool_calls=[c.model_dump(mode="json") for c in parsed.tool_calls],
+            problems=[p.model_dump(mode="json") for p in parsed.problems],
+            truncated=parsed.truncated,
+        )
     for g in decision.guards:
         emit("guard", guard=g.guard, verdict=g.verdict, reason=g.reason, detail=g.detail)
     for rec in decision.transitions:

@@ -28,7 +28,7 @@ from agentfsm.prompt.contract import contract_hash
 from agentfsm.prompt.projection import project_history
 from agentfsm.protocols import NormalizedRequest, estimate_tokens, generation_options, remint_ids
 from agentfsm.runtime.transcript import TranscriptWriter
-from agentfsm.runtime.turn import Tally, TurnResult, contract_for, run_turn
+from agentfsm.runtime.turn import NO_EMIT, Emit, Tally, TurnResult, contract_for, run_turn
 
 __all__ = [
     "ClientGone",
@@ -197,6 +197,12 @@ class Exchange:
         if contract is not None:  # as the agent records it: replay then sees a changed contract
             self.emit("contract", hash=contract_hash(contract), text=contract)
 
+    @property
+    def recorder(self) -> Emit:
+        """What the turn runner records with: :meth:`emit` while a transcript is written,
+        else :data:`~agentfsm.runtime.turn.NO_EMIT` (the runner then builds no events)."""
+        return self.emit if self._writer is not None else NO_EMIT
+
     def emit(self, type_: str, **fields: Any) -> None:
         """Write one transcript event (nothing when transcripts are off)."""
         if self._writer is not None:
@@ -244,7 +250,7 @@ async def complete(ex: Exchange) -> Reply:
             config=ex.config,
             enforcement=ex.settings.run.enforcement,
             options=ex.options,
-            emit=ex.emit,
+            emit=ex.recorder,
             tally=ex.tally,
         )
         return reply_for(ex, result)

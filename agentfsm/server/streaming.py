@@ -121,7 +121,7 @@ async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
         config=ex.config,
         enforcement=ex.settings.run.enforcement,
         options=ex.options,
-        emit=ex.emit,
+        emit=ex.recorder,
         stream=True,
         deadline=ex.deadline,
         tally=ex.tally,
