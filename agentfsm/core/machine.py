@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Any, NotRequired, TypedDict
 
 from transitions import Machine, MachineError
@@ -132,10 +133,17 @@ class _Facts:
         return _fact(event, "must_stop")
 
 
+@cache
 def allowed_events(state: State) -> tuple[str, ...]:
     """The events that :data:`TRANSITIONS` allows from ``state``, in :data:`EVENTS` order."""
     found = {spec["trigger"] for spec in TRANSITIONS if state.value in spec["source"]}
     return tuple(event for event in EVENTS if event in found)
+
+
+#: (state, event, facts) -> the state a successful fire led to. The machine is data and
+#: its conditions read nothing but the facts, so a fire is a pure function of these;
+#: each distinct one runs on ``transitions`` once (~15 µs), later ones are looked up.
+_TAKEN: dict[tuple[str, str, tuple[tuple[str, object], ...]], str] = {}
 
 
 _LOCAL = threading.local()
@@ -163,8 +171,9 @@ def _shared() -> tuple[Machine, _Facts]:
 class AgentMachine:
     """The machine of one conversation: :data:`TRANSITIONS` run by ``transitions``.
 
-    It holds only its state; each :meth:`fire` runs on the thread's shared
-    ``transitions.Machine`` (built once per thread), so creating one costs nothing.
+    It holds only its state; a :meth:`fire` runs on the thread's shared
+    ``transitions.Machine`` (built once per thread), so creating one costs nothing, and
+    a fire already seen (same state, event and facts) is looked up (:data:`_TAKEN`).
     """
 
     def __init__(self, initial: State = State.FIRST_DECISION) -> None:
@@ -197,15 +206,19 @@ class AgentMachine:
         before = self.state
         if event not in self.allowed_events:
             raise InvalidTransition(event, before.value)
-        machine, model = _shared()
-        model.state = self._state
-        try:
-            taken = machine.events[event].trigger(model, **facts)
-        except MachineError as exc:  # unreachable after the check above; mapped all the same
-            raise InvalidTransition(event, before.value) from exc
-        self._state = model.state
-        if not taken:
-            raise GuardRejected(event, before.value, _failed_guards(event, before, facts))
+        key = (self._state, event, tuple(sorted(facts.items())))
+        dest = _TAKEN.get(key)
+        if dest is None:
+            machine, model = _shared()
+            model.state = self._state
+            try:
+                taken = machine.events[event].trigger(model, **facts)
+            except MachineError as exc:  # unreachable after the check above; mapped all the same
+                raise InvalidTransition(event, before.value) from exc
+            if not taken:
+                raise GuardRejected(event, before.value, _failed_guards(event, before, facts))
+            dest = _TAKEN[key] = model.state
+        self._state = dest
         return self.state
 
 

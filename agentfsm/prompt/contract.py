@@ -69,8 +69,23 @@ def render_call_template(tool: ToolSpec, dialect: Dialect) -> str:
     """A call of ``tool`` in ``dialect`` with ``<name>`` where each (required) argument's
     value goes: what a correction shows, so the model sees the tool's real name and
     parameters but no value it could copy."""
-    marks = {name: f"\x00{name}\x00" for name in _template_names(tool.parameters)}
-    text = dialect.render_call(ToolCall(id="call_0", name=tool.name, arguments=marks))
+    key = (tool.name, tuple(_template_names(tool.parameters)), dialect)
+    found = _TEMPLATES.get(key)
+    if found is None:
+        if len(_TEMPLATES) >= _MAX_TEMPLATES:
+            _TEMPLATES.clear()
+        found = _TEMPLATES[key] = _call_template(*key)
+    return found
+
+
+#: the engine renders a template for every reply it checks: once per tool and dialect is enough
+_TEMPLATES: dict[tuple[str, tuple[str, ...], Dialect], str] = {}
+_MAX_TEMPLATES = 256
+
+
+def _call_template(tool: str, names: tuple[str, ...], dialect: Dialect) -> str:
+    marks = {name: f"\x00{name}\x00" for name in names}
+    text = dialect.render_call(ToolCall(id="call_0", name=tool, arguments=marks))
     for name, mark in marks.items():
         text = text.replace(_render.dumps(mark), f"<{name}>").replace(mark, f"<{name}>")
     return text
