@@ -72,6 +72,13 @@ class SSEDecoder:
         """Decode ``chunk``; return the data of every event it completed."""
         self._pending += self._decoder.decode(chunk)
         events: list[str] = []
+        if "\r" not in self._pending:
+            # the usual stream: lines end in \n only, split in one pass (the loop below
+            # copies the rest of the buffer once per line)
+            *lines, self._pending = self._pending.split("\n")
+            for line in lines:
+                self._line(line, events)
+            return events
         while True:
             cut = min(
                 (i for i in (self._pending.find("\n"), self._pending.find("\r")) if i >= 0),
