@@ -47,6 +47,8 @@ def call(name: str, i: int = 0, **args: Any) -> ToolCall:
         # a value that trails off into prose: one "the" from the conversation is not enough
         ("london}}}\n\nthe output will be\n{", "what's the weather like in example city?", False),
         ("new york city", "weather in new york", True),  # most of its words
+        (1.0, "write one short sentence about the sea.", False),  # "one" is a determiner here
+        ("", "convert the string to an integer", False),  # an empty string is made up
     ],
 )
 def test_what_counts_as_from_the_conversation(value: float | str, conversation: str, expected: bool) -> None:

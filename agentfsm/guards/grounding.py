@@ -10,7 +10,7 @@ schema's, not the conversation's):
 
 - **ungrounded**: no value of the call occurs in the conversation (user turns, system
   prompts, tool results). A number matches a number written there (digits or a number
-  word); a string matches when it, or one of its words, or a word it abbreviates
+  word, not "one": "one short sentence" holds no argument); an empty string matches nothing; a string matches when it, or one of its words, or a word it abbreviates
   (``"mi"`` for "miles") occurs there.
 - **stale**: after results have come back in this turn, the call brings no value that
   is both in the conversation and new to the turn's calls (a chain's next step carries
@@ -61,10 +61,12 @@ _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[^\W_]+")
 _NUMBER_WORDS = {
     w: float(i)
+    # "one" is left out: it is a determiner far more often ("one short sentence")
     for i, w in enumerate(
         "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
         "fifteen sixteen seventeen eighteen nineteen twenty".split()
     )
+    if w != "one"
 } | {"thirty": 30.0, "forty": 40.0, "fifty": 50.0, "sixty": 60.0, "seventy": 70.0, "eighty": 80.0,
      "ninety": 90.0, "hundred": 100.0, "thousand": 1000.0, "million": 1e6, "dozen": 12.0, "half": 0.5}
 
@@ -89,8 +91,8 @@ def values_of(arguments: Any, skip: frozenset[str] | set[str] = frozenset()) -> 
         return
     elif isinstance(arguments, int | float):
         yield float(arguments)
-    elif isinstance(arguments, str) and arguments.strip():
-        yield arguments.strip().lower()
+    elif isinstance(arguments, str):
+        yield arguments.strip().lower()  # an empty string is a value no conversation grounds
 
 
 class _Source:
@@ -113,6 +115,8 @@ class _Source:
     def has(self, value: float | str) -> bool:
         if isinstance(value, float):
             return any(abs(value - n) <= 1e-9 * max(1.0, abs(n)) for n in self.numbers)
+        if not value:
+            return False
         if value in self.text:
             return True
         words = [w for w in _WORD.findall(value) if len(w) >= 2]
