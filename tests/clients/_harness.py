@@ -20,18 +20,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agentfsm.testing import FakeUpstream, ReceivedRequest
+from tests._proxy import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -91,12 +89,6 @@ class Proxy:
         return f"{self.url}/v1"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
     """One proxy subprocess for the suite (its log is shown when it fails to start)."""
@@ -104,7 +96,7 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
     fake = FakeUpstream(holder.answer)
     holder.fake = fake
     log = tmp_path_factory.mktemp("proxy") / "serve.log"
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("AGENTFSM_API_KEY", None)
     with fake, log.open("w") as sink:
@@ -115,16 +107,10 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
         )
         try:
             url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"agentfsm serve did not start:\n{log.read_text()}")
-                time.sleep(0.2)
+            try:
+                wait_until_serving(url, server, timeout=60)
+            except RuntimeError:
+                pytest.fail(f"agentfsm serve did not start:\n{log.read_text()}")
             yield Proxy(url, holder, log)
         finally:
             server.terminate()
