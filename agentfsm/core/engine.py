@@ -23,6 +23,7 @@ extension step); :func:`step` decides what a reply means. Nothing else decides.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from loguru import logger
 
 from agentfsm.core._types import EnforcementLevel, ToolChoice
@@ -218,6 +219,9 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         # Tools are off: whatever the model wrote as an action is dropped, prose stays.
         return _answer(machine, records, parsed, (), parsed.content or "", choice)
 
+    turn = _Turn(machine, records, parsed, reply, history, config, choice)
+    # only calls are checked against it (guards, grounding): a prose reply need not gather it
+    conversation = conversation_text(history) if parsed.tool_calls else ""
     dialect = get_dialect(config.dialect)
     shown = [t for t in config.tools if t.name == choice] or list(config.tools[:1])
     example = render_call_template(shown[0], dialect) if shown else ""
@@ -227,8 +231,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         tool_choice=choice,
         dialect_name=config.dialect,
         example=example,
-        # only calls are checked against it: a prose reply need not gather the text
-        source=conversation_text(history) if parsed.tool_calls else "",
+        source=conversation,
         injected=(
             injection.data_actions(history, config.tools, config.dialect)
             if parsed.tool_calls
@@ -236,7 +239,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         ),
     )
     if isinstance(verdict, Correction):
-        return _refuse(machine, records, parsed, reply, verdict, history, config, choice, escalate=True)
+        return _refuse(turn, verdict, escalate=True)
 
     calls = list(parsed.tool_calls)
     if calls and not config.parallel:
@@ -244,7 +247,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if not calls:
         unsupported = grounding.check_answer(history, parsed.content or "") if config.grounding else None
         if isinstance(unsupported, Correction):
-            return _refuse(machine, records, parsed, reply, unsupported, history, config, choice, escalate=False)
+            return _refuse(turn, unsupported, escalate=False)
         return _answer(machine, records, parsed, (), parsed.content or "", choice)
 
     base = _calls_so_far(history)
@@ -254,7 +257,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     repeat = repeated_call.check(history, minted, choice)
     if isinstance(repeat, Correction):
         # told once per round while budget remains; past that, the call runs (loops stops it)
-        corrected = _correct(machine, records, parsed, reply, repeat, history, config, escalate=False)
+        corrected = _correct(turn, repeat, escalate=False)
         if corrected is not None:
             return corrected
     stop = loops.check(history, minted, threshold=config.loop_threshold)
@@ -263,9 +266,9 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         guard = GuardRecord(stop.guard, "stop", stop.reason, stop.detail)
         repeats = config.loop_threshold
         return Fail(parsed, tuple(records), (guard,), error=LoopDetected(minted[0].name, repeats))
-    unfounded = grounding.check(history, minted, choice, config.tools, conversation_text(history)) if config.grounding else None
+    unfounded = grounding.check(history, minted, choice, config.tools, conversation) if config.grounding else None
     if isinstance(unfounded, Correction):
-        return _refuse(machine, records, parsed, reply, unfounded, history, config, choice, escalate=False)
+        return _refuse(turn, unfounded, escalate=False)
     _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
     assistant = AssistantMessage(content=parsed.content, tool_calls=minted)
     return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
@@ -291,80 +294,66 @@ def _answer(
     )
 
 
-def _refuse(
-    machine: AgentMachine,
-    records: list[TransitionRecord],
-    parsed: ParsedReply,
-    reply: str,
-    verdict: Correction,
-    history: Sequence[Message],
-    config: EngineConfig,
-    choice: ToolChoice,
-    *,
-    escalate: bool,
-) -> Correct | Answer | Fail:
+@dataclass(frozen=True)
+class _Turn:
+    """The reply being decided, with what deciding it needs (one per :func:`step`)."""
+
+    machine: AgentMachine
+    records: list[TransitionRecord]
+    parsed: ParsedReply
+    reply: str
+    history: Sequence[Message]
+    config: EngineConfig
+    choice: ToolChoice
+
+
+def _refuse(turn: _Turn, verdict: Correction, *, escalate: bool) -> Correct | Answer | Fail:
     """The reply is refused for ``verdict``: a correction while the budget lasts, else
     the spent-budget outcome."""
     logger.info("guard {} fired: {} ({})", verdict.guard, verdict.reason, verdict.detail)
-    corrected = _correct(machine, records, parsed, reply, verdict, history, config, escalate=escalate)
+    corrected = _correct(turn, verdict, escalate=escalate)
     if corrected is not None:
         return corrected
-    return _spent(machine, records, parsed, reply, verdict, history, config, choice)
+    return _spent(turn, verdict)
 
 
-def _correct(
-    machine: AgentMachine,
-    records: list[TransitionRecord],
-    parsed: ParsedReply,
-    reply: str,
-    verdict: Correction,
-    history: Sequence[Message],
-    config: EngineConfig,
-    *,
-    escalate: bool,
-) -> Correct | None:
+def _correct(turn: _Turn, verdict: Correction, *, escalate: bool) -> Correct | None:
     """The correction for ``verdict`` while the turn's budget lasts, else ``None``."""
-    attempt = budget.next_attempt(history, config.max_corrections)
+    config = turn.config
+    attempt = budget.next_attempt(turn.history, config.max_corrections)
     if attempt is None:
         return None
     dialect = get_dialect(config.dialect)
     text = budget.escalate(verdict.message, attempt, config.dialect, dialect.opener) if escalate else verdict.message
-    _fire(machine, "correct", records, budget_left=True)
+    _fire(turn.machine, "correct", turn.records, budget_left=True)
     logger.info("retry {} of {}: {}", attempt, config.max_corrections, verdict.reason)
     return Correct(
-        parsed,
-        tuple(records),
+        turn.parsed,
+        tuple(turn.records),
         (GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail),),
         message=UserMessage(content=text, correction=verdict.reason),
-        assistant=AssistantMessage(content=reply),
+        assistant=AssistantMessage(content=turn.reply),
         reason=verdict.reason,
         attempt=attempt,
     )
 
 
-def _spent(
-    machine: AgentMachine,
-    records: list[TransitionRecord],
-    parsed: ParsedReply,
-    reply: str,
-    verdict: Correction,
-    history: Sequence[Message],
-    config: EngineConfig,
-    choice: ToolChoice,
-) -> Answer | Fail:
+def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
     """The budget is spent on ``verdict``: under ``auto`` the turn ends with the model's
     best acceptable reply (the latest prose of this round, never a rejected call, marked
     ``exhausted``); under a required call it fails with :class:`RetryBudgetExceeded`."""
-    used = budget.corrections_in_turn(history)
+    used = budget.corrections_in_turn(turn.history)
     guard = GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail)
     spent = GuardRecord(budget.GUARD, "stop", "budget_spent", f"{used} correction(s) sent; last: {verdict.reason}")
-    if not call_required(choice):
+    if not call_required(turn.choice):
         logger.info("correction budget spent ({}): answering with the best reply so far", verdict.reason)
-        content = _best_prose(history, parsed, config)
-        return _answer(machine, records, parsed, (guard, spent), content, choice, exhausted=True)
-    _fire(machine, "abort", records, must_stop=True)
-    error = RetryBudgetExceeded(attempts=used + 1, last_reply=reply, reason=verdict.reason)
-    return Fail(parsed, tuple(records), (guard, spent), error=error)
+        content = _best_prose(turn.history, turn.parsed, turn.config)
+        return _answer(
+            turn.machine, turn.records, turn.parsed, (guard, spent), content, turn.choice, exhausted=True
+        )
+    _fire(turn.machine, "abort", turn.records, must_stop=True)
+    error = RetryBudgetExceeded(attempts=used + 1, last_reply=turn.reply, reason=verdict.reason)
+    return Fail(turn.parsed, tuple(turn.records), (guard, spent), error=error)
 
 
 def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineConfig) -> str:
