@@ -270,20 +270,18 @@ async def stream_turn(
             usage += extra
             tally.usage += extra
         decision = step(history, text, config, out.finish_reason)
+        record_decision(decision, emit, on_transition)
         if isinstance(decision, Correct) and config.consensus and not voted and first:
             voted = True  # a refused first decision's candidates, before its correction
-            record_decision(decision, emit, on_transition)
             chosen, extra = await vote(
                 backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, config,
                 p.level, attempts, emit, deadline,
             )
             usage += extra
             tally.usage += extra
-            decision = chosen or decision
             if chosen is not None:
+                decision = chosen
                 record_decision(decision, emit, on_transition)
-        else:
-            record_decision(decision, emit, on_transition)
         if isinstance(decision, Correct):
             corrections += 1
             tally.corrections += 1
