@@ -124,6 +124,25 @@ async def test_a_repeat_leaves_the_single_call() -> None:
     assert len(result.decision.calls) == 1
 
 
+async def test_a_refused_item_leaves_the_first_call_alone() -> None:
+    # the model's own call is grounded; the item the extension adds is made up (grounding on)
+    backend = ScriptedBackend([FIRST, f", {item('Nobody Known', 15)}]}}"], capabilities=EXTENDING)
+    events: list[tuple[str, dict[str, Any]]] = []
+    result = await run_turn(
+        backend,
+        [UserMessage(content="Play Taylor Swift for 20 minutes.")],
+        config=EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", grounding=True),
+        enforcement="constrained",
+        emit=lambda kind, **fields: events.append((kind, fields)),
+    )
+    assert isinstance(result.decision, CallTools)
+    assert [c.arguments for c in result.decision.calls] == [{"artist": "Taylor Swift", "minutes": 20}]
+    assert result.corrections == 0 and len(backend.requests) == 2
+    guards = [f for k, f in events if k == "guard"]
+    assert guards[0]["guard"] == "extension" and guards[0]["reason"] == "first_call_alone"
+    assert "ungrounded_call" in guards[0]["detail"] or "missing_value" in guards[0]["detail"]
+
+
 @pytest.mark.parametrize("capabilities", [Capabilities(json_schema=True, prefill=True), EXTENDING])
 async def test_no_extension_without_the_capability_or_when_serial(capabilities: Capabilities) -> None:
     backend = ScriptedBackend([FIRST], capabilities=capabilities)

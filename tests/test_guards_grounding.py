@@ -9,14 +9,16 @@ import pytest
 
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.config import RunConfig
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, step
+from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, plan, step
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
 from agentfsm.guards import grounding
 from agentfsm.guards.base import Accept, Correction
+from agentfsm.eval.tasks import get_capital, get_weather
 from agentfsm.testing.example_tools import TOOLS
 from agentfsm.runtime.tools import ToolRegistry
 
 SPECS = ToolRegistry(TOOLS).specs
+PLACES = ToolRegistry([get_weather, get_capital]).specs
 UNIT = ToolSpec(name="convert", description="", parameters={
     "type": "object",
     "properties": {"value": {"type": "number"}, "unit": {"enum": ["km", "mi"]}, "label": {"type": "string"}},
@@ -58,9 +60,10 @@ def test_what_counts_as_from_the_conversation(value: float | str, conversation: 
 def test_a_call_with_no_value_from_the_conversation_is_refused_under_auto_only() -> None:
     history: list[Message] = [UserMessage(content="Hello! How are you today?")]
     text = "hello! how are you today?"
-    verdict = grounding.check(history, [call("multiply", a=1, b=2)], "auto", SPECS, text)
+    verdict = grounding.check(history, [call("multiply", a=1, b=2)], "auto", SPECS[:1], text)
     assert isinstance(verdict, Correction) and verdict.reason == "ungrounded_call"
     assert "1" not in verdict.message  # nothing to copy into the answer
+    assert '"Hello! How are you today?"' in verdict.message  # the request it should answer
     for choice in ("required", "multiply", "none"):
         assert isinstance(grounding.check(history, [call("multiply", a=1, b=2)], choice, SPECS, text), Accept)
     # one value from the conversation is enough; enum members and calls without values pass
@@ -104,11 +107,44 @@ def test_an_answer_after_results_must_state_one_of_them() -> None:
     assert isinstance(template, Correction) and template.reason == "unsupported_answer"
 
 
+def test_a_missing_value_may_be_fetched_with_another_tool_once() -> None:
+    # "the weather in the capital of France": the model calls get_weather(Paris) at once
+    on = EngineConfig(tools=PLACES, dialect="json-protocol", tool_choice="auto", grounding=True)
+    history: list[Message] = [UserMessage(content="What is the weather in the capital of France?")]
+    decision = step(history, '{"action": {"tool": "get_weather", "args": {"city": "Paris"}}}', on)
+    assert isinstance(decision, Correct) and decision.reason == "missing_value"
+    assert "call it first" in decision.message.content
+    history += [decision.assistant, decision.message]
+    # the retry offers the tools it did not call, and the answer
+    retry = plan(history, on, Capabilities(json_schema=True), "constrained")
+    assert [t.name for t in retry.tools] == ["get_capital"]
+    fetched = step(history, '{"action": {"tool": "get_capital", "args": {"country": "France"}}}', on)
+    assert isinstance(fetched, CallTools)
+    # a second made-up call in the turn: answer only
+    again = step(history, '{"action": {"tool": "get_capital", "args": {"country": "Spain"}}}', on)
+    assert isinstance(again, Correct) and again.reason == "ungrounded_call"
+    history += [again.assistant, again.message]
+    assert plan(history, on, Capabilities(json_schema=True), "constrained").tools == ()
+
+
+def test_an_answer_after_several_results_must_state_each() -> None:
+    history: list[Message] = [
+        UserMessage(content="What is the weather in Oslo and in Paris?"),
+        AssistantMessage(content="", tool_calls=(call("get_weather", 0, city="Oslo"), call("get_weather", 1, city="Paris"))),
+        ToolMessage(result=ToolResult(call_id="call_0", name="get_weather", content="snowing, -3 °C")),
+        ToolMessage(result=ToolResult(call_id="call_1", name="get_weather", content="sunny, 18 °C")),
+    ]
+    partial = grounding.check_answer(history, "The weather in Oslo and Paris is sunny, 18 °C.")
+    assert isinstance(partial, Correction) and "leaves out 1 of the 2" in partial.detail
+    assert "get_weather(city='Oslo') is snowing, -3 °C." in partial.message
+    assert isinstance(grounding.check_answer(history, "Oslo: snowing, -3 °C; Paris: sunny, 18 °C."), Accept)
+
+
 def test_the_engine_answers_after_a_refused_call_and_the_setting_resolves_by_model_size() -> None:
     on = EngineConfig(tools=SPECS, dialect="json-protocol", tool_choice="auto", grounding=True)
     history: list[Message] = [UserMessage(content="Hello! How are you today?")]
     decision = step(history, '{"action": {"tool": "multiply", "args": {"a": 1, "b": 2}}}', on)
-    assert isinstance(decision, Correct) and decision.reason == "ungrounded_call"
+    assert isinstance(decision, Correct) and decision.reason == "missing_value"
     history += [decision.assistant, decision.message]
     assert isinstance(step(history, '{"final": {"content": "I am well, thanks!"}}', on), Answer)
     off = EngineConfig(tools=SPECS, dialect="json-protocol", tool_choice="auto")

@@ -134,13 +134,19 @@ def _offered(schema: dict[str, Any] | None) -> set[str]:
     return {t.name for t in TOOLS if json.dumps({"const": t.name}) in text}
 
 
-def test_after_an_ungrounded_call_the_retry_grammar_offers_the_answer_only() -> None:
+def test_after_made_up_calls_the_retry_grammar_offers_another_tool_then_the_answer_only() -> None:
     backend = ScriptedBackend([], capabilities=Capabilities(json_schema=True))
     config = EngineConfig(tools=TOOLS, dialect="json-action", tool_choice="auto", parallel=False, grounding=True)
     history: list[Any] = [UserMessage(content="How warm is it?")]
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
     assert _offered(opts.json_schema) == {"weather", "area"}
     decision = step(history, json.dumps({"action": {"tool": "weather", "args": {"city": "London"}}}), config)
+    # first, the other tool may fetch the missing value (guards/grounding.py fetch_tools)
+    assert isinstance(decision, Correct) and decision.reason == "missing_value"
+    history += [decision.assistant, decision.message]
+    _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
+    assert _offered(opts.json_schema) == {"area"}
+    decision = step(history, json.dumps({"action": {"tool": "area", "args": {"width": 7, "height": 9}}}), config)
     assert isinstance(decision, Correct) and decision.reason == "ungrounded_call"
     history += [decision.assistant, decision.message]
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())

@@ -35,7 +35,7 @@ from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
 from agentfsm.core.answers import trim_repetition
-from agentfsm.guards import budget, grounding, injection, loops, repeated_call, run_guards
+from agentfsm.guards import budget, coverage, grounding, injection, loops, repeated_call, run_guards
 from agentfsm.guards.base import Correction, Stop
 from agentfsm.core.decisions import (
     Answer,
@@ -112,7 +112,8 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
     - after a :mod:`~agentfsm.guards.grounding` correction (``ungrounded_call``,
       ``stale_call``, ``unsupported_answer``; ``auto`` only) no tool is left: the model
       had no value from the conversation to call with, or has the results in hand, and
-      answers;
+      answers; after ``missing_value`` (the first such call of a turn, before results)
+      the tools it did not call are left, to fetch the value, and the answer;
 
     When a call is mandatory the grammar keeps every offered tool: a correction never
     strands the model without a valid call.
@@ -121,6 +122,12 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
         return tuple(specs)
     if history[-1].correction in grounding.REASONS:
         return ()
+    if history[-1].correction == grounding.MISSING_REASON:
+        # the model may fetch the missing value with another tool (not the one it called)
+        rejected = history[-2] if len(history) > 1 else None
+        text = rejected.content or "" if isinstance(rejected, AssistantMessage) else ""
+        refused = parse_reply(text, specs, CONSTRAINED_DIALECT).tool_calls
+        return grounding.fetch_tools(history[:-2], specs, {c.name for c in refused})
     dropped: set[str] = set()
     if history[-1].correction == repeated_call.REASON:
         for msg in reversed(history):
@@ -245,9 +252,12 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if calls and not config.parallel:
         calls = calls[:1]
     if not calls:
-        unsupported = grounding.check_answer(history, parsed.content or "") if config.grounding else None
-        if isinstance(unsupported, Correction):
-            return _refuse(turn, unsupported, escalate=False)
+        if config.grounding:
+            unsupported = grounding.check_answer(history, parsed.content or "")
+            if not isinstance(unsupported, Correction):
+                unsupported = coverage.check(history, config.tools, choice)
+            if isinstance(unsupported, Correction):
+                return _refuse(turn, unsupported, escalate=False)
         return _answer(machine, records, parsed, (), parsed.content or "", choice)
 
     base = _calls_so_far(history)

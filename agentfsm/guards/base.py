@@ -50,8 +50,10 @@ CorrectionReason: TypeAlias = Literal[
     "repeated_call",
     "injected_action",
     "ungrounded_call",
+    "missing_value",
     "stale_call",
     "unsupported_answer",
+    "uncovered_request",
 ]
 
 

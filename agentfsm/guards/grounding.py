@@ -39,15 +39,19 @@ from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
-__all__ = ["ANSWER_REASON", "GUARD", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "grounded", "values_of"]
+__all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded",
+           "request_of", "results_so_far", "values_of"]
 
 GUARD = "grounding"
 REASON = "ungrounded_call"
 #: a call after results that carries only values earlier calls of the turn used
 STALE_REASON = "stale_call"
-#: an answer after results that states none of the latest results
+#: an answer after results that leaves out one of the latest results
 ANSWER_REASON = "unsupported_answer"
-#: this guard's correction reasons (after each the retry offers the answer only)
+#: a call with no value from the conversation, while another tool may find the value
+#: (the retry offers the other tools once, see :func:`fetch_tools`)
+MISSING_REASON = "missing_value"
+#: this guard's correction reasons after which the retry offers the answer only
 REASONS = frozenset({REASON, STALE_REASON, ANSWER_REASON})
 _SHOWN = 120
 #: the longest result an answer is expected to restate
@@ -143,10 +147,30 @@ def grounded(value: float | str, conversation: str) -> bool:
     return _Source(conversation).has(value)
 
 
+def request_of(history: Sequence[Message]) -> str:
+    """The user's latest request (not a correction), on one line, at most
+    :data:`REQUEST_CHARS` characters: what a correction repeats, because a small model
+    answers the request it can see, not one a long prompt ago."""
+    for msg in reversed(history):
+        if isinstance(msg, UserMessage) and msg.correction is None:
+            text = " ".join(msg.content.split())
+            return text if len(text) <= REQUEST_CHARS else text[:REQUEST_CHARS] + "..."
+    return ""
+
+
+#: the longest echo of the user's request a correction repeats
+REQUEST_CHARS = 300
+
+
+def results_so_far(history: Sequence[Message]) -> list[str]:
+    """The results that came back since the latest user turn, one sentence each, oldest
+    first: "The result of NAME is CONTENT." (``NAME(args)`` when the same tool was
+    called twice)."""
+    return _turn(history)[1]
+
+
 def _turn(history: Sequence[Message]) -> tuple[list[ToolCall], list[str]]:
-    """The calls made since the latest user turn, and the results that came back, one
-    sentence each, oldest first: "The result of NAME is CONTENT." (``NAME(args)`` when
-    the same tool was called twice)."""
+    """The calls made since the latest user turn, and :func:`results_so_far`."""
     calls: list[ToolCall] = []
     results: list[tuple[str, str]] = []
     for msg in reversed(history):
@@ -174,6 +198,23 @@ def _show(call: ToolCall) -> str:
     return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
 
 
+def fetch_tools(history: Sequence[Message], tools: Sequence[ToolSpec], refused: set[str]) -> tuple[ToolSpec, ...]:
+    """The tools a retry may still call after a call with no value from the conversation
+    (``refused``: the tools that reply called): the others, once per user turn and
+    before any result, for a value another tool finds ("the weather in the capital of
+    France": the capital first). Empty when that chance was used, results came back,
+    or no other tool is offered: the model answers."""
+    for msg in reversed(history):
+        if isinstance(msg, ToolMessage):
+            return ()
+        if isinstance(msg, UserMessage):
+            if msg.correction is None:
+                break
+            if msg.correction in (REASON, MISSING_REASON):
+                return ()
+    return tuple(t for t in tools if t.name not in refused)
+
+
 def check(
     history: Sequence[Message],
     calls: Sequence[ToolCall],
@@ -198,9 +239,21 @@ def check(
         if not values:
             continue
         if not any(source.has(v) for v in values):
-            why = "No tool fits this request. Reply to the user's message directly."
-            return Correction(guard=GUARD, reason=REASON, message=why, call_index=index,
-                              detail=f"call {index}: {call.name}({_show(call)}): no value from the conversation")
+            detail = f"call {index}: {call.name}({_show(call)}): no value from the conversation"
+            if not results and fetch_tools(history, tools, {c.name for c in calls}):
+                why = (
+                    f"The values of {call.name}({_show(call)}) are not in the user's message. If one of "
+                    "your tools finds them from the user's words, call it first; otherwise reply to the "
+                    f'user\'s message directly: "{request_of(history)}"'
+                )
+                return Correction(guard=GUARD, reason=MISSING_REASON, message=why, call_index=index, detail=detail)
+            why = (
+                f"{have}None of these values is in the conversation. Answer the user's request now, "
+                "stating these results."
+                if results
+                else f'No tool fits this request. Reply to the user\'s message directly: "{request_of(history)}"'
+            )
+            return Correction(guard=GUARD, reason=REASON, message=why, call_index=index, detail=detail)
         if results and not {v for v in values if source.has(v)} - used:
             return Correction(guard=GUARD, reason=STALE_REASON, call_index=index,
                               message=f"{have}Answer the user's request now, stating these results.",
@@ -233,11 +286,13 @@ _TEMPLATE = re.compile(r"<[^<>\n]{1,40}>")
 
 def check_answer(history: Sequence[Message], answer: str) -> Verdict:
     """Correct an answer that is only a copied ``<slot>`` of the contract, or one given
-    right after results that states none of them.
+    right after results that leaves one of them out.
 
     The latest round's results are what the answer must use (a chain's earlier results
-    may be steps); an answer holding a number of one of them (within rounding) or one
-    of its words passes. Failed calls and empty results are not judged.
+    may be steps); a result is stated when the answer holds one of its numbers (within
+    rounding) or one of its words. With several results in the round (parallel calls:
+    "the weather in Oslo and in Paris") each must be stated: a small model restates
+    the last one and drops the others. Failed calls and empty results are not judged.
     """
     if _TEMPLATE.fullmatch(answer.strip()):
         return Correction(guard=GUARD, reason=ANSWER_REASON, detail=f"the answer is a template: {answer.strip()!r}",
@@ -255,12 +310,18 @@ def check_answer(history: Sequence[Message], answer: str) -> Verdict:
         if m.result.status == "ok" and m.result.content.strip() and "\n" not in m.result.content.strip()
         and len(m.result.content) <= _SHORT_RESULT
     ]
-    if not usable or any(_reflects(answer, m.result.content) for m in usable):
+    missed = [m for m in usable if not _reflects(answer, m.result.content)]
+    if not missed:
         return ACCEPT
     _, lines = _turn(history)
+    detail = (
+        "the answer states none of the latest results"
+        if len(missed) == len(usable)
+        else f"the answer leaves out {len(missed)} of the {len(usable)} latest results"
+    )
     return Correction(
         guard=GUARD,
         reason=ANSWER_REASON,
-        message="\n".join(lines) + "\nAnswer the user's request now, stating these results.",
-        detail="the answer states none of the latest results",
+        message="\n".join(lines) + "\nAnswer the user's request now, stating each of these results.",
+        detail=detail,
     )

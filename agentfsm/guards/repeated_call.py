@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentfsm.core._types import ToolChoice
-from agentfsm.core.messages import Message, ToolCall, ToolMessage, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from agentfsm.guards import loops
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
+from agentfsm.guards.grounding import results_so_far
 
 __all__ = ["GUARD", "REASON", "check", "corrected_this_round"]
 
@@ -40,22 +41,36 @@ def corrected_this_round(history: Sequence[Message]) -> bool:
     return False
 
 
-def _last_result(history: Sequence[Message]) -> str | None:
+def _result_of(history: Sequence[Message], call: ToolCall) -> str | None:
+    """The result of the latest earlier call with ``call``'s name and arguments."""
+    wanted = loops.call_signature(call)
+    ids = {
+        c.id
+        for m in history
+        if isinstance(m, AssistantMessage)
+        for c in m.tool_calls
+        if loops.call_signature(c) == wanted
+    }
     for msg in reversed(history):
-        if isinstance(msg, ToolMessage):
+        if isinstance(msg, ToolMessage) and msg.result.call_id in ids:
             return msg.result.content
     return None
 
 
 def check(history: Sequence[Message], calls: Sequence[ToolCall], tool_choice: ToolChoice) -> Verdict:
     """Correct the first of ``calls`` that repeats the last round exactly (same call, and
-    it got one result), unless this round was told so already."""
+    it got one result), unless this round was told so already.
+
+    The correction quotes that call's own result, and the turn's other results when
+    there are several (a model that repeats the first of two calls restates only the
+    result it was shown).
+    """
     if corrected_this_round(history):
         return ACCEPT
     for index, call in enumerate(calls):
         if loops.repeats(history, call) != 1:
             continue
-        result = _last_result(history)
+        result = _result_of(history, call)
         if result is None:
             return ACCEPT
         then = (
@@ -63,12 +78,14 @@ def check(history: Sequence[Message], calls: Sequence[ToolCall], tool_choice: To
             if tool_choice not in ("auto", "none")
             else "Answer the user now, or call a different tool."
         )
+        others = results_so_far(history)
+        shown = "\n".join(others) + "\nUse these results." if len(others) > 1 else "Use that result."
         return Correction(
             guard=GUARD,
             reason=REASON,
             message=(
                 f"You already called {call.name} with these arguments and the result was: "
-                f"{result[:_SHOWN]}\nUse that result. {then}"
+                f"{result[:_SHOWN]}\n{shown} {then}"
             ),
             detail=f"{call.name} repeated with the same arguments",
             call_index=index,

@@ -41,6 +41,7 @@ from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.core.states import State, derive_state
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
+from agentfsm.guards import grounding
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
 from agentfsm.prompt.projection import project_history
@@ -236,8 +237,9 @@ async def stream_turn(
     tally = tally if tally is not None else Tally()
     attempts = corrections = 0
     voted = False
-    # consensus decides the first decision of a user turn: after results a refused reply
-    # is a model repeating itself, and its correction (answer now) is the way on
+    # consensus decides the first decision of a user turn; after results, only a call
+    # with a made-up value (sampling may find the result's value): other refusals there
+    # are a model repeating itself, and their correction (answer now) is the way on
     first = derive_state(history) is State.FIRST_DECISION
     usage = Usage()
     while True:
@@ -270,8 +272,17 @@ async def stream_turn(
             usage += extra
             tally.usage += extra
         decision = step(history, text, config, out.finish_reason)
+        if text != out.text and isinstance(decision, Correct):
+            # the extension may add calls, never refuse the call the model made: a list
+            # with a refused item falls back to its first call when that one is accepted
+            alone = step(history, out.text, config, out.finish_reason)
+            if not isinstance(alone, Correct):
+                emit("guard", guard="extension", verdict="accept", reason="first_call_alone",
+                     detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
+                decision = alone
         record_decision(decision, emit, on_transition)
-        if isinstance(decision, Correct) and config.consensus and not voted and first:
+        if (isinstance(decision, Correct) and config.consensus and not voted
+                and (first or decision.reason == grounding.REASON)):
             voted = True  # a refused first decision's candidates, before its correction
             chosen, extra = await vote(
                 backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, config,

@@ -1,0 +1,119 @@
+"""Coverage: an answer after results must not leave part of the request undone.
+
+A small model answers as soon as it holds one result: "What are the capitals of Peru
+and Kenya?" ends with Nairobi alone, "Find the capital of Norway, then tell me its
+weather" with the capital. Once per user turn, under ``auto``, an answer given after
+results is checked against the request for what no call of the turn has used:
+
+- **values**: a number, or a name written with a capital letter inside a sentence
+  ("Peru", "Example City"), that no call's arguments hold;
+- **tools**: a tool the request names by its subject ("weather" for ``get_weather``,
+  "miles" for ``convert_km_to_miles``; generic verbs such as get or find do not count)
+  that was not called in this turn.
+
+The correction lists what is left with the results so far and lets the model call a
+tool or answer (the retry offers every tool); a second answer passes whatever it says.
+Parts of a request that need no tool ("in one sentence", "3 examples") cost one retry.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from agentfsm.core._types import ToolChoice
+from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
+from agentfsm.guards.base import ACCEPT, Correction, Verdict
+from agentfsm.guards.grounding import request_of, results_so_far, values_of
+
+__all__ = ["GUARD", "REASON", "check", "uncovered"]
+
+GUARD = "coverage"
+REASON = "uncovered_request"
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\w)")
+#: a capitalised word run inside a sentence (not the sentence's first word)
+_NAME = re.compile(r"(?<=[a-z0-9,;:] )[A-Z][\w'-]*(?: [A-Z][\w'-]*)*")
+_WORD = re.compile(r"[a-z]+")
+#: words of a tool name that say what it does, not what it is about
+_GENERIC = frozenset(
+    "get set find list search fetch make create compute calculate run do call lookup look up query read "
+    "write update delete add remove check show tell give to of from by for in on at the and or a an "
+    "with into per info data value values result results tool".split()
+)
+
+
+def _subjects(tool: ToolSpec) -> set[str]:
+    words = re.sub(r"([a-z])([A-Z])", r"\1 \2", tool.name).lower()
+    return {w for w in _WORD.findall(words) if len(w) >= 3 and w not in _GENERIC}
+
+
+def uncovered(history: Sequence[Message], tools: Sequence[ToolSpec]) -> list[str]:
+    """What the latest request names that no call of its turn has used: its values
+    (numbers, capitalised names) and the tools it names by subject."""
+    request = request_of(history)
+    called: set[str] = set()
+    used_numbers: set[float] = set()
+    used_text: list[str] = []
+    for msg in reversed(history):
+        if isinstance(msg, UserMessage) and msg.correction is None:
+            break
+        if isinstance(msg, AssistantMessage):
+            for call in msg.tool_calls:
+                called.add(call.name)
+                for value in values_of(call.arguments):
+                    if isinstance(value, float):
+                        used_numbers.add(value)
+                    else:
+                        used_text.append(value)
+    used = " ".join(used_text)
+    left: list[str] = []
+    for match in _NUMBER.finditer(request):
+        if float(match.group()) not in used_numbers and match.group() not in left:
+            left.append(match.group())
+    for match in _NAME.finditer(request):
+        name = match.group()
+        if name.lower() not in used and name not in left:
+            left.append(name)
+    words = set(_WORD.findall(request.lower()))
+    for tool in tools:
+        named = sorted(w for w in _subjects(tool) if w in words or w + "s" in words)
+        if tool.name not in called and named:
+            subject = "/".join(named)
+            left.append(tool.name if subject == tool.name else f"{subject} ({tool.name})")
+    return left
+
+
+def _told(history: Sequence[Message]) -> bool:
+    for msg in reversed(history):
+        if isinstance(msg, UserMessage):
+            if msg.correction is None:
+                return False
+            if msg.correction == REASON:
+                return True
+    return False
+
+
+def check(history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> Verdict:
+    """Correct an answer after results while the request names something no call used
+    (once per user turn, under ``auto`` only)."""
+    if tool_choice != "auto" or not any(isinstance(m, ToolMessage) for m in _turn(history)) or _told(history):
+        return ACCEPT
+    left = uncovered(history, tools)
+    if not left:
+        return ACCEPT
+    have = "\n".join(results_so_far(history))
+    message = (
+        f"The user asked: {request_of(history)}\n{have}\n"
+        f"Not used by any call yet: {', '.join(left)}. If the request needs a tool for it, call that tool "
+        "now, with values from the user's message or the results; otherwise answer the user."
+    )
+    return Correction(guard=GUARD, reason=REASON, message=message,
+                      detail=f"the request names what no call used: {', '.join(left)}")
+
+
+def _turn(history: Sequence[Message]) -> list[Message]:
+    for index in range(len(history) - 1, -1, -1):
+        msg = history[index]
+        if isinstance(msg, UserMessage) and msg.correction is None:
+            return list(history[index + 1:])
+    return list(history)
