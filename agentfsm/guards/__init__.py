@@ -12,7 +12,10 @@ One module per guard, each with a ``check`` function:
   or user content (data, not the model's own decision);
 - :mod:`~agentfsm.guards.budget`: corrections per turn, counted from the history, each stricter;
 - :mod:`~agentfsm.guards.repeated_call`: the last round's call again -> told once per round;
-- :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop.
+- :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop;
+- :mod:`~agentfsm.guards.grounding` and :mod:`~agentfsm.guards.coverage` (small models,
+  ``auto``): calls take their values from the conversation, answers state the results
+  and leave no part of the request unused.
 
 :func:`run_guards` runs the reply guards in this fixed order, the first verdict that
 is not an accept wins:
@@ -28,9 +31,10 @@ is not an accept wins:
 7. ``injection``: a well-formed call that repeats an action found in the conversation's
    data (last: a call that is wrong anyway gets the more specific correction).
 
-The engine then applies :mod:`~agentfsm.guards.repeated_call` and
-:mod:`~agentfsm.guards.loops` to accepted calls and :mod:`~agentfsm.guards.budget` to
-every correction, since they read the history.
+The engine then applies :mod:`~agentfsm.guards.repeated_call`,
+:mod:`~agentfsm.guards.loops` and :mod:`~agentfsm.guards.grounding` to accepted calls,
+grounding's answer check and :mod:`~agentfsm.guards.coverage` to answers, and
+:mod:`~agentfsm.guards.budget` to every correction, since they read the history.
 """
 
 from __future__ import annotations

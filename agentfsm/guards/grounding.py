@@ -20,7 +20,10 @@ schema's, not the conversation's):
 
 Only under ``auto``, where answering is a valid outcome: the correction asks for the
 answer and the retry's grammar offers the answer only (see
-:func:`agentfsm.core.engine.plan`). Under a required call the check does not run: a
+:func:`agentfsm.core.engine.plan`), except once per turn before any result, when other
+tools are offered: a made-up value may be one another tool finds ("the weather in the
+capital of France" called as ``get_weather("Paris")``), so the retry offers the tools
+not called and the answer (``missing_value``, :func:`fetch_tools`). Under a required call the check does not run: a
 correction there must still allow a call, and the model's values are all it has.
 A call with no value to judge (no arguments, only booleans or enum members) passes.
 
