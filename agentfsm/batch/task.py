@@ -236,6 +236,9 @@ def transcript_name(task_id: str) -> str:
 class _Tally:
     """Counts a task's events as they happen (the run may end in an error)."""
 
+    #: the events it reads (a run without a transcript builds no others)
+    TYPES = frozenset({"model_request", "model_output", "retry", "guard", "tool_call", "tool_result"})
+
     def __init__(self) -> None:
         self.steps = 0
         self.corrections = 0
@@ -295,6 +298,7 @@ async def run_task(
             config=settings.run.replace(tool_choice=task.choice(settings.run.tool_choice)),
             transcript=transcript,
             on_event=tally,
+            event_types=_Tally.TYPES,
             transcript_config={"producer": "batch", "task": task.id},
         )
         with idempotency_scope(task.id):  # a re-run task's calls get the same keys
