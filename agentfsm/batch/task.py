@@ -292,10 +292,13 @@ async def run_task(
             transcript = Path(settings.transcripts_dir) / transcript_name(task.id)
             transcript.parent.mkdir(parents=True, exist_ok=True)
             transcript.unlink(missing_ok=True)  # a killed earlier attempt left a partial one
+        choice = task.choice(settings.run.tool_choice)
+        # the same config unless the task names its own choice (a replace checks every field)
+        run = settings.run if choice == settings.run.tool_choice else settings.run.replace(tool_choice=choice)
         agent = Agent(
             backend,
             registry,
-            config=settings.run.replace(tool_choice=task.choice(settings.run.tool_choice)),
+            config=run,
             transcript=transcript,
             on_event=tally,
             event_types=_Tally.TYPES,
