@@ -89,6 +89,7 @@ class AioResponse:
     async def aclose(self) -> None:
         """Give the connection back to the pool (closed when the body was not read whole)."""
         self._response.release()
+        await self._response.wait_for_close()  # the request body's writer, if still running
 
 
 class AioUpstream:
