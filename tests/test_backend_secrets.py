@@ -62,7 +62,8 @@ def test_api_key_is_sent_but_never_logged_raised_or_shown(mode: str, log_lines: 
             shown = [repr(backend), str(vars(backend)), repr(backend._sync_client().headers)]
     assert {r.headers["authorization"] for r in fake.chat_requests} == {f"Bearer {KEY}"}
     assert any("retrying" in line for line in log_lines)  # the capture does see our logs
-    assert any("HTTP Request" in line for line in log_lines)  # and httpx's
+    if not mode.startswith("a"):  # and httpx's (the async calls go through aiohttp, which logs none)
+        assert any("HTTP Request" in line for line in log_lines)
     texts = log_lines + shown + [str(e) for e in failures] + [repr(e) for e in failures]
     texts += [str(e.__cause__) for e in failures]
     assert [t for t in texts if KEY in t] == []

@@ -1,12 +1,13 @@
-"""The async connection pool: httpx's API over aiohttp's connector (``httpx-aiohttp``).
+"""The default async connection pool: aiohttp's client, called directly.
 
 httpcore's async pool spends CPU per request that grows with the number of open
-connections: at concurrency 64 against a 50 ms upstream it took ~9 ms of client CPU
-per request (110 requests/s on 2 cores), where aiohttp's connector takes ~0.6 ms
-(bench/bench_batch.py measures both paths' floor). The backend keeps httpx's
-request/response API and its error types; this module only swaps the transport and
-maps aiohttp's errors onto the httpx types the backend classifies (the library maps
-every dropped connection to ``ConnectTimeout``, which would read as "never reached").
+connections (~9 ms a request at concurrency 64); httpx's request and response models
+over aiohttp's connector (``httpx-aiohttp``) still cost ~0.45 ms of CPU a request,
+about three times a bare aiohttp call, mostly in building the request, its cookie
+handling and the response's byte stream. This module sends the one request the
+backend needs (a JSON ``POST``) with aiohttp alone and maps aiohttp's errors onto the
+httpx types the backend classifies (:func:`~agentfsm.backends._transport.map_transport_error`;
+aiohttp's own names would read a dropped connection as a connect timeout).
 
 Imported lazily (aiohttp costs ~100 ms to import), on the first async request.
 """
@@ -14,15 +15,22 @@ Imported lazily (aiohttp costs ~100 ms to import), on the first async request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import NoReturn
 
 import aiohttp
 import httpx
 from aiohttp.helpers import get_env_proxy_for_url
-from httpx_aiohttp import AiohttpTransport
+from multidict import CIMultiDictProxy
 from yarl import URL
 
-__all__ = ["async_transport"]
+from agentfsm.backends._upstream import AttemptTimeouts
+from agentfsm.core._types import JSONObject
+
+__all__ = ["AioResponse", "AioUpstream"]
+
+_FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 
 
 def _as_httpx(exc: BaseException) -> httpx.TransportError:
@@ -32,6 +40,8 @@ def _as_httpx(exc: BaseException) -> httpx.TransportError:
         return httpx.ConnectTimeout(detail)
     if isinstance(exc, (aiohttp.SocketTimeoutError, aiohttp.ServerTimeoutError, asyncio.TimeoutError)):
         return httpx.ReadTimeout(detail)
+    if isinstance(exc, (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)):
+        return httpx.ProxyError(detail)
     if isinstance(exc, aiohttp.ClientConnectorError):
         return httpx.ConnectError(detail)
     if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
@@ -40,73 +50,101 @@ def _as_httpx(exc: BaseException) -> httpx.TransportError:
         return httpx.RemoteProtocolError(detail)
     if isinstance(exc, (aiohttp.ClientOSError, ConnectionError)):
         return httpx.ReadError(detail)
+    if isinstance(exc, (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError)):
+        return httpx.UnsupportedProtocol(detail)
     return httpx.TransportError(detail)
 
 
-def _aiohttp_cause(exc: BaseException) -> BaseException | None:
-    if isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)):
-        return exc
-    cause = exc.__cause__
-    if isinstance(cause, (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)):
-        return cause
-    return None
+def _raise_mapped(exc: Exception) -> NoReturn:
+    if isinstance(exc, _FAILURES):
+        raise _as_httpx(exc) from exc
+    raise exc
 
 
-class _Stream(httpx.AsyncByteStream):
-    """The response body, its failures raised as httpx errors."""
+class AioResponse:
+    """An aiohttp response behind :class:`~agentfsm.backends._upstream.UpstreamResponse`."""
 
-    def __init__(self, inner: httpx.AsyncByteStream) -> None:
-        self._inner = inner
+    __slots__ = ("_response", "headers", "status_code")
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status_code: int = response.status
+        self.headers: CIMultiDictProxy[str] = response.headers
+
+    async def aread(self) -> bytes:
+        """The whole body (decompressed)."""
         try:
-            async for chunk in self._inner:
+            return await self._response.read()
+        except Exception as exc:  # noqa: BLE001 - re-raised as its httpx type
+            _raise_mapped(exc)
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body, each chunk as soon as it arrives."""
+        try:
+            async for chunk in self._response.content.iter_any():
                 yield chunk
         except Exception as exc:  # noqa: BLE001 - re-raised as its httpx type
-            cause = _aiohttp_cause(exc)
-            if cause is None:
-                raise
-            raise _as_httpx(cause) from cause
+            _raise_mapped(exc)
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        """Give the connection back to the pool (closed when the body was not read whole)."""
+        self._response.release()
+        await self._response.wait_for_close()  # the request body's writer, if still running
 
 
-class _Transport(AiohttpTransport):
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+class AioUpstream:
+    """One upstream's pool: ``limit`` connections, kept alive ``keepalive`` seconds;
+    ``headers`` on every request; the environment's proxy for ``base_url``."""
+
+    def __init__(self, base_url: str, headers: Mapping[str, str], *, limit: int, keepalive: float) -> None:
+        self._base = base_url.rstrip("/") + "/"
+        self._headers = {**headers, "content-type": "application/json"}
+        self._limit = limit
+        self._keepalive = keepalive
+        self._proxy, self._proxy_auth = _env_proxy(base_url)
+        self._urls: dict[str, URL] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        # made on the first request, inside the loop that will use it
+        connector = aiohttp.TCPConnector(limit=self._limit, keepalive_timeout=self._keepalive)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers=self._headers,
+            cookie_jar=aiohttp.DummyCookieJar(),  # an API client keeps no cookies
+        )
+        return self._session
+
+    async def post_json(self, path: str, payload: JSONObject, timeouts: AttemptTimeouts) -> AioResponse:
+        """Send ``payload`` (JSON, as httpx encodes it) to ``path``; the answer, body unread."""
+        session = self._session or self._open()
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = URL(self._base + path)
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=timeouts.pool, sock_connect=timeouts.connect, sock_read=timeouts.read
+        )
         try:
-            response = await super().handle_async_request(request)
+            response = await session.post(
+                url, data=body, timeout=timeout, allow_redirects=False,
+                proxy=self._proxy, proxy_auth=self._proxy_auth,
+            )
         except Exception as exc:  # noqa: BLE001 - re-raised as its httpx type
-            cause = _aiohttp_cause(exc)
-            if cause is None:
-                raise
-            raise _as_httpx(cause) from cause
-        stream = response.stream
-        assert isinstance(stream, httpx.AsyncByteStream)
-        response.stream = _Stream(stream)
-        return response
+            _raise_mapped(exc)
+        return AioResponse(response)
+
+    async def aclose(self) -> None:
+        """Close the pool (a later request opens a new one)."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
 
-def _env_proxy(base_url: str) -> httpx.Proxy | None:
+def _env_proxy(base_url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
     """The environment's proxy for ``base_url`` (``HTTP(S)_PROXY``, ``NO_PROXY``), read once:
     aiohttp's ``trust_env`` reads the environment again on every request."""
     try:
-        url, auth = get_env_proxy_for_url(URL(base_url))
+        return get_env_proxy_for_url(URL(base_url))
     except LookupError:
-        return None
-    return httpx.Proxy(str(url), auth=(auth.login, auth.password) if auth is not None else None)
-
-
-def async_transport(limits: httpx.Limits, base_url: str) -> httpx.AsyncBaseTransport:
-    """A pooled aiohttp transport for ``base_url``, honouring ``limits`` and the
-    environment's proxy settings."""
-    keepalive = limits.keepalive_expiry
-
-    def session() -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(
-            limit=limits.max_connections or 0,
-            keepalive_timeout=keepalive if keepalive is not None else 5.0,
-        )
-        return aiohttp.ClientSession(connector=connector)
-
-    return _Transport(limits=limits, client=session, proxy=_env_proxy(base_url))
+        return None, None

@@ -18,6 +18,7 @@ from loguru import logger
 
 from agentfsm.backends._payload import context_error, rejects_json_schema
 from agentfsm.backends._sse import parse_chat_completion
+from agentfsm.backends._upstream import AsyncUpstream, UpstreamResponse
 from agentfsm.backends._transport import (
     CallState,
     Timeouts,
@@ -60,12 +61,12 @@ class ChatAttempts:
     falls_back: bool
     redact: Callable[[str], str] = field(repr=False)
     client: Callable[[], httpx.Client] = field(repr=False)
-    aclient: Callable[[], httpx.AsyncClient] = field(repr=False)
+    aclient: Callable[[], AsyncUpstream] = field(repr=False)
     #: the endpoint's URL, as the first client resolved it against its base URL (every
     #: pool of one backend has the same base); a relative URL is parsed twice per request
     _url: list[httpx.URL] = field(default_factory=list, repr=False, compare=False)
 
-    def _chat_url(self, client: httpx.Client | httpx.AsyncClient) -> httpx.URL:
+    def _chat_url(self, client: httpx.Client) -> httpx.URL:
         if not self._url:
             self._url.append(client.build_request("POST", "chat/completions").url)
         return self._url[0]
@@ -106,16 +107,14 @@ class ChatAttempts:
             raise map_transport_error(exc, self.redact) from exc
         return response
 
-    async def aopen_stream(self, payload: JSONObject, call: CallState) -> httpx.Response:
+    async def aopen_stream(self, payload: JSONObject, call: CallState) -> UpstreamResponse:
         """Async :meth:`open_stream`; every wait is bounded by the call's deadline."""
         call.retry_after = None
         self._log(payload)
-        client = self.aclient()
-        request = client.build_request(
-            "POST", self._chat_url(client), json=payload, timeout=call.httpx_timeout(self.timeouts)
-        )
+        upstream = self.aclient()
+        timeouts = call.attempt_timeouts(self.timeouts)
         try:
-            response = await bounded(lambda: client.send(request, stream=True), call)
+            response = await bounded(lambda: upstream.post_json("chat/completions", payload, timeouts), call)
             if response.status_code >= 400:
                 try:
                     body = await aread_body(response, call, _ERROR_BODY_LIMIT)
@@ -138,7 +137,7 @@ class ChatAttempts:
         return parse_chat_completion(body)
 
     def _fail(
-        self, response: httpx.Response, body: bytes, payload: JSONObject, call: CallState
+        self, response: UpstreamResponse, body: bytes, payload: JSONObject, call: CallState
     ) -> NoReturn:
         retry_after = parse_retry_after(response.headers)
         text = self.redact(body.decode("utf-8", "replace"))

@@ -10,7 +10,7 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -19,6 +19,7 @@ import httpx
 import tenacity
 from loguru import logger
 
+from agentfsm.backends._upstream import AttemptTimeouts, UpstreamResponse
 from agentfsm.core.errors import (
     BackendConnectionError,
     BackendError,
@@ -93,8 +94,13 @@ class CallState:
             pool=left,
         )
 
+    def attempt_timeouts(self, timeouts: Timeouts) -> AttemptTimeouts:
+        """:meth:`httpx_timeout` for an :class:`~agentfsm.backends._upstream.AsyncUpstream`."""
+        left = self.check()
+        return AttemptTimeouts(min(timeouts.connect, left), min(timeouts.read, left), left)
 
-def parse_retry_after(headers: httpx.Headers) -> float | None:
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds from ``retry-after-ms`` / ``Retry-After`` (delta seconds or an HTTP date)."""
     millis = headers.get("retry-after-ms")
     if millis:
@@ -166,8 +172,11 @@ async def bounded(start: Callable[[], Awaitable[_T]], call: CallState) -> _T:
         raise BackendTimeout(f"no complete answer within the total timeout of {call.total:g}s") from exc
 
 
-async def aread_body(response: httpx.Response, call: CallState, limit: int | None = None) -> bytes:
-    """Async :func:`read_body`: every wait for a chunk is bounded by the deadline."""
+async def aread_body(response: UpstreamResponse, call: CallState, limit: int | None = None) -> bytes:
+    """Async :func:`read_body`: the whole read (or, with a ``limit``, every wait for a
+    chunk) is bounded by the deadline."""
+    if limit is None:
+        return await bounded(response.aread, call)
     parts: list[bytes] = []
     size = 0
     chunks = response.aiter_bytes()

@@ -1,4 +1,4 @@
-"""A backend for any OpenAI-compatible chat endpoint, over httpx.
+"""A backend for any OpenAI-compatible chat endpoint (httpx when blocking, aiohttp when async).
 
 Ollama, vLLM, llama.cpp's server, ``python -m llama_cpp.server``, LM Studio, hosted
 chat APIs. Sync and async clients with connection pooling; transport retries with
@@ -29,6 +29,7 @@ from agentfsm.core._types import JSONObject
 from agentfsm.backends._openai_attempts import ChatAttempts, SchemaRejected, awith_fallback, with_fallback
 from agentfsm.backends._payload import JSONSchemaMode, build_payload
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
+from agentfsm.backends._upstream import AsyncUpstream, HttpxUpstream, UpstreamResponse
 from agentfsm.backends._transport import (
     CallState,
     RetryPolicy,
@@ -58,8 +59,9 @@ class OpenAICompatBackend:
     upstream gives no ``Retry-After`` (doubling, jittered). ``context_tokens`` declares
     the upstream model's context window (the proxy then fits requests to it; unknown by
     default). An upstream's own "context length exceeded" 400 is raised as
-    :class:`~agentfsm.core.errors.PromptTooLong`. ``transport`` / ``async_transport``
-    replace httpx's.
+    :class:`~agentfsm.core.errors.PromptTooLong`. ``transport`` replaces the blocking
+    client's httpx transport; ``async_transport`` (an httpx one, e.g. ``MockTransport``)
+    makes the async calls go through ``httpx.AsyncClient`` instead of the default aiohttp pool.
     """
 
     def __init__(
@@ -111,7 +113,7 @@ class OpenAICompatBackend:
         self._transport = transport
         self._async_transport = async_transport
         self._client: httpx.Client | None = None
-        self._aclient: httpx.AsyncClient | None = None
+        self._aclient: AsyncUpstream | None = None
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
         self._capabilities: tuple[tuple[bool, bool, int | None], Capabilities] | None = None
         self._attempts = ChatAttempts(
@@ -193,7 +195,7 @@ class OpenAICompatBackend:
     ) -> AsyncIterator[str]:
         call = CallState(self.timeouts.total)
 
-        async def run(payload: JSONObject) -> httpx.Response:
+        async def run(payload: JSONObject) -> UpstreamResponse:
             return await self._policy.arun(call, self._attempts.aopen_stream, payload, call)
 
         response = await awith_fallback(run, lambda: self._payload(messages, options, True), self._fall_back)
@@ -317,18 +319,22 @@ class OpenAICompatBackend:
             )
         return self._client
 
-    def _async_client(self) -> httpx.AsyncClient:
+    def _async_client(self) -> AsyncUpstream:
         loop = asyncio.get_running_loop()
         if self._aclient is None or self._aclient_loop is not loop:
             # a pool belongs to one event loop; a new loop gets a new pool
-            transport = self._async_transport
-            if transport is None:
-                from agentfsm.backends._aio_transport import async_transport
+            if self._async_transport is not None:
+                self._aclient = HttpxUpstream(httpx.AsyncClient(
+                    base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
+                    transport=self._async_transport,
+                ))
+            else:
+                from agentfsm.backends._aio_transport import AioUpstream
 
-                transport = async_transport(self._limits, self.base_url)
-            self._aclient = httpx.AsyncClient(
-                base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
-                transport=transport,
-            )
+                keepalive = self._limits.keepalive_expiry
+                self._aclient = AioUpstream(
+                    self.base_url, self._client_headers(), limit=self._limits.max_connections or 0,
+                    keepalive=keepalive if keepalive is not None else 5.0,
+                )
             self._aclient_loop = loop
         return self._aclient

@@ -236,6 +236,9 @@ def transcript_name(task_id: str) -> str:
 class _Tally:
     """Counts a task's events as they happen (the run may end in an error)."""
 
+    #: the events it reads (a run without a transcript builds no others)
+    TYPES = frozenset({"model_request", "model_output", "retry", "guard", "tool_call", "tool_result"})
+
     def __init__(self) -> None:
         self.steps = 0
         self.corrections = 0
@@ -289,12 +292,16 @@ async def run_task(
             transcript = Path(settings.transcripts_dir) / transcript_name(task.id)
             transcript.parent.mkdir(parents=True, exist_ok=True)
             transcript.unlink(missing_ok=True)  # a killed earlier attempt left a partial one
+        choice = task.choice(settings.run.tool_choice)
+        # the same config unless the task names its own choice (a replace checks every field)
+        run = settings.run if choice == settings.run.tool_choice else settings.run.replace(tool_choice=choice)
         agent = Agent(
             backend,
             registry,
-            config=settings.run.replace(tool_choice=task.choice(settings.run.tool_choice)),
+            config=run,
             transcript=transcript,
             on_event=tally,
+            event_types=_Tally.TYPES,
             transcript_config={"producer": "batch", "task": task.id},
         )
         with idempotency_scope(task.id):  # a re-run task's calls get the same keys

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +24,7 @@ from agentfsm.prompt.contract import contract_hash
 from agentfsm.core.engine import Answer, EngineConfig, TransitionRecord, dispatch, receive
 from agentfsm.core.errors import AgentFSMError, MaxStepsExceeded
 from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
-from agentfsm.runtime.turn import contract_for, emit_transition, run_turn
+from agentfsm.runtime.turn import NO_EMIT, Emit, contract_for, emit_transition, run_turn
 from agentfsm.core.states import derive_state
 from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.runtime.transcript import TranscriptWriter
@@ -70,6 +70,9 @@ class Agent:
     How the run decides is ``config`` (:class:`~agentfsm.core.config.RunConfig`: dialect,
     enforcement, tool_choice, parallel, max_steps, max_corrections, loop_threshold,
     grounding, result_max_chars); any of its fields may also be passed by name.
+    ``event_types`` names the events ``on_event`` wants (default: all of them); without a
+    ``transcript`` the others are then not built at all (a run that records nothing
+    builds no events).
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class Agent:
         mcp: Sequence[str] = (),
         on_event: EventHook | None = None,
         transcript_config: Mapping[str, Any] | None = None,
+        event_types: Collection[str] | None = None,
         **settings: Any,
     ) -> None:
         #: how the run decides; ``settings`` (``dialect="smiley"``, ``max_steps=4``, any
@@ -99,6 +103,7 @@ class Agent:
         #: fields that the transcript's run_start config adds or overrides (batch sets
         #: ``producer`` and ``task``); checked against the producer's config model
         self.transcript_config = dict(transcript_config or {})
+        self.event_types = frozenset(event_types) if event_types is not None else None
 
     @property
     def backend(self) -> Backend:
@@ -148,42 +153,28 @@ class Agent:
         )
         writer = TranscriptWriter(self.transcript)
         emit = self._emitter(writer)
+        wants = self._wants(writer)
         path = [derive_state(history).value]
         usage = Usage()
         corrections = 0
         calls_log: list[dict[str, Any]] = []
-        contract = contract_for(backend, config, run.enforcement)
-        emit(
-            "run_start",
-            config={
-                "producer": "agent",
-                "dialect": run.dialect,
-                "tool_choice": run.tool_choice,
-                "enforcement": run.enforcement,
-                "backend": backend.name,
-                "tools": [s.name for s in specs],
-                "max_steps": run.max_steps,
-                "parallel": run.parallel,
-                "max_corrections": run.max_corrections,
-                "loop_threshold": run.loop_threshold,
-                "grounding": config.grounding,
-                "consensus": config.consensus,
-                **self.transcript_config,
-            },
-        )
-        emit(
-            "request",
-            messages=[m.model_dump(mode="json") for m in history],
-            tools=[s.model_dump(mode="json") for s in specs],
-            tool_choice=run.tool_choice,
-        )
+        if wants("run_start"):
+            emit("run_start", config=self._run_start_config(backend, config, specs))
+        if wants("request"):
+            emit(
+                "request",
+                messages=[m.model_dump(mode="json") for m in history],
+                tools=[s.model_dump(mode="json") for s in specs],
+                tool_choice=run.tool_choice,
+            )
+        contract = contract_for(backend, config, run.enforcement) if wants("contract") else None
         if contract is not None:
             emit("contract", hash=contract_hash(contract), text=contract)
         logger.info(
             "run start: tool mode {}, {} tool(s), contract injected: {}",
             bool(specs),
             len(specs),
-            contract is not None,
+            bool(config.tools),  # contract_for renders one exactly when there are tools
         )
 
         def transition(rec: TransitionRecord) -> None:
@@ -222,13 +213,15 @@ class Agent:
                         tool_calls=calls_log,
                         exhausted=decision.exhausted,
                     )
-                for call in decision.calls:
-                    emit("tool_call", call=call.model_dump(mode="json"))
+                dumped = [call.model_dump(mode="json") for call in decision.calls]
+                for call_fields in dumped:
+                    emit("tool_call", call=call_fields)
                 transition(dispatch())
-                for call in decision.calls:
+                for call, call_fields in zip(decision.calls, dumped, strict=True):
                     result = truncate_result(await registry.aexecute(call), run.result_max_chars)
-                    calls_log.append({"call": call.model_dump(mode="json"), "result": result.model_dump(mode="json")})
-                    emit("tool_result", result=result.model_dump(mode="json"))
+                    result_fields = result.model_dump(mode="json")  # emit's redaction copies it
+                    calls_log.append({"call": call_fields, "result": result_fields})
+                    emit("tool_result", result=result_fields)
                     history.append(ToolMessage(result=result))
                     transition(receive(history))
                 if steps >= run.max_steps:
@@ -240,10 +233,42 @@ class Agent:
         finally:
             writer.close()
 
-    def _emitter(self, writer: TranscriptWriter) -> Callable[..., None]:
+    def _run_start_config(self, backend: Backend, config: EngineConfig, specs: Sequence[ToolSpec]) -> dict[str, Any]:
+        run = self.config
+        return {
+            "producer": "agent",
+            "dialect": run.dialect,
+            "tool_choice": run.tool_choice,
+            "enforcement": run.enforcement,
+            "backend": backend.name,
+            "tools": [s.name for s in specs],
+            "max_steps": run.max_steps,
+            "parallel": run.parallel,
+            "max_corrections": run.max_corrections,
+            "loop_threshold": run.loop_threshold,
+            "grounding": config.grounding,
+            "consensus": config.consensus,
+            **self.transcript_config,
+        }
+
+    def _wants(self, writer: TranscriptWriter) -> Callable[[str], bool]:
+        """Whether an event of a type is recorded at all (its fields are worth building)."""
+        if writer.path is not None:
+            return lambda _type: True
+        if self.on_event is None:
+            return lambda _type: False
+        wanted = self.event_types
+        return (lambda _type: True) if wanted is None else wanted.__contains__
+
+    def _emitter(self, writer: TranscriptWriter) -> Emit:
         hook = self.on_event
+        if writer.path is None and hook is None:
+            return NO_EMIT  # nothing records: the turn runner then builds no events either
+        wants = self._wants(writer)
 
         def emit(type_: str, **fields: Any) -> None:
+            if not wants(type_):
+                return
             event = writer.emit(type_, **fields)
             if hook is not None:
                 hook(event)

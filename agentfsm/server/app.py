@@ -210,9 +210,13 @@ async def _serve(request: Request, wire: Wire, backend: Backend, settings: Setti
             deadline = asyncio.get_running_loop().time() + settings.request_timeout
         ex = Exchange(backend, normalized, wire, settings, deadline=deadline)
         ex.open_transcript()
-        fit = await _off_loop(ex, fit_exchange)  # compacted, clamped, or PromptTooLong
         if normalized.stream:
+            fit = await _off_loop(ex, fit_exchange)  # compacted, clamped, or PromptTooLong
             return await _stream(request, ex, fit.prompt_tokens)
+        if backend.capabilities.context_tokens is not None:
+            # in an unknown context nothing is compacted, clamped or refused: the fit would
+            # only measure the prompt (built in full, ~0.1 ms), which a whole answer never reports
+            await _off_loop(ex, fit_exchange)
         reply = await until_disconnect(request, complete(ex), deadline)
         ex.end(reply)
         body = wire.response(
