@@ -3,33 +3,11 @@ back once; and a repeated call is told its own result."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, step
-from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, UserMessage
-from agentfsm.eval.tasks import add, get_capital, get_weather
 from agentfsm.guards import coverage, repeated_call
 from agentfsm.guards.base import Accept, Correction
-from agentfsm.runtime.tools import ToolRegistry
-from agentfsm.testing.example_tools import convert_km_to_miles, multiply
 
-PLACES = ToolRegistry([get_weather, get_capital]).specs
-MATH = ToolRegistry([multiply, add, convert_km_to_miles]).specs
-
-
-def call(name: str, i: int = 0, **args: Any) -> ToolCall:
-    return ToolCall(id=f"call_{i}", name=name, arguments=args)
-
-
-def after(request: str, *done: tuple[ToolCall, str]) -> list[Message]:
-    history: list[Message] = [UserMessage(content=request)]
-    for made, result in done:
-        history += [
-            AssistantMessage(content="", tool_calls=(made,)),
-            ToolMessage(result=ToolResult(call_id=made.id, name=made.name, content=result)),
-        ]
-    return history
-
+from tests._histories import MATH, PLACES, after, call, two_weathers
 
 def test_what_a_request_names_that_no_call_used() -> None:
     capitals = after("What are the capitals of Peru and Kenya?", (call("get_capital", country="Kenya"), "Nairobi"))
@@ -64,12 +42,7 @@ def test_an_answer_leaving_part_of_the_request_undone_is_sent_back_once() -> Non
 
 
 def test_a_repeated_call_is_told_its_own_result_and_the_others() -> None:
-    history: list[Message] = [
-        UserMessage(content="What is the weather in Oslo and in Paris?"),
-        AssistantMessage(content="", tool_calls=(call("get_weather", 0, city="Oslo"), call("get_weather", 1, city="Paris"))),
-        ToolMessage(result=ToolResult(call_id="call_0", name="get_weather", content="snowing, -3 °C")),
-        ToolMessage(result=ToolResult(call_id="call_1", name="get_weather", content="sunny, 18 °C")),
-    ]
+    history = two_weathers()
     verdict = repeated_call.check(history, [call("get_weather", 2, city="Oslo")], "auto")
     assert isinstance(verdict, Correction)
     assert verdict.message.startswith("You already called get_weather with these arguments and the result was: snowing, -3 °C")

@@ -17,17 +17,14 @@ from agentfsm.eval.tasks import get_capital, get_weather
 from agentfsm.testing.example_tools import TOOLS
 from agentfsm.runtime.tools import ToolRegistry
 
+from tests._histories import PLACES, call, two_weathers
+
 SPECS = ToolRegistry(TOOLS).specs
-PLACES = ToolRegistry([get_weather, get_capital]).specs
 UNIT = ToolSpec(name="convert", description="", parameters={
     "type": "object",
     "properties": {"value": {"type": "number"}, "unit": {"enum": ["km", "mi"]}, "label": {"type": "string"}},
     "required": ["value", "unit"],
 })
-
-
-def call(name: str, i: int = 0, **args: Any) -> ToolCall:
-    return ToolCall(id=f"call_{i}", name=name, arguments=args)
 
 
 @pytest.mark.parametrize(
@@ -128,12 +125,7 @@ def test_a_missing_value_may_be_fetched_with_another_tool_once() -> None:
 
 
 def test_an_answer_after_several_results_must_state_each() -> None:
-    history: list[Message] = [
-        UserMessage(content="What is the weather in Oslo and in Paris?"),
-        AssistantMessage(content="", tool_calls=(call("get_weather", 0, city="Oslo"), call("get_weather", 1, city="Paris"))),
-        ToolMessage(result=ToolResult(call_id="call_0", name="get_weather", content="snowing, -3 °C")),
-        ToolMessage(result=ToolResult(call_id="call_1", name="get_weather", content="sunny, 18 °C")),
-    ]
+    history = two_weathers()
     partial = grounding.check_answer(history, "The weather in Oslo and Paris is sunny, 18 °C.")
     assert isinstance(partial, Correction) and "leaves out 1 of the 2" in partial.detail
     assert "get_weather(city='Oslo') is snowing, -3 °C." in partial.message

@@ -35,7 +35,7 @@ from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
 from agentfsm.core.answers import trim_repetition
-from agentfsm.guards import budget, coverage, grounding, injection, loops, repeated_call, run_guards
+from agentfsm.guards import budget, clauses, coverage, grounding, injection, loops, repeated_call, run_guards
 from agentfsm.guards.base import Correction, Stop
 from agentfsm.core.decisions import (
     Answer,
@@ -114,6 +114,9 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
       had no value from the conversation to call with, or has the results in hand, and
       answers; after ``missing_value`` (the first such call of a turn, before results)
       the tools it did not call are left, to fetch the value, and the answer;
+    - after ``misplaced_value`` (:mod:`~agentfsm.guards.clauses`), the tools of the part
+      of the request the value came from, held to that part's numbers
+      (:func:`~agentfsm.guards.clauses.retry_tools`), and the answer;
 
     When a call is mandatory the grammar keeps every offered tool: a correction never
     strands the model without a valid call.
@@ -122,11 +125,13 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
         return tuple(specs)
     if history[-1].correction in grounding.REASONS:
         return ()
-    if history[-1].correction == grounding.MISSING_REASON:
-        # the model may fetch the missing value with another tool (not the one it called)
+    if history[-1].correction in (grounding.MISSING_REASON, clauses.REASON):
         rejected = history[-2] if len(history) > 1 else None
         text = rejected.content or "" if isinstance(rejected, AssistantMessage) else ""
         refused = parse_reply(text, specs, CONSTRAINED_DIALECT).tool_calls
+        if history[-1].correction == clauses.REASON:
+            return clauses.retry_tools(history[:-2], refused, specs)  # the tools the value's clause asks for
+        # the model may fetch the missing value with another tool (not the one it called)
         return grounding.fetch_tools(history[:-2], specs, {c.name for c in refused})
     dropped: set[str] = set()
     if history[-1].correction == repeated_call.REASON:
@@ -276,9 +281,13 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         guard = GuardRecord(stop.guard, "stop", stop.reason, stop.detail)
         repeats = config.loop_threshold
         return Fail(parsed, tuple(records), (guard,), error=LoopDetected(minted[0].name, repeats))
-    unfounded = grounding.check(history, minted, choice, config.tools, conversation) if config.grounding else None
-    if isinstance(unfounded, Correction):
-        return _refuse(turn, unfounded, escalate=False)
+    if config.grounding:
+        # a misplaced value is in the request (so grounded): its correction is the more specific
+        unfounded = clauses.check(history, minted, config.tools)
+        if not isinstance(unfounded, Correction):
+            unfounded = grounding.check(history, minted, choice, config.tools, conversation)
+        if isinstance(unfounded, Correction):
+            return _refuse(turn, unfounded, escalate=False)
     _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
     assistant = AssistantMessage(content=parsed.content, tool_calls=minted)
     return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)

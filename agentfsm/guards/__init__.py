@@ -15,7 +15,9 @@ One module per guard, each with a ``check`` function:
 - :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop;
 - :mod:`~agentfsm.guards.grounding` and :mod:`~agentfsm.guards.coverage` (small models,
   ``auto``): calls take their values from the conversation, answers state the results
-  and leave no part of the request unused.
+  and leave no part of the request unused;
+- :mod:`~agentfsm.guards.clauses` (small models): a call takes its values from the part
+  of the request that asks for its tool.
 
 :func:`run_guards` runs the reply guards in this fixed order, the first verdict that
 is not an accept wins:
@@ -32,7 +34,8 @@ is not an accept wins:
    data (last: a call that is wrong anyway gets the more specific correction).
 
 The engine then applies :mod:`~agentfsm.guards.repeated_call`,
-:mod:`~agentfsm.guards.loops` and :mod:`~agentfsm.guards.grounding` to accepted calls,
+:mod:`~agentfsm.guards.loops`, :mod:`~agentfsm.guards.clauses` and
+:mod:`~agentfsm.guards.grounding` to accepted calls,
 grounding's answer check and :mod:`~agentfsm.guards.coverage` to answers, and
 :mod:`~agentfsm.guards.budget` to every correction, since they read the history.
 """

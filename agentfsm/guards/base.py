@@ -51,6 +51,7 @@ CorrectionReason: TypeAlias = Literal[
     "injected_action",
     "ungrounded_call",
     "missing_value",
+    "misplaced_value",
     "stale_call",
     "unsupported_answer",
     "uncovered_request",

@@ -42,7 +42,7 @@ from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
-__all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded",
+__all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "numbers_in",
            "request_of", "results_so_far", "values_of"]
 
 GUARD = "grounding"
@@ -143,6 +143,11 @@ def _to_float(text: str) -> float:
         return float(text.replace(",", ""))
     except ValueError:
         return float("nan")
+
+
+def numbers_in(text: str) -> set[float]:
+    """The numbers ``text`` holds, written in digits or as number words."""
+    return set(_Source(text).numbers)
 
 
 def grounded(value: float | str, conversation: str) -> bool:

@@ -41,7 +41,7 @@ from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.core.states import State, derive_state
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
-from agentfsm.guards import grounding
+from agentfsm.guards import clauses, grounding
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
 from agentfsm.prompt.projection import project_history
@@ -282,7 +282,7 @@ async def stream_turn(
                 decision = alone
         record_decision(decision, emit, on_transition)
         if (isinstance(decision, Correct) and config.consensus and not voted
-                and (first or decision.reason == grounding.REASON)):
+                and (first or decision.reason == grounding.REASON) and decision.reason != clauses.REASON):
             voted = True  # a refused first decision's candidates, before its correction
             chosen, extra = await vote(
                 backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, config,

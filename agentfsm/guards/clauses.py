@@ -1,0 +1,192 @@
+"""Clauses: a call takes its values from the part of the request that asks for it.
+
+A request with several tasks, one per clause, is read by a small model as one bag of
+values: "Multiply 3 by 7, and add 10 and 5" is called as ``add(3, 10)``, "Add 30 and
+12, then convert the sum from km to miles" as ``convert_km_to_miles(12)``. The
+request is cut into clauses at punctuation (``, ; : ! ?``, a sentence's full stop, a
+line break); a clause *asks for* a tool when it holds a word of the tool's name
+("add", "multiply", "convert", "miles", "weather"; :func:`name_words`).
+
+A call's value is **misplaced** when every clause of the request that holds it asks
+for other tools only, while some clause asks for the called tool: ``add(3, 10)`` takes
+3 from "Multiply 3 by 7", which asks for ``multiply``. Values found in a clause that
+names no tool, or in the called tool's own clause, or not in the request at all (a
+result), pass; so does everything when the request has fewer than two clauses asking
+for tools ("Paris weather and Tokyo time" is one clause: nothing to judge).
+
+The correction lists the request's parts with the tool each asks for, and lets the
+model call any tool or answer; once per user turn (a second such call runs).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import permutations
+from typing import Any
+
+from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
+from agentfsm.guards.base import ACCEPT, Correction, Verdict
+from agentfsm.guards.grounding import grounded, numbers_in, request_of, values_of
+
+__all__ = ["GUARD", "REASON", "Misplaced", "check", "clauses", "misplaced", "name_words", "retry_tools"]
+
+GUARD = "clauses"
+REASON = "misplaced_value"
+#: where a clause ends: punctuation, a full stop before a space or the end, a line break
+_CUT = re.compile(r"[;:!?\n]|,(?!\d)|\.(?!\d)")
+_WORD = re.compile(r"[a-z]+")
+#: name words that say nothing about which task a clause asks for
+_FILLER = frozenset("get set the and for from with into per tool info data value values by to of in on at".split())
+
+
+def name_words(tool: ToolSpec) -> set[str]:
+    """The words of a tool's name that a request may use for it (3+ letters, no filler):
+    ``convert_km_to_miles`` gives convert and miles."""
+    words = re.sub(r"([a-z])([A-Z])", r"\1 \2", tool.name).lower()
+    return {w for w in _WORD.findall(words) if len(w) >= 3 and w not in _FILLER}
+
+
+def _asks_for(clause: str, tools: Sequence[ToolSpec]) -> set[str]:
+    said = set(_WORD.findall(clause.lower()))
+    return {
+        t.name for t in tools
+        if any(w in said or w + "s" in said or w + "es" in said for w in name_words(t))
+    }
+
+
+def clauses(request: str, tools: Sequence[ToolSpec]) -> list[tuple[str, set[str]]]:
+    """The request's clauses (stripped, non-empty), each with the tools it asks for."""
+    parts = (p.strip() for p in _CUT.split(request))
+    return [(p, _asks_for(p, tools)) for p in parts if p]
+
+
+def _told(history: Sequence[Message]) -> bool:
+    """Whether this round (since the user's message or the latest result) was told."""
+    for msg in reversed(history):
+        if isinstance(msg, ToolMessage):
+            return False
+        if isinstance(msg, UserMessage):
+            if msg.correction is None:
+                return False
+            if msg.correction == REASON:
+                return True
+    return False
+
+
+@dataclass(frozen=True)
+class Misplaced:
+    """A call's value found only in clauses asking for other tools."""
+
+    index: int
+    call: ToolCall
+    value: float | str
+    clause: str
+    #: the tools that clause asks for
+    owners: frozenset[str]
+
+
+def misplaced(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence[ToolSpec]) -> Misplaced | None:
+    """The first of ``calls`` with a value taken from a clause that asks for other
+    tools only, or None."""
+    parts = clauses(request_of(history), tools)
+    if sum(1 for _, asked in parts if asked) < 2:
+        return None
+    for index, call in enumerate(calls):
+        if not any(call.name in asked for _, asked in parts):
+            continue  # the request never names this tool: its values cannot be placed
+        for value in values_of(call.arguments):
+            holding = [(text, asked) for text, asked in parts if grounded(value, text)]
+            if holding and all(asked and call.name not in asked for _, asked in holding):
+                return Misplaced(index, call, value, holding[0][0], frozenset(holding[0][1]))
+    return None
+
+
+def retry_tools(history: Sequence[Message], refused: Sequence[ToolCall], tools: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
+    """The tools a retry offers after a misplaced value (``refused``: the rejected
+    reply's calls, ``history`` before it): those the value's clause asks for, their
+    number parameters held to the numbers of that clause and of the turn's results."""
+    found = misplaced(history, refused, tools)
+    if found is None:
+        return tuple(tools)
+    results = {n for r in _results(history) for n in numbers_in(r)}
+    if not found.owners & _called(history):
+        # the value's own task is not done: its tools, on its clause's numbers
+        offered = [t for t in tools if t.name in found.owners]
+        given = numbers_in(found.clause)
+    else:
+        # its task is done: the called tool again, on the numbers of its own clauses
+        offered = [t for t in tools if t.name == found.call.name]
+        own = [text for text, asked in clauses(request_of(history), tools) if found.call.name in asked]
+        given = {n for text in own for n in numbers_in(text)}
+    # a clause that holds a number for each parameter needs no result ("add 10 and 5");
+    # one that holds fewer takes the rest from the results ("then add 5 to it")
+    return tuple(_held(t, given if len(given) >= _number_params(t) else given | results) for t in offered)
+
+
+def _number_params(tool: ToolSpec) -> int:
+    props = tool.parameters.get("properties")
+    if not isinstance(props, dict):
+        return 0
+    return sum(1 for s in props.values() if isinstance(s, dict) and s.get("type") in ("number", "integer"))
+
+
+def _called(history: Sequence[Message]) -> set[str]:
+    names: set[str] = set()
+    for msg in reversed(history):
+        if isinstance(msg, UserMessage) and msg.correction is None:
+            break
+        if isinstance(msg, AssistantMessage):
+            names.update(c.name for c in msg.tool_calls)
+    return names
+
+
+def _results(history: Sequence[Message]) -> list[str]:
+    found: list[str] = []
+    for msg in reversed(history):
+        if isinstance(msg, UserMessage) and msg.correction is None:
+            break
+        if isinstance(msg, ToolMessage):
+            found.append(msg.result.content)
+    return found
+
+
+def _held(tool: ToolSpec, allowed: set[float]) -> ToolSpec:
+    """``tool`` with its top-level number parameters taking values of ``allowed``: each
+    one once when there are exactly as many values as parameters (up to 3: "add 10 and
+    5" is ``add(10, 5)`` or ``add(5, 10)``), else any of them."""
+    props = tool.parameters.get("properties")
+    if not allowed or not isinstance(props, dict):
+        return tool
+    names = [
+        n for n, s in props.items()
+        if isinstance(s, dict) and s.get("type") in ("number", "integer") and "enum" not in s and "const" not in s
+    ]
+    values = [int(v) if v.is_integer() else v for v in sorted(allowed)]
+    if not names:
+        return tool
+    if len(values) == len(names) <= 3:
+        orders = [{"properties": {n: {"const": v} for n, v in zip(names, order, strict=True)}}
+                  for order in permutations(values)]
+        return tool.model_copy(update={"parameters": {**tool.parameters, "anyOf": orders}})
+    held = {n: ({**s, "enum": values} if n in names else s) for n, s in props.items()}
+    return tool.model_copy(update={"parameters": {**tool.parameters, "properties": held}})
+
+
+def check(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence[ToolSpec]) -> Verdict:
+    """Correct the first of ``calls`` with a value taken from a clause that asks for
+    other tools only (once per round: a second such call runs)."""
+    if _told(history):
+        return ACCEPT
+    found = misplaced(history, calls, tools)
+    if found is None:
+        return ACCEPT
+    shown = f"{found.value:g}" if isinstance(found.value, float) else repr(found.value)
+    owners = ", ".join(sorted(found.owners))
+    message = (
+        f'{found.call.name} took {shown} from "{found.clause}", the part of the request for {owners}. '
+        f'Call {owners} with the values of "{found.clause}", or answer the user.'
+    )
+    return Correction(guard=GUARD, reason=REASON, message=message, call_index=found.index,
+                      detail=f"call {found.index}: {found.call.name} took {shown} from {found.clause!r} ({owners})")
