@@ -40,7 +40,6 @@ from agentfsm.core.errors import RequestError, ToolSpecError, UsageError
 from agentfsm.core.events import (
     GuardEvent,
     ModelOutputEvent,
-    ModelRequestEvent,
     RetryEvent,
     ToolCallEvent,
     ToolResultEvent,
@@ -237,7 +236,7 @@ class _Tally:
     """Counts a task's events as they happen (the run may end in an error)."""
 
     #: the events it reads (a run without a transcript builds no others)
-    TYPES = frozenset({"model_request", "model_output", "retry", "guard", "tool_call", "tool_result"})
+    TYPES = frozenset({"model_output", "retry", "guard", "tool_call", "tool_result"})
 
     def __init__(self) -> None:
         self.steps = 0
@@ -249,9 +248,10 @@ class _Tally:
 
     def __call__(self, event: TranscriptEvent) -> None:
         match event:
-            case ModelRequestEvent():
-                self.steps += 0 if event.extension else 1
             case ModelOutputEvent(usage=usage):
+                # a model call answered (an extension continues its call: not a step);
+                # counted from the output, so a run records no prompt it does not keep
+                self.steps += 0 if event.extension else 1
                 self.prompt_tokens += usage.prompt_tokens
                 self.completion_tokens += usage.completion_tokens
             case RetryEvent():

@@ -18,6 +18,7 @@ from agentfsm.dialects.base import Dialect
 from agentfsm.prompt.enforcement import call_required
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
+from agentfsm.prompt._memo import Memo, tools_key
 
 __all__ = [
     "contract_hash",
@@ -161,7 +162,6 @@ def render_contract(
     ``tools``: ToolSpecs, OpenAI or Anthropic tool dicts (or callables); anything else
     is a :class:`~agentfsm.core.errors.ToolSpecError`.
     """
-    d = get_dialect(dialect)
     specs = [ToolSpec.from_any(t) for t in tools]
     names = [t.name for t in specs]
     if len(set(names)) != len(names):
@@ -170,6 +170,18 @@ def render_contract(
         if call_required(tool_choice):
             raise UsageError(f"tool_choice={tool_choice!r} but no tools are offered")
         return "Answer the user in plain prose."
+    key = (tools_key(specs), dialect, tool_choice, parallel, constrained)
+    return _CONTRACTS.get(key, lambda: _compose(specs, dialect, tool_choice, parallel, constrained))
+
+
+#: contracts by tool set and settings (the same for every request that offers them)
+_CONTRACTS: Memo[str] = Memo()
+
+
+def _compose(specs: list[ToolSpec], dialect: DialectName, tool_choice: ToolChoice, parallel: bool,
+            constrained: bool) -> str:
+    d = get_dialect(dialect)
+    names = [t.name for t in specs]
     parts = ["You can call tools. Available tools:"]
     for tool in specs:
         desc = tool.description.strip().splitlines()[0][:_MAX_DESCRIPTION] if tool.description.strip() else ""

@@ -15,6 +15,7 @@ from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, Tool
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolSpec
+from agentfsm.prompt._memo import Memo, tools_key
 from agentfsm.prompt.grammar import grammar_schema
 
 __all__ = [
@@ -106,6 +107,15 @@ def build_action_schema(
     ``json-protocol`` dialect's, so the contract, the projected history and the
     grammar all show the model one format. ``compact``: see :func:`action_item_schema`.
     """
+    key = (tools_key(tools), tool_choice, parallel, compact)
+    return _SCHEMAS.get(key, lambda: _action_schema(tools, tool_choice, parallel, compact))
+
+
+#: action schemas by tool set and settings (shared: not to be mutated)
+_SCHEMAS: Memo[JSONObject] = Memo()
+
+
+def _action_schema(tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool, compact: bool) -> JSONObject:
     one = action_item_schema(tools, tool_choice, compact)
     branches: list[JSONObject] = []
     if one is not None:

@@ -264,13 +264,22 @@ class Agent:
         hook = self.on_event
         if writer.path is None and hook is None:
             return NO_EMIT  # nothing records: the turn runner then builds no events either
-        wants = self._wants(writer)
+        return _Emitter(writer, hook, self._wants(writer))
 
-        def emit(type_: str, **fields: Any) -> None:
-            if not wants(type_):
-                return
-            event = writer.emit(type_, **fields)
-            if hook is not None:
-                hook(event)
 
-        return emit
+class _Emitter:
+    """Writes the events a run records and hands them to the hook; ``wants`` tells the
+    turn runner which types to build at all (:func:`agentfsm.runtime.turn.wants`)."""
+
+    def __init__(self, writer: TranscriptWriter, hook: Callable[[TranscriptEvent], None] | None,
+                 wants: Callable[[str], bool]) -> None:
+        self._writer = writer
+        self._hook = hook
+        self.wants = wants
+
+    def __call__(self, type_: str, **fields: Any) -> None:
+        if not self.wants(type_):
+            return
+        event = self._writer.emit(type_, **fields)
+        if self._hook is not None:
+            self._hook(event)

@@ -99,6 +99,15 @@ def _noop(*_args: Any, **_kwargs: Any) -> None:
 NO_EMIT: Emit = _noop
 
 
+def wants(emit: Emit, type_: str) -> bool:
+    """Whether ``emit`` records events of ``type_``, so their fields are worth building:
+    not :data:`NO_EMIT`; an emitter with a ``wants(type_)`` method says per type."""
+    if emit is NO_EMIT:
+        return False
+    check = getattr(emit, "wants", None)
+    return check is None or bool(check(type_))
+
+
 def contract_for(backend: Backend, config: EngineConfig, enforcement: EnforcementLevel) -> str | None:
     """The contract the model is given for ``config`` on ``backend`` (None without tools)."""
     if not config.tools:
@@ -249,7 +258,7 @@ async def stream_turn(
         prompt, opts, prefill = _request(history, config, p, options)
         attempts += 1
         tally.attempts += 1
-        if emit is not NO_EMIT:
+        if wants(emit, "model_request"):
             emit(
                 "model_request",
                 attempt=attempts,
@@ -342,7 +351,7 @@ def record_decision(
 ) -> None:
     """Write the parse result, guard verdicts and transitions of a decision."""
     parsed = decision.parsed
-    if emit is not NO_EMIT:
+    if wants(emit, "parse"):
         emit(
             "parse",
             content=parsed.content,

@@ -1,0 +1,45 @@
+"""What depends only on a tool set, built once per tool set's content.
+
+The contract text and the action grammar's schema are the same for every request that
+offers the same tools the same way; the proxy parses each request's tools anew, so the
+key is the tools' content (name, description, parameters), not their identity. The
+values are shared between callers and must not be mutated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from typing import Generic, TypeVar
+
+from agentfsm.core.messages import ToolSpec
+
+__all__ = ["Memo", "tools_key"]
+
+T = TypeVar("T")
+
+
+def tools_key(tools: Sequence[ToolSpec]) -> tuple[tuple[str, str, str], ...]:
+    """The content of ``tools`` as a hashable key."""
+    return tuple((t.name, t.description, json.dumps(t.parameters, sort_keys=True, default=str)) for t in tools)
+
+
+class Memo(Generic[T]):
+    """A bounded map from key to value, least recently used out first."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._store: OrderedDict[Hashable, T] = OrderedDict()
+
+    def get(self, key: Hashable, build: Callable[[], T]) -> T:
+        """The value kept for ``key``, built (and kept) on a miss."""
+        try:
+            value = self._store[key]
+        except KeyError:
+            value = self._store[key] = build()
+            if len(self._store) > self._size:
+                self._store.popitem(last=False)
+        else:
+            self._store.move_to_end(key)
+        return value
