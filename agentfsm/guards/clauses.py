@@ -27,6 +27,7 @@ from itertools import permutations
 from typing import Any
 
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
+from agentfsm.guards._history import told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards.grounding import grounded, numbers_in, request_of, values_of
 
@@ -60,19 +61,6 @@ def clauses(request: str, tools: Sequence[ToolSpec]) -> list[tuple[str, set[str]
     """The request's clauses (stripped, non-empty), each with the tools it asks for."""
     parts = (p.strip() for p in _CUT.split(request))
     return [(p, _asks_for(p, tools)) for p in parts if p]
-
-
-def _told(history: Sequence[Message]) -> bool:
-    """Whether this round (since the user's message or the latest result) was told."""
-    for msg in reversed(history):
-        if isinstance(msg, ToolMessage):
-            return False
-        if isinstance(msg, UserMessage):
-            if msg.correction is None:
-                return False
-            if msg.correction == REASON:
-                return True
-    return False
 
 
 @dataclass(frozen=True)
@@ -133,23 +121,11 @@ def _number_params(tool: ToolSpec) -> int:
 
 
 def _called(history: Sequence[Message]) -> set[str]:
-    names: set[str] = set()
-    for msg in reversed(history):
-        if isinstance(msg, UserMessage) and msg.correction is None:
-            break
-        if isinstance(msg, AssistantMessage):
-            names.update(c.name for c in msg.tool_calls)
-    return names
+    return {c.name for m in turn(history) if isinstance(m, AssistantMessage) for c in m.tool_calls}
 
 
 def _results(history: Sequence[Message]) -> list[str]:
-    found: list[str] = []
-    for msg in reversed(history):
-        if isinstance(msg, UserMessage) and msg.correction is None:
-            break
-        if isinstance(msg, ToolMessage):
-            found.append(msg.result.content)
-    return found
+    return [m.result.content for m in turn(history) if isinstance(m, ToolMessage)]
 
 
 def _held(tool: ToolSpec, allowed: set[float]) -> ToolSpec:
@@ -177,7 +153,7 @@ def _held(tool: ToolSpec, allowed: set[float]) -> ToolSpec:
 def check(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence[ToolSpec]) -> Verdict:
     """Correct the first of ``calls`` with a value taken from a clause that asks for
     other tools only (once per round: a second such call runs)."""
-    if _told(history):
+    if told(history, REASON, this_round=True):
         return ACCEPT
     found = misplaced(history, calls, tools)
     if found is None:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
+from agentfsm.guards._history import told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards.grounding import request_of, results_so_far, values_of
 
@@ -54,9 +55,7 @@ def uncovered(history: Sequence[Message], tools: Sequence[ToolSpec]) -> list[str
     called: set[str] = set()
     used_numbers: set[float] = set()
     used_text: list[str] = []
-    for msg in reversed(history):
-        if isinstance(msg, UserMessage) and msg.correction is None:
-            break
+    for msg in turn(history):
         if isinstance(msg, AssistantMessage):
             for call in msg.tool_calls:
                 called.add(call.name)
@@ -83,20 +82,10 @@ def uncovered(history: Sequence[Message], tools: Sequence[ToolSpec]) -> list[str
     return left
 
 
-def _told(history: Sequence[Message]) -> bool:
-    for msg in reversed(history):
-        if isinstance(msg, UserMessage):
-            if msg.correction is None:
-                return False
-            if msg.correction == REASON:
-                return True
-    return False
-
-
 def check(history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> Verdict:
     """Correct an answer after results while the request names something no call used
     (once per user turn, under ``auto`` only)."""
-    if tool_choice != "auto" or not any(isinstance(m, ToolMessage) for m in _turn(history)) or _told(history):
+    if tool_choice != "auto" or not any(isinstance(m, ToolMessage) for m in turn(history)) or told(history, REASON):
         return ACCEPT
     left = uncovered(history, tools)
     if not left:
@@ -110,10 +99,3 @@ def check(history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: To
     return Correction(guard=GUARD, reason=REASON, message=message,
                       detail=f"the request names what no call used: {', '.join(left)}")
 
-
-def _turn(history: Sequence[Message]) -> list[Message]:
-    for index in range(len(history) - 1, -1, -1):
-        msg = history[index]
-        if isinstance(msg, UserMessage) and msg.correction is None:
-            return list(history[index + 1:])
-    return list(history)

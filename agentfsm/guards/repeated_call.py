@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from agentfsm.guards import loops
+from agentfsm.guards._history import told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards.grounding import results_so_far
 
@@ -30,15 +31,7 @@ _SHOWN = 300
 
 def corrected_this_round(history: Sequence[Message]) -> bool:
     """Whether a repeated-call correction was already sent since the last result or user turn."""
-    for msg in reversed(history):
-        if isinstance(msg, ToolMessage):
-            return False
-        if isinstance(msg, UserMessage):
-            if msg.correction == REASON:
-                return True
-            if msg.correction is None:
-                return False
-    return False
+    return told(history, REASON, this_round=True)
 
 
 def _result_of(history: Sequence[Message], call: ToolCall) -> str | None:
