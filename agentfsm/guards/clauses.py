@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from itertools import permutations
 from typing import Any
 
-from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec
 from agentfsm.guards._history import told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards.grounding import grounded, numbers_in, request_of, values_of

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 
 from agentfsm.core._types import ToolChoice
-from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec
 from agentfsm.guards._history import told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards.grounding import request_of, results_so_far, values_of

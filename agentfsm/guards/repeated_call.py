@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentfsm.core._types import ToolChoice
-from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage
 from agentfsm.guards import loops
 from agentfsm.guards._history import told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
