@@ -26,7 +26,6 @@ import uvicorn
 from agentfsm.backends import OpenAICompatBackend, Timeouts
 from agentfsm.core.backend import Backend
 from agentfsm.server.app import create_app
-from agentfsm.server.coalesce import http_protocol
 from agentfsm.testing import FakeUpstream
 
 __all__ = [
@@ -88,8 +87,7 @@ def upstream_backend(
 def proxy(backend: Backend, **settings: Any) -> Iterator[str]:
     """Run the proxy for ``backend`` on a free port; yields ``http://127.0.0.1:PORT``."""
     app = create_app(backend, **settings)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="none", lifespan="on",
-                            http=http_protocol())  # as `agentfsm serve` runs it
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="none", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="agentfsm-proxy", daemon=True)
     thread.start()

@@ -151,12 +151,5 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"agentfsm: error: {exc}", err=True)
             raise typer.Exit(2) from None
         typer.echo(f"agentfsm proxy on http://{host}:{port} (OpenAI base URL http://{host}:{port}/v1)", err=True)
-        # uvloop and httptools (dependencies) where installed, else asyncio and h11; on
-        # httptools, a response's head and body leave in one write (server/coalesce.py)
-        try:
-            from agentfsm.server.coalesce import http_protocol
-
-            http: Any = http_protocol()
-        except ImportError:  # httptools missing: uvicorn's h11
-            http = "auto"
-        uvicorn.run(asgi, host=host, port=port, log_level="warning", access_log=False, loop="auto", http=http)
+        # loop/http "auto": uvloop and httptools (dependencies) where installed, else asyncio and h11
+        uvicorn.run(asgi, host=host, port=port, log_level="warning", access_log=False, loop="auto", http="auto")
