@@ -84,3 +84,23 @@ def test_environment_proxy_is_read_for_the_base_url(monkeypatch: pytest.MonkeyPa
     url, auth = _env_proxy("http://upstream.test/v1")
     assert str(url) == "http://127.0.0.1:3128" and auth is not None and auth.login == "user"
     assert _env_proxy("http://skipped.test/v1") == (None, None)
+
+
+def test_the_default_pool_sends_compact_utf8_json_and_options_refuse_nan() -> None:
+    from agentfsm.testing import FakeUpstream
+
+    async def go(base: str) -> str:
+        backend = OpenAICompatBackend(base, "m", api_key="sk-test")
+        try:
+            prompt = [PromptMessage(role="user", content="Grüße, 東京")]
+            return (await backend.acomplete(prompt, GenerationOptions(max_tokens=8, temperature=0.5))).text
+        finally:
+            await backend.aclose()
+
+    with FakeUpstream(["ok"]) as fake:
+        assert asyncio.run(go(fake.base_url)) == "ok"
+        body = fake.chat_requests[0].body
+    assert body["messages"] == [{"role": "user", "content": "Grüße, 東京"}]
+    assert body["temperature"] == 0.5
+    with pytest.raises(ValueError, match="finite number"):
+        GenerationOptions(temperature=float("nan"))

@@ -301,7 +301,8 @@ def run_batch_sync(tasks: TaskSource, **kwargs: Any) -> BatchStats:
     """:func:`run_batch` to the end, blocking; returns the stats. Not inside a running loop.
 
     The backend's async connections are closed at the end (they belong to the event
-    loop this call starts and ends), unless ``close_backend=False``.
+    loop this call starts and ends), unless ``close_backend=False``. The loop is
+    uvloop's where installed.
     """
     try:
         asyncio.get_running_loop()
@@ -316,4 +317,14 @@ def run_batch_sync(tasks: TaskSource, **kwargs: Any) -> BatchStats:
             pass
         return run.stats
 
-    return asyncio.run(drain())
+    with asyncio.Runner(loop_factory=_fast_loop()) as runner:
+        return runner.run(drain())
+
+
+def _fast_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (a dependency off Windows), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop

@@ -72,9 +72,9 @@ class ListContinuation(BaseModel):
 
 
 class GenerationOptions(BaseModel):
-    """Per-call generation options."""
+    """Per-call generation options (a NaN or infinite number is refused: JSON has none)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
     max_tokens: int = 512
     temperature: float = 0.0

@@ -8,7 +8,7 @@ values are shared between callers and must not be mutated.
 
 from __future__ import annotations
 
-import json
+import orjson
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, TypeVar
@@ -18,11 +18,12 @@ from agentfsm.core.messages import ToolSpec
 __all__ = ["Memo", "tools_key"]
 
 T = TypeVar("T")
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
-def tools_key(tools: Sequence[ToolSpec]) -> tuple[tuple[str, str, str], ...]:
+def tools_key(tools: Sequence[ToolSpec]) -> tuple[tuple[str, str, bytes], ...]:
     """The content of ``tools`` as a hashable key."""
-    return tuple((t.name, t.description, json.dumps(t.parameters, sort_keys=True, default=str)) for t in tools)
+    return tuple((t.name, t.description, orjson.dumps(t.parameters, default=str, option=_SORTED)) for t in tools)
 
 
 class Memo(Generic[T]):
