@@ -47,3 +47,28 @@ def test_a_repeated_call_is_told_its_own_result_and_the_others() -> None:
     assert isinstance(verdict, Correction)
     assert verdict.message.startswith("You already called get_weather with these arguments and the result was: snowing, -3 °C")
     assert "get_weather(city='Paris') is sunny, 18 °C." in verdict.message
+
+
+def test_the_retry_after_coverage_holds_parameters_to_what_the_request_left() -> None:
+    from agentfsm.core.backend import Capabilities
+    from agentfsm.core.engine import plan
+
+    config = EngineConfig(tools=PLACES, dialect="json-protocol", tool_choice="auto", grounding=True)
+    history = after("What are the capitals of Peru and Kenya?", (call("get_capital", country="Kenya"), "Nairobi"))
+    sent = step(history, '{"final": {"content": "Nairobi."}}', config)
+    assert isinstance(sent, Correct) and sent.reason == "uncovered_request"
+    history += [sent.assistant, sent.message]
+    offered = {t.name: t.parameters["properties"] for t in plan(history, config, Capabilities(json_schema=True),
+                                                                "constrained").tools}
+    # the name no call used, and the result for a chain's next step
+    assert offered["get_capital"]["country"]["enum"] == ["Peru", "Nairobi"]
+    assert offered["get_weather"]["city"]["enum"] == ["Peru", "Nairobi"]
+    # numbers: the request's unused ones, each once when they fill the parameters
+    sums = after("Multiply 3 by 7, and add 10 and 5.", (call("multiply", a=3, b=7), "21.0"))
+    held = {t.name: t.parameters for t in coverage.retry_tools(sums, MATH)}
+    assert [{k: v["const"] for k, v in b["properties"].items()} for b in held["add"]["anyOf"]] == [
+        {"a": 5, "b": 10}, {"a": 10, "b": 5}]
+    assert held["convert_km_to_miles"]["properties"]["km"]["enum"] == [5, 10]
+    # nothing left unused: the tools as they are
+    done = after("What is the capital of Japan?", (call("get_capital", country="Japan"), "Tokyo"))
+    assert coverage.retry_tools(done, PLACES) == tuple(PLACES)

@@ -117,6 +117,8 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
     - after ``misplaced_value`` (:mod:`~agentfsm.guards.clauses`), the tools of the part
       of the request the value came from, held to that part's numbers
       (:func:`~agentfsm.guards.clauses.retry_tools`), and the answer;
+    - after ``uncovered_request`` (:mod:`~agentfsm.guards.coverage`), every tool, held
+      to the values the request left unused and the turn's results, and the answer;
 
     When a call is mandatory the grammar keeps every offered tool: a correction never
     strands the model without a valid call.
@@ -133,6 +135,8 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
             return clauses.retry_tools(history[:-2], refused, specs)  # the tools the value's clause asks for
         # the model may fetch the missing value with another tool (not the one it called)
         return grounding.fetch_tools(history[:-2], specs, {c.name for c in refused})
+    if history[-1].correction == coverage.REASON:
+        return coverage.retry_tools(history[:-2], specs)  # held to the values the request left
     dropped: set[str] = set()
     if history[-1].correction == repeated_call.REASON:
         for msg in reversed(history):

@@ -23,11 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import permutations
-from typing import Any
 
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec
 from agentfsm.guards._history import told, turn
+from agentfsm.guards._hold import hold, number_params
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards.grounding import grounded, numbers_in, request_of, values_of
 
@@ -110,14 +109,7 @@ def retry_tools(history: Sequence[Message], refused: Sequence[ToolCall], tools: 
         given = {n for text in own for n in numbers_in(text)}
     # a clause that holds a number for each parameter needs no result ("add 10 and 5");
     # one that holds fewer takes the rest from the results ("then add 5 to it")
-    return tuple(_held(t, given if len(given) >= _number_params(t) else given | results) for t in offered)
-
-
-def _number_params(tool: ToolSpec) -> int:
-    props = tool.parameters.get("properties")
-    if not isinstance(props, dict):
-        return 0
-    return sum(1 for s in props.values() if isinstance(s, dict) and s.get("type") in ("number", "integer"))
+    return tuple(hold(t, given if len(given) >= number_params(t) else given | results) for t in offered)
 
 
 def _called(history: Sequence[Message]) -> set[str]:
@@ -126,28 +118,6 @@ def _called(history: Sequence[Message]) -> set[str]:
 
 def _results(history: Sequence[Message]) -> list[str]:
     return [m.result.content for m in turn(history) if isinstance(m, ToolMessage)]
-
-
-def _held(tool: ToolSpec, allowed: set[float]) -> ToolSpec:
-    """``tool`` with its top-level number parameters taking values of ``allowed``: each
-    one once when there are exactly as many values as parameters (up to 3: "add 10 and
-    5" is ``add(10, 5)`` or ``add(5, 10)``), else any of them."""
-    props = tool.parameters.get("properties")
-    if not allowed or not isinstance(props, dict):
-        return tool
-    names = [
-        n for n, s in props.items()
-        if isinstance(s, dict) and s.get("type") in ("number", "integer") and "enum" not in s and "const" not in s
-    ]
-    values = [int(v) if v.is_integer() else v for v in sorted(allowed)]
-    if not names:
-        return tool
-    if len(values) == len(names) <= 3:
-        orders = [{"properties": {n: {"const": v} for n, v in zip(names, order, strict=True)}}
-                  for order in permutations(values)]
-        return tool.model_copy(update={"parameters": {**tool.parameters, "anyOf": orders}})
-    held = {n: ({**s, "enum": values} if n in names else s) for n, s in props.items()}
-    return tool.model_copy(update={"parameters": {**tool.parameters, "properties": held}})
 
 
 def check(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence[ToolSpec]) -> Verdict:

@@ -12,7 +12,8 @@ results is checked against the request for what no call of the turn has used:
   that was not called in this turn.
 
 The correction lists what is left with the results so far and lets the model call a
-tool or answer (the retry offers every tool); a second answer passes whatever it says.
+tool or answer (the retry offers every tool, its parameters held to the values left
+and the turn's results: :func:`retry_tools`); a second answer passes whatever it says.
 Parts of a request that need no tool ("in one sentence", "3 examples") cost one retry.
 """
 
@@ -25,9 +26,11 @@ from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec
 from agentfsm.guards._history import told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards.grounding import request_of, results_so_far, values_of
+from agentfsm.guards._hold import hold, number_params
+from agentfsm.guards.clauses import name_words
+from agentfsm.guards.grounding import numbers_in, request_of, results_so_far, values_of
 
-__all__ = ["GUARD", "REASON", "check", "uncovered"]
+__all__ = ["GUARD", "REASON", "check", "retry_tools", "uncovered"]
 
 GUARD = "coverage"
 REASON = "uncovered_request"
@@ -35,6 +38,8 @@ _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\w)")
 #: a capitalised word run inside a sentence (not the sentence's first word)
 _NAME = re.compile(r"(?<=[a-z0-9,;:] )[A-Z][\w'-]*(?: [A-Z][\w'-]*)*")
 _WORD = re.compile(r"[a-z]+")
+#: the longest result a retry offers as a value
+_SHORT = 60
 #: words of a tool name that say what it does, not what it is about
 _GENERIC = frozenset(
     "get set find list search fetch make create compute calculate run do call lookup look up query read "
@@ -44,13 +49,12 @@ _GENERIC = frozenset(
 
 
 def _subjects(tool: ToolSpec) -> set[str]:
-    words = re.sub(r"([a-z])([A-Z])", r"\1 \2", tool.name).lower()
-    return {w for w in _WORD.findall(words) if len(w) >= 3 and w not in _GENERIC}
+    return name_words(tool) - _GENERIC
 
 
-def uncovered(history: Sequence[Message], tools: Sequence[ToolSpec]) -> list[str]:
-    """What the latest request names that no call of its turn has used: its values
-    (numbers, capitalised names) and the tools it names by subject."""
+def _unused(history: Sequence[Message]) -> tuple[list[float], list[str], set[str]]:
+    """The request's numbers and capitalised names no call of its turn used, and the
+    tools the turn called."""
     request = request_of(history)
     called: set[str] = set()
     used_numbers: set[float] = set()
@@ -65,21 +69,46 @@ def uncovered(history: Sequence[Message], tools: Sequence[ToolSpec]) -> list[str
                     else:
                         used_text.append(value)
     used = " ".join(used_text)
-    left: list[str] = []
+    numbers: list[float] = []
     for match in _NUMBER.finditer(request):
-        if float(match.group()) not in used_numbers and match.group() not in left:
-            left.append(match.group())
-    for match in _NAME.finditer(request):
-        name = match.group()
-        if name.lower() not in used and name not in left:
-            left.append(name)
-    words = set(_WORD.findall(request.lower()))
+        if float(match.group()) not in used_numbers and float(match.group()) not in numbers:
+            numbers.append(float(match.group()))
+    names = list(dict.fromkeys(m.group() for m in _NAME.finditer(request) if m.group().lower() not in used))
+    return numbers, names, called
+
+
+def uncovered(history: Sequence[Message], tools: Sequence[ToolSpec]) -> list[str]:
+    """What the latest request names that no call of its turn has used: its values
+    (numbers, capitalised names) and the tools it names by subject."""
+    numbers, names, called = _unused(history)
+    left = [f"{n:g}" for n in numbers] + names
+    words = set(_WORD.findall(request_of(history).lower()))
     for tool in tools:
         named = sorted(w for w in _subjects(tool) if w in words or w + "s" in words)
         if tool.name not in called and named:
             subject = "/".join(named)
             left.append(tool.name if subject == tool.name else f"{subject} ({tool.name})")
     return left
+
+
+def retry_tools(history: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
+    """The tools a retry offers after this guard's correction (``history`` before the
+    answer it sent back): every tool, its parameters held to the values left unused
+    (numbers, names) and to the turn's short results, when some are left."""
+    numbers, names, _ = _unused(history)
+    if not numbers and not names:
+        return tuple(tools)
+    results = [" ".join(m.result.content.split()) for m in turn(history) if isinstance(m, ToolMessage)]
+    shown = [r for r in results if r and len(r) <= _SHORT]
+    in_results = {n for r in results for n in numbers_in(r)}
+
+    def numbers_for(tool: ToolSpec) -> set[float]:
+        # the request's numbers when they fill the parameters ("add 10 and 5"), else results too
+        if not numbers:
+            return set()
+        return set(numbers) if len(numbers) >= number_params(tool) else set(numbers) | in_results
+
+    return tuple(hold(t, numbers_for(t), names + shown if names else ()) for t in tools)
 
 
 def check(history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> Verdict:
