@@ -38,7 +38,7 @@ def test_only_accepted_decisions_vote_and_calls_vote_by_what_they_do() -> None:
     assert isinstance(made_up, Correct) and signature(made_up) is None
     a = decide(action("convert_km_to_miles", km=42))
     b = decide(action("convert_km_to_miles", km=42.0))  # the same number
-    c = decide(action("multiply", a=42, b=1.61))
+    c = decide(action("multiply", a=42, b=1.61), "Multiply 42 by 1.61.")
     assert signature(a) == signature(b) != signature(c)
     chosen = choose([made_up, c, a, b])
     assert chosen is not None and (chosen.index, chosen.votes, chosen.voters) == (2, 2, 3)

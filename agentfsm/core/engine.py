@@ -35,7 +35,7 @@ from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
 from agentfsm.core.answers import trim_repetition
-from agentfsm.guards import budget, clauses, coverage, grounding, injection, loops, repeated_call, run_guards
+from agentfsm.guards import budget, clauses, coverage, grounding, injection, loops, relevance, repeated_call, run_guards
 from agentfsm.guards.base import Correction, Stop
 from agentfsm.core.decisions import (
     Answer,
@@ -117,6 +117,8 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
     - after ``misplaced_value`` (:mod:`~agentfsm.guards.clauses`), the tools of the part
       of the request the value came from, held to that part's numbers
       (:func:`~agentfsm.guards.clauses.retry_tools`), and the answer;
+    - after ``irrelevant_tool`` (:mod:`~agentfsm.guards.relevance`), the tools the
+      request is about, and the answer;
     - after ``uncovered_request`` (:mod:`~agentfsm.guards.coverage`), every tool, held
       to the values the request left unused and the turn's results, and the answer;
 
@@ -135,6 +137,8 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
             return clauses.retry_tools(history[:-2], refused, specs)  # the tools the value's clause asks for
         # the model may fetch the missing value with another tool (not the one it called)
         return grounding.fetch_tools(history[:-2], specs, {c.name for c in refused})
+    if history[-1].correction == relevance.REASON:
+        return relevance.retry_tools(history[:-2], specs)  # the tools the request is about, or none
     if history[-1].correction == coverage.REASON:
         return coverage.retry_tools(history[:-2], specs)  # held to the values the request left
     dropped: set[str] = set()
@@ -290,6 +294,8 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         unfounded = clauses.check(history, minted, config.tools)
         if not isinstance(unfounded, Correction):
             unfounded = grounding.check(history, minted, choice, config.tools, conversation)
+        if not isinstance(unfounded, Correction):
+            unfounded = relevance.check(history, minted, config.tools, choice)
         if isinstance(unfounded, Correction):
             return _refuse(turn, unfounded, escalate=False)
     _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))

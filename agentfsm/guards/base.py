@@ -52,6 +52,7 @@ CorrectionReason: TypeAlias = Literal[
     "ungrounded_call",
     "missing_value",
     "misplaced_value",
+    "irrelevant_tool",
     "stale_call",
     "unsupported_answer",
     "uncovered_request",
