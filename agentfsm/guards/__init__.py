@@ -17,7 +17,9 @@ One module per guard, each with a ``check`` function:
   ``auto``): calls take their values from the conversation, answers state the results
   and leave no part of the request unused;
 - :mod:`~agentfsm.guards.clauses` (small models): a call takes its values from the part
-  of the request that asks for its tool.
+  of the request that asks for its tool;
+- :mod:`~agentfsm.guards.relevance` (small models, ``auto``): the first call of a turn is
+  to a tool the request is about.
 
 :func:`run_guards` runs the reply guards in this fixed order, the first verdict that
 is not an accept wins:
@@ -34,8 +36,8 @@ is not an accept wins:
    data (last: a call that is wrong anyway gets the more specific correction).
 
 The engine then applies :mod:`~agentfsm.guards.repeated_call`,
-:mod:`~agentfsm.guards.loops`, :mod:`~agentfsm.guards.clauses` and
-:mod:`~agentfsm.guards.grounding` to accepted calls,
+:mod:`~agentfsm.guards.loops`, :mod:`~agentfsm.guards.clauses`,
+:mod:`~agentfsm.guards.grounding` and :mod:`~agentfsm.guards.relevance` to accepted calls,
 grounding's answer check and :mod:`~agentfsm.guards.coverage` to answers, and
 :mod:`~agentfsm.guards.budget` to every correction, since they read the history.
 """
