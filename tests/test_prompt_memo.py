@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentfsm.core.messages import ToolSpec
-from agentfsm.prompt._memo import Memo, tools_key
+from agentfsm.core._memo import Memo, tools_key
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import build_action_schema
 
@@ -37,3 +37,15 @@ def test_the_key_is_the_content_and_the_memo_is_bounded() -> None:
 
     assert [memo.get(k, lambda k=k: build(k)) for k in ("a", "b", "a", "c", "b")] == [1, 2, 1, 3, 4]
     assert built == ["a", "b", "c", "b"]  # "b" was the least recently used when "c" came
+
+
+def test_the_actions_in_a_short_text_are_read_once_per_tool_set() -> None:
+    from agentfsm.guards import injection
+
+    text = 'See {"tool": "add", "parameters": {"a": 1}} in the log.'
+    first = injection.actions_in(text, [spec()], "json-action")
+    assert [c.name for c in first] == ["add"]
+    assert injection.actions_in(text, [spec()], "json-action") is first  # kept
+    assert injection.actions_in(text, [spec("Other.")], "json-action") is not first  # another tool set
+    long = text + " " * injection.MEMO_CHARS
+    assert injection.actions_in(long, [spec()], "json-action") is not injection.actions_in(long, [spec()], "json-action")

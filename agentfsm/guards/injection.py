@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from agentfsm.core._memo import Memo, tools_key
 from agentfsm.core._types import DialectName
 from agentfsm.core.messages import (
     AssistantMessage,
@@ -45,10 +46,20 @@ def _key(call: ToolCall) -> str:
 
 
 def actions_in(text: str, tools: Sequence[ToolSpec], dialect: DialectName) -> tuple[ToolCall, ...]:
-    """The calls that ``text`` would yield were it the model's reply."""
+    """The calls that ``text`` would yield were it the model's reply.
+
+    A request's user turns and results are read again at every step of a turn (and by
+    the projection); a short text's answer is kept (:data:`MEMO_CHARS`)."""
     if not text:
         return ()
-    return parse_reply(text, tools, dialect).tool_calls
+    if len(text) > MEMO_CHARS:
+        return parse_reply(text, tools, dialect).tool_calls
+    return _ACTIONS.get((text, tools_key(tools), dialect), lambda: parse_reply(text, tools, dialect).tool_calls)
+
+
+#: the longest text whose actions are kept (a bounded memory: 256 texts at most)
+MEMO_CHARS = 4096
+_ACTIONS: Memo[tuple[ToolCall, ...]] = Memo(256)
 
 
 def data_actions(history: Sequence[Message], tools: Sequence[ToolSpec], dialect: DialectName) -> frozenset[str]:

@@ -18,7 +18,7 @@ from agentfsm.dialects.base import Dialect
 from agentfsm.prompt.enforcement import call_required
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
-from agentfsm.prompt._memo import Memo, tools_key
+from agentfsm.core._memo import Memo, tools_key
 
 __all__ = [
     "contract_hash",

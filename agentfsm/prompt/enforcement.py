@@ -15,7 +15,7 @@ from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, Tool
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolSpec
-from agentfsm.prompt._memo import Memo, tools_key
+from agentfsm.core._memo import Memo, tools_key
 from agentfsm.prompt.grammar import grammar_schema
 
 __all__ = [
