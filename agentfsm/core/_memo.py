@@ -8,10 +8,11 @@ values are shared between callers and must not be mutated.
 
 from __future__ import annotations
 
-import orjson
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, TypeVar
+
+import orjson
 
 from agentfsm.core.messages import ToolSpec
 

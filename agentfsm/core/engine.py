@@ -36,6 +36,7 @@ from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
 from agentfsm.core.answers import trim_repetition
 from agentfsm.guards import budget, clauses, coverage, grounding, injection, loops, relevance, repeated_call, run_guards
+from agentfsm.guards._history import called
 from agentfsm.guards.base import Correction, Stop
 from agentfsm.core.decisions import (
     Answer,
@@ -141,13 +142,7 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
         return relevance.retry_tools(history[:-2], specs)  # the tools the request is about, or none
     if history[-1].correction == coverage.REASON:
         return coverage.retry_tools(history[:-2], specs)  # held to the values the request left
-    dropped: set[str] = set()
-    if history[-1].correction == repeated_call.REASON:
-        for msg in reversed(history):
-            if isinstance(msg, UserMessage) and msg.correction is None:
-                break  # the user's turn starts here
-            if isinstance(msg, AssistantMessage):
-                dropped.update(c.name for c in msg.tool_calls)
+    dropped = called(history) if history[-1].correction == repeated_call.REASON else set()
     return tuple(s for s in specs if s.name not in dropped)
 
 

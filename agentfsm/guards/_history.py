@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core.messages import Message, ToolMessage, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, UserMessage
 
-__all__ = ["told", "turn"]
+__all__ = ["called", "results", "told", "turn"]
 
 
 def turn(history: Sequence[Message]) -> list[Message]:
@@ -30,3 +30,13 @@ def told(history: Sequence[Message], reason: str, *, this_round: bool = False) -
             if msg.correction == reason:
                 return True
     return False
+
+
+def called(history: Sequence[Message]) -> set[str]:
+    """The names of the tools called in the current user turn."""
+    return {c.name for m in turn(history) if isinstance(m, AssistantMessage) for c in m.tool_calls}
+
+
+def results(history: Sequence[Message]) -> list[str]:
+    """The tool results of the current user turn, oldest first."""
+    return [m.result.content for m in turn(history) if isinstance(m, ToolMessage)]

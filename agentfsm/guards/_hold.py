@@ -14,7 +14,7 @@ from typing import Any
 
 from agentfsm.core.messages import ToolSpec
 
-__all__ = ["hold", "number_params"]
+__all__ = ["hold", "number_params", "numbers_for"]
 
 _NUMBERS = ("number", "integer")
 
@@ -27,6 +27,13 @@ def number_params(tool: ToolSpec) -> int:
     """How many top-level number parameters ``tool`` has."""
     props = tool.parameters.get("properties")
     return sum(1 for s in props.values() if _free(s, _NUMBERS)) if isinstance(props, dict) else 0
+
+
+def numbers_for(tool: ToolSpec, given: set[float], results: set[float]) -> set[float]:
+    """The numbers ``tool``'s parameters are held to: ``given`` (a part of the request)
+    when it holds one for each parameter ("add 10 and 5"), else with the results'
+    numbers too ("then add 5 to it")."""
+    return given if len(given) >= number_params(tool) else given | results
 
 
 def hold(tool: ToolSpec, numbers: set[float], names: Sequence[str] = ()) -> ToolSpec:

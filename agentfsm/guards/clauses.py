@@ -14,8 +14,10 @@ names no tool, or in the called tool's own clause, or not in the request at all 
 result), pass; so does everything when the request has fewer than two clauses asking
 for tools ("Paris weather and Tokyo time" is one clause: nothing to judge).
 
-The correction lists the request's parts with the tool each asks for, and lets the
-model call any tool or answer; once per user turn (a second such call runs).
+The correction names the clause the value came from and the tools it asks for; the
+retry offers those tools (or, once they have run, the called tool again), their number
+parameters held to that clause's numbers (:func:`retry_tools`), and the answer. Once
+per round: a second such call runs.
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec
-from agentfsm.guards._history import told, turn
-from agentfsm.guards._hold import hold, number_params
+from agentfsm.core.messages import Message, ToolCall, ToolSpec
+from agentfsm.guards._history import called, results, told
+from agentfsm.guards._hold import hold, numbers_for
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards.grounding import grounded, numbers_in, request_of, values_of
 
-__all__ = ["GUARD", "REASON", "Misplaced", "check", "clauses", "misplaced", "name_words", "retry_tools"]
+__all__ = ["GUARD", "REASON", "Misplaced", "check", "clauses", "misplaced", "name_words", "retry_tools", "words"]
 
 GUARD = "clauses"
 REASON = "misplaced_value"
@@ -41,11 +43,15 @@ _WORD = re.compile(r"[a-z]+")
 _FILLER = frozenset("get set the and for from with into per tool info data value values by to of in on at".split())
 
 
+def words(text: str) -> list[str]:
+    """The lowercase words of ``text``, camelCase split ("getWeather" is get, weather)."""
+    return _WORD.findall(re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower())
+
+
 def name_words(tool: ToolSpec) -> set[str]:
     """The words of a tool's name that a request may use for it (3+ letters, no filler):
     ``convert_km_to_miles`` gives convert and miles."""
-    words = re.sub(r"([a-z])([A-Z])", r"\1 \2", tool.name).lower()
-    return {w for w in _WORD.findall(words) if len(w) >= 3 and w not in _FILLER}
+    return {w for w in words(tool.name) if len(w) >= 3 and w not in _FILLER}
 
 
 def _asks_for(clause: str, tools: Sequence[ToolSpec]) -> set[str]:
@@ -97,8 +103,8 @@ def retry_tools(history: Sequence[Message], refused: Sequence[ToolCall], tools: 
     found = misplaced(history, refused, tools)
     if found is None:
         return tuple(tools)
-    results = {n for r in _results(history) for n in numbers_in(r)}
-    if not found.owners & _called(history):
+    in_results = {n for r in results(history) for n in numbers_in(r)}
+    if not found.owners & called(history):
         # the value's own task is not done: its tools, on its clause's numbers
         offered = [t for t in tools if t.name in found.owners]
         given = numbers_in(found.clause)
@@ -107,17 +113,7 @@ def retry_tools(history: Sequence[Message], refused: Sequence[ToolCall], tools: 
         offered = [t for t in tools if t.name == found.call.name]
         own = [text for text, asked in clauses(request_of(history), tools) if found.call.name in asked]
         given = {n for text in own for n in numbers_in(text)}
-    # a clause that holds a number for each parameter needs no result ("add 10 and 5");
-    # one that holds fewer takes the rest from the results ("then add 5 to it")
-    return tuple(hold(t, given if len(given) >= number_params(t) else given | results) for t in offered)
-
-
-def _called(history: Sequence[Message]) -> set[str]:
-    return {c.name for m in turn(history) if isinstance(m, AssistantMessage) for c in m.tool_calls}
-
-
-def _results(history: Sequence[Message]) -> list[str]:
-    return [m.result.content for m in turn(history) if isinstance(m, ToolMessage)]
+    return tuple(hold(t, numbers_for(t, given, in_results)) for t in offered)
 
 
 def check(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence[ToolSpec]) -> Verdict:

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 
 from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec
-from agentfsm.guards._history import told, turn
+from agentfsm.guards._history import results, told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards._hold import hold, number_params
+from agentfsm.guards._hold import hold, numbers_for
 from agentfsm.guards.clauses import name_words
 from agentfsm.guards.grounding import numbers_in, request_of, results_so_far, values_of
 
@@ -98,17 +98,13 @@ def retry_tools(history: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[
     numbers, names, _ = _unused(history)
     if not numbers and not names:
         return tuple(tools)
-    results = [" ".join(m.result.content.split()) for m in turn(history) if isinstance(m, ToolMessage)]
-    shown = [r for r in results if r and len(r) <= _SHORT]
-    in_results = {n for r in results for n in numbers_in(r)}
-
-    def numbers_for(tool: ToolSpec) -> set[float]:
-        # the request's numbers when they fill the parameters ("add 10 and 5"), else results too
-        if not numbers:
-            return set()
-        return set(numbers) if len(numbers) >= number_params(tool) else set(numbers) | in_results
-
-    return tuple(hold(t, numbers_for(t), names + shown if names else ()) for t in tools)
+    found = [" ".join(r.split()) for r in results(history)]
+    shown = [r for r in found if r and len(r) <= _SHORT]
+    in_results = {n for r in found for n in numbers_in(r)}
+    return tuple(
+        hold(t, numbers_for(t, set(numbers), in_results) if numbers else set(), names + shown if names else ())
+        for t in tools
+    )
 
 
 def check(history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> Verdict:

@@ -26,13 +26,13 @@ from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec
 from agentfsm.guards._history import told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
+from agentfsm.guards.clauses import name_words, words
 from agentfsm.guards.grounding import request_of
 
 __all__ = ["GUARD", "REASON", "about", "check", "retry_tools"]
 
 GUARD = "relevance"
 REASON = "irrelevant_tool"
-_WORD = re.compile(r"[a-z]+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s")
 #: words that say what a tool does in general, not what it is about
 _FILLER = frozenset(
@@ -42,17 +42,13 @@ _FILLER = frozenset(
 )
 
 
-def _words(text: str) -> list[str]:
-    return _WORD.findall(re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower())
-
-
 def _subject(tool: ToolSpec) -> set[str]:
     first = _SENTENCE.split(tool.description.strip(), maxsplit=1)[0] if tool.description.strip() else ""
-    named = {w for w in _words(tool.name) if len(w) >= 3}
+    named = name_words(tool)
     props = tool.parameters.get("properties")
-    inputs = {w for p in props for w in _words(str(p))} if isinstance(props, dict) else set()
+    inputs = {w for p in props for w in words(str(p))} if isinstance(props, dict) else set()
     # a description naming its inputs ("given weight and height") is not about them
-    described = {w for w in _words(first) if len(w) >= 5} - inputs
+    described = {w for w in words(first) if len(w) >= 5} - inputs
     return (named | described) - _FILLER
 
 
@@ -65,7 +61,7 @@ def _said(word: str, said: set[str]) -> bool:
 
 def about(tool: ToolSpec, request: str) -> bool:
     """Whether ``request`` is about ``tool`` (see the module's rule)."""
-    said = set(_words(request))
+    said = set(words(request))
     return any(_said(w, said) for w in _subject(tool))
 
 
