@@ -17,7 +17,7 @@ from agentfsm.runtime.replay import replay
 from agentfsm.runtime.agent import Agent
 from agentfsm.testing import ScriptedBackend
 from agentfsm.runtime.transcript import read_transcript
-from agentfsm.runtime.turn import run_turn
+from agentfsm.runtime.turn import TurnResult, run_turn
 
 PLAY = ToolSpec(
     name="play",
@@ -91,16 +91,17 @@ def _config(parallel: bool = True) -> EngineConfig:
     return EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", parallel=parallel, grounding=False)
 
 
+async def _turn(backend: ScriptedBackend, request: str, config: EngineConfig) -> tuple[TurnResult, list[tuple[str, dict[str, Any]]]]:
+    """One constrained turn for ``request``, and the events it emitted."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    result = await run_turn(backend, [UserMessage(content=request)], config=config, enforcement="constrained",
+                            emit=lambda kind, **fields: events.append((kind, fields)))
+    return result, events
+
+
 async def test_a_turn_extends_one_call_into_a_list() -> None:
     backend = ScriptedBackend([FIRST, f", {item('Maroon 5', 15)}]}}"], capabilities=EXTENDING)
-    events: list[tuple[str, dict[str, Any]]] = []
-    result = await run_turn(
-        backend,
-        [UserMessage(content="Play Taylor Swift for 20 minutes and Maroon 5 for 15.")],
-        config=_config(),
-        enforcement="constrained",
-        emit=lambda kind, **fields: events.append((kind, fields)),
-    )
+    result, events = await _turn(backend, "Play Taylor Swift for 20 minutes and Maroon 5 for 15.", _config())
     assert isinstance(result.decision, CallTools)
     assert [c.arguments for c in result.decision.calls] == [
         {"artist": "Taylor Swift", "minutes": 20},
@@ -127,14 +128,8 @@ async def test_a_repeat_leaves_the_single_call() -> None:
 async def test_a_refused_item_leaves_the_first_call_alone() -> None:
     # the model's own call is grounded; the item the extension adds is made up (grounding on)
     backend = ScriptedBackend([FIRST, f", {item('Nobody Known', 15)}]}}"], capabilities=EXTENDING)
-    events: list[tuple[str, dict[str, Any]]] = []
-    result = await run_turn(
-        backend,
-        [UserMessage(content="Play Taylor Swift for 20 minutes.")],
-        config=EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", grounding=True),
-        enforcement="constrained",
-        emit=lambda kind, **fields: events.append((kind, fields)),
-    )
+    grounded = EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", grounding=True)
+    result, events = await _turn(backend, "Play Taylor Swift for 20 minutes.", grounded)
     assert isinstance(result.decision, CallTools)
     assert [c.arguments for c in result.decision.calls] == [{"artist": "Taylor Swift", "minutes": 20}]
     assert result.corrections == 0 and len(backend.requests) == 2
