@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.engine import CallTools, Correct, EngineConfig, plan, step
-from agentfsm.core.messages import AssistantMessage, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolSpec, UserMessage
 from agentfsm.guards import clauses
 from agentfsm.guards.base import Accept, Correction
 from agentfsm.prompt.grammar import grammar_schema
@@ -116,3 +116,47 @@ def test_off_without_grounding_and_a_new_round_is_checked_again() -> None:
     assert isinstance(clauses.check(told, [call("add", a=3, b=10)], MATH), Accept)
     later = after(TWO_SUMS, (call("multiply", a=3, b=7), "21.0"))
     assert isinstance(clauses.check(told[:1] + told[1:] + later[1:], [call("add", 1, a=3, b=10)], MATH), Correction)
+
+
+def _derivative() -> ToolSpec:
+    def calculate_derivative(function: str, x_value: float = 0.0) -> str:
+        """The derivative of a polynomial function, at x_value."""
+        return f"d/dx {function} at {x_value}"
+
+    return ToolSpec.from_callable(calculate_derivative)
+
+
+def test_an_optional_number_written_only_inside_another_arguments_text_is_misplaced() -> None:
+    tools = [_derivative()]
+    cfg = EngineConfig(tools=tools, dialect="json-protocol", tool_choice="auto", grounding=True)
+    history: list[Message] = [UserMessage(content="Calculate the derivative of the function 3x^2 + 2x - 1.")]
+    reply = '{"action": {"tool": "calculate_derivative", "args": {"function": "3x^2 + 2x - 1", "x_value": 3}}}'
+    decision = step(history, reply, cfg)
+    assert isinstance(decision, Correct) and decision.reason == "misplaced_value"
+    assert decision.message.content == (
+        'x_value=3 is part of function "3x^2 + 2x - 1", not a value the user gave for x_value. '
+        "Call calculate_derivative without x_value, or answer the user."
+    )
+    history += [decision.assistant, decision.message]
+    (offered,) = plan(history, cfg, CONSTRAINED, "constrained").tools
+    assert list(offered.parameters["properties"]) == ["function"]
+    # the call without it runs
+    assert isinstance(step(history, '{"action": {"tool": "calculate_derivative", "args": '
+                                    '{"function": "3x^2 + 2x - 1"}}}', cfg), CallTools)
+
+
+def test_a_number_the_request_also_writes_on_its_own_or_a_required_one_is_not_nested() -> None:
+    tools = [_derivative()]
+    made = call("calculate_derivative", function="3x^2 + 2x - 1", x_value=3)
+    # "at x = 3": the 3 stands on its own too
+    assert clauses.nested([UserMessage(content="The derivative of 3x^2 + 2x - 1 at x = 3")], [made], tools) is None
+    # a number the model did not take from the formula is grounding's business, not this one's
+    other = call("calculate_derivative", function="3x^2 + 2x - 1", x_value=5)
+    assert clauses.nested([UserMessage(content="The derivative of 3x^2 + 2x - 1")], [other], tools) is None
+    found = clauses.nested([UserMessage(content="The derivative of 3x^2 + 2x - 1")], [made], tools)
+    assert found is not None and (found.param, found.within, found.value) == ("x_value", "function", 3.0)
+    # a required parameter is left alone: leaving it out is no remedy
+    strict = ToolSpec(name="f", parameters={"type": "object", "properties": {"text": {"type": "string"},
+                                            "n": {"type": "integer"}}, "required": ["text", "n"]})
+    assert clauses.nested([UserMessage(content="Count words in 'top 10 songs'")],
+                          [call("f", text="top 10 songs", n=10)], [strict]) is None

@@ -16,8 +16,15 @@ for tools ("Paris weather and Tokyo time" is one clause: nothing to judge).
 
 The correction names the clause the value came from and the tools it asks for; the
 retry offers those tools (or, once they have run, the called tool again), their number
-parameters held to that clause's numbers (:func:`retry_tools`), and the answer. Once
-per round: a second such call runs.
+parameters held to that clause's numbers (:func:`retry_tools`), and the answer.
+
+A value is misplaced too when it is an **optional** number argument that the request
+holds only inside the text of another argument: "the derivative of 3x^2 + 2x - 1" called
+with ``function="3x^2 + 2x - 1", x_value=3`` (the 3 is the formula's, not a point the
+user gave; :func:`nested`). A number written on its own elsewhere in the request, or
+found in a result, passes. The retry offers the called tool without that parameter.
+
+Once per round: a second misplaced call runs.
 """
 
 from __future__ import annotations
@@ -30,9 +37,10 @@ from agentfsm.core.messages import Message, ToolCall, ToolSpec
 from agentfsm.guards._history import called, results, told
 from agentfsm.guards._hold import hold, numbers_for
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards.grounding import grounded, numbers_in, request_of, values_of
+from agentfsm.guards.grounding import grounded, number_spans, numbers_in, request_of, values_of
 
-__all__ = ["GUARD", "REASON", "Misplaced", "check", "clauses", "misplaced", "name_words", "retry_tools", "words"]
+__all__ = ["GUARD", "REASON", "Misplaced", "Nested", "check", "clauses", "misplaced", "name_words", "nested",
+           "retry_tools", "words"]
 
 GUARD = "clauses"
 REASON = "misplaced_value"
@@ -96,12 +104,67 @@ def misplaced(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequ
     return None
 
 
+@dataclass(frozen=True)
+class Nested:
+    """An optional number argument the request holds only inside another argument's text."""
+
+    index: int
+    call: ToolCall
+    param: str
+    value: float
+    #: the argument whose text holds the value, and that text
+    within: str
+    text: str
+
+
+def _spans(text: str, request: str) -> list[tuple[int, int]]:
+    needle = text.strip().lower()
+    return [(m.start(), m.end()) for m in re.finditer(re.escape(needle), request)] if len(needle) >= 2 else []
+
+
+def nested(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence[ToolSpec]) -> Nested | None:
+    """The first optional number argument of ``calls`` that the request writes only
+    inside the text another argument of the same call carries, or None."""
+    request = request_of(history).lower()
+    specs = {t.name: t for t in tools}
+    earlier = [n for r in results(history) for n in numbers_in(r)]
+    for index, call in enumerate(calls):
+        spec = specs.get(call.name)
+        if spec is None or not isinstance(call.arguments, dict):
+            continue
+        required = set(spec.parameters.get("required") or ())
+        texts = {n: v for n, v in call.arguments.items() if isinstance(v, str)}
+        for name, value in call.arguments.items():
+            if name in required or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            at = number_spans(float(value), request)
+            if not at or any(abs(float(value) - n) <= 1e-9 * max(1.0, abs(n)) for n in earlier):
+                continue
+            for within, text in texts.items():
+                covers = _spans(text, request)
+                if covers and all(any(s <= a and b <= e for s, e in covers) for a, b in at):
+                    return Nested(index, call, name, float(value), within, text)
+    return None
+
+
+def _without(tool: ToolSpec, param: str) -> ToolSpec:
+    """``tool`` with ``param`` (an optional parameter) taken out of its schema."""
+    props = tool.parameters.get("properties")
+    if not isinstance(props, dict):
+        return tool
+    parameters = {**tool.parameters, "properties": {n: s for n, s in props.items() if n != param}}
+    return tool.model_copy(update={"parameters": parameters})
+
+
 def retry_tools(history: Sequence[Message], refused: Sequence[ToolCall], tools: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
     """The tools a retry offers after a misplaced value (``refused``: the rejected
     reply's calls, ``history`` before it): those the value's clause asks for, their
     number parameters held to the numbers of that clause and of the turn's results."""
     found = misplaced(history, refused, tools)
     if found is None:
+        inner = nested(history, refused, tools)
+        if inner is not None:  # the called tool, without the parameter it filled from another's text
+            return tuple(_without(t, inner.param) for t in tools if t.name == inner.call.name)
         return tuple(tools)
     in_results = {n for r in results(history) for n in numbers_in(r)}
     if not found.owners & called(history):
@@ -123,7 +186,7 @@ def check(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence
         return ACCEPT
     found = misplaced(history, calls, tools)
     if found is None:
-        return ACCEPT
+        return _check_nested(history, calls, tools)
     shown = f"{found.value:g}" if isinstance(found.value, float) else repr(found.value)
     owners = ", ".join(sorted(found.owners))
     message = (
@@ -132,3 +195,16 @@ def check(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence
     )
     return Correction(guard=GUARD, reason=REASON, message=message, call_index=found.index,
                       detail=f"call {found.index}: {found.call.name} took {shown} from {found.clause!r} ({owners})")
+
+
+def _check_nested(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence[ToolSpec]) -> Verdict:
+    found = nested(history, calls, tools)
+    if found is None:
+        return ACCEPT
+    name, param = found.call.name, found.param
+    message = (
+        f'{param}={found.value:g} is part of {found.within} "{found.text}", not a value the user gave '
+        f"for {param}. Call {name} without {param}, or answer the user."
+    )
+    return Correction(guard=GUARD, reason=REASON, message=message, call_index=found.index,
+                      detail=f"call {found.index}: {name}.{param}={found.value:g} lies inside {found.within}={found.text!r}")

@@ -42,7 +42,7 @@ from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
-__all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "numbers_in",
+__all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
            "request_of", "results_so_far", "values_of"]
 
 GUARD = "grounding"
@@ -143,6 +143,14 @@ def _to_float(text: str) -> float:
         return float(text.replace(",", ""))
     except ValueError:
         return float("nan")
+
+
+def number_spans(value: float, text: str) -> list[tuple[int, int]]:
+    """Where ``text`` (lowercase) writes the number ``value``, in digits or as a number word."""
+    spans = [(m.start(), m.end()) for m in _NUMBER.finditer(text)
+             if abs(_to_float(m.group()) - value) <= 1e-9 * max(1.0, abs(value))]
+    spans += [(m.start(), m.end()) for m in _WORD.finditer(text) if _NUMBER_WORDS.get(m.group()) == value]
+    return sorted(spans)
 
 
 def numbers_in(text: str) -> set[float]:
