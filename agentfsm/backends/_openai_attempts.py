@@ -109,12 +109,16 @@ class ChatAttempts:
 
     async def aopen_stream(self, payload: JSONObject, call: CallState) -> UpstreamResponse:
         """Async :meth:`open_stream`; every wait is bounded by the call's deadline."""
+        return await bounded(lambda: self._aopen(payload, call), call)
+
+    async def _aopen(self, payload: JSONObject, call: CallState) -> UpstreamResponse:
+        """Send the request and check its status (the caller bounds the wait)."""
         call.retry_after = None
         self._log(payload)
         upstream = self.aclient()
         timeouts = call.attempt_timeouts(self.timeouts)
         try:
-            response = await bounded(lambda: upstream.post_json("chat/completions", payload, timeouts), call)
+            response = await upstream.post_json("chat/completions", payload, timeouts)
             if response.status_code >= 400:
                 try:
                     body = await aread_body(response, call, _ERROR_BODY_LIMIT)
@@ -126,10 +130,13 @@ class ChatAttempts:
         return response
 
     async def acomplete(self, payload: JSONObject, call: CallState) -> Completion:
-        """Async :meth:`complete`."""
-        response = await self.aopen_stream(payload, call)
+        """Async :meth:`complete`: sending, status and body under one bound (the deadline)."""
+        return await bounded(lambda: self._acomplete(payload, call), call)
+
+    async def _acomplete(self, payload: JSONObject, call: CallState) -> Completion:
+        response = await self._aopen(payload, call)
         try:
-            body = await aread_body(response, call)
+            body = await response.aread()
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, self.redact) from exc
         finally:

@@ -119,7 +119,7 @@ class ResultLog:
 
     def append(self, result: TaskResult) -> None:
         """Write one result as one complete line."""
-        line = (json.dumps(result.model_dump(mode="json"), ensure_ascii=False) + "\n").encode("utf-8")
+        line = result.model_dump_json().encode("utf-8") + b"\n"  # compact UTF-8, as read back
         view = memoryview(line)
         while view:
             written = os.write(self._fd, view)

@@ -22,9 +22,28 @@ T = TypeVar("T")
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
-def tools_key(tools: Sequence[ToolSpec]) -> tuple[tuple[str, str, bytes], ...]:
-    """The content of ``tools`` as a hashable key."""
-    return tuple((t.name, t.description, orjson.dumps(t.parameters, default=str, option=_SORTED)) for t in tools)
+_Key = tuple[str, str, bytes]
+#: the latest ToolSpec objects' keys, by identity (each entry holds its ToolSpec, so an id
+#: is never reused while its entry lives): the same objects are keyed once, not per lookup
+_BY_ID: OrderedDict[int, tuple[ToolSpec, _Key]] = OrderedDict()
+_BY_ID_SIZE = 256
+
+
+def _key(tool: ToolSpec) -> _Key:
+    hit = _BY_ID.get(id(tool))
+    if hit is not None and hit[0] is tool:
+        return hit[1]
+    key = (tool.name, tool.description, orjson.dumps(tool.parameters, default=str, option=_SORTED))
+    _BY_ID[id(tool)] = (tool, key)
+    if len(_BY_ID) > _BY_ID_SIZE:
+        _BY_ID.popitem(last=False)
+    return key
+
+
+def tools_key(tools: Sequence[ToolSpec]) -> tuple[_Key, ...]:
+    """The content of ``tools`` as a hashable key (a ToolSpec is frozen: one object's
+    content is read once)."""
+    return tuple(map(_key, tools))
 
 
 class Memo(Generic[T]):

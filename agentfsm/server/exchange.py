@@ -282,31 +282,33 @@ async def until_disconnect(
     """Await ``work``; cancel it when the client goes away or the deadline passes.
 
     Raises :class:`ClientGone` on a disconnect and :class:`BackendTimeout` past the deadline.
+    ``work`` runs in the calling task (no task of its own); a watcher task cancels it
+    when the client's disconnect arrives.
     """
-    loop = asyncio.get_running_loop()
-    task: asyncio.Future[_T] = asyncio.ensure_future(work)
-    watcher: asyncio.Task[None] | None = (
-        asyncio.ensure_future(_disconnected(request)) if watch else None
-    )
-    waiting: set[asyncio.Future[Any]] = {task} | ({watcher} if watcher is not None else set())
+    me = asyncio.current_task()
+    assert me is not None
+    gone = False
+
+    async def watcher_body() -> None:
+        nonlocal gone
+        await _disconnected(request)
+        gone = True
+        me.cancel()
+
+    watcher = asyncio.get_running_loop().create_task(watcher_body()) if watch else None
+    bound = asyncio.timeout_at(deadline)
     try:
-        timeout = None if deadline is None else max(deadline - loop.time(), 0.0)
-        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            return task.result()
-        await _cancel(task)
-        if watcher is not None and watcher in done:
+        async with bound:
+            return await work
+    except TimeoutError as exc:
+        if not bound.expired():
+            raise  # the work's own error
+        raise BackendTimeout("the request did not finish within the proxy's request timeout") from exc
+    except asyncio.CancelledError:
+        if gone and me.uncancel() == 0:  # the watcher's cancel, not a cancel from outside
             logger.info("client disconnected; upstream call cancelled")
-            raise ClientGone()
-        raise BackendTimeout("the request did not finish within the proxy's request timeout")
+            raise ClientGone() from None
+        raise
     finally:
         if watcher is not None:
-            await _cancel(watcher)
-        if not task.done():
-            await _cancel(task)
-
-
-async def _cancel(future: asyncio.Future[Any]) -> None:
-    """Cancel ``future`` and wait until it has unwound (its errors are not ours to raise)."""
-    future.cancel()
-    await asyncio.gather(future, return_exceptions=True)
+            watcher.cancel()  # synchronous: it cancels nothing once this returns
