@@ -6,6 +6,8 @@ import codecs
 import json
 from typing import Any
 
+import orjson
+
 from agentfsm.core.backend import Completion, Usage
 from agentfsm.core.errors import BackendProtocolError
 
@@ -35,9 +37,12 @@ def parse_chat_completion(body: bytes) -> Completion:
     """A ``chat.completion`` JSON body to a :class:`Completion`, or BackendProtocolError."""
     text = body.decode("utf-8", errors="replace")
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise BackendProtocolError(f"upstream body is not JSON: {_excerpt(text)!r}") from exc
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses and Python reads (NaN, a lone surrogate's escape)
+            data = json.loads(text)
+        except ValueError as exc:
+            raise BackendProtocolError(f"upstream body is not JSON: {_excerpt(text)!r}") from exc
     if not isinstance(data, dict):
         raise BackendProtocolError(f"upstream body is not a JSON object: {_excerpt(text)!r}")
     if "error" in data and not data.get("choices"):

@@ -8,8 +8,9 @@ content). A call that got a different result, or a round without it, breaks the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+
+import orjson
 
 from agentfsm.core.config import DEFAULTS
 from agentfsm.guards.base import ACCEPT, Stop, Verdict
@@ -25,6 +26,7 @@ from agentfsm.core.messages import (
 __all__ = ["DEFAULT_THRESHOLD", "GUARD", "call_signature", "check", "repeats"]
 
 GUARD = "loops"
+_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 #: earlier identical rounds, each with the same result, after which a new identical call stops
 DEFAULT_THRESHOLD = DEFAULTS.loop_threshold
 
@@ -33,7 +35,7 @@ _Round = tuple[tuple[ToolCall, ...], dict[str, ToolResult]]
 
 def call_signature(call: ToolCall) -> str:
     """The call's tool name and its arguments as canonical JSON (sorted keys, no spaces)."""
-    args = json.dumps(call.arguments, sort_keys=True, separators=(",", ":"), default=str)
+    args = orjson.dumps(call.arguments, option=_CANONICAL, default=str).decode()
     return f"{call.name}{args}"
 
 

@@ -37,11 +37,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fastapi import FastAPI
+import orjson
 from loguru import logger
 from pydantic import SecretStr, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse as _StarletteJSON
+from starlette.responses import Response, StreamingResponse
 
 from agentfsm.server.auth import check_api_key, read_json_body
 from agentfsm.server.streaming import stream_events
@@ -62,6 +64,13 @@ from agentfsm.core.errors import (
 from agentfsm.protocols import IGNORED_HEADER, NormalizedRequest, settle
 
 __all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "Settings", "create_app"]
+
+
+class JSONResponse(_StarletteJSON):
+    """Starlette's JSON response, rendered by orjson (compact UTF-8, as Starlette writes it)."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
 
 
 _R = TypeVar("_R")
