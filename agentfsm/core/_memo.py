@@ -16,28 +16,38 @@ import orjson
 
 from agentfsm.core.messages import ToolSpec
 
-__all__ = ["Memo", "tools_key"]
+__all__ = ["ByIdentity", "Memo", "tools_key"]
 
 T = TypeVar("T")
+O = TypeVar("O")
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
+class ByIdentity(Generic[O, T]):
+    """``build(obj)``, kept by ``obj``'s identity, for objects not changed in place (the
+    latest ``size``; each entry holds its object, so an id is not reused while it lives)."""
+
+    def __init__(self, build: Callable[[O], T], size: int = 256) -> None:
+        self._build = build
+        self._size = size
+        self._store: OrderedDict[int, tuple[O, T]] = OrderedDict()
+
+    def __call__(self, obj: O) -> T:
+        hit = self._store.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        value = self._build(obj)
+        self._store[id(obj)] = (obj, value)
+        if len(self._store) > self._size:
+            self._store.popitem(last=False)
+        return value
+
+
 _Key = tuple[str, str, bytes]
-#: the latest ToolSpec objects' keys, by identity (each entry holds its ToolSpec, so an id
-#: is never reused while its entry lives): the same objects are keyed once, not per lookup
-_BY_ID: OrderedDict[int, tuple[ToolSpec, _Key]] = OrderedDict()
-_BY_ID_SIZE = 256
-
-
-def _key(tool: ToolSpec) -> _Key:
-    hit = _BY_ID.get(id(tool))
-    if hit is not None and hit[0] is tool:
-        return hit[1]
-    key = (tool.name, tool.description, orjson.dumps(tool.parameters, default=str, option=_SORTED))
-    _BY_ID[id(tool)] = (tool, key)
-    if len(_BY_ID) > _BY_ID_SIZE:
-        _BY_ID.popitem(last=False)
-    return key
+#: a ToolSpec is frozen: one object's content is read once
+_key: ByIdentity[ToolSpec, _Key] = ByIdentity(
+    lambda t: (t.name, t.description, orjson.dumps(t.parameters, default=str, option=_SORTED))
+)
 
 
 def tools_key(tools: Sequence[ToolSpec]) -> tuple[_Key, ...]:

@@ -21,7 +21,6 @@ Client schemas are untrusted input, so validation is made safe by construction:
 
 from __future__ import annotations
 
-from collections import OrderedDict
 
 import json
 import re
@@ -36,6 +35,7 @@ from jsonschema.protocols import Validator
 from pydantic import BaseModel, ConfigDict
 from referencing import Registry
 
+from agentfsm.core._memo import ByIdentity
 from agentfsm.core._types import JSONObject
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards import _linear_regex
@@ -95,20 +95,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-#: the latest schemas' texts, by identity (each entry holds its schema, so an id is not
-#: reused while its entry lives): a tool's schema is serialised once, not per call
-_TEXTS: OrderedDict[int, tuple[Any, str]] = OrderedDict()
-
-
-def _schema_text(parameters: Any) -> str:
-    hit = _TEXTS.get(id(parameters))
-    if hit is not None and hit[0] is parameters:
-        return hit[1]
-    text = _dumps(parameters)
-    _TEXTS[id(parameters)] = (parameters, text)
-    if len(_TEXTS) > 256:
-        _TEXTS.popitem(last=False)
-    return text
+#: a tool's schema serialised once, not per call (a ToolSpec's schema is not changed in place)
+_schema_text: ByIdentity[Any, str] = ByIdentity(_dumps)
 
 
 def _trim(text: str, limit: int) -> str:
@@ -268,7 +256,7 @@ def _plain_validator(serialized: str) -> Validator | None:
 def validate_arguments(arguments: JSONObject, parameters: JSONObject) -> SchemaCheck:
     """Validate ``arguments`` against the tool's ``parameters`` schema, safely (see module doc)."""
     try:
-        schema_text = _schema_text(parameters)  # a ToolSpec's schema is not changed in place
+        schema_text = _schema_text(parameters)
         args_text = _dumps(arguments)
     except (TypeError, ValueError, RecursionError) as exc:
         return SchemaCheck(note=f"not serializable, not validated: {exc}")
