@@ -127,7 +127,7 @@ def nested(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequenc
     inside the text another argument of the same call carries, or None."""
     request = request_of(history).lower()
     specs = {t.name: t for t in tools}
-    earlier = [n for r in results(history) for n in numbers_in(r)]
+    earlier = results(history)
     for index, call in enumerate(calls):
         spec = specs.get(call.name)
         if spec is None or not isinstance(call.arguments, dict):
@@ -138,7 +138,7 @@ def nested(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequenc
             if name in required or isinstance(value, bool) or not isinstance(value, int | float):
                 continue
             at = number_spans(float(value), request)
-            if not at or any(abs(float(value) - n) <= 1e-9 * max(1.0, abs(n)) for n in earlier):
+            if not at or any(grounded(float(value), r) for r in earlier):  # a result's number
                 continue
             for within, text in texts.items():
                 covers = _spans(text, request)

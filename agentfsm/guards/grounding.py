@@ -121,7 +121,7 @@ class _Source:
 
     def has(self, value: float | str) -> bool:
         if isinstance(value, float):
-            return any(abs(value - n) <= 1e-9 * max(1.0, abs(n)) for n in self.numbers)
+            return any(_same(value, n) for n in self.numbers)
         if not value:
             return False
         if value in self.text:
@@ -133,6 +133,11 @@ class _Source:
         content = [w for w in words if w not in _STOP] or words
         found = sum(w in self.words or (len(w) <= 4 and any(s.startswith(w) for s in self.words)) for w in content)
         return found > 0 and 2 * found >= len(content)
+
+
+def _same(a: float, b: float) -> bool:
+    """Whether two numbers are the same value (``12.5`` written, ``12.500000001`` computed)."""
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
 
 
 def _to_float(text: str) -> float:
@@ -147,8 +152,7 @@ def _to_float(text: str) -> float:
 
 def number_spans(value: float, text: str) -> list[tuple[int, int]]:
     """Where ``text`` (lowercase) writes the number ``value``, in digits or as a number word."""
-    spans = [(m.start(), m.end()) for m in _NUMBER.finditer(text)
-             if abs(_to_float(m.group()) - value) <= 1e-9 * max(1.0, abs(value))]
+    spans = [(m.start(), m.end()) for m in _NUMBER.finditer(text) if _same(_to_float(m.group()), value)]
     spans += [(m.start(), m.end()) for m in _WORD.finditer(text) if _NUMBER_WORDS.get(m.group()) == value]
     return sorted(spans)
 
