@@ -56,13 +56,22 @@ _TASK = re.compile(r"task (\d+):")
 
 
 def _script(request: ReceivedRequest) -> FakeReply:
-    texts = [str(m.get("content", "")) for m in request.messages]
-    found = [m.group(1) for m in map(_TASK.search, texts) if m]
-    number = found[0] if found else "0"
-    if len(request.messages) <= 2:
-        call = ToolCall(id="call_0", name="calculate", arguments={"expression": f"{number} + 1"})
-        return FakeReply(text=get_dialect("json-action").render_call(call), latency=LATENCY)
+    messages = request.messages
+    number = next(
+        (m.group(1) for msg in messages if msg.get("role") == "user"
+         and (m := _TASK.search(str(msg.get("content", ""))))),
+        "0",
+    )
+    if len(messages) <= 2:
+        return FakeReply(text=_call_text(number), latency=LATENCY)
     return FakeReply(text=f"{number} + 1 = {int(number) + 1}", latency=LATENCY)
+
+
+@functools.lru_cache(maxsize=None)
+def _call_text(number: str) -> str:
+    """The scripted tool call for task ``number`` (rendered once: the fake is to cost little)."""
+    call = ToolCall(id="call_0", name="calculate", arguments={"expression": f"{number} + 1"})
+    return get_dialect("json-action").render_call(call)
 
 
 async def _backend_only(base_url: str, calls: int, concurrency: int) -> float:
@@ -172,7 +181,7 @@ if __name__ == "__main__":
 
         # the fake is to cost nothing: on the C event loop it leaves the client more of 2 cores
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-        with FakeUpstream(_script, port=int(sys.argv[2])):
+        with FakeUpstream(_script, port=int(sys.argv[2]), keep_requests=False):
             time.sleep(3600)
     else:
         for table in run():

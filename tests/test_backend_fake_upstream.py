@@ -88,3 +88,20 @@ def test_function_script_and_concurrent_latency() -> None:
     assert texts == [f"answer to {i}" for i in range(64)]
     assert fake.peak_in_flight > 8  # the requests overlapped instead of queueing
     assert fake.in_flight == 0
+
+
+def test_a_load_fake_keeps_no_requests_and_reads_what_orjson_refuses() -> None:
+    with FakeUpstream(keep_requests=False) as fake:
+        # NaN is not JSON to orjson; the fake falls back to json, as clients that send it expect
+        body = b'{"model": "m", "messages": [{"role": "user", "content": "nan"}], "temperature": NaN}'
+        answer = httpx.post(f"{fake.base_url}/chat/completions", content=body,
+                            headers={"content-type": "application/json"}).json()
+        assert answer["choices"][0]["message"]["content"] == "echo: nan"
+        assert fake.requests == []
+
+
+def test_a_reply_with_a_lone_surrogate_is_sent_escaped() -> None:
+    with FakeUpstream(["half \ud800 a pair"]) as fake:
+        raw = httpx.post(f"{fake.base_url}/chat/completions", json=CHAT).content
+    assert b"\\ud800" in raw
+    assert json.loads(raw)["choices"][0]["message"]["content"] == "half \ud800 a pair"

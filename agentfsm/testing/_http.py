@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 __all__ = ["HTTPRequest", "ResponseWriter", "ThreadedHTTPServer"]
 
 _REASONS = {
@@ -44,8 +46,14 @@ class HTTPRequest:
 
     def json(self) -> Any:
         """The body parsed as JSON, or None when it is empty or not JSON."""
+        if not self.body:
+            return None
         try:
-            return json.loads(self.body) if self.body else None
+            return orjson.loads(self.body)
+        except orjson.JSONDecodeError:
+            pass  # what orjson refuses (NaN, huge integers, lone surrogates) json may read
+        try:
+            return json.loads(self.body)
         except ValueError:
             return None
 

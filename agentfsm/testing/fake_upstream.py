@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
+import orjson
+
 from agentfsm.core._types import JSONObject
 from agentfsm.testing._http import HTTPRequest, ResponseWriter, ThreadedHTTPServer
 
@@ -154,8 +156,11 @@ class FakeUpstream:
     runs out the fake answers 500 with ``fake upstream script exhausted``.
     """
 
-    def __init__(self, script: Script = None, *, model: str = "fake-model", port: int = 0) -> None:
+    def __init__(
+        self, script: Script = None, *, model: str = "fake-model", port: int = 0, keep_requests: bool = True
+    ) -> None:
         self.model = model
+        self._keep = keep_requests
         self._function: Callable[[ReceivedRequest], FakeReply | str] | None = None
         self._queue: deque[FakeReply | str] = deque()
         if script is None:
@@ -164,7 +169,8 @@ class FakeUpstream:
             self._function = script
         else:
             self._queue.extend(script)
-        #: every request received, in arrival order
+        #: every request received, in arrival order (none with ``keep_requests=False``:
+        #: a load test's fake would otherwise hold every body it was sent)
         self.requests: list[ReceivedRequest] = []
         self._server = ThreadedHTTPServer(self._handle, port=port)
         self._ids = 0
@@ -217,7 +223,8 @@ class FakeUpstream:
         request = ReceivedRequest(
             raw.method, raw.path, dict(raw.headers), raw.json(), time.monotonic()
         )
-        self.requests.append(request)
+        if self._keep:
+            self.requests.append(request)
         if raw.method == "GET" and raw.path.rstrip("/") in ("/v1/models", "/models"):
             data = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
             await out.send(200, json.dumps(data).encode())
@@ -267,7 +274,7 @@ class FakeUpstream:
         if step.fault == "garbage":
             await out.send(200, b"<html>this is not json</html>")
             return
-        body = json.dumps(self._completion(request, step)).encode()
+        body = _dumps(self._completion(request, step))
         if step.fault == "no_terminator":
             await out.send(200, body[: len(body) // 2])
         elif step.fault == "drip":
@@ -338,7 +345,7 @@ class FakeUpstream:
             data = {"id": cid, "object": "chat.completion.chunk", "created": created,
                     "model": self.model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-            return b"data: " + json.dumps(data).encode() + b"\n\n"
+            return b"data: " + _dumps(data) + b"\n\n"
 
         events = [chunk({"role": "assistant", "content": ""}, None)]
         text = step.text
@@ -347,6 +354,15 @@ class FakeUpstream:
             events.append(chunk({}, step.finish_reason))
             events.append(b"data: [DONE]\n\n")
         return events
+
+
+def _dumps(data: JSONObject) -> bytes:
+    """``data`` as JSON bytes: orjson's, or json's for what orjson refuses (a scripted
+    text with a lone surrogate is sent escaped, as json writes it)."""
+    try:
+        return orjson.dumps(data)
+    except TypeError:
+        return json.dumps(data).encode()
 
 
 def _error_body(message: str, code: str = "upstream_error") -> bytes:
