@@ -51,6 +51,28 @@ def _one_turn(n: int) -> list[Message]:
     return [*out[: n - 1], AssistantMessage(content="answer")]
 
 
+def _one_turn_corrected(n: int) -> list[Message]:
+    """:func:`_one_turn` whose last reply the runtime corrected: the correction returns to
+    the decision point the latest complete round of results set."""
+    return [*_one_turn(n - 1), UserMessage(content="call a tool", correction="unknown_tool")]
+
+
+def _worst_case(n: int) -> list[Message]:
+    """One user turn whose rounds never get all their results, and whose last reply was
+    corrected: the correction returns to the user turn's decision point, so derive_state
+    reads the whole turn (its worst case: the full scan)."""
+    out: list[Message] = [UserMessage(content="question")]
+    i = 0
+    while len(out) < n - 2:
+        out += [
+            AssistantMessage(tool_calls=(ToolCall(id=f"a{i}", name="add"), ToolCall(id=f"b{i}", name="mul"))),
+            ToolMessage(result=ToolResult(call_id=f"a{i}", content="1")),
+        ]
+        i += 1
+    return [*out[: n - 2], AssistantMessage(content="answer"),
+            UserMessage(content="call a tool", correction="unknown_tool")]
+
+
 def _openai(models: Sequence[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in models:
@@ -67,6 +89,8 @@ def _openai(models: Sequence[Message]) -> list[dict[str, Any]]:
             })
         else:
             out.append({"role": m.role, "content": getattr(m, "content", "")})
+            if getattr(m, "correction", None):
+                out[-1]["correction"] = m.correction
     return out
 
 
@@ -85,6 +109,8 @@ def _anthropic(models: Sequence[Message]) -> list[dict[str, Any]]:
             out.append({"role": "assistant", "content": blocks})
         else:
             out.append({"role": "user", "content": getattr(m, "content", "")})
+            if getattr(m, "correction", None):
+                out[-1]["correction"] = m.correction
     return out
 
 
@@ -111,6 +137,8 @@ def run() -> list[dict[str, Any]]:
     for size in SIZES:
         models = _models(size)
         one_turn = _one_turn(size)
+        corrected = _one_turn_corrected(size)
+        worst = _worst_case(size)
         shapes: dict[str, Sequence[Message | Mapping[str, Any]]] = {
             "our models": models,
             "OpenAI dicts": _openai(models),
@@ -118,6 +146,12 @@ def run() -> list[dict[str, Any]]:
             "our models, one turn": one_turn,
             "OpenAI dicts, one turn": _openai(one_turn),
             "Anthropic dicts, one turn": _anthropic(one_turn),
+            "our models, one turn, corrected": corrected,
+            "OpenAI dicts, one turn, corrected": _openai(corrected),
+            "Anthropic dicts, one turn, corrected": _anthropic(corrected),
+            "our models, worst case": worst,
+            "OpenAI dicts, worst case": _openai(worst),
+            "Anthropic dicts, worst case": _anthropic(worst),
         }
         for shape, history in shapes.items():
             derive = _best(partial(derive_state, history))
@@ -125,7 +159,7 @@ def run() -> list[dict[str, Any]]:
             rows.append([
                 shape,
                 len(history),
-                round(derive * 1e3, 2),
+                round(derive * 1e3, 3),
                 round(loop * 1e3, 2),
                 round(derive / loop, 1),
                 round(derive / len(history) * 1e9),
@@ -143,13 +177,16 @@ def run() -> list[dict[str, Any]]:
             ],
             "rows": rows,
             "notes": (
-                f"Best of {REPEATS}. Histories repeat user / 2 calls / 2 results (reversed) / answer; "
-                "derive_state reads back to the latest real user turn, so these cost the current "
-                "turn, not the history. 'One turn' histories are a single user turn of many tool "
-                "rounds: there the whole history is read, and the ratio is the scan's own cost. "
-                "The plain loop reads each message's role once. A flat ns-per-message from 10k to "
-                "100k messages is the linear-time claim; Anthropic histories hold fewer messages "
-                "because results of one turn share a user message."
+                f"Best of {REPEATS}. Histories repeat user / 2 calls / 2 results (reversed) / answer. "
+                "derive_state reads back from the end to the latest real user turn, or to the latest "
+                "assistant reply when no correction after it returns to an earlier decision point, so "
+                "it costs the latest step, not the history. 'One turn': a single user turn of many tool "
+                "rounds (an agent loop, a coding agent's session) ending in an answer; 'corrected': the "
+                "same, whose last reply the runtime corrected. 'Worst case': one turn whose rounds never "
+                "get all their results, with a corrected last reply: the correction returns to the user "
+                "turn's decision point, so the whole turn is read, and its ratio is the full scan's own "
+                "cost. The plain loop reads each message's role once. Anthropic histories hold fewer "
+                "messages because results of one turn share a user message."
             ),
         }
     ]

@@ -412,3 +412,56 @@ def _check(
     # Corrections never reach a wire client, whose history shows the same state.
     assert derive_state(_to_openai(history)) is expected
     assert derive_state(_to_anthropic(history)) is expected
+
+
+# --- reading from the end agrees with the full scan, on any history ---------------------
+
+_ids = st.sampled_from(["a", "b", "dup", "", None])
+_names = st.sampled_from(["add", "mul", None])
+_any_message = st.one_of(
+    st.builds(lambda: user()),
+    st.builds(lambda: correction()),
+    st.builds(lambda: SystemMessage(content="sys")),
+    st.builds(lambda: answer()),
+    st.lists(st.tuples(_ids, st.sampled_from(["add", "mul"])), min_size=1, max_size=3).map(
+        lambda refs: AssistantMessage(tool_calls=tuple(ToolCall(id=i or "", name=n) for i, n in refs))
+    ),
+    st.tuples(_ids, _names).map(lambda ref: result(ref[0] or "", ref[1])),
+    # an Anthropic user message with tool_result blocks, alone or with text (a user turn)
+    st.tuples(st.lists(_ids, min_size=1, max_size=2), st.booleans()).map(
+        lambda x: {"role": "user", "content": [
+            *({"type": "tool_result", "tool_use_id": i, "content": "r"} for i in x[0]),
+            *([{"type": "text", "text": "and now"}] if x[1] else []),
+        ]}
+    ),
+)
+
+
+#: a whole tool round: the calls, then every result in some order
+_round = st.permutations(["a", "b"]).map(lambda ids: [calls("a", "b"), *(result(i) for i in ids)])
+#: a reply the runtime corrected
+_corrected = st.sampled_from([answer("bad"), calls("x")]).map(lambda reply: [reply, correction()])
+_pieces = st.one_of(_any_message.map(lambda m: [m]), _round, _corrected)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_pieces, max_size=15).map(lambda pieces: [m for piece in pieces for m in piece]))
+def test_reading_from_the_end_agrees_with_the_full_scan(history: list[Any]) -> None:
+    """derive_state and pending_calls start from the latest user turn or reply (corrections
+    permitting); on any history, repaired ones included, they equal the scan of it all."""
+    full = history_facts(history)
+    assert derive_state(history) is full.state
+    assert pending_calls(history) == full.pending
+    dumped = [m if isinstance(m, dict) else m.model_dump(mode="json") for m in history]
+    assert derive_state(dumped) is full.state
+    assert pending_calls(dumped) == full.pending
+
+
+def test_a_correction_after_a_long_turn_reads_back_to_its_decision_point() -> None:
+    # results that complete a tool round set the decision point the correction returns to
+    done = [user(), calls("a"), result("a"), answer("bad"), correction()]
+    assert derive_state(done) is State.RESULT_RECEIVED
+    # rounds that never complete leave the user turn's decision point in force, however far back
+    open_rounds = [user()] + [calls("a", "b"), result("a")] * 10 + [answer("bad"), correction()]
+    assert derive_state(open_rounds) is State.FIRST_DECISION
+    assert derive_state(open_rounds) is history_facts(open_rounds).state

@@ -65,14 +65,19 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from agentfsm.core.errors import UsageError
-from agentfsm.core.messages import (
-    AssistantMessage,
-    Message,
-    SystemMessage,
-    ToolMessage,
-    UserMessage,
+from agentfsm.core._history_read import (
+    ASSISTANT,
+    CORRECTION,
+    RESULTS,
+    RESULTS_THEN_USER,
+    SKIP,
+    USER,
+    Ref,
+    kind,
+    read,
+    read_mapping,
 )
+from agentfsm.core.messages import Message
 
 __all__ = [
     "DECIDING_STATES",
@@ -117,11 +122,6 @@ class HistoryFacts:
 
 
 # A call or a result as read from a message: (id or None, tool name or None).
-_Ref = tuple[str | None, str | None]
-
-_SKIP, _USER, _CORRECTION, _ASSISTANT, _RESULTS, _RESULTS_THEN_USER = range(6)
-
-
 class _ToolTurn:
     """The calls of the latest assistant tool turn and which have results (rule 3)."""
 
@@ -129,7 +129,7 @@ class _ToolTurn:
         "answered", "by_id", "by_name", "calls", "exact", "idless", "idless_by_name", "order", "remaining"
     )
 
-    def __init__(self, calls: list[_Ref]) -> None:
+    def __init__(self, calls: list[Ref]) -> None:
         self.calls = calls
         self.answered = [False] * len(calls)
         self.remaining = len(calls)
@@ -138,9 +138,6 @@ class _ToolTurn:
         # rules need, are built only when a result does not match that way.
         exact = {call_id: index for index, (call_id, _) in enumerate(calls) if call_id is not None}
         self.exact: dict[str, int] | None = exact if len(exact) == len(calls) else None
-        self.by_id: dict[str, deque[int]] = {}
-        self.idless: deque[int] = deque()
-        self.idless_by_name: dict[str, deque[int]] = {}
         # Built on first use: only results without an id need them (rule 3c).
         self.by_name: dict[str, deque[int]] | None = None
         self.order: deque[int] | None = None
@@ -148,6 +145,9 @@ class _ToolTurn:
             self._queue_calls()
 
     def _queue_calls(self) -> None:
+        self.by_id: dict[str, deque[int]] = {}
+        self.idless: deque[int] = deque()
+        self.idless_by_name: dict[str, deque[int]] = {}
         for index, (call_id, name) in enumerate(self.calls):
             if call_id is None:
                 self.idless.append(index)
@@ -212,17 +212,25 @@ class _ToolTurn:
 
 def history_facts(messages: Iterable[Message | Mapping[str, Any]]) -> HistoryFacts:
     """Derive the state and the facts around it from a history, in one linear pass."""
+    return _scan(messages)[0]
+
+
+def _scan(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[HistoryFacts, bool]:
+    """:func:`history_facts`, and whether a correction returned to the decision point the
+    scan started with (it was not set by a message scanned: see :func:`_decided`)."""
     state = State.FIRST_DECISION
     decision_point = State.FIRST_DECISION
+    inherited = True  # the decision point is still the one the scan started with
+    borrowed = False
     turn: _ToolTurn | None = None
     corrections = orphaned = abandoned = 0
     has_tool_history = False
     for position, message in enumerate(messages):
         # a plain dict is the wire's usual shape: straight to its reader
-        kind, refs = _read_mapping(message) if type(message) is dict else _read(message, position)
-        if kind == _SKIP:
+        kind, refs = read_mapping(message) if type(message) is dict else read(message, position)
+        if kind == SKIP:
             continue
-        if kind in (_RESULTS, _RESULTS_THEN_USER):
+        if kind == RESULTS or kind == RESULTS_THEN_USER:
             for result_id, result_name in refs:
                 if turn is None or state is not State.AWAITING_RESULT:
                     orphaned += 1
@@ -230,19 +238,22 @@ def history_facts(messages: Iterable[Message | Mapping[str, Any]]) -> HistoryFac
                     orphaned += 1
                 elif turn.remaining == 0:
                     state = decision_point = State.RESULT_RECEIVED
+                    inherited = False
                     corrections = 0
-            if kind == _RESULTS:
+            if kind == RESULTS:
                 continue
-            kind = _USER
-        if kind == _USER:
+            kind = USER
+        if kind == USER:
             if turn is not None and state is State.AWAITING_RESULT:
                 abandoned += turn.remaining
             turn = None
             state = decision_point = State.FIRST_DECISION
+            inherited = False
             corrections = 0
-        elif kind == _CORRECTION:
+        elif kind == CORRECTION:
             turn = None
             state = decision_point
+            borrowed = borrowed or inherited
             corrections += 1
         else:  # an assistant reply
             if turn is not None and state is State.AWAITING_RESULT:
@@ -255,7 +266,7 @@ def history_facts(messages: Iterable[Message | Mapping[str, Any]]) -> HistoryFac
                 turn = None
                 state = State.FINAL
     pending = turn.unanswered_ids() if turn is not None and state is State.AWAITING_RESULT else ()
-    return HistoryFacts(
+    facts = HistoryFacts(
         state=state,
         pending=pending,
         corrections=corrections,
@@ -263,132 +274,53 @@ def history_facts(messages: Iterable[Message | Mapping[str, Any]]) -> HistoryFac
         orphaned_results=orphaned,
         abandoned_calls=abandoned,
     )
+    return facts, borrowed
 
 
 def derive_state(messages: Iterable[Message | Mapping[str, Any]]) -> State:
     """The state of a conversation, from its history alone (see the module docstring)."""
-    return history_facts(_current_turn(messages)).state
+    return _decided(messages).state
 
 
 def pending_calls(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[str, ...]:
     """Ids of the latest tool turn's calls that have no result yet (``""``: no id)."""
-    return history_facts(_current_turn(messages)).pending
+    return _decided(messages).pending
 
 
-def _current_turn(
-    messages: Iterable[Message | Mapping[str, Any]],
-) -> Iterable[Message | Mapping[str, Any]]:
-    """The history from its latest real user turn on, when it can be read backwards.
+#: assistant replies tried as a starting point before the scan runs back to the user turn
+_ANCHORS = 3
 
-    A real user turn resets everything the state depends on (the tool turn, the
-    decision point, the correction count), so the state and the pending calls are
-    decided by that suffix alone. Reading back to it costs the length of the current
-    turn instead of the whole history (a proxy receives the whole conversation with
-    every request). Counts over the whole history (:func:`history_facts`) still scan
-    it all.
+
+def _decided(messages: Iterable[Message | Mapping[str, Any]]) -> HistoryFacts:
+    """The facts that decide the state and the pending calls, read from the end when
+    the history can be read backwards.
+
+    The state and the pending calls depend only on a suffix of the history:
+
+    - a real user turn resets everything they depend on (the tool turn, the decision
+      point, the correction count), so a scan from the latest one is exact;
+    - an assistant reply sets the state and the awaited calls on its own, and what can
+      follow it in the same user turn (results, corrections, skipped messages) reads
+      only those and the decision point. A scan from it is exact unless a correction
+      returns to a decision point set before it; the scan reports that, and the next
+      earlier reply is tried (a few at most, then the user turn).
+
+    So the state costs the latest step, not the history (a proxy receives the whole
+    conversation with every request) nor a long agent turn. The other facts
+    (:func:`history_facts`: counts over the whole history) still scan it all.
     """
     if not isinstance(messages, list | tuple):
-        return messages
+        return history_facts(messages)
+    tries = 0
     for position in range(len(messages) - 1, 0, -1):
-        kind, _ = _read(messages[position], position)
-        if kind == _USER or kind == _RESULTS_THEN_USER:
-            return messages[position:]
-    return messages
-
-
-def _read(message: object, position: int) -> tuple[int, list[_Ref]]:
-    """Classify one message and pull out its calls or results."""
-    if isinstance(message, dict):  # the wire's usual shape: skip the slower checks below
-        return _read_mapping(message)
-    if isinstance(message, ToolMessage):
-        return _RESULTS, [(_as_id(message.result.call_id), message.result.name)]
-    if isinstance(message, AssistantMessage):
-        return _ASSISTANT, [(_as_id(call.id), call.name) for call in message.tool_calls]
-    if isinstance(message, UserMessage):
-        return (_USER if message.correction is None else _CORRECTION), []
-    if isinstance(message, SystemMessage):
-        return _SKIP, []
-    if isinstance(message, Mapping):
-        return _read_mapping(message)
-    raise UsageError(
-        f"history item {position} is a {type(message).__name__}, not a message or a mapping"
-    )
-
-
-def _read_mapping(message: Mapping[str, Any]) -> tuple[int, list[_Ref]]:
-    role = message.get("role")
-    if role == "assistant":
-        return _ASSISTANT, _wire_calls(message)
-    if role == "user":
-        if message.get("correction") is not None:
-            return _CORRECTION, []
-        content = message.get("content")
-        if isinstance(content, list):
-            results: list[_Ref] = []
-            other = False
-            for block in content:
-                if _is_mapping(block) and block.get("type") == "tool_result":
-                    results.append((_as_id(block.get("tool_use_id")), None))
-                else:
-                    other = True
-            if results:
-                return (_RESULTS_THEN_USER if other else _RESULTS), results
-        return _USER, []
-    if role == "tool":
-        result = message.get("result")
-        if result is not None and _is_mapping(result):  # a dump of our ToolMessage
-            return _RESULTS, [(_as_id(result.get("call_id")), _as_name(result.get("name")))]
-        call_id = message.get("tool_call_id")
-        name = message.get("name")
-        return _RESULTS, [(
-            (call_id or None) if type(call_id) is str else _as_id(call_id),
-            (name or None) if type(name) is str else None,
-        )]
-    if role == "function":  # OpenAI's legacy function result: a name, no id
-        return _RESULTS, [(None, _as_name(message.get("name")))]
-    return _SKIP, []  # system, developer, and roles we do not know
-
-
-def _is_mapping(value: object) -> bool:
-    # a plain dict is what JSON gives; the ABC check (slow) only for other mappings
-    return type(value) is dict or isinstance(value, Mapping)
-
-
-def _wire_calls(message: Mapping[str, Any]) -> list[_Ref]:
-    calls: list[_Ref] = []
-    tool_calls = message.get("tool_calls")
-    if tool_calls and isinstance(tool_calls, list):
-        for call in tool_calls:
-            if not _is_mapping(call):
-                continue
-            name = call.get("name")
-            if name is None:
-                function = call.get("function")
-                if _is_mapping(function):
-                    name = function.get("name")
-            call_id = call.get("id")
-            calls.append((
-                (call_id or None) if type(call_id) is str else _as_id(call_id),
-                (name or None) if type(name) is str else None,
-            ))
-    function_call = message.get("function_call")
-    if function_call is not None and _is_mapping(function_call):
-        calls.append((None, _as_name(function_call.get("name"))))
-    content = message.get("content")
-    if content and isinstance(content, list):
-        for block in content:
-            if _is_mapping(block) and block.get("type") == "tool_use":
-                calls.append((_as_id(block.get("id")), _as_name(block.get("name"))))
-    return calls
-
-
-def _as_id(value: object) -> str | None:
-    if isinstance(value, str):
-        return value or None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return None
-
-
-def _as_name(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
+        found = kind(messages[position], position)
+        if found == USER or found == RESULTS_THEN_USER:
+            break
+        if found == ASSISTANT and tries < _ANCHORS:
+            tries += 1
+            facts, borrowed = _scan(messages[position:])
+            if not borrowed:
+                return facts
+    else:
+        position = 0
+    return history_facts(messages[position:])
