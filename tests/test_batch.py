@@ -259,3 +259,45 @@ def test_sigkill_at_several_points_then_rerun_loses_and_duplicates_nothing(tmp_p
         events = read_transcript(transcripts / f"t{i}.jsonl")
         assert [e["type"] for e in events].count("run_start") == 1
         assert events[-1]["type"] == "run_end"
+
+
+def _counts_from_transcript(path: str) -> dict[str, Any]:
+    """What a task's transcript says it did: the definition the result row must match."""
+    events = read_transcript(path)
+    outputs = [e for e in events if e["type"] == "model_output"]
+    guards: dict[str, int] = {}
+    for e in events:
+        if e["type"] == "guard" and e["verdict"] in ("correct", "stop"):
+            guards[e["guard"]] = guards.get(e["guard"], 0) + 1
+    return {
+        "steps": sum(not e.get("extension") for e in outputs),
+        "corrections": sum(e["type"] == "retry" for e in events),
+        "guards": guards,
+        "usage": {"prompt_tokens": sum(e["usage"]["prompt_tokens"] for e in outputs),
+                  "completion_tokens": sum(e["usage"]["completion_tokens"] for e in outputs)},
+        "calls": [e["call"]["name"] for e in events if e["type"] == "tool_call"],
+    }
+
+
+@pytest.mark.parametrize("choice", ["auto", "required"])
+def test_a_result_row_counts_what_its_transcript_records(tmp_path: Path, choice: str) -> None:
+    # a wrong tool first (consensus draws candidates, which agree on nothing), then a good
+    # call and an answer; under required the budget runs out on the wrong tool instead
+    good = get_dialect("json-action").render_call(ToolCall(id="c", name="calculate", arguments={"expression": "1 + 1"}))
+    replies = iter([_always_unknown_tool(None)] * 3 + ([good, "1 + 1 = 2"] if choice == "auto" else []))
+
+    def script(_messages: Any) -> str:
+        return next(replies, _always_unknown_tool(None))
+
+    out = tmp_path / "out.jsonl"
+    run_batch_sync([{"id": "t", "prompt": "what is 1 + 1?", "tool_choice": choice}], output=out,
+                   backend=ScriptedBackend(script), tools_module=TOOLS_MODULE,
+                   transcripts_dir=tmp_path / "tr", consensus="on", consensus_samples=2, max_corrections=2)
+    [row] = _results(out)
+    seen = _counts_from_transcript(row["transcript"])
+    assert seen["guards"].get("consensus", 0) == 1 and seen["steps"] >= 4
+    assert (row["steps"], row["corrections"], row["guards"], row["usage"]) == (
+        seen["steps"], seen["corrections"], seen["guards"], seen["usage"])
+    assert [c["call"]["name"] for c in row["tool_calls"]] == seen["calls"]
+    assert row["ok"] is (choice == "auto")
+    assert seen["calls"] == (["calculate"] if choice == "auto" else [])

@@ -37,15 +37,8 @@ from agentfsm.core._types import ToolChoice
 from agentfsm.core.backend import Backend
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RequestError, ToolSpecError, UsageError
-from agentfsm.core.events import (
-    GuardEvent,
-    ModelOutputEvent,
-    RetryEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TranscriptEvent,
-)
 from agentfsm.core.messages import Message, ToolSpec, UserMessage, parse_messages
+from agentfsm.runtime.tally import Tally
 from agentfsm.runtime.tools import (
     RegisteredTool,
     ToolRegistry,
@@ -232,41 +225,6 @@ def transcript_name(task_id: str) -> str:
     return f"{slug}-{sha256(task_id.encode()).hexdigest()[:12]}.jsonl"
 
 
-class _Tally:
-    """Counts a task's events as they happen (the run may end in an error)."""
-
-    #: the events it reads (a run without a transcript builds no others)
-    TYPES = frozenset({"model_output", "retry", "guard", "tool_call", "tool_result"})
-
-    def __init__(self) -> None:
-        self.steps = 0
-        self.corrections = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.guards: dict[str, int] = {}
-        self.calls: list[dict[str, Any]] = []
-
-    def __call__(self, event: TranscriptEvent) -> None:
-        match event:
-            case ModelOutputEvent(usage=usage):
-                # a model call answered (an extension continues its call: not a step);
-                # counted from the output, so a run records no prompt it does not keep
-                self.steps += 0 if event.extension else 1
-                self.prompt_tokens += usage.prompt_tokens
-                self.completion_tokens += usage.completion_tokens
-            case RetryEvent():
-                self.corrections += 1
-            case GuardEvent(verdict="correct" | "stop"):
-                self.guards[event.guard] = self.guards.get(event.guard, 0) + 1
-            case ToolCallEvent(call=call):
-                self.calls.append({"call": call.model_dump(mode="json"), "result": None})
-            case ToolResultEvent(result=result):
-                for entry in self.calls:
-                    if entry["result"] is None and entry["call"]["id"] == result.call_id:
-                        entry["result"] = result.model_dump(mode="json")
-                        break
-
-
 async def run_task(
     task: Task,
     backend: Backend,
@@ -280,7 +238,7 @@ async def run_task(
     """
     from agentfsm.runtime.agent import Agent
 
-    tally = _Tally()
+    tally = Tally()  # the agent keeps it current: a run that raises is reported as far as it got
     started = time.perf_counter()
     transcript: Path | None = None
     content: str | None = None
@@ -300,12 +258,10 @@ async def run_task(
             registry,
             config=run,
             transcript=transcript,
-            on_event=tally,
-            event_types=_Tally.TYPES,
             transcript_config={"producer": "batch", "task": task.id},
         )
         with idempotency_scope(task.id):  # a re-run task's calls get the same keys
-            result = await agent.arun(task.history())
+            result = await agent.arun(task.history(), tally=tally)
         content = result.content
     except asyncio.CancelledError:
         raise
@@ -316,9 +272,9 @@ async def run_task(
         ok=error is None,
         content=content,
         tool_calls=tally.calls,
-        steps=tally.steps,
+        steps=tally.model_calls,
         corrections=tally.corrections,
-        usage={"prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens},
+        usage={"prompt_tokens": tally.usage.prompt_tokens, "completion_tokens": tally.usage.completion_tokens},
         error=error,
         seconds=round(time.perf_counter() - started, 4),
         guards=tally.guards,

@@ -24,6 +24,7 @@ from agentfsm.prompt.contract import contract_hash
 from agentfsm.core.engine import Answer, EngineConfig, TransitionRecord, dispatch, receive
 from agentfsm.core.errors import AgentFSMError, MaxStepsExceeded
 from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from agentfsm.runtime.tally import Tally
 from agentfsm.runtime.turn import NO_EMIT, Emit, contract_for, emit_transition, run_turn
 from agentfsm.core.states import derive_state
 from agentfsm.runtime.tools import ToolRegistry
@@ -115,8 +116,10 @@ class Agent:
         """Run until a final answer (blocking). Not for use inside a running event loop."""
         return asyncio.run(self.arun(prompt))
 
-    async def arun(self, prompt: str | Sequence[Message]) -> RunResult:
-        """Run until a final answer."""
+    async def arun(self, prompt: str | Sequence[Message], *, tally: Tally | None = None) -> RunResult:
+        """Run until a final answer. ``tally``, a fresh one when given, is kept current as
+        the run goes (its steps, corrections, usage, model calls, guards and tool calls), so
+        a caller can report what a run that raised had done."""
         async with AsyncExitStack() as stack:
             registry = self.registry
             if self.mcp:
@@ -126,7 +129,7 @@ class Agent:
                 for command in self.mcp:
                     for tool in await stack.enter_async_context(mcp_tools(command)):
                         registry.add(tool)
-            return await self._loop(prompt, registry)
+            return await self._loop(prompt, registry, tally if tally is not None else Tally())
 
     def _history(self, prompt: str | Sequence[Message]) -> list[Message]:
         history: list[Message] = []
@@ -138,7 +141,7 @@ class Agent:
             history.extend(prompt)
         return history
 
-    async def _loop(self, prompt: str | Sequence[Message], registry: ToolRegistry) -> RunResult:
+    async def _loop(self, prompt: str | Sequence[Message], registry: ToolRegistry, tally: Tally) -> RunResult:
         backend = self.backend
         specs: tuple[ToolSpec, ...] = registry.specs
         history = self._history(prompt)
@@ -155,9 +158,6 @@ class Agent:
         emit = self._emitter(writer)
         wants = self._wants(writer)
         path = [derive_state(history).value]
-        usage = Usage()
-        corrections = 0
-        calls_log: list[dict[str, Any]] = []
         if wants("run_start"):
             emit("run_start", config=self._run_start_config(backend, config, specs))
         if wants("request"):
@@ -194,33 +194,33 @@ class Agent:
                     on_transition=lambda rec: path.append(rec.dest.value),
                     max_steps=run.max_steps,
                     steps_taken=steps,
+                    tally=tally,
                 )
-                steps += turn.attempts
-                corrections += turn.corrections
-                usage = usage + turn.usage
+                steps = tally.attempts
                 decision = turn.decision
                 if isinstance(decision, Answer):
                     emit("final", content=decision.content, exhausted=decision.exhausted)
-                    emit("run_end", status="final", steps=steps, corrections=corrections)
+                    emit("run_end", status="final", steps=steps, corrections=tally.corrections)
                     return RunResult(
                         content=decision.content,
                         messages=history,
                         path=path,
                         steps=steps,
-                        corrections=corrections,
-                        usage=usage,
+                        corrections=tally.corrections,
+                        usage=tally.usage,
                         transcript=str(writer.path) if writer.path else None,
-                        tool_calls=calls_log,
+                        tool_calls=tally.calls,
                         exhausted=decision.exhausted,
                     )
                 dumped = [call.model_dump(mode="json") for call in decision.calls]
                 for call_fields in dumped:
                     emit("tool_call", call=call_fields)
                 transition(dispatch())
-                for call, call_fields in zip(decision.calls, dumped, strict=True):
+                entries = [{"call": call_fields, "result": None} for call_fields in dumped]
+                tally.calls += entries
+                for call, entry in zip(decision.calls, entries, strict=True):
                     result = truncate_result(await registry.aexecute(call), run.result_max_chars)
-                    result_fields = result.model_dump(mode="json")  # emit's redaction copies it
-                    calls_log.append({"call": call_fields, "result": result_fields})
+                    entry["result"] = result_fields = result.model_dump(mode="json")  # emit's redaction copies it
                     emit("tool_result", result=result_fields)
                     history.append(ToolMessage(result=result))
                     transition(receive(history))
@@ -228,7 +228,7 @@ class Agent:
                     raise MaxStepsExceeded(run.max_steps)
         except AgentFSMError as exc:
             emit("error", error=type(exc).__name__, message=str(exc))
-            emit("run_end", status="error", steps=steps, corrections=corrections)
+            emit("run_end", status="error", steps=tally.attempts, corrections=tally.corrections)
             raise
         finally:
             writer.close()

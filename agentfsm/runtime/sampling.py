@@ -30,6 +30,7 @@ from agentfsm.dialects.parse import parse_reply
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
 from agentfsm.prompt.extension import extension_options, read_extension
 from agentfsm.protocols.common import estimate_tokens
+from agentfsm.runtime.tally import Tally
 
 __all__ = ["bounded", "extend", "usage_of", "vote"]
 
@@ -117,9 +118,11 @@ async def vote(
     attempt: int,
     emit: Emit,
     deadline: float | None,
+    tally: Tally,
 ) -> tuple[Decision | None, Usage]:
     """Consensus after a refused reply: the accepted candidate decision most candidates
-    agree on (None when the engine accepts none), and the candidates' usage."""
+    agree on (None when the engine accepts none), and the candidates' usage (the
+    candidates are counted on ``tally`` as they answer; their usage is the caller's to add)."""
     decisions: list[Decision] = [refused]
     usage = Usage()
     first_seed = options.seed or 0
@@ -138,6 +141,7 @@ async def vote(
             candidate=number,
         )
         completion = await bounded(backend.acomplete(prompt, opts), deadline)
+        tally.model_calls += 1
         used = usage_of(completion.usage, prompt, completion.text)
         usage += used
         text = prefill + completion.text
@@ -153,6 +157,7 @@ async def vote(
             "guard", guard="consensus", verdict="correct", reason="no_consensus",
             detail=f"the engine accepted none of {drawn} candidates",
         )
+        tally.guarded("consensus")
         return None, usage
     emit(
         "guard", guard="consensus", verdict="accept", reason="consensus",

@@ -46,6 +46,7 @@ from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
 from agentfsm.prompt.projection import project_history
 from agentfsm.runtime.sampling import bounded, extend, usage_of, vote
+from agentfsm.runtime.tally import Tally
 
 __all__ = [
     "NO_EMIT",
@@ -62,15 +63,6 @@ __all__ = [
 ]
 
 Emit = Callable[..., None]
-
-
-@dataclass
-class Tally:
-    """What a turn has cost so far; readable when the turn fails half-way."""
-
-    attempts: int = 0
-    corrections: int = 0
-    usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(frozen=True)
@@ -271,6 +263,7 @@ async def stream_turn(
         out = _Attempt()
         async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
             yield text
+        tally.model_calls += 1
         usage += out.usage
         tally.usage += out.usage
         if emit is not NO_EMIT:
@@ -289,19 +282,19 @@ async def stream_turn(
                 emit("guard", guard="extension", verdict="accept", reason="first_call_alone",
                      detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
                 decision = alone
-        record_decision(decision, emit, on_transition)
+        record_decision(decision, emit, on_transition, tally)
         if (isinstance(decision, Correct) and config.consensus and not voted
                 and (first or decision.reason == grounding.REASON) and decision.reason != clauses.REASON):
             voted = True  # a refused first decision's candidates, before its correction
             chosen, extra = await vote(
                 backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, config,
-                p.level, attempts, emit, deadline,
+                p.level, attempts, emit, deadline, tally,
             )
             usage += extra
             tally.usage += extra
             if chosen is not None:
                 decision = chosen
-                record_decision(decision, emit, on_transition)
+                record_decision(decision, emit, on_transition, tally)
         if isinstance(decision, Correct):
             corrections += 1
             tally.corrections += 1
@@ -348,8 +341,10 @@ def record_decision(
     decision: CallTools | Answer | Correct | Fail,
     emit: Emit,
     on_transition: Callable[[TransitionRecord], None] | None,
+    tally: Tally | None = None,
 ) -> None:
-    """Write the parse result, guard verdicts and transitions of a decision."""
+    """Write the parse result, guard verdicts and transitions of a decision; count its
+    corrections and stops by guard on ``tally``."""
     parsed = decision.parsed
     if wants(emit, "parse"):
         emit(
@@ -361,6 +356,8 @@ def record_decision(
         )
     for g in decision.guards:
         emit("guard", guard=g.guard, verdict=g.verdict, reason=g.reason, detail=g.detail)
+        if tally is not None and g.verdict in ("correct", "stop"):
+            tally.guarded(g.guard)
     for rec in decision.transitions:
         if on_transition is not None:
             on_transition(rec)

@@ -1,0 +1,34 @@
+"""What a turn, or a whole run, has cost so far: kept current as it goes, so a caller can
+report the cost of one that failed half-way (the proxy's failed turn, a batch task's
+failed run). The agent's :class:`~agentfsm.runtime.agent.RunResult` is read from it too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfsm.core.backend import Usage
+
+__all__ = ["Tally"]
+
+
+@dataclass
+class Tally:
+    """Counts of a turn, or of a run when one tally is handed to each of its turns."""
+
+    #: deciding model calls (each counts against ``max_steps``)
+    attempts: int = 0
+    #: corrections sent back to the model
+    corrections: int = 0
+    #: tokens of every model call: attempts, extensions, consensus candidates
+    usage: Usage = field(default_factory=Usage)
+    #: model calls answered: attempts and consensus candidates (an extension continues its call)
+    model_calls: int = 0
+    #: corrections and stops, by the guard that made them (``{"schema": 1}``)
+    guards: dict[str, int] = field(default_factory=dict)
+    #: the run's tool calls, each ``{"call": ..., "result": ...}`` (None until it has run)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def guarded(self, guard: str) -> None:
+        """Count one correction or stop by ``guard``."""
+        self.guards[guard] = self.guards.get(guard, 0) + 1
