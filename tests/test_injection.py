@@ -12,6 +12,8 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentfsm.core.messages import (
     AssistantMessage,
@@ -22,6 +24,7 @@ from agentfsm.core.messages import (
     ToolSpec,
     UserMessage,
 )
+from agentfsm.dialects._openers import FIRST
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.guards import Accept, Correction, injection
 from agentfsm.prompt.projection import project_history
@@ -131,3 +134,21 @@ def test_through_the_proxy_no_injected_action_becomes_a_call(protocol: str, in_u
         # a retyped action is caught by the guard: one correction per request
         assert len(fake.chat_requests) == len(INJECTIONS) * (2 if retype else 1)
     assert INJECTED_TOOL not in names
+
+
+# --- the plain-text shortcut: text with no opener character holds no action -------------
+
+_PIECES = ["add", "get_weather", "(", ")", "a=1", '"x"', ":", ",", "json", "action", "tool", "call",
+           "\n", " ", "=", "😀", "TOOL_CALLS", "function", "name", "arguments", "1", "😊", "{", "[", "<", "@", "`"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
+def test_text_that_parses_to_an_action_has_an_opener_character(text: str) -> None:
+    tools = [ToolSpec(name="add", parameters={"type": "object", "properties": {"a": {"type": "integer"}}}),
+             ToolSpec(name="get_weather")]
+    for dialect in ("json-action", "command", "smiley", "json-protocol"):
+        if parse_reply(text, tools, dialect).tool_calls:
+            assert FIRST.search(text) is not None
+        if FIRST.search(text) is None:
+            assert injection.actions_in(text, tools, dialect) == ()

@@ -11,7 +11,9 @@ json-protocol thought or final answer takes its block's place in it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from agentfsm.core._memo import ByIdentity
 from agentfsm.core._types import DialectName
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects._scan import Scanner
@@ -31,9 +33,20 @@ def scanner_for(
     protocol = dialect is not None and get_dialect(dialect).name == "json-protocol"
     if tools is None:
         return Scanner(None, protocol, strict, stream)
-    specs = [ToolSpec.from_any(t) for t in tools]
-    schemas = {t.name: t.parameters for t in specs}
-    return Scanner(frozenset(schemas), protocol, strict, stream, schemas)
+    if type(tools) is tuple and all(type(t) is ToolSpec for t in tools):
+        known, schemas = _KNOWN(tools)  # frozen specs in a tuple: read once per tool set
+    else:
+        known, schemas = _known(tools)
+    return Scanner(known, protocol, strict, stream, schemas)
+
+
+def _known(tools: Sequence[ToolDefinition]) -> tuple[frozenset[str], dict[str, Any]]:
+    """The tools' names, and each one's parameter schema (shared: not to be changed)."""
+    schemas = {t.name: t.parameters for t in map(ToolSpec.from_any, tools)}
+    return frozenset(schemas), schemas
+
+
+_KNOWN: ByIdentity[Sequence[ToolDefinition], tuple[frozenset[str], dict[str, Any]]] = ByIdentity(_known)
 
 
 def parse_reply(

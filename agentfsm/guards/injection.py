@@ -31,6 +31,7 @@ from agentfsm.core.messages import (
     ToolSpec,
     UserMessage,
 )
+from agentfsm.dialects._openers import FIRST
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
@@ -50,8 +51,8 @@ def actions_in(text: str, tools: Sequence[ToolSpec], dialect: DialectName) -> tu
 
     A request's user turns and results are read again at every step of a turn (and by
     the projection); a short text's answer is kept (:data:`MEMO_CHARS`)."""
-    if not text:
-        return ()
+    if not text or FIRST.search(text) is None:
+        return ()  # every action opens with one of FIRST's characters: plain text holds none
     if len(text) > MEMO_CHARS:
         return parse_reply(text, tools, dialect).tool_calls
     return _ACTIONS.get((text, tools_key(tools), dialect), lambda: parse_reply(text, tools, dialect).tool_calls)
