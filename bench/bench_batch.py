@@ -49,6 +49,8 @@ _SCALE = float(os.environ.get("AGENTFSM_BENCH_BATCH_SCALE", "1.0"))
 POINTS = [("asyncio", max(64, int(1000 * _SCALE))), ("asyncio", max(64, int(10000 * _SCALE)))]
 if os.environ.get("AGENTFSM_BENCH_BATCH_RAY", "1") != "0":
     POINTS.append(("ray", max(64, int(1000 * _SCALE))))
+#: conversations run before the points, not timed (first-use imports and caches)
+WARM_UP = 64
 LATENCY = 0.05
 CALLS_PER_CONVERSATION = 2
 CONCURRENCY = 64
@@ -117,7 +119,7 @@ def _measure(path: str, conversations: int, workdir: Path, base: str) -> dict[st
         "".join(json.dumps({"id": f"t{i}", "prompt": f"task {i}: what is {i} + 1?"}) + "\n" for i in range(conversations)),
         encoding="utf-8",
     )
-    out = workdir / f"out-{path}-{conversations}.jsonl"
+    out = workdir / f"out-{path}-{conversations}-{len(os.listdir(workdir))}.jsonl"  # a new log each time
     tools = TOOLS_MODULE
     start = time.perf_counter()
     if path == "ray":
@@ -142,6 +144,7 @@ def run() -> list[dict[str, Any]]:
     proc, base = _upstream()
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            _measure("asyncio", WARM_UP, Path(tmp), base)
             for path, conversations in POINTS:
                 calls = conversations * CALLS_PER_CONVERSATION
                 floor = asyncio.run(_backend_only(base, calls, CONCURRENCY))
@@ -169,8 +172,10 @@ def run() -> list[dict[str, Any]]:
             "backend) and one tool call; results appended exactly once. Ideal = conversations x calls x "
             "latency / concurrency (zero overhead anywhere). Backend only = the same number of chat calls "
             "through the same backend and fake upstream at the same concurrency, without agent or controller. "
-            "The fake upstream runs in its own process. asyncio: the local controller (run_batch); ray: "
-            "run_batch_ray on a local Ray cluster started for the run (num_cpus=2), each conversation a Ray task."
+            f"The fake upstream runs in its own process, and answers from memory it does not grow. {WARM_UP} "
+            "conversations run first, not timed (first-use imports and caches). asyncio: the local controller "
+            "(run_batch); ray: run_batch_ray on a local Ray cluster started for the run (num_cpus=2), each "
+            "conversation a Ray task."
         ),
     }]
 

@@ -52,7 +52,7 @@ _MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
 _UPSTREAM = """
 import sys, time
 from agentfsm.testing import FakeUpstream
-with FakeUpstream(lambda _r: sys.argv[2], port=int(sys.argv[1])):
+with FakeUpstream(lambda _r: sys.argv[2], port=int(sys.argv[1]), keep_requests=False):
     time.sleep(3600)
 """
 
