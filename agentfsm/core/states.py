@@ -3,8 +3,9 @@
 :func:`derive_state` is a pure function of the history. It reads our own
 :mod:`agentfsm.core.messages` models and the wire shapes as they arrive (OpenAI chat
 messages, Anthropic messages, and dumps of our models), in one pass, in time linear
-in the size of the history. Nothing else is needed: a stateless proxy and a
-long-running agent derive the same state from the same history.
+in the size of the history; it reads back from the end only as far as the state
+depends on, usually the latest step (see ``_decided``). Nothing else is needed: a
+stateless proxy and a long-running agent derive the same state from the same history.
 
 States (:class:`State`; the values are the names written in transcripts):
 
