@@ -39,41 +39,42 @@ def _models(n: int) -> list[Message]:
     return out[:n]
 
 
-def _one_turn(n: int) -> list[Message]:
-    """One user turn that runs n messages long (an agent loop of many tool rounds):
-    no user message to start from, so the whole history is read."""
+def _turn(n: int, *, complete: bool) -> list[Message]:
+    """One user turn of tool rounds, ``n`` messages long (an agent loop): each round's
+    two calls get both their results (``complete``), or only one (an open round)."""
     out: list[Message] = [UserMessage(content="question")]
     i = 0
-    while len(out) < n - 1:
+    while len(out) < n:
+        results = [ToolMessage(result=ToolResult(call_id=f"b{i}", content="2"))] if complete else []
         out += [
             AssistantMessage(tool_calls=(ToolCall(id=f"a{i}", name="add"), ToolCall(id=f"b{i}", name="mul"))),
-            ToolMessage(result=ToolResult(call_id=f"b{i}", content="2")),
+            *results,
             ToolMessage(result=ToolResult(call_id=f"a{i}", content="1")),
         ]
         i += 1
-    return [*out[: n - 1], AssistantMessage(content="answer")]
+    return out[:n]
+
+
+#: the runtime's correction of the reply before it
+_CORRECTION = UserMessage(content="call a tool", correction="unknown_tool")
+
+
+def _one_turn(n: int) -> list[Message]:
+    """One user turn of complete rounds ending in an answer: no user message near the end."""
+    return [*_turn(n - 1, complete=True), AssistantMessage(content="answer")]
 
 
 def _one_turn_corrected(n: int) -> list[Message]:
     """:func:`_one_turn` whose last reply the runtime corrected: the correction returns to
     the decision point the latest complete round of results set."""
-    return [*_one_turn(n - 1), UserMessage(content="call a tool", correction="unknown_tool")]
+    return [*_one_turn(n - 1), _CORRECTION]
 
 
 def _worst_case(n: int) -> list[Message]:
     """One user turn whose rounds never get all their results, and whose last reply was
     corrected: the correction returns to the user turn's decision point, so derive_state
     reads the whole turn (its worst case: the full scan)."""
-    out: list[Message] = [UserMessage(content="question")]
-    i = 0
-    while len(out) < n - 2:
-        out += [
-            AssistantMessage(tool_calls=(ToolCall(id=f"a{i}", name="add"), ToolCall(id=f"b{i}", name="mul"))),
-            ToolMessage(result=ToolResult(call_id=f"a{i}", content="1")),
-        ]
-        i += 1
-    return [*out[: n - 2], AssistantMessage(content="answer"),
-            UserMessage(content="call a tool", correction="unknown_tool")]
+    return [*_turn(n - 2, complete=False), AssistantMessage(content="answer"), _CORRECTION]
 
 
 def _openai(models: Sequence[Message]) -> list[dict[str, Any]]:
