@@ -11,9 +11,9 @@ json-protocol thought or final answer takes its block's place in it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
-from agentfsm.core._memo import ByIdentity
+from agentfsm.core._memo import Memo, tools_key
 from agentfsm.core._types import DialectName
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects._scan import Scanner
@@ -33,11 +33,16 @@ def scanner_for(
     protocol = dialect is not None and get_dialect(dialect).name == "json-protocol"
     if tools is None:
         return Scanner(None, protocol, strict, stream)
-    if type(tools) is tuple and all(type(t) is ToolSpec for t in tools):
-        known, schemas = _KNOWN(tools)  # frozen specs in a tuple: read once per tool set
+    if _all_specs(tools):
+        # read once per tool set's content: the proxy builds new specs for every request
+        known, schemas = _KNOWN.get(tools_key(tools), lambda: _known(tools))
     else:
         known, schemas = _known(tools)
     return Scanner(known, protocol, strict, stream, schemas)
+
+
+def _all_specs(tools: Sequence[ToolDefinition]) -> TypeGuard[Sequence[ToolSpec]]:
+    return all(type(t) is ToolSpec for t in tools)
 
 
 def _known(tools: Sequence[ToolDefinition]) -> tuple[frozenset[str], dict[str, Any]]:
@@ -46,7 +51,7 @@ def _known(tools: Sequence[ToolDefinition]) -> tuple[frozenset[str], dict[str, A
     return frozenset(schemas), schemas
 
 
-_KNOWN: ByIdentity[Sequence[ToolDefinition], tuple[frozenset[str], dict[str, Any]]] = ByIdentity(_known)
+_KNOWN: Memo[tuple[frozenset[str], dict[str, Any]]] = Memo(64)
 
 
 def parse_reply(
