@@ -208,3 +208,28 @@ def test_a_failure_after_the_first_streamed_event_is_the_protocols_error_event(
     error = payloads[-1]["error"]
     assert error["type"] == kind and "repeated 3 times" in error["message"]
     assert "[DONE]" not in text and "message_stop" not in text
+
+
+# --- a spent budget never answers with a copied <slot> ------------------------------------
+
+def multiply(a: float, b: float) -> float:
+    """Multiply two numbers."""
+    return a * b
+
+
+@pytest.mark.parametrize("last", ["<your answer>", '```json action\n{"tool": "multiply", "args": {"a": 12.5, "b": 4}}\n```'])
+def test_a_spent_budget_after_a_result_states_the_result_not_a_template(last: str) -> None:
+    # the call is right; every answer after its result is the contract's slot (or the same call)
+    call = '```json action\n{"tool": "multiply", "args": {"a": 12.5, "b": 4}}\n```'
+    backend = ScriptedBackend([call, "<your answer>", "<your answer>", "<your answer>", last])
+    result = Agent(backend, [multiply], max_corrections=3, grounding="on").run("What is 12.5 times 4? Use the multiply tool.")
+    assert result.exhausted
+    assert result.content == "The result of multiply is 50.0."
+    assert [c["result"]["content"] for c in result.tool_calls] == ["50.0"]
+
+
+def test_a_spent_budget_keeps_the_models_own_prose_when_it_wrote_some() -> None:
+    call = '```json action\n{"tool": "multiply", "args": {"a": 12.5, "b": 4}}\n```'
+    backend = ScriptedBackend([call, "It is fifty.", "<your answer>", "<your answer>", "<your answer>"])
+    result = Agent(backend, [multiply], max_corrections=3, grounding="on").run("What is 12.5 times 4? Use the multiply tool.")
+    assert result.exhausted and result.content == "It is fifty."

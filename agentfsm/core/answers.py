@@ -1,4 +1,5 @@
-"""Final answers: a reply that loops is cut where the loop starts.
+"""Final answers: a reply that loops is cut where the loop starts; results stated plainly
+when the model could not answer with them.
 
 Greedy decoding on a small model often ends an answer by repeating a sentence until the
 token limit ("The capital of Japan is Tokyo. The capital of Japan is Tokyo. The capi").
@@ -11,8 +12,11 @@ so replay decides the same way.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-__all__ = ["trim_repetition"]
+from agentfsm.core.messages import Message, ToolMessage, ToolResult, UserMessage
+
+__all__ = ["results_stated", "trim_repetition"]
 
 #: a sentence ends at . ! ? followed by white space (not inside "50.0"), or at a newline
 _BREAK = re.compile(r"((?<=[.!?])\s+|\n+)")
@@ -36,3 +40,25 @@ def trim_repetition(text: str) -> str:
         if key:
             seen.append(key)
     return text
+
+
+def results_stated(history: Sequence[Message]) -> str:
+    """The latest round's results, one sentence each (a tool that failed or found nothing
+    is said so); empty when the round has none."""
+    results: list[ToolResult] = []
+    for msg in reversed(history):  # the corrections since the results are skipped
+        if isinstance(msg, ToolMessage):
+            results.append(msg.result)
+        elif results or (isinstance(msg, UserMessage) and msg.correction is None):
+            break
+    sentences = []
+    for result in reversed(results):
+        name = result.name or "the tool"
+        text = " ".join(result.content.split())
+        if result.status == "error":
+            sentences.append(f"{name} failed: {text}")
+        elif result.status == "empty" or not text:
+            sentences.append(f"{name} returned nothing.")
+        else:
+            sentences.append(f"The result of {name} is {text}" + ("" if text.endswith((".", "!", "?")) else "."))
+    return " ".join(sentences)

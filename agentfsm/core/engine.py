@@ -34,7 +34,7 @@ from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, Level, call_require
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
-from agentfsm.core.answers import trim_repetition
+from agentfsm.core.answers import results_stated, trim_repetition
 from agentfsm.guards import budget, clauses, coverage, grounding, injection, loops, relevance, repeated_call, run_guards
 from agentfsm.guards._history import called
 from agentfsm.guards.base import Correction, Stop
@@ -381,17 +381,20 @@ def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
 
 
 def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineConfig) -> str:
-    """The latest non-empty prose of this round's replies (action text removed)."""
-    if parsed.content and parsed.content.strip():
+    """The latest prose of this round's replies (action text removed) that says
+    something: not empty, not a copied ``<slot>`` of the contract. When the model wrote
+    none, the round's results stated plainly (the user asked, a tool answered: that
+    answer is not lost because the model could not phrase it)."""
+    if parsed.content and parsed.content.strip() and not grounding.is_template(parsed.content):
         return parsed.content
     for msg in reversed(history):
         if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
             break
         if isinstance(msg, AssistantMessage) and msg.content:
             prose = parse_reply(msg.content, config.tools, config.dialect).content
-            if prose and prose.strip():
+            if prose and prose.strip() and not grounding.is_template(prose):
                 return prose
-    return ""
+    return results_stated(history)
 
 
 def dispatch() -> TransitionRecord:

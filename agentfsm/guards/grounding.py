@@ -42,7 +42,7 @@ from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
-__all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
+__all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "is_template", "number_spans", "numbers_in",
            "request_of", "results_so_far", "values_of"]
 
 GUARD = "grounding"
@@ -304,6 +304,11 @@ def _reflects(answer: str, result: str) -> bool:
 _TEMPLATE = re.compile(r"<[^<>\n]{1,40}>")
 
 
+def is_template(answer: str) -> bool:
+    """Whether ``answer`` is only a copied ``<slot>`` of the contract (no reply at all)."""
+    return _TEMPLATE.fullmatch(answer.strip()) is not None
+
+
 def check_answer(history: Sequence[Message], answer: str) -> Verdict:
     """Correct an answer that is only a copied ``<slot>`` of the contract, or one given
     right after results that leaves one of them out.
@@ -314,7 +319,7 @@ def check_answer(history: Sequence[Message], answer: str) -> Verdict:
     "the weather in Oslo and in Paris") each must be stated: a small model restates
     the last one and drops the others. Failed calls and empty results are not judged.
     """
-    if _TEMPLATE.fullmatch(answer.strip()):
+    if is_template(answer):
         return Correction(guard=GUARD, reason=ANSWER_REASON, detail=f"the answer is a template: {answer.strip()!r}",
                           message="Write your actual reply to the user's message, in plain words.")
     latest: list[ToolMessage] = []
