@@ -182,7 +182,6 @@ class Agent:
             emit_transition(emit, rec)
 
         try:
-            steps = 0
             while True:
                 turn = await run_turn(
                     backend,
@@ -193,19 +192,18 @@ class Agent:
                     emit=emit,
                     on_transition=lambda rec: path.append(rec.dest.value),
                     max_steps=run.max_steps,
-                    steps_taken=steps,
+                    steps_taken=tally.attempts,
                     tally=tally,
                 )
-                steps = tally.attempts
                 decision = turn.decision
                 if isinstance(decision, Answer):
                     emit("final", content=decision.content, exhausted=decision.exhausted)
-                    emit("run_end", status="final", steps=steps, corrections=tally.corrections)
+                    emit("run_end", status="final", steps=tally.attempts, corrections=tally.corrections)
                     return RunResult(
                         content=decision.content,
                         messages=history,
                         path=path,
-                        steps=steps,
+                        steps=tally.attempts,
                         corrections=tally.corrections,
                         usage=tally.usage,
                         transcript=str(writer.path) if writer.path else None,
@@ -224,7 +222,7 @@ class Agent:
                     emit("tool_result", result=result_fields)
                     history.append(ToolMessage(result=result))
                     transition(receive(history))
-                if steps >= run.max_steps:
+                if tally.attempts >= run.max_steps:
                     raise MaxStepsExceeded(run.max_steps)
         except AgentFSMError as exc:
             emit("error", error=type(exc).__name__, message=str(exc))
