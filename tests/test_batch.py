@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -15,7 +16,13 @@ import pytest
 from typer.testing import CliRunner
 
 from agentfsm.backends.openai_compat import OpenAICompatBackend
-from agentfsm.batch.controller import BatchStats, run_batch, run_batch_sync
+from agentfsm.batch.controller import (
+    YOUNG_COLLECTION_THRESHOLD,
+    BatchStats,
+    batch_collector,
+    run_batch,
+    run_batch_sync,
+)
 from agentfsm.batch.task import Task, TaskResult, transcript_name
 from agentfsm.batch.io import ResultLog, load_tasks
 from agentfsm.cli import app
@@ -87,6 +94,13 @@ def test_openai_shaped_messages_become_a_history() -> None:
     history = task.history()
     assert [m.role for m in history] == ["system", "user"]
     assert history[1].content == "hello"
+
+
+def test_task_values_that_are_not_tasks_are_refused_naming_the_item(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="task #2: bad task: expected a Task or a mapping, got str"):
+        run_batch_sync([{"id": "a", "prompt": "x"}, '{"id": "b", "prompt": "y"}'], output=tmp_path / "out.jsonl",
+                       backend=ScriptedBackend([]), tools_module=TOOLS_MODULE)
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 @pytest.mark.parametrize("task_id", ["plain-id_1.x", "has space/slash", "ü" * 3, "../escape"])
@@ -213,6 +227,53 @@ def test_cli_batch_prints_a_summary_and_writes_transcripts(tmp_path: Path) -> No
     events = read_transcript(transcripts / "t3.jsonl")
     assert events[-1]["type"] == "run_end" and events[-1]["status"] == "final"
     assert replay(transcripts / "t3.jsonl").identical  # a batch transcript replays without the upstream
+
+
+def _collector_seen(seen: list[tuple[int, bool]]) -> Any:
+    script = make_script()
+
+    def recording(request: Any) -> Any:  # runs in the fake's thread: the collector is the process's
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count() > 0))
+        return script(request)
+
+    return recording
+
+
+def test_a_batch_runs_with_the_collector_tuned_and_restores_it(tmp_path: Path) -> None:
+    before = (gc.get_threshold(), gc.get_freeze_count())
+    seen: list[tuple[int, bool]] = []
+    with FakeUpstream(_collector_seen(seen)) as fake:
+        stats = run_batch_sync(map(json.loads, task_lines(3)), output=tmp_path / "out.jsonl", tools_module=TOOLS_MODULE,
+                               backend=OpenAICompatBackend(fake.base_url, model="fake"))
+        assert stats.ok == 3
+        assert set(seen) == {(YOUNG_COLLECTION_THRESHOLD, True)}
+        assert (gc.get_threshold(), gc.get_freeze_count()) == before
+        seen.clear()
+        result = CliRunner().invoke(app, [  # the CLI drives its batch the same way
+            "batch", _write(tmp_path / "tasks.jsonl", task_lines(2)).as_posix(), "-o", str(tmp_path / "cli.jsonl"),
+            "--backend", "openai", "--base-url", fake.base_url, "--model", "fake",
+            "--tools-module", TOOLS_MODULE, "--no-progress",
+        ])
+    assert result.exit_code == 0, result.output
+    assert set(seen) == {(YOUNG_COLLECTION_THRESHOLD, True)}
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+def test_a_callers_own_frozen_collector_is_left_frozen() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with batch_collector():
+            assert gc.get_threshold()[0] == YOUNG_COLLECTION_THRESHOLD
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+async def test_blocking_batch_calls_are_refused_inside_a_running_loop(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="inside a running event loop"):
+        run_batch_sync([{"id": "t", "prompt": "x"}], output=tmp_path / "out.jsonl", backend=ScriptedBackend(["x"]))
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def _batch_cmd(tasks: Path, out: Path, transcripts: Path, base_url: str) -> list[str]:

@@ -63,6 +63,8 @@ def load_tasks(source: str | os.PathLike[str] | Iterable[Task | Mapping[str, Any
     else:
         for number, item in enumerate(source, start=1):
             label = f"task #{number}"
+            if not isinstance(item, Task | Mapping):
+                raise UsageError(f"{label}: bad task: expected a Task or a mapping, got {type(item).__name__}")
             try:
                 tasks.append(item if isinstance(item, Task) else Task.model_validate(dict(item)))
             except (ValidationError, TypeError, ValueError) as exc:

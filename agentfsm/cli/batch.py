@@ -8,7 +8,6 @@ misuse (a bad tasks line, a duplicate id, a tool the module lacks).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING, Annotated
 
@@ -114,7 +113,7 @@ def batch(
     """
     from rich.console import Console
 
-    from agentfsm.batch.controller import run_batch
+    from agentfsm.batch.controller import run_batch, run_on_batch_loop
 
     console = Console(stderr=True, highlight=False)
     run = run_batch(
@@ -128,7 +127,7 @@ def batch(
         retry_failed=retry_failed,
         fsync_every=fsync_every,
     )
-    stats = asyncio.run(_drive(run, console, show_progress=not no_progress and not as_json))
+    stats = run_on_batch_loop(lambda: _drive(run, console, show_progress=not no_progress and not as_json))
     if as_json:
         print(json.dumps(stats.as_dict()))
     else:
