@@ -30,7 +30,7 @@ from agentfsm.dialects import get_dialect
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall
 from agentfsm.runtime.replay import replay
-from agentfsm.testing import FakeUpstream, ScriptedBackend
+from agentfsm.testing import FakeReply, FakeUpstream, ScriptedBackend
 from agentfsm.runtime.transcript import read_transcript
 from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines
 
@@ -274,6 +274,41 @@ async def test_blocking_batch_calls_are_refused_inside_a_running_loop(tmp_path: 
     with pytest.raises(UsageError, match="inside a running event loop"):
         run_batch_sync([{"id": "t", "prompt": "x"}], output=tmp_path / "out.jsonl", backend=ScriptedBackend(["x"]))
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_workers_start_spread_over_the_ramp(tmp_path: Path) -> None:
+    first_request: list[float] = []
+
+    def script(request: Any) -> FakeReply:  # each answer outlasts the ramp: every worker gets one task
+        first_request.append(time.monotonic())
+        return FakeReply(text="done", latency=0.6)
+
+    tasks = [{"id": f"t{i}", "prompt": f"task {i}"} for i in range(4)]
+    with FakeUpstream(script) as fake:
+        stats = run_batch_sync(tasks, output=tmp_path / "out.jsonl", concurrency=4, ramp=0.4,
+                               backend=OpenAICompatBackend(fake.base_url, model="fake"))
+    assert stats.ok == 4 and len(first_request) == 4
+    starts = sorted(first_request)
+    # worker i waits ramp * i / concurrency before its first task: 0, 0.1, 0.2, 0.3 s
+    assert all(later - earlier >= 0.09 for earlier, later in zip(starts, starts[1:]))
+
+
+@pytest.mark.parametrize("ramp", [-0.1, float("nan")])
+def test_a_bad_ramp_is_refused(tmp_path: Path, ramp: float) -> None:
+    with pytest.raises(UsageError, match="ramp must be a number of seconds >= 0"):
+        run_batch([{"id": "t", "prompt": "x"}], output=tmp_path / "out.jsonl", backend=ScriptedBackend([]), ramp=ramp)
+
+
+def test_cli_batch_takes_a_ramp_and_refuses_a_negative_one(tmp_path: Path) -> None:
+    tasks = _write(tmp_path / "tasks.jsonl", task_lines(3))
+    with FakeUpstream(make_script()) as fake:
+        args = ["batch", str(tasks), "-o", str(tmp_path / "out.jsonl"), "--backend", "openai", "--base-url",
+                fake.base_url, "--model", "fake", "--tools-module", TOOLS_MODULE, "--no-progress", "--json"]
+        bad = CliRunner().invoke(app, [*args, "--ramp", "-1"])
+        assert bad.exit_code == 2 and not (tmp_path / "out.jsonl").exists()
+        result = CliRunner().invoke(app, [*args, "--ramp", "0"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output.strip().splitlines()[-1])["ok"] == 3
 
 
 def _batch_cmd(tasks: Path, out: Path, transcripts: Path, base_url: str) -> list[str]:

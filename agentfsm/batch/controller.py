@@ -24,7 +24,11 @@ Contract:
   id, or a tool that the tools module does not implement raises
   :class:`~agentfsm.core.errors.UsageError` naming the line or task; nothing is written.
 - **Bounded concurrency.** ``concurrency`` workers share one backend (one connection
-  pool); ``backend`` may also be a zero-argument factory, called once.
+  pool); ``backend`` may also be a zero-argument factory, called once. The workers
+  start spread over ``ramp`` seconds (default :data:`DEFAULT_RAMP`), not at once: a
+  herd of first requests reaches the upstream together, and the one event loop
+  prepares them all before the first is sent, so the conversations then move in
+  step, round after round.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from agentfsm.core.errors import UsageError
 __all__ = [
     "BatchRun",
     "BatchStats",
+    "DEFAULT_RAMP",
     "Task",
     "TaskResult",
     "TaskSettings",
@@ -58,6 +63,8 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+#: seconds over which a batch's workers start (see the module)
+DEFAULT_RAMP = 0.1
 #: allocations between young garbage collections while a batch runs (CPython's default: 700)
 YOUNG_COLLECTION_THRESHOLD = 50_000
 
@@ -162,9 +169,13 @@ class BatchRun:
         retry_failed: bool,
         fsync_every: int,
         close_backend: bool | None = None,
+        ramp: float = DEFAULT_RAMP,
     ) -> None:
         if concurrency < 1:
             raise UsageError("concurrency must be at least 1")
+        if not ramp >= 0:
+            raise UsageError(f"ramp must be a number of seconds >= 0, got {ramp!r}")
+        self.ramp = ramp
         self._source = tasks
         self._output = output
         self._backend = backend
@@ -219,8 +230,12 @@ class BatchRun:
         queue: asyncio.Queue[TaskResult | None] = asyncio.Queue()
         todo = iter(self._pending)
 
-        async def worker() -> None:
+        count = min(self.concurrency, len(self._pending))
+
+        async def worker(number: int) -> None:
             try:
+                if number and self.ramp:
+                    await asyncio.sleep(self.ramp * number / count)
                 for task in todo:  # a shared iterator: each task is taken by one worker
                     result = await run_task(task, backend, self.settings, provider)
                     log.append(result)  # on disk before anyone sees it
@@ -229,7 +244,7 @@ class BatchRun:
             finally:
                 queue.put_nowait(None)
 
-        workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(self._pending)))]
+        workers = [asyncio.create_task(worker(number)) for number in range(count)]
         running = len(workers)
         try:
             while running:
@@ -278,6 +293,7 @@ def run_batch(
     retry_failed: bool = False,
     fsync_every: int = 32,
     close_backend: bool | None = None,
+    ramp: float = DEFAULT_RAMP,
     **run_settings: Any,
 ) -> BatchRun:
     """Run ``tasks`` (a JSONL path, or Task/dict values) into ``output``; iterate the results.
@@ -286,7 +302,8 @@ def run_batch(
     implementations (``"pkg.mod"`` or ``"pkg.mod:TOOLS"``). ``fsync_every``: fsync after
     that many lines (0: only at the end); a process kill loses nothing either way.
     ``close_backend``: ``aclose()`` the backend at the end (default: only one this run
-    built from a factory). ``config`` is the run configuration (the agent's, for every
+    built from a factory). ``ramp``: seconds over which the ``concurrency`` workers
+    start (0: all at once). ``config`` is the run configuration (the agent's, for every
     task); ``run_settings`` (``dialect="command"``, ``max_steps=4``, ...) change it.
     """
     settings = TaskSettings(
@@ -303,6 +320,7 @@ def run_batch(
         retry_failed=retry_failed,
         fsync_every=fsync_every,
         close_backend=close_backend,
+        ramp=ramp,
     )
 
 

@@ -103,6 +103,7 @@ def batch(
     api_key: ApiKeyOpt = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run tasks recorded as failed again.")] = False,
     fsync_every: Annotated[int, typer.Option("--fsync-every", min=0, help="fsync the results every N lines (0: at the end).")] = 32,
+    ramp: Annotated[float, typer.Option("--ramp", min=0.0, help="Seconds over which the concurrent tasks start (0: all at once).")] = 0.1,  # DEFAULT_RAMP (the controller loads on use)
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     config: RunConfig = DEFAULTS,
@@ -126,6 +127,7 @@ def batch(
         config=config,
         retry_failed=retry_failed,
         fsync_every=fsync_every,
+        ramp=ramp,
     )
     stats = run_on_batch_loop(lambda: _drive(run, console, show_progress=not no_progress and not as_json))
     if as_json:
