@@ -187,7 +187,8 @@ def run() -> list[dict[str, Any]]:
             "range. "
             f"The fake upstream runs in its own process, and answers from memory it does not grow. {WARM_UP} "
             "conversations run first, not timed (first-use imports and caches). asyncio: the local controller "
-            "(run_batch); ray: run_batch_ray on a local Ray cluster started for the run (num_cpus=2), each "
+            "(run_batch_sync with its defaults: workers started over a 0.1 s ramp, counted in the wall time); "
+            "ray: run_batch_ray on a local Ray cluster started for the run (num_cpus=2), each "
             "conversation a Ray task."
         ),
     }]
