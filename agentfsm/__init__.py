@@ -4,7 +4,7 @@ The public API is the sorted ``__all__`` below; a test checks it. Names are impo
 lazily, on first use, so ``import agentfsm`` stays fast and loads no HTTP client,
 server or CLI library until one is needed. The HTTP proxy is
 ``agentfsm.server.create_app`` (imported on its own, so library users do not load
-FastAPI).
+Starlette).
 """
 
 from __future__ import annotations

@@ -155,3 +155,34 @@ def test_limits_apply_to_text_and_to_every_encoding() -> None:
         load_client_json("[" * 129 + "]" * 129)
     assert load_client_json("[" * 128 + "]" * 128) is not None
 
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "shape"),
+    [
+        ("GET", "/v1/nothing-here", 404, "openai"),
+        ("GET", "/v1/chat/completions", 405, "openai"),
+        ("GET", "/v1/messages", 405, "anthropic"),
+        ("DELETE", "/v1/responses", 405, "openai"),
+    ],
+)
+def test_unknown_paths_and_wrong_methods_answer_in_the_paths_protocol(
+    base: str, method: str, path: str, status: int, shape: str
+) -> None:
+    response = httpx.request(method, base + path)
+    assert response.status_code == status
+    body = response.json()
+    message = body["error"]["message"]
+    assert f"{method} {path}" in message
+    if shape == "anthropic":
+        assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    else:
+        assert set(body["error"]) >= {"message", "type", "param", "code"}
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/health"), ("HEAD", "/"), ("GET", "/"), ("HEAD", "/health")])
+def test_liveness_answers_without_a_key(base: str, method: str, path: str) -> None:
+    response = httpx.request(method, base + path)
+    assert response.status_code == 200
+    if method == "GET":
+        assert response.json() == {"status": "ok"}

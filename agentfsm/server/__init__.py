@@ -1,4 +1,4 @@
-"""The HTTP proxy (imported on its own, so library users do not load FastAPI).
+"""The HTTP proxy (imported on its own, so library users do not load Starlette).
 
 ``create_app`` builds the app (:mod:`agentfsm.server.app`); the request's way through
 it: :mod:`~agentfsm.server.auth` (key, body), :mod:`~agentfsm.server.exchange` (one

@@ -2,7 +2,7 @@
 
 Declared once here, with their defaults; :func:`~agentfsm.server.app.create_app` and
 ``agentfsm serve`` read them from here. This module imports no server library, so the
-CLI can show these defaults without loading FastAPI.
+CLI can show these defaults without loading Starlette.
 """
 
 from __future__ import annotations
