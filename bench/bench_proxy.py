@@ -33,6 +33,10 @@ __all__ = ["run"]
 _SCALE = float(os.environ.get("AGENTFSM_BENCH_PROXY_REQUESTS", "1.0"))
 #: concurrency -> requests per measurement
 LOADS = {c: max(10, int(n * _SCALE)) for c, n in {1: 300, 10: 600, 50: 600}.items()}
+#: concurrency -> rounds per point: the targets are measured in turn, round after round, and
+#: each figure is the median over the rounds (the c=1 latency is a fraction of a millisecond
+#: that a slow spell of a shared machine, hitting one target and not the next, would swamp)
+ROUNDS = {1: 5}
 #: requests agentfsm has served when its memory is read (the soak tops the points up)
 SOAK = max(1000, int(25_000 * _SCALE))
 #: requests per measurement sent first and not timed: enough to open every connection
@@ -180,6 +184,21 @@ async def _load(url: str, body: dict[str, Any], concurrency: int, requests: int)
     }
 
 
+def _median_of(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over the rounds (errors summed)."""
+    return {
+        "p50": statistics.median(r["p50"] for r in runs),
+        "rps": statistics.median(r["rps"] for r in runs),
+        "errors": sum(r["errors"] for r in runs),
+    }
+
+
+def _added(proxy: list[dict[str, float]], direct: list[dict[str, float]]) -> float:
+    """The proxy's added p50: the median over the rounds of its p50 minus the direct p50
+    measured beside it in the same round."""
+    return statistics.median(p["p50"] - d["p50"] for p, d in zip(proxy, direct, strict=True))
+
+
 def _measure(url: str, stream: bool, concurrency: int, requests: int) -> dict[str, float]:
     """One measurement, by a load generator in its own process."""
     body = {"model": "fake-model", "messages": _MESSAGES, "tools": _TOOLS, "stream": stream}
@@ -221,18 +240,20 @@ def run() -> list[dict[str, Any]]:
                 sent[name] = 0
             for stream in (False, True):
                 for concurrency, requests in LOADS.items():
-                    got = {}
-                    for name, url in targets.items():
-                        got[name] = _measure(url, stream, concurrency, requests)
-                        sent[name] = sent.get(name, 0) + requests + WARMUP
+                    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
+                    for _ in range(ROUNDS.get(concurrency, 1)):
+                        for name, url in targets.items():
+                            rounds[name].append(_measure(url, stream, concurrency, requests))
+                            sent[name] = sent.get(name, 0) + requests + WARMUP
+                    got = {name: _median_of(runs) for name, runs in rounds.items()}
                     direct, ours = got["direct"], got["agentfsm"]
                     peer = got.get("litellm")
                     rows.append([
                         ("stream " if stream else "") + f"c={concurrency}",
-                        requests,
+                        requests * len(rounds["direct"]),
                         f"{direct['p50']:.2f}",
-                        f"{ours['p50']:.2f} (+{ours['p50'] - direct['p50']:.2f})",
-                        f"{peer['p50']:.2f} (+{peer['p50'] - direct['p50']:.2f})" if peer else "-",
+                        f"{ours['p50']:.2f} (+{_added(rounds['agentfsm'], rounds['direct']):.2f})",
+                        f"{peer['p50']:.2f} (+{_added(rounds['litellm'], rounds['direct']):.2f})" if peer else "-",
                         f"{direct['rps']:.0f}",
                         f"{ours['rps']:.0f} ({ours['rps'] / direct['rps']:.2f}x direct)",
                         f"{peer['rps']:.0f} ({peer['rps'] / direct['rps']:.2f}x direct)" if peer else "-",
@@ -268,7 +289,10 @@ def run() -> list[dict[str, Any]]:
             "the fake, parses and guards its json-action reply, answers with tool_calls) and to the peer. "
             f"{peer_note} The fake upstream (FakeUpstream), each proxy and each load generator run in "
             f"their own processes. {WARMUP} warm-up requests per measurement are not timed; a streamed "
-            "request is timed to its last byte. Everything shares the machine's cores, so a proxy's "
+            f"request is timed to its last byte. c=1 points: {ROUNDS[1]} rounds of {LOADS[1]} requests per target, "
+            "the targets in turn each round; p50 and req/s are medians over the rounds, the added p50 the median "
+            "of each round's proxy p50 minus that round's direct p50 (requests: all rounds). "
+            "Everything shares the machine's cores, so a proxy's "
             "cost is CPU time taken from the others; ratios are taken within this run."
         ),
     }, {
