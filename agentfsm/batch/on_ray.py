@@ -1,4 +1,4 @@
-"""Run a batch beyond one machine: the controller's per-task function as Ray tasks.
+"""Run a batch beyond one machine: the controller's per-task function on Ray actors.
 
 Needs the optional extra ``pip install 'agentfsm[ray]'``. The output contract is the
 local controller's (:mod:`agentfsm.batch.controller`): the driver alone writes the results file,
@@ -20,16 +20,19 @@ loses nothing either, because only the driver's write marks a task done.
                                 concurrency=256):
         ...
 
-``backend_factory`` is a picklable zero-argument callable (a backend holds sockets,
-so each Ray task builds its own); ``tools_module`` must be importable on the workers.
-Each Ray task runs one conversation with :func:`agentfsm.batch.task.run_task`;
-``concurrency`` bounds the tasks in flight, and ``num_cpus`` what each one reserves
-(fractional by default: the work is network-bound).
+The work is network-bound, so it runs on a few long-lived async actors (worker
+processes), not one Ray task per conversation: ``actors`` of them (default: one per CPU
+of the cluster, at most ``concurrency``), each reserving ``num_cpus`` and running its
+share of the ``concurrency`` conversations at once on its own event loop, through one
+backend (one connection pool) that it builds with ``backend_factory`` (a picklable
+zero-argument callable: a backend holds sockets). The driver keeps ``concurrency``
+conversations in flight and gives each freed slot's actor the next task.
+``tools_module`` must be importable on the workers.
 """
 
 from __future__ import annotations
 
-import asyncio
+import math
 import os
 from collections.abc import Callable, Generator
 from typing import Any
@@ -41,24 +44,31 @@ from agentfsm.batch.controller import TaskSource
 from agentfsm.batch.task import Task, TaskResult, TaskSettings, ToolProvider, run_task, validate_tasks
 from agentfsm.core.errors import MissingExtraError, UsageError
 
-__all__ = ["run_batch_ray", "run_task_remote"]
+__all__ = ["BatchWorker", "run_batch_ray"]
 
 
-def run_task_remote(
-    task: dict[str, Any], settings: TaskSettings, backend_factory: Callable[[], Backend]
-) -> dict[str, Any]:
-    """The body of one Ray task: one conversation, as a plain result dict."""
+class BatchWorker:
+    """The body of one Ray actor: conversations on its event loop, through one backend."""
 
-    async def once() -> TaskResult:
-        backend = backend_factory()
-        try:
-            return await run_task(Task.model_validate(task), backend, settings)
-        finally:
-            aclose = getattr(backend, "aclose", None)
-            if aclose is not None:
-                await aclose()
+    def __init__(self, settings: TaskSettings, backend_factory: Callable[[], Backend]) -> None:
+        self.settings = settings
+        self.factory = backend_factory
+        self.provider = ToolProvider(settings.tools_module)
+        self.backend: Backend | None = None
 
-    return asyncio.run(once()).model_dump(mode="json")
+    async def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        """One conversation, as a plain result dict."""
+        if self.backend is None:  # built on the actor's loop, which its pool belongs to
+            self.backend = self.factory()
+        result = await run_task(Task.model_validate(task), self.backend, self.settings, self.provider)
+        return result.model_dump(mode="json")
+
+    async def close(self) -> None:
+        """Close the backend's connections."""
+        backend, self.backend = self.backend, None
+        aclose = getattr(backend, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def _ray() -> Any:
@@ -80,18 +90,24 @@ def run_batch_ray(
     config: RunConfig = DEFAULTS,
     retry_failed: bool = False,
     fsync_every: int = 32,
-    num_cpus: float = 0.25,
+    actors: int | None = None,
+    num_cpus: float = 1.0,
     ray_init: dict[str, Any] | None = None,
     **run_settings: Any,
 ) -> Generator[TaskResult, None, None]:
-    """Run the tasks as Ray tasks; yield each result once it is written to ``output``.
+    """Run the tasks on Ray actors; yield each result once it is written to ``output``.
 
     Starts a local Ray instance with ``ray.init(**ray_init)`` unless one is already
     connected. ``transcripts_dir`` must be a path the workers share with the driver.
-    ``config`` and ``run_settings`` as for :func:`~agentfsm.batch.controller.run_batch`.
+    ``actors`` and ``num_cpus``: see the module. ``config`` and ``run_settings`` as for
+    :func:`~agentfsm.batch.controller.run_batch`.
     """
     if concurrency < 1:
         raise UsageError("concurrency must be at least 1")
+    if actors is not None and actors < 1:
+        raise UsageError("actors must be at least 1")
+    if not num_cpus > 0:
+        raise UsageError(f"num_cpus must be a positive number, got {num_cpus!r}")
     ray = _ray()
     settings = TaskSettings(
         run=config.replace(**run_settings) if run_settings else config,
@@ -100,7 +116,8 @@ def run_batch_ray(
     )
     loaded = load_tasks(tasks)
     validate_tasks(loaded, ToolProvider(tools_module), settings)
-    return _drive(ray, loaded, settings, output, backend_factory, concurrency, retry_failed, fsync_every, num_cpus, ray_init)
+    return _drive(ray, loaded, settings, output, backend_factory, concurrency, retry_failed, fsync_every,
+                  actors, num_cpus, ray_init)
 
 
 def _drive(
@@ -112,36 +129,51 @@ def _drive(
     concurrency: int,
     retry_failed: bool,
     fsync_every: int,
+    actors: int | None,
     num_cpus: float,
     ray_init: dict[str, Any] | None,
 ) -> Generator[TaskResult, None, None]:
     log = ResultLog(output, fsync_every=fsync_every)
+    workers: list[Any] = []
     try:
         if retry_failed:
             log.drop({r.id for r in log.done.values() if not r.ok})
-        pending = iter([t for t in tasks if t.id not in log.done])
+        todo = [t for t in tasks if t.id not in log.done]
+        if not todo:
+            return
+        pending = iter(todo)
         if not ray.is_initialized():
             ray.init(**(ray_init or {}))
-        remote = ray.remote(num_cpus=num_cpus, max_retries=0)(run_task_remote)
-        factory_ref = ray.put(backend_factory)
-        in_flight: list[Any] = []
+        width = min(concurrency, len(todo))
+        count = actors or max(1, int(ray.cluster_resources().get("CPU", 1) // num_cpus))
+        count = min(count, width)
+        per_actor = math.ceil(width / count)
+        actor = ray.remote(num_cpus=num_cpus, max_restarts=0)(BatchWorker)
+        workers = [
+            actor.options(max_concurrency=per_actor).remote(settings, backend_factory) for _ in range(count)
+        ]
+        in_flight: dict[Any, Any] = {}  # result ref -> the actor running it
 
-        def submit() -> bool:
+        def submit(worker: Any) -> None:
             task = next(pending, None)
-            if task is None:
-                return False
-            in_flight.append(remote.remote(task.model_dump(mode="json"), settings, factory_ref))
-            return True
+            if task is not None:
+                in_flight[worker.run.remote(task.model_dump(mode="json"))] = worker
 
-        while len(in_flight) < concurrency and submit():
-            pass
+        for slot in range(width):  # the slots dealt round the actors
+            submit(workers[slot % count])
         while in_flight:
-            ready, rest = ray.wait(in_flight, num_returns=1)
-            in_flight[:] = rest
+            ready, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in ready:
+                worker = in_flight.pop(ref)
                 result = TaskResult.model_validate(ray.get(ref))
                 log.append(result)  # only the driver writes: exactly once
-                submit()
+                submit(worker)  # the freed slot's actor takes the next task
                 yield result
     finally:
         log.close()
+        if workers:
+            try:
+                ray.get([w.close.remote() for w in workers], timeout=10)
+            finally:
+                for w in workers:
+                    ray.kill(w)
