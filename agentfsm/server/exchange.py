@@ -213,6 +213,8 @@ class Exchange:
         if self._ended:
             return
         self._ended = True
+        if self._writer is None:  # nothing to record: no call is serialised for nobody
+            return
         if reply is not None:
             for call in reply.calls:
                 self.emit("tool_call", call=call.model_dump(mode="json"))
@@ -222,8 +224,7 @@ class Exchange:
             self.emit("error", error=type(error).__name__, message=str(error) or type(error).__name__)
         status = "error" if error is not None else "final"
         self.emit("run_end", status=status, steps=self.attempts, corrections=self.corrections)
-        if self._writer is not None:
-            self._writer.close()
+        self._writer.close()
 
 
 def new_token() -> str:
