@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from agentfsm.core.messages import Message, ToolMessage, ToolResult, UserMessage
 
-__all__ = ["results_stated", "trim_repetition"]
+__all__ = ["latest_results", "result_sentence", "results_stated", "trim_repetition"]
 
 #: a sentence ends at . ! ? followed by white space (not inside "50.0"), or at a newline
 _BREAK = re.compile(r"((?<=[.!?])\s+|\n+)")
@@ -42,17 +42,29 @@ def trim_repetition(text: str) -> str:
     return text
 
 
-def results_stated(history: Sequence[Message]) -> str:
-    """The latest round's results, one sentence each (a tool that failed or found nothing
-    is said so); empty when the round has none."""
+def latest_results(history: Sequence[Message]) -> list[ToolResult]:
+    """The latest round's tool results, oldest first (corrections after them skipped);
+    empty when the latest user turn has none after it."""
     results: list[ToolResult] = []
-    for msg in reversed(history):  # the corrections since the results are skipped
+    for msg in reversed(history):
         if isinstance(msg, ToolMessage):
             results.append(msg.result)
         elif results or (isinstance(msg, UserMessage) and msg.correction is None):
             break
+    results.reverse()
+    return results
+
+
+def result_sentence(subject: str, text: str) -> str:
+    """``The result of <subject> is <text>.`` (no second full stop after one in ``text``)."""
+    return f"The result of {subject} is {text}" + ("" if text.endswith((".", "!", "?")) else ".")
+
+
+def results_stated(history: Sequence[Message]) -> str:
+    """The latest round's results, one sentence each (a tool that failed or found nothing
+    is said so); empty when the round has none."""
     sentences = []
-    for result in reversed(results):
+    for result in latest_results(history):
         name = result.name or "the tool"
         text = " ".join(result.content.split())
         if result.status == "error":
@@ -60,5 +72,5 @@ def results_stated(history: Sequence[Message]) -> str:
         elif result.status == "empty" or not text:
             sentences.append(f"{name} returned nothing.")
         else:
-            sentences.append(f"The result of {name} is {text}" + ("" if text.endswith((".", "!", "?")) else "."))
+            sentences.append(result_sentence(name, text))
     return " ".join(sentences)

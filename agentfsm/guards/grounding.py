@@ -39,6 +39,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agentfsm.core._types import ToolChoice
+from agentfsm.core.answers import latest_results
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
@@ -322,20 +323,13 @@ def check_answer(history: Sequence[Message], answer: str) -> Verdict:
     if is_template(answer):
         return Correction(guard=GUARD, reason=ANSWER_REASON, detail=f"the answer is a template: {answer.strip()!r}",
                           message="Write your actual reply to the user's message, in plain words.")
-    latest: list[ToolMessage] = []
-    for msg in reversed(history):  # corrections since the results are skipped
-        if isinstance(msg, ToolMessage):
-            latest.append(msg)
-        elif latest or (isinstance(msg, UserMessage) and msg.correction is None):
-            break
     # short one-line results only: those are values to state (a file's text or a long
     # document is summarised, not restated)
     usable = [
-        m for m in latest
-        if m.result.status == "ok" and m.result.content.strip() and "\n" not in m.result.content.strip()
-        and len(m.result.content) <= _SHORT_RESULT
+        r for r in latest_results(history)
+        if r.status == "ok" and r.content.strip() and "\n" not in r.content.strip() and len(r.content) <= _SHORT_RESULT
     ]
-    missed = [m for m in usable if not _reflects(answer, m.result.content)]
+    missed = [r for r in usable if not _reflects(answer, r.content)]
     if not missed:
         return ACCEPT
     _, lines = _turn(history)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agentfsm.core.answers import result_sentence
 from agentfsm.core._types import DialectName, ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.errors import UsageError
@@ -130,7 +131,7 @@ def frame_result(
     text = cut.content.strip()
     if "\n" not in text and len(text) <= SENTENCE_CHARS:
         # a short result reads as a sentence the model can restate in its answer
-        return f"The result of {label} is {text}" + ("" if text.endswith((".", "!", "?")) else ".")
+        return result_sentence(label, text)
     return f"Result of {label}:\n{cut.content}"
 
 

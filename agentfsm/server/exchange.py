@@ -213,7 +213,7 @@ class Exchange:
         if self._ended:
             return
         self._ended = True
-        if self._writer is None:  # nothing to record: no call is serialised for nobody
+        if self._writer is None:  # transcripts off: there is nothing to record
             return
         if reply is not None:
             for call in reply.calls:
