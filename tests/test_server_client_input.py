@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 
 from agentfsm.protocols.client_json import MAX_JSON_DEPTH, load_client_json
@@ -154,6 +156,44 @@ def test_limits_apply_to_text_and_to_every_encoding() -> None:
     with pytest.raises(RequestError, match="nests deeper than 128"):
         load_client_json("[" * 129 + "]" * 129)
     assert load_client_json("[" * 128 + "]" * 128) is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+        max_leaves=20,
+    ),
+    ascii_only=st.booleans(),
+)
+def test_the_fast_reader_reads_what_the_strict_one_reads(value: Any, ascii_only: bool) -> None:
+    """orjson (the fast path) and json with the limits' hooks give the same value, the same
+    types included: an integer past 64 bits stays an exact int, never a float."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    expected = json.loads(text)
+    for data in (text, text.encode("utf-8")):
+        got = load_client_json(data)
+        assert got == expected
+        assert json.dumps(got) == json.dumps(expected)  # same types (1 vs 1.0, int vs float)
+
+
+def test_the_limits_hold_on_the_fast_path() -> None:
+    huge = 10**40
+    assert load_client_json(f'{{"n": {huge}, "m": -{huge}}}'.encode()) == {"n": huge, "m": -huge}
+    assert load_client_json(b'{"n": 18446744073709551615}') == {"n": 18446744073709551615}
+    deep = b'{"a": ' * 129 + b"1" + b"}" * 129
+    with pytest.raises(RequestError, match="nests deeper than 128"):
+        load_client_json(deep)
+    with pytest.raises(RequestError, match="nests deeper than 128"):
+        load_client_json(deep.decode())
+    wide = b"[" + b",".join([b"[[1]]"] * 200) + b"]"  # many brackets, shallow: walked and served
+    assert len(load_client_json(wide)) == 200
+    for bad, message in [(b"[NaN]", "not a JSON number"), (b"[1e400]", "out of range"),
+                         (b'["\\udc00"]', "lone surrogate"), (b"[1,]", "not valid JSON")]:
+        with pytest.raises(RequestError, match=message):
+            load_client_json(bad)
 
 
 

@@ -16,6 +16,13 @@ transcript). :func:`load_client_json` refuses each of them at parse time:
 
 The same limits apply to the JSON strings a client nests inside its body (an assistant
 tool call's ``arguments``).
+
+Most bodies are read by orjson, which refuses the same things itself (``NaN``,
+overflowing numbers, lone surrogates, invalid UTF-8) and reads the rest to the same
+values; what it refuses, and any text with a run of 20 digits (orjson reads an
+integer past 64 bits as a float), is read again by :func:`json.loads` with the hooks
+above, which say what is wrong. Nesting is measured only when the text holds more
+than :data:`MAX_JSON_DEPTH` brackets (fewer cannot nest deeper).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import json
 import math
 import re
 from typing import Any
+
+import orjson
 
 from agentfsm.core.errors import RequestError
 
@@ -37,6 +46,9 @@ MAX_INTEGER_DIGITS = 4300
 # a surrogate escape in the raw text: only then can the decoded value hold a lone one
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# an integer orjson would read as a float (or a long float mantissa, read either way)
+_LONG_DIGITS = re.compile(rb"[0-9]{20}")
+_LONG_DIGITS_TEXT = re.compile(r"[0-9]{20}")
 
 
 class _Refused(ValueError):
@@ -63,6 +75,9 @@ def _number(text: str) -> float:
 
 def load_client_json(data: bytes | str, where: str = "the request body") -> Any:
     """``data`` decoded as JSON within the limits above; :class:`RequestError` otherwise."""
+    fast = _fast(data, where)
+    if fast is not _NO_VALUE:
+        return fast
     try:
         # bytes in any encoding JSON allows (UTF-8, -16, -32), decoded strictly first
         text = data if isinstance(data, str) else data.decode(json.detect_encoding(data))
@@ -74,6 +89,28 @@ def load_client_json(data: bytes | str, where: str = "the request body") -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RequestError(f"{where} is not valid JSON: {exc}") from None
     check_client_value(value, where, strings=_SURROGATE_ESCAPE.search(text) is not None)
+    return value
+
+
+_NO_VALUE: Any = object()
+
+
+def _fast(data: bytes | str, where: str) -> Any:
+    """``data`` read by orjson, or ``_NO_VALUE`` for the strict reader to decide."""
+    if isinstance(data, bytes):
+        if _LONG_DIGITS.search(data) is not None:
+            return _NO_VALUE
+        brackets = data.count(b"[") + data.count(b"{")
+    else:
+        if _LONG_DIGITS_TEXT.search(data) is not None:
+            return _NO_VALUE
+        brackets = data.count("[") + data.count("{")
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return _NO_VALUE
+    if brackets > MAX_JSON_DEPTH:
+        check_client_value(value, where, strings=False)  # orjson refused any lone surrogate
     return value
 
 
