@@ -114,6 +114,20 @@ def test_facts_must_name_guards_and_be_bools() -> None:
     assert machine.state is FD
 
 
+def test_a_fire_seen_before_is_still_checked() -> None:
+    """A looked-up fire (same state, event and facts) keeps the checks of a first one:
+    1 equals True as a key, but is no fact; an unhashable value is refused, not a crash."""
+    assert AgentMachine().fire("emit", calls_valid=True) is TE
+    assert AgentMachine().fire("emit", calls_valid=True) is TE  # looked up
+    for bad in (1, [True]):
+        machine = AgentMachine()
+        with pytest.raises(UsageError, match="True or False"):
+            machine.fire("emit", calls_valid=bad)
+        assert machine.state is FD
+    with pytest.raises(InvalidTransition):
+        AgentMachine(TE).fire("emit", calls_valid=True)
+
+
 def test_replay_events_with_and_without_facts() -> None:
     assert replay_events([]) is FD
     assert replay_events(["emit", "dispatch", ("receive", {"all_results_in": False})]) is AR

@@ -140,10 +140,10 @@ def allowed_events(state: State) -> tuple[str, ...]:
     return tuple(event for event in EVENTS if event in found)
 
 
-#: (state, event, facts) -> the state a successful fire led to. The machine is data and
+#: (state, event, facts in the order given) -> the state a successful fire led to. The machine is data and
 #: its conditions read nothing but the facts, so a fire is a pure function of these;
 #: each distinct one runs on ``transitions`` once (~15 µs), later ones are looked up.
-_TAKEN: dict[tuple[str, str, tuple[tuple[str, object], ...]], str] = {}
+_TAKEN: dict[tuple[str, str, tuple[tuple[str, object], ...]], State] = {}
 
 
 _LOCAL = threading.local()
@@ -177,17 +177,17 @@ class AgentMachine:
     """
 
     def __init__(self, initial: State = State.FIRST_DECISION) -> None:
-        self._state = State(initial).value
+        self._state = State(initial)
 
     @property
     def state(self) -> State:
         """The current state."""
-        return State(self._state)
+        return self._state
 
     @property
     def allowed_events(self) -> tuple[str, ...]:
         """The events the current state allows."""
-        return allowed_events(self.state)
+        return allowed_events(self._state)
 
     def fire(self, event: str, **facts: object) -> State:
         """Fire ``event`` with the guard facts it depends on; return the new state.
@@ -197,29 +197,43 @@ class AgentMachine:
         event fails its conditions, and :class:`~agentfsm.core.errors.UsageError` for a
         fact that names no guard or is not a bool.
         """
+        # a fire seen before was checked then; its facts' types are checked again first
+        # (1 == True as a key, but 1 is not a fact; a list cannot be a key)
+        key = None
+        dest = None
+        if all(value is True or value is False for value in facts.values()):
+            key = (self._state.value, event, tuple(facts.items()))
+            dest = _TAKEN.get(key)
+        if dest is None:
+            dest = self._first_fire(key, event, facts)
+        self._state = dest
+        return dest
+
+    def _first_fire(
+        self, key: tuple[str, str, tuple[tuple[str, object], ...]] | None, event: str, facts: dict[str, object]
+    ) -> State:
+        """Check a fire not seen before, run it on ``transitions``, and remember where it led."""
         unknown = sorted(name for name in facts if name not in GUARDS)
         if unknown:
             raise UsageError(f"unknown guard fact(s) {unknown}; known: {sorted(GUARDS)}")
         not_bool = sorted(name for name, value in facts.items() if not isinstance(value, bool))
         if not_bool:
             raise UsageError(f"guard fact(s) {not_bool} must be True or False")
-        before = self.state
+        before = self._state
         if event not in self.allowed_events:
             raise InvalidTransition(event, before.value)
-        key = (self._state, event, tuple(sorted(facts.items())))
-        dest = _TAKEN.get(key)
-        if dest is None:
-            machine, model = _shared()
-            model.state = self._state
-            try:
-                taken = machine.events[event].trigger(model, **facts)
-            except MachineError as exc:  # unreachable after the check above; mapped all the same
-                raise InvalidTransition(event, before.value) from exc
-            if not taken:
-                raise GuardRejected(event, before.value, _failed_guards(event, before, facts))
-            dest = _TAKEN[key] = model.state
-        self._state = dest
-        return self.state
+        machine, model = _shared()
+        model.state = before.value
+        try:
+            taken = machine.events[event].trigger(model, **facts)
+        except MachineError as exc:  # unreachable after the check above; mapped all the same
+            raise InvalidTransition(event, before.value) from exc
+        if not taken:
+            raise GuardRejected(event, before.value, _failed_guards(event, before, facts))
+        dest = State(model.state)
+        if key is not None:
+            _TAKEN[key] = dest
+        return dest
 
 
 def _failed_guards(event: str, state: State, facts: Mapping[str, object]) -> tuple[str, ...]:
