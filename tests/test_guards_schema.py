@@ -180,3 +180,17 @@ def test_notes_reach_the_accept_detail() -> None:
     verdict = schema.check(_reply(("f", {})), [tool])
     assert isinstance(verdict, Accept)
     assert verdict.detail.startswith("call 0 (f): invalid client schema")
+
+
+def test_arguments_past_the_size_bound_are_noted_not_validated() -> None:
+    """The bound is on the arguments' compact JSON in bytes; what orjson cannot write (an
+    integer past 64 bits, a non-string key) is measured the same way by json."""
+    at_bound = {"city": "x" * (schema.MAX_ARGUMENT_CHARS - len('{"city":""}'))}
+    assert schema.validate_arguments(at_bound, WEATHER.parameters).note == ""
+    over = {"city": "é" * (schema.MAX_ARGUMENT_CHARS // 2)}  # two bytes each
+    outcome = schema.validate_arguments(over, WEATHER.parameters)
+    assert outcome.mismatch is None and "bytes of JSON, not validated" in outcome.note
+    huge = {"city": "Paris", "days": 10**30}
+    found = schema.validate_arguments(huge, WEATHER.parameters).mismatch
+    assert found is not None and found.keyword == "maximum"
+    assert schema.validate_arguments({1: "x"}, {"type": "object"}).note == ""

@@ -29,6 +29,7 @@ from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
+import orjson
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from jsonschema.protocols import Validator
@@ -58,7 +59,7 @@ __all__ = [
 GUARD = "schema"
 #: schemas larger than this (serialized) are not validated
 MAX_SCHEMA_CHARS = 64_000
-#: arguments larger than this (serialized) are not validated
+#: arguments larger than this (serialized as compact JSON, in UTF-8 bytes) are not validated
 MAX_ARGUMENT_CHARS = 256_000
 #: distinct object keys in the arguments beyond which ``patternProperties`` is not decided
 MAX_KEYS = 1_000
@@ -97,6 +98,15 @@ def _dumps(value: Any) -> str:
 
 #: a tool's schema serialised once, not per call (a ToolSpec's schema is not changed in place)
 _schema_text: ByIdentity[Any, str] = ByIdentity(_dumps)
+
+
+def _size(arguments: Any) -> int:
+    """The arguments' size as compact JSON (orjson's; json's for what orjson refuses:
+    an integer past 64 bits, a non-string key, nesting past 254 levels)."""
+    try:
+        return len(orjson.dumps(arguments, default=str))
+    except TypeError:
+        return len(json.dumps(arguments, ensure_ascii=False, default=str, separators=(",", ":")).encode())
 
 
 def _trim(text: str, limit: int) -> str:
@@ -257,13 +267,13 @@ def validate_arguments(arguments: JSONObject, parameters: JSONObject) -> SchemaC
     """Validate ``arguments`` against the tool's ``parameters`` schema, safely (see module doc)."""
     try:
         schema_text = _schema_text(parameters)
-        args_text = _dumps(arguments)
+        args_size = _size(arguments)
     except (TypeError, ValueError, RecursionError) as exc:
         return SchemaCheck(note=f"not serializable, not validated: {exc}")
     if len(schema_text) > MAX_SCHEMA_CHARS:
         return SchemaCheck(note=f"schema over {MAX_SCHEMA_CHARS} characters, not validated")
-    if len(args_text) > MAX_ARGUMENT_CHARS:
-        return SchemaCheck(note=f"arguments over {MAX_ARGUMENT_CHARS} characters, not validated")
+    if args_size > MAX_ARGUMENT_CHARS:
+        return SchemaCheck(note=f"arguments over {MAX_ARGUMENT_CHARS} bytes of JSON, not validated")
     schema_problem = _schema_error(schema_text)
     if schema_problem is not None:
         problem = _trim(schema_problem, 200)
