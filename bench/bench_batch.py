@@ -53,7 +53,7 @@ if os.environ.get("AGENTFSM_BENCH_BATCH_RAY", "1") != "0":
 #: conversations run before the points, not timed (first-use imports and caches)
 WARM_UP = 64
 #: runs of each point of up to 2,000 asyncio conversations (the median is reported)
-REPEATS = 3
+REPEATS = 5
 LATENCY = 0.05
 CALLS_PER_CONVERSATION = 2
 CONCURRENCY = 64
