@@ -4,7 +4,9 @@ Each command runs in a fresh interpreter, best of :data:`REPEATS`, beside ``pyth
 pass`` measured in the same run (the interpreter's own start, the floor). Wall time is
 reported, and CPU time (user + system) too: on a shared machine the wall time carries
 whatever else is running, the CPU time much less. ``import agentfsm`` is also given as
-the cumulative microseconds ``python -X importtime`` reports for it.
+the cumulative microseconds ``python -X importtime`` reports for it. ``agentfsm replay``
+is also timed on a transcript written just before by a scripted run (a tool call, a
+correction, an answer): replaying one loads the engine, the guards and the parser.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import re
 import resource
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 __all__ = ["run"]
@@ -28,6 +32,24 @@ COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("agentfsm replay --help", ("-m", "agentfsm", "replay", "--help")),
     ("agentfsm serve --help", ("-m", "agentfsm", "serve", "--help")),
 )
+
+
+def _transcript(path: Path) -> int:
+    """Write a short agent run's transcript to ``path`` (a call, a correction, an answer);
+    the number of its events."""
+    from agentfsm import Agent, ScriptedBackend
+
+    def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        return a * b
+
+    replies = [
+        '{"action": {"tool": "multiply", "args": {"a": 12.5, "b": 4}}}',
+        '{"action": {"tool": "divide", "args": {"a": 50}}}',
+        '{"final": {"content": "12.5 times 4 is 50."}}',
+    ]
+    Agent(ScriptedBackend(replies), [multiply], transcript=path).run("What is 12.5 times 4?")
+    return len(path.read_text(encoding="utf-8").splitlines())
 
 
 def _once(args: tuple[str, ...]) -> tuple[float, float]:
@@ -57,10 +79,14 @@ def _import_us() -> int:
 
 def run() -> list[dict[str, Any]]:
     """One table: each command's best wall and CPU time, and its wall time over the floor."""
-    measured = []
-    for label, args in COMMANDS:
-        runs = [_once(args) for _ in range(REPEATS)]
-        measured.append((label, min(w for w, _ in runs), min(c for _, c in runs)))
+    measured: list[tuple[str, float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        transcript = Path(tmp) / "run.jsonl"
+        events = _transcript(transcript)
+        replay = (f"agentfsm replay FILE ({events} events)", ("-m", "agentfsm", "replay", str(transcript)))
+        for label, args in (*COMMANDS, replay):
+            runs = [_once(args) for _ in range(REPEATS)]
+            measured.append((label, min(w for w, _ in runs), min(c for _, c in runs)))
     floor = measured[0][1]
     rows = [
         [label, f"{wall * 1000:.0f}", f"{cpu * 1000:.0f}", f"{wall / floor:.1f}x"] for label, wall, cpu in measured
