@@ -22,7 +22,8 @@ def test_the_suite_covers_every_kind_with_at_least_20_tasks() -> None:
     assert len(TASKS) >= 20
     assert len({t.name for t in TASKS}) == len(TASKS)
     kinds = {t.kind for t in TASKS}
-    assert kinds == {"one call (auto)", "one call (required)", "two calls", "chain", "no tool"}
+    assert kinds == {"one call (auto)", "one call (required)", "two calls", "chain", "no tool",
+                     "first tasks (held out)"}
     assert {t.tool_choice for t in TASKS} >= {"auto", "required"}
     assert set(CATEGORIES) == {
         "simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple", "irrelevance"

@@ -9,6 +9,10 @@ every expected piece (a number within rounding, or one of ``|``-separated words)
 Kinds: one call (under ``auto``, under ``required`` or a named tool), two independent
 calls, a chain (the second call needs the first one's result), and no tool needed.
 Numbers and names come from the user's words; the answers need the tools' results.
+
+The last kind, ``first tasks (held out)``, are one-call requests in other words, added
+after the contract was tuned on the rest: tune nothing on them. Their row says whether a
+change that helps the suite carries over to phrasings it was not made for.
 """
 
 from __future__ import annotations
@@ -83,7 +87,12 @@ def _one(name: str, prompt: str, tools: tuple[str, ...], call: tuple[str, dict[s
     return Task(name, kind, prompt, tools, (call,), answer, choice)
 
 
-#: the suite (24 tasks)
+def _held_out(name: str, prompt: str, tools: tuple[str, ...], call: tuple[str, dict[str, Any]],
+              answer: tuple[float | str, ...]) -> Task:
+    return Task(name, "first tasks (held out)", prompt, tools, (call,), answer)
+
+
+#: the suite (30 tasks, the last 6 held out)
 TASKS: tuple[Task, ...] = (
     _one("multiply_named", "What is 12.5 times 4? Use the multiply tool.", _MATH, ("multiply", {"a": 12.5, "b": 4}), (50,)),
     _one("add_words", "Add 17 and 26.", _MATH, ("add", {"a": 17, "b": 26}), (43,)),
@@ -118,6 +127,15 @@ TASKS: tuple[Task, ...] = (
     Task("say_hello", "no tool", "Say hello to Maria.", _ALL, (), ("Maria",)),
     Task("thanks", "no tool", "Thanks, that's all for now.", _ALL, ()),
     Task("sea_sentence", "no tool", "Write one short sentence about the sea.", _ALL, (), ("sea|ocean",)),
+    _held_out("held_multiply_please", "Please multiply 9 by 11.", _MATH, ("multiply", {"a": 9, "b": 11}), (99,)),
+    _held_out("held_plus", "What's 8 plus 5?", _MATH, ("add", {"a": 8, "b": 5}), (13,)),
+    _held_out("held_km_need", "I need 250 km in miles.", _MATH, ("convert_km_to_miles", {"km": 250}), (155.34,)),
+    _held_out("held_add_tool_named", "Use the add tool to add 2.5 and 7.5.", _MATH,
+              ("add", {"a": 2.5, "b": 7.5}), (10,)),
+    _held_out("held_capital_kenya", "Could you tell me the capital of Kenya?", _PLACES,
+              ("get_capital", {"country": "Kenya"}), ("Nairobi",)),
+    _held_out("held_rain_nairobi", "Is it raining in Nairobi right now?", _PLACES,
+              ("get_weather", {"city": "Nairobi"}), ("rain|26",)),
 )
 
 
