@@ -3,7 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Slimmer llama.cpp build (DESIGN.md): same model loading and grammar support, ~30% faster to compile.
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF
+# A portable x86-64 build (AVX2/FMA/F16C), not -march=native: on a machine whose CPU reports AMX,
+# the native build's batched prompt evaluation crashed with a segmentation fault (seen here on
+# Xeons with amx_int8/amx_tile under this VM's kernel), and CI may run on another CPU than the one
+# that built a cached wheel.
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
+	-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install clients test demo quality diagrams bench bench-peers peers lint clean
