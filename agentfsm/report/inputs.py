@@ -1,0 +1,185 @@
+"""What a report is built from: transcripts, batch results and replay output, read from disk.
+
+``agentfsm report`` takes files and directories. Each ``*.jsonl`` file (a directory
+is searched for them, subdirectories included) is told apart by its first line:
+
+- a **transcript** (an event: ``type`` and ``run``): each of its runs is a row;
+- a **batch results file** (``agentfsm batch -o``: ``id`` and ``ok``): each result is a
+  row, read from the transcript it names (``--transcripts``) when there is one, its own
+  figures otherwise; its outcome and error are the result's;
+- **replay output** (``agentfsm replay --json``: ``path`` and ``identical``): each
+  replayed transcript is read, and the event where today's code decided differently
+  is marked in its run's timeline;
+- a batch's **tasks file** (``id`` and ``prompt`` or ``messages``) is passed over: its
+  results say what became of the tasks.
+
+A transcript named by a results file or a replay report is shown once, with what
+they say about it. A file that cannot be read is named in the report's notes, and
+the rest is still shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from agentfsm.batch.task import TaskResult
+from agentfsm.core.errors import TranscriptError, UsageError
+from agentfsm.core.events import TranscriptEvent
+from agentfsm.runtime.replay import ReplayReport
+from agentfsm.runtime.transcript import iter_events
+
+__all__ = ["FileKind", "Inputs", "Source", "classify", "gather", "read_runs"]
+
+FileKind = Literal["transcript", "results", "replay", "tasks", "empty", "unknown"]
+
+
+@dataclass
+class Source:
+    """One transcript to show, with what a batch result or a replay said about it."""
+
+    path: Path | None
+    result: TaskResult | None = None
+    replay: ReplayReport | None = None
+
+
+@dataclass
+class Inputs:
+    """Everything a report shows, in the order given."""
+
+    sources: list[Source] = field(default_factory=list)
+    #: files read, by kind (for the report's heading)
+    kinds: dict[str, int] = field(default_factory=dict)
+    #: files that could not be read, and why
+    notes: list[str] = field(default_factory=list)
+    #: built from replay output
+    replayed: bool = False
+
+
+def _first_line(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    data = json.loads(line)
+                    return data if isinstance(data, dict) else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return None
+
+
+def classify(path: Path) -> FileKind:
+    """What a ``*.jsonl`` file holds, from its first line."""
+    first = _first_line(path)
+    if first is None:
+        return "empty"
+    if "type" in first and "run" in first:
+        return "transcript"
+    if "identical" in first and "path" in first:
+        return "replay"
+    if "id" in first and "ok" in first:
+        return "results"
+    if "id" in first and ("prompt" in first or "messages" in first):
+        return "tasks"  # a batch's tasks file: its results tell what became of them
+    return "unknown"
+
+
+def _files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            inside = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+            if not inside:
+                raise UsageError(f"no *.jsonl files in directory {path}")
+            found += inside
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise UsageError(f"no such file or directory: {path}")
+    return list(dict.fromkeys(found))
+
+
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    data = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line (a killed writer): the rest still counts
+                if isinstance(data, dict):
+                    yield number, data
+
+
+def _named(raw: str | None, beside: Path) -> Path | None:
+    """A transcript path as a results file or replay report wrote it: as given (relative
+    to where that command ran), else relative to the file naming it, else beside it."""
+    if not raw:
+        return None
+    given = Path(raw)
+    for candidate in (given, beside.parent / given, beside.parent / given.name):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
+    """Find and classify the files named; pair transcripts with their results and replays."""
+    files = _files(paths)
+    if not files:
+        raise UsageError("no transcripts given")
+    inputs = Inputs()
+    standalone: list[Path] = []
+    claimed: dict[Path, Source] = {}
+    for path in files:
+        kind = classify(path)
+        inputs.kinds[kind] = inputs.kinds.get(kind, 0) + 1
+        if kind == "transcript":
+            standalone.append(path)
+        elif kind in ("results", "replay"):
+            for number, data in _lines(path):
+                try:
+                    if kind == "results":
+                        result = TaskResult.model_validate(data)
+                        source = Source(_named(result.transcript, path), result=result)
+                    else:
+                        report = ReplayReport.model_validate(data)
+                        source = Source(_named(report.path, path), replay=report)
+                        inputs.replayed = True
+                except ValidationError as exc:
+                    inputs.notes.append(f"{path}:{number}: not a {kind} line ({exc.errors()[0]['msg']})")
+                    continue
+                if source.path is not None:
+                    key = source.path.resolve()
+                    if key in claimed:  # a results file and a replay of the same transcript
+                        claimed[key].result = claimed[key].result or source.result
+                        claimed[key].replay = claimed[key].replay or source.replay
+                        continue
+                    claimed[key] = source
+                elif source.replay is not None:
+                    inputs.notes.append(f"{path}:{number}: replayed transcript {source.replay.path} not found")
+                    continue
+                inputs.sources.append(source)
+        elif kind == "unknown":
+            inputs.notes.append(f"{path}: not a transcript, batch results or replay output; left out")
+    inputs.sources += [Source(p) for p in standalone if p.resolve() not in claimed]
+    return inputs
+
+
+def read_runs(path: Path) -> tuple[list[list[tuple[int, TranscriptEvent]]], list[TranscriptEvent]]:
+    """A transcript's runs (each its ``(position, event)`` pairs, in order of appearance)
+    and all its events. Raises :class:`TranscriptError` for a file that does not read."""
+    events = list(iter_events(path))
+    runs: dict[str, list[tuple[int, TranscriptEvent]]] = {}
+    for index, event in enumerate(events):
+        runs.setdefault(event.run, []).append((index, event))
+    if not runs:
+        raise TranscriptError(f"{path}: no events")
+    return list(runs.values()), events

@@ -1,0 +1,180 @@
+"""``agentfsm report``: what the page is built from (transcripts, batch results, replay output)
+and what its data says; the page in a real browser is tests/test_report_browser.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from agentfsm.cli import app
+from agentfsm.core.errors import UsageError
+from agentfsm.report import build_report, write_report
+from agentfsm.report.build import page_data
+from agentfsm.report.inputs import classify, gather
+from agentfsm.report.page import embed_json
+from agentfsm.report.runs import TEXT_LIMIT, clip
+from agentfsm.runtime.agent import Agent
+from agentfsm.runtime.replay import replay
+from agentfsm.testing import ScriptedBackend
+from agentfsm.testing.sample_batch import OUTCOME_OF_KIND, write_sample_batch
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
+
+
+def _data(*paths: Path | str) -> dict[str, Any]:
+    data, _svg, _stats = page_data(gather(paths))
+    return data
+
+
+def _run(data: dict[str, Any], key: str) -> dict[str, Any]:
+    return next(r for r in data["runs"] if key in (r["id"], r["task"]))
+
+
+def test_fixture_transcripts_make_rows_timelines_and_groups() -> None:
+    data = _data(FIXTURES)
+    assert len(data["runs"]) == 9 and data["kinds"] == {"transcript": 9}
+    refused = _run(data, "hand0004refusal0")
+    assert refused["outcome"] == "failed" and refused["reason"] == "RetryBudgetExceeded"
+    assert (refused["steps"], refused["corrections"], refused["calls"]) == (3, 2, 3)
+    assert refused["tin"] == 360 and refused["tout"] == 60 and refused["seconds"] == 5.0
+    assert refused["reasons"] == ["hard_refusal", "retry_budget_exceeded"]
+    kinds = [item["k"] for item in refused["items"]]
+    assert kinds[:4] == ["request", "model", "parse", "guard"] and kinds[-2:] == ["error", "end"]
+    retry = next(item for item in refused["items"] if item["k"] == "retry")
+    assert retry["reason"] == "hard_refusal" and retry["message"].startswith("You do have tools")
+    # the failure summary groups runs by reason and points at them
+    assert data["failures"] == [{"reason": "RetryBudgetExceeded", "runs": [data["runs"].index(refused)], "outcomes": {"failed": 1}}]
+    by_reason = {g["reason"]: len(g["runs"]) for g in data["corrections"]}
+    assert by_reason["refusal"] == 4 and by_reason["hard_refusal"] == 1 and by_reason["schema_mismatch"] == 2
+    # every run's edges index the diagram's edges
+    assert all(0 <= e < len(data["edges"]) for r in data["runs"] for e in r["edges"])
+
+
+def test_contracts_are_stored_once_and_requests_carry_no_prompt_copies() -> None:
+    data = _data(FIXTURES / "v1")
+    contracts = [item["hash"] for r in data["runs"] for item in r["items"] if item["k"] == "contract"]
+    assert contracts and set(contracts) == set(data["contracts"])
+    assert all("messages" not in item for r in data["runs"] for item in r["items"] if item["k"] == "model")
+
+
+def test_the_svg_diagram_has_every_state_and_marks_unused_and_taken_edges() -> None:
+    html, stats = build_report([FIXTURES])
+    svg = re.search(r"<svg id=\"diagram\".*?</svg>", html, re.S)
+    assert svg is not None
+    assert svg.group(0).count('class="node') == 5
+    assert 'class="edge taken"' in svg.group(0) and 'class="edge unused"' in svg.group(0)
+    assert 'data-edge="first-decision|tool-emitted|emit"' in svg.group(0)
+    assert "emit ×7" in svg.group(0)
+    assert stats.runs == 9 and stats.failed == 1 and stats.size == len(html.encode())
+
+
+def test_the_page_is_self_contained() -> None:
+    html, _ = build_report([FIXTURES])
+    assert "<link" not in html and "@import" not in html
+    assert not re.search(r"\b(src|href)\s*=\s*[\"']?(https?:)?//", html)
+    assert not re.search(r"url\(\s*['\"]?https?:", html)
+    assert "fetch(" not in html and "XMLHttpRequest" not in html
+
+
+def test_embedded_json_cannot_close_its_script_element() -> None:
+    text = embed_json({"text": "</script><script>alert(1)</script> & <!--"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"text": "</script><script>alert(1)</script> & <!--"}
+
+
+def test_long_texts_are_clipped_and_say_so() -> None:
+    clipped = clip("x" * (TEXT_LIMIT + 10))
+    assert clipped.startswith("x" * TEXT_LIMIT) and clipped.endswith("[10 more characters]")
+    assert clip(None) == "" and clip("short") == "short"
+
+
+def test_a_batch_directory_pairs_results_with_their_transcripts(tmp_path: Path) -> None:
+    write_sample_batch(tmp_path / "batch", 40)
+    data = _data(tmp_path / "batch")
+    assert data["kinds"] == {"tasks": 1, "results": 1, "transcript": 40} and data["notes"] == []
+    assert len(data["runs"]) == 40  # each transcript once, with its result
+    for row in data["runs"]:
+        number = int(row["task"].removeprefix("task-"))
+        assert row["outcome"] == OUTCOME_OF_KIND[number % 8], row["task"]
+        assert row["producer"] == "batch" and row["items"]
+    failed = [g for g in data["failures"] if g["reason"] == "RetryBudgetExceeded"]
+    assert failed and len(failed[0]["runs"]) == 5
+    exhausted = next(g for g in data["failures"] if g["reason"] == "exhausted")
+    assert len(exhausted["runs"]) == 5
+    assert {g["reason"] for g in data["corrections"]} >= {"refusal", "unknown_tool", "schema_mismatch", "budget_spent"}
+
+
+def test_batch_results_without_transcripts_are_rows_without_timelines(tmp_path: Path) -> None:
+    write_sample_batch(tmp_path / "batch", 8)
+    results = tmp_path / "batch" / "results.jsonl"
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps({**line, "transcript": None}) + "\n" for line in lines))
+    data = _data(bare)
+    assert len(data["runs"]) == 8
+    failed = _run(data, "task-00006")
+    assert failed["outcome"] == "failed" and failed["reason"] == "RetryBudgetExceeded" and failed["corrections"] == 3
+    assert failed["items"][0]["k"] == "note"
+
+
+def test_replay_output_marks_the_diverged_event(tmp_path: Path) -> None:
+    def add(a: float, b: float) -> float:
+        """Add two numbers."""
+        return a + b
+
+    call = '```json action\n{"tool": "add", "args": {"a": 1, "b": 2}}\n```'
+    same, changed = tmp_path / "same.jsonl", tmp_path / "changed.jsonl"
+    for path in (same, changed):
+        Agent(ScriptedBackend([call, "It is 3."]), [add], transcript=path).run("Add 1 and 2")
+    lines = changed.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "final")
+    event = json.loads(lines[index])
+    lines[index] = json.dumps({**event, "content": "It is 4."})
+    changed.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "replay.jsonl"
+    out.write_text("".join(replay(p).model_dump_json() + "\n" for p in (same, changed)))
+    data = _data(out)
+    assert data["replayed"] is True and len(data["runs"]) == 2
+    identical = next(r for r in data["runs"] if r["file"].endswith("same.jsonl"))
+    diverged = next(r for r in data["runs"] if r["file"].endswith("changed.jsonl"))
+    assert identical["replay"] == "identical" and "divergence" not in identical
+    assert diverged["replay"] == "diverged"
+    assert diverged["divergence"]["index"] == index and diverged["divergence"]["then"]["content"] == "It is 4."
+    assert diverged["divergence"]["now"]["content"] == "It is 3."
+    assert any(item["k"] == "final" and item["i"] == index for item in diverged["items"])
+
+
+def test_files_it_cannot_read_are_noted_and_the_rest_is_shown(tmp_path: Path) -> None:
+    (tmp_path / "good.jsonl").write_text((FIXTURES / "hand-one-tool.jsonl").read_text())
+    (tmp_path / "other.jsonl").write_text('{"hello": 1}\n')
+    (tmp_path / "broken.jsonl").write_text('{"v": 2, "run": "r", "seq": 0, "t": "x", "type": "nonsense"}\n{}\n')
+    data = _data(tmp_path)
+    assert len(data["runs"]) == 1
+    assert any("other.jsonl" in note for note in data["notes"])
+    assert any("broken.jsonl" in note for note in data["notes"])
+    assert classify(tmp_path / "other.jsonl") == "unknown"
+
+
+def test_nothing_to_report_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no such file"):
+        gather([tmp_path / "missing"])
+    with pytest.raises(UsageError, match=r"no \*\.jsonl"):
+        gather([tmp_path])
+    (tmp_path / "x.jsonl").write_text('{"hello": 1}\n')
+    with pytest.raises(UsageError, match="no runs to report"):
+        write_report([tmp_path], tmp_path / "r.html")
+
+
+def test_cli_writes_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "nested" / "report.html"
+    result = CliRunner().invoke(app, ["report", str(FIXTURES), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "9 runs (1 failed) from 9 transcripts" in result.output
+    assert out.read_text().startswith("<!doctype html>")
+    missing = CliRunner().invoke(app, ["report", str(tmp_path / "none"), "-o", str(out)])
+    assert missing.exit_code != 0
