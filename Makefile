@@ -11,13 +11,13 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 	-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install clients test demo quality diagrams bench bench-peers peers lint clean
+.PHONY: install clients chromium test demo quality diagrams bench bench-peers peers lint clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@echo "Installing agentfsm with its test and local-model extras (llama-cpp-python compiles once, ~7 min on 2 cores; pip caches it)..."
-	$(PY) -m pip install -e '.[local,test,mcp,eval,ray,clients]'
+	$(PY) -m pip install -e '.[local,test,mcp,eval,ray,clients,otel]'
 	@echo "Installing the BFCL data and checker without their heavy dependencies..."
 	$(PY) -m pip install --no-deps 'bfcl-eval==2026.3.23'
 	touch $@
@@ -35,7 +35,18 @@ CLIENTS_JS := tests/clients/js/package.json tests/clients/js/package-lock.json
 
 clients: .clients/.installed
 
-test: install clients
+# Headless Chromium for the report's browser test (tests/test_report_browser.py): Debian's
+# package, driven by Playwright (test extra) as /usr/bin/chromium; never `playwright install`.
+# Skipped when /usr/bin/chromium exists; as root it installs directly, otherwise through sudo.
+chromium:
+	@test -x /usr/bin/chromium || { \
+		command -v apt-get >/dev/null || { echo "make chromium: no apt-get; install Chromium at /usr/bin/chromium (or set AGENTFSM_CHROMIUM)" >&2; exit 1; }; \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		echo "Installing Debian's chromium for the report's browser test..."; \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+
+test: install clients chromium
 	$(PY) -m pytest -q
 	$(PY) -m mypy --strict agentfsm
 
@@ -49,9 +60,10 @@ demo: install
 quality: install
 	nice -n 5 $(VENV)/bin/agentfsm eval quality --limit 10 --transcripts runs/quality
 
-diagrams: install
+diagrams: install chromium
 	$(PY) -m agentfsm diagram -o diagrams/agent.md
 	$(PY) -m agentfsm diagram fixtures/transcripts -o diagrams/observed.md
+	$(PY) diagrams/report_screenshot.py
 
 bench: install peers
 	$(PY) bench/run.py
