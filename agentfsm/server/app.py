@@ -50,6 +50,7 @@ from agentfsm.server.auth import check_api_key, read_json_body
 from agentfsm.server.streaming import stream_events
 from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disconnect
 from agentfsm.server.fit import count_prompt_tokens, fit_exchange
+from agentfsm.server.observe import app_watches
 from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, Settings
 from agentfsm.server.wire import Wire, wire_for_path
 from agentfsm.core.backend import Backend, counts_tokens
@@ -86,12 +87,14 @@ _PRIME_GRACE = 1.0
 @asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     """At shutdown, the backend's connection pools are closed on the loop that opened them
-    (a pool left open holds sockets the closing loop cannot release). A backend used again
-    opens new ones."""
+    (a pool left open holds sockets the closing loop cannot release; a backend used again
+    opens new ones), and what watches requests hands on what it still holds."""
     yield
     aclose = getattr(app.state.backend, "aclose", None)
     if aclose is not None:
         await aclose()
+    if app.state.settings.watch is not None:
+        app.state.settings.watch.close()
 
 
 def create_app(
@@ -104,6 +107,8 @@ def create_app(
     model_name: str | None = None,
     request_timeout: float | None = None,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    metrics: bool = False,
+    tracer_provider: Any = None,
     **run_settings: Any,
 ) -> Starlette:
     """The proxy as an ASGI app serving ``backend``.
@@ -113,7 +118,10 @@ def create_app(
     ``api_key`` (when set) is required from every client on the ``/v1`` endpoints;
     ``request_timeout`` (seconds) bounds a whole request, retries included;
     ``body_timeout`` bounds the reading of its body (408 after: a body that never
-    finishes would otherwise hold its connection forever).
+    finishes would otherwise hold its connection forever). ``metrics`` serves Prometheus
+    metrics at ``GET /metrics`` (behind ``api_key`` too; :mod:`agentfsm.server.metrics`);
+    ``tracer_provider`` (an OpenTelemetry one; the ``otel`` extra) gets a span per request
+    (:mod:`agentfsm.server.tracing`).
     """
     run = config.replace(**run_settings) if run_settings else config  # a UsageError now, not per request
     if max_body_bytes < 1:
@@ -122,6 +130,7 @@ def create_app(
         raise UsageError("request_timeout must be positive")
     if body_timeout <= 0:
         raise UsageError("body_timeout must be positive")
+    proxy_metrics, watch = app_watches(metrics, tracer_provider)
     settings = Settings(
         run=run,
         api_key=SecretStr(api_key) if api_key else None,
@@ -130,6 +139,7 @@ def create_app(
         model_name=model_name,
         request_timeout=request_timeout,
         body_timeout=body_timeout,
+        watch=watch,
     )
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -200,9 +210,14 @@ def create_app(
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
     ]
+    if proxy_metrics is not None:
+        from agentfsm.server.metrics import metrics_endpoint
+
+        routes.append(Route("/metrics", metrics_endpoint(proxy_metrics, settings.api_key), methods=["GET"]))
     app = Starlette(routes=routes, exception_handlers={StarletteHTTPException: http_error}, lifespan=_lifespan)
     app.state.settings = settings
     app.state.backend = backend
+    app.state.metrics = proxy_metrics
     return app
 
 
@@ -243,6 +258,8 @@ async def _serve(request: Request, wire: Wire, backend: Backend, settings: Setti
     except AgentFSMError as exc:
         if ex is not None:
             ex.end(error=exc)
+        elif settings.watch is not None:
+            settings.watch.rejected(wire.protocol, exc, wire.error_for(exc)[0])
         if isinstance(exc, UsageError):
             # settings were checked when the app was built: this one came from the request
             # (e.g. a tool schema the backend cannot turn into a grammar)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from loguru import logger
 from starlette.requests import Request
 
+from agentfsm.server.observe import RequestObserver
 from agentfsm.server.settings import Settings
 from agentfsm.server.wire import Wire
 from agentfsm.core.backend import Backend, Capabilities, GenerationOptions, Usage
@@ -78,6 +79,8 @@ class Exchange:
     #: replaced (fitting does)
     _config: tuple[NormalizedRequest, Capabilities, EngineConfig] | None = field(default=None, repr=False)
     _options: tuple[NormalizedRequest, GenerationOptions] | None = field(default=None, repr=False)
+    #: what watches this request (metrics, tracing), when the app has a watch
+    observer: RequestObserver | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.response_id:
@@ -159,7 +162,10 @@ class Exchange:
 
     # -- transcript ----------------------------------------------------------
     def open_transcript(self) -> None:
-        """Start this request's transcript (when a directory is configured)."""
+        """Start this request's transcript (when a directory is configured), and its
+        observer (when the app has a watch): the request is under way."""
+        if self.settings.watch is not None:
+            self.observer = self.settings.watch.exchange(self)
         directory = self.settings.transcripts_dir
         if directory is None:
             return
@@ -200,19 +206,26 @@ class Exchange:
     @property
     def recorder(self) -> Emit:
         """What the turn runner records with: :meth:`emit` while a transcript is written,
-        else :data:`~agentfsm.runtime.turn.NO_EMIT` (the runner then builds no events)."""
-        return self.emit if self._writer is not None else NO_EMIT
+        else the observer (which says what it wants), else
+        :data:`~agentfsm.runtime.turn.NO_EMIT` (the runner then builds no events)."""
+        if self._writer is not None:
+            return self.emit
+        return self.observer if self.observer is not None else NO_EMIT
 
     def emit(self, type_: str, **fields: Any) -> None:
-        """Write one transcript event (nothing when transcripts are off)."""
+        """Write one transcript event and show it to the observer (nothing when neither is on)."""
         if self._writer is not None:
             self._writer.emit(type_, **fields)
+        if self.observer is not None and self.observer.wants(type_):
+            self.observer(type_, **fields)
 
     def end(self, reply: Reply | None = None, error: BaseException | None = None) -> None:
         """Record how the request ended and close the transcript (once)."""
         if self._ended:
             return
         self._ended = True
+        if self.observer is not None:
+            self.observer.end(self, reply, error)
         if self._writer is None:  # transcripts off: there is nothing to record
             return
         if reply is not None:

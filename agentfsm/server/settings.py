@@ -16,6 +16,8 @@ from agentfsm.core.config import DEFAULTS, RunConfig
 if TYPE_CHECKING:
     from pydantic import SecretStr
 
+    from agentfsm.server.observe import Watch
+
 __all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "Settings"]
 
 #: the largest request body accepted by default (4 MiB)
@@ -42,3 +44,5 @@ class Settings:
     request_timeout: float | None = None
     #: seconds a client may take to send its whole body (408 after)
     body_timeout: float = DEFAULT_BODY_TIMEOUT
+    #: what watches every request (metrics, tracing: :mod:`agentfsm.server.observe`); None: nothing
+    watch: Watch | None = None
