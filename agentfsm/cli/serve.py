@@ -42,6 +42,19 @@ ContextOpt = Annotated[
         show_default=False,
     ),
 ]
+MetricsOpt = Annotated[
+    bool,
+    typer.Option("--metrics", envvar="AGENTFSM_METRICS", help="Serve Prometheus metrics at GET /metrics (behind --api-key when one is set)."),
+]
+OtelOpt = Annotated[
+    bool,
+    typer.Option(
+        "--otel",
+        envvar="AGENTFSM_OTEL",
+        help="OpenTelemetry spans per request and model call (pip install 'agentfsm[otel]'): to the provider "
+        "opentelemetry-instrument configured, else to OTEL_TRACES_EXPORTER (otlp, console).",
+    ),
+]
 ServedModelOpt = Annotated[str | None, typer.Option("--served-model-name", envvar="AGENTFSM_SERVED_MODEL_NAME", help="Model name listed at /v1/models (default: the backend's).")]
 
 #: the proxy takes tool_choice and parallel from each request, and runs one deciding
@@ -81,6 +94,8 @@ def build_app(
     body_timeout: float = Settings.body_timeout,
     served_model_name: str | None = None,
     context_tokens: int | None = None,
+    metrics: bool = False,
+    otel: bool = False,
 ) -> Any:
     """Check the options (the bind rule first) and build the ASGI app they describe."""
     from agentfsm.cli._logging import register_secret
@@ -90,6 +105,11 @@ def build_app(
     register_secret(api_key)
     register_secret(upstream_api_key)
     check_bind(host, api_key)
+    tracer_provider = None
+    if otel:
+        from agentfsm.server.tracing import global_provider
+
+        tracer_provider = global_provider()
     return create_app(
         _backend(backend, base_url, model, upstream_api_key, context_tokens),
         config=config,
@@ -99,6 +119,8 @@ def build_app(
         model_name=served_model_name or model,
         request_timeout=request_timeout,
         body_timeout=body_timeout,
+        metrics=metrics,
+        tracer_provider=tracer_provider,
     )
 
 
@@ -121,6 +143,8 @@ def register(app: typer.Typer) -> None:
         body_timeout: BodyTimeoutOpt = Settings.body_timeout,
         served_model_name: ServedModelOpt = None,
         context_tokens: ContextOpt = None,
+        metrics: MetricsOpt = False,
+        otel: OtelOpt = False,
         config: RunConfig = DEFAULTS,
     ) -> None:
         """Serve OpenAI /v1/chat/completions and /v1/responses and Anthropic /v1/messages with tool calling.
@@ -146,6 +170,8 @@ def register(app: typer.Typer) -> None:
                 body_timeout=body_timeout,
                 served_model_name=served_model_name,
                 context_tokens=context_tokens,
+                metrics=metrics,
+                otel=otel,
             )
         except AgentFSMError as exc:
             typer.echo(f"agentfsm: error: {exc}", err=True)
