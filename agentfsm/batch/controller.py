@@ -57,6 +57,7 @@ __all__ = [
     "TaskSettings",
     "YOUNG_COLLECTION_THRESHOLD",
     "batch_collector",
+    "failure_reason",
     "run_batch",
     "run_batch_sync",
     "run_on_batch_loop",
@@ -83,6 +84,8 @@ class BatchStats:
     corrections: int = 0
     #: corrections (and stops) by guard name
     guards: dict[str, int] = field(default_factory=dict)
+    #: failed tasks by reason: the class of the error that ended them
+    failures: dict[str, int] = field(default_factory=dict)
     tool_calls: int = 0
     model_calls: int = 0
     prompt_tokens: int = 0
@@ -97,6 +100,8 @@ class BatchStats:
             self.ok += 1
         else:
             self.failed += 1
+            reason = failure_reason(result.error)
+            self.failures[reason] = self.failures.get(reason, 0) + 1
         self.corrections += result.corrections
         for name, count in result.guards.items():
             self.guards[name] = self.guards.get(name, 0) + count
@@ -142,6 +147,7 @@ class BatchStats:
             "success_rate": round(self.success_rate, 4),
             "corrections": self.corrections,
             "corrections_by_guard": dict(sorted(self.guards.items())),
+            "failures_by_reason": dict(sorted(self.failures.items())),
             "refusals": self.refusals,
             "tool_calls": self.tool_calls,
             "model_calls": self.model_calls,
@@ -279,6 +285,12 @@ class BatchRun:
             await self._iter.aclose()
         elif self.log is not None:
             self.log.close()
+
+
+def failure_reason(error: str | None) -> str:
+    """A failed task's reason: the class of its error (``"RetryBudgetExceeded: ..."``)."""
+    head = (error or "").split(":", 1)[0].strip()
+    return head if head.isidentifier() else "error"
 
 
 def run_batch(
