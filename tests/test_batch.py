@@ -397,3 +397,33 @@ def test_a_result_row_counts_what_its_transcript_records(tmp_path: Path, choice:
     assert [c["call"]["name"] for c in row["tool_calls"]] == seen["calls"]
     assert row["ok"] is (choice == "auto")
     assert seen["calls"] == (["calculate"] if choice == "auto" else [])
+
+
+def test_progress_shows_failures_by_reason_and_corrections_by_guard_as_they_come(tmp_path: Path) -> None:
+    from agentfsm.batch.controller import BatchStats, failure_reason
+    from agentfsm.cli.batch import live_counters
+    from agentfsm.core.messages import PromptMessage
+    from agentfsm.testing.sample_batch import sample_reply, write_sample_batch
+
+    assert live_counters(BatchStats()) == "failed 0  corrections 0  0.0 calls/s"
+    assert failure_reason("RetryBudgetExceeded: no acceptable reply") == "RetryBudgetExceeded"
+    assert failure_reason(None) == failure_reason("weird text") == "error"
+    stats = BatchStats(failed=2, failures={"LoopDetected": 1, "BackendTimeout": 1},
+                       corrections=9, guards={"a": 1, "b": 2, "c": 3, "d": 3})
+    line = live_counters(stats)
+    assert line.startswith("failed 2 (BackendTimeout 1, LoopDetected 1)  corrections 9 (c 3, d 3, b 2, …)  ")
+    # the CLI's bar, as the sample batch runs on the same script behind a real HTTP upstream
+    write_sample_batch(tmp_path / "sample", 8)
+    tasks = tmp_path / "sample" / "tasks.jsonl"
+
+    def model(request: Any) -> str:
+        return sample_reply([PromptMessage(role=m["role"], content=m["content"]) for m in request.messages])
+
+    with FakeUpstream(model) as fake:
+        result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["batch", str(tasks), "-o", str(tmp_path / "out.jsonl"), "--backend", "openai",
+                                          "--base-url", fake.base_url, "--model", "fake",
+                                          "--tools-module", "agentfsm.testing.example_tools:TOOLS", "--concurrency", "1"])
+    assert result.exit_code == 1  # one task failed
+    assert "failed 1 (RetryBudgetExceeded 1)" in result.output
+    assert "corrections 7 (refusal 4, unknown_tool 4, budget 2, …)" in result.output, result.output[:400]
+    assert "failed by reason: RetryBudgetExceeded" in result.output

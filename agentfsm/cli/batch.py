@@ -1,7 +1,7 @@
 """``agentfsm batch TASKS.jsonl -o RESULTS.jsonl``: the batch controller on the command line.
 
-A progress bar (done, failed, retries, calls/s, ETA) goes to stderr while it runs, and a
-summary table at the end. Exit code: 0 when every task in the output succeeded, 1 when
+A progress bar goes to stderr while it runs, with the counters beside it (failures by
+reason, corrections by guard, calls/s, ETA), and a summary table at the end. Exit code: 0 when every task in the output succeeded, 1 when
 some are recorded as failed (re-run with ``--retry-failed`` to run those again), 2 for
 misuse (a bad tasks line, a duplicate id, a tool the module lacks).
 """
@@ -23,7 +23,26 @@ if TYPE_CHECKING:
 
     from agentfsm.batch.controller import BatchRun, BatchStats
 
-__all__ = ["register", "summary_table"]
+__all__ = ["live_counters", "register", "summary_table"]
+
+#: the largest counts named beside the progress bar (the summary names them all)
+_SHOWN = 3
+
+
+def _largest(counts: dict[str, int]) -> str:
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    named = ", ".join(f"{name} {n}" for name, n in ranked[:_SHOWN])
+    return f" ({named}{', …' if len(ranked) > _SHOWN else ''})" if ranked else ""
+
+
+def live_counters(stats: BatchStats) -> str:
+    """What the progress bar shows beside itself, as the batch goes: failures by reason,
+    corrections by guard, model calls per second."""
+    return (
+        f"failed {stats.failed}{_largest(stats.failures)}  "
+        f"corrections {stats.corrections}{_largest(stats.guards)}  "
+        f"{stats.calls_per_second:.1f} calls/s"
+    )
 
 
 def summary_table(stats: BatchStats) -> Table:
@@ -43,6 +62,7 @@ def summary_table(stats: BatchStats) -> Table:
         ("corrections", str(stats.corrections)),
     ]
     rows += [(f"  by guard: {name}", str(n)) for name, n in sorted(stats.guards.items())]
+    rows += [(f"failed by reason: {name}", str(n)) for name, n in sorted(stats.failures.items())]
     rows += [
         ("refusals", str(stats.refusals)),
         ("tool calls", str(stats.tool_calls)),
@@ -70,23 +90,17 @@ async def _drive(run: BatchRun, console: Console, show_progress: bool) -> BatchS
     stats = run.stats
     columns = (
         TextColumn("[bold]batch"),
-        BarColumn(),
+        BarColumn(bar_width=24),
         MofNCompleteColumn(),
-        TextColumn("failed {task.fields[failed]}  retries {task.fields[retries]}  {task.fields[rate]:.1f} calls/s"),
+        TextColumn("{task.fields[counters]}"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=console, disable=not show_progress, transient=False) as progress:
-        bar = progress.add_task("batch", total=stats.pending, failed=0, retries=0, rate=0.0)
+        bar = progress.add_task("batch", total=stats.pending, counters=live_counters(stats))
         async for _ in run:
-            progress.update(
-                bar,
-                advance=1,
-                failed=run.stats.failed,
-                retries=run.stats.corrections,
-                rate=run.stats.calls_per_second,
-            )
+            progress.update(bar, advance=1, counters=live_counters(run.stats))
     return run.stats
 
 

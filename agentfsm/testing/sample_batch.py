@@ -32,7 +32,7 @@ from pathlib import Path
 from agentfsm.backends.scripted import ScriptedBackend
 from agentfsm.core.messages import PromptMessage
 
-__all__ = ["OUTCOME_OF_KIND", "sample_backend", "write_sample_batch"]
+__all__ = ["OUTCOME_OF_KIND", "sample_backend", "sample_reply", "write_sample_batch"]
 
 #: the outcome each ``task number % 8`` ends with
 OUTCOME_OF_KIND: tuple[str, ...] = ("ok",) * 6 + ("failed", "exhausted")
@@ -47,7 +47,8 @@ def _operands(number: int) -> tuple[int, int]:
     return 2 + number % 17, 3 + number % 11
 
 
-def _reply(messages: Sequence[PromptMessage]) -> str:
+def sample_reply(messages: Sequence[PromptMessage]) -> str:
+    """The scripted model's reply to a conversation of the sample batch."""
     first = next((m.content for m in messages if m.role == "user" and _TASK.search(m.content)), "")
     found = _TASK.search(first)
     number = int(found.group(1)) if found else 0
@@ -66,7 +67,7 @@ def _reply(messages: Sequence[PromptMessage]) -> str:
 
 def sample_backend() -> ScriptedBackend:
     """The scripted model of the sample batch (answers each task by its number)."""
-    return ScriptedBackend(_reply)
+    return ScriptedBackend(sample_reply)
 
 
 def write_sample_batch(directory: str | os.PathLike[str], runs: int, *, concurrency: int = 16) -> Path:
