@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from agentfsm.dialects.parse import parse_reply
     from agentfsm.dialects.stream import StreamParser, TextDelta, ToolCallDelta
     from agentfsm.prompt.contract import render_contract
+    from agentfsm.report import write_report
     from agentfsm.runtime.agent import Agent, RunResult
     from agentfsm.runtime.replay import ReplayReport, areplay, replay
     from agentfsm.runtime.tools import ToolRegistry
@@ -75,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "read_events": "agentfsm.runtime.transcript",
     "read_transcript": "agentfsm.runtime.transcript",
     "render_contract": "agentfsm.prompt.contract",
+    "write_report": "agentfsm.report",
     "replay": "agentfsm.runtime.replay",
     "ReplayBackend": "agentfsm.backends",
     "ReplayReport": "agentfsm.runtime.replay",
@@ -162,6 +164,7 @@ __all__ = [
     "run_batch",
     "run_batch_sync",
     "step",
+    "write_report",
 ]
 
 

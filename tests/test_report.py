@@ -178,3 +178,10 @@ def test_cli_writes_the_report(tmp_path: Path) -> None:
     assert out.read_text().startswith("<!doctype html>")
     missing = CliRunner().invoke(app, ["report", str(tmp_path / "none"), "-o", str(out)])
     assert missing.exit_code != 0
+
+
+def test_write_report_is_public_api(tmp_path: Path) -> None:
+    import agentfsm
+
+    stats = agentfsm.write_report([FIXTURES / "hand-one-tool.jsonl"], tmp_path / "one.html")
+    assert agentfsm.write_report is write_report and stats.runs == 1 and stats.failed == 0
