@@ -181,13 +181,14 @@ def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
     )
 
 
-def transcript_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The transcript files named: files as given, and every ``*.jsonl`` in a directory."""
+def transcript_files(paths: Iterable[str | os.PathLike[str]], *, recursive: bool = False) -> list[Path]:
+    """The transcript files named: files as given, and every ``*.jsonl`` in a directory
+    (and, ``recursive``, in its subdirectories)."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            inside = sorted(p for p in path.glob("*.jsonl") if p.is_file())
+            inside = sorted(p for p in (path.rglob if recursive else path.glob)("*.jsonl") if p.is_file())
             if not inside:
                 raise UsageError(f"no *.jsonl transcripts in directory {path}")
             found += inside

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from agentfsm.batch.task import TaskResult
 from agentfsm.core.errors import TranscriptError, UsageError
 from agentfsm.core.events import TranscriptEvent
+from agentfsm.diagram.build import transcript_files
 from agentfsm.runtime.replay import ReplayReport
 from agentfsm.runtime.transcript import iter_events
 
@@ -90,22 +91,6 @@ def classify(path: Path) -> FileKind:
     return "unknown"
 
 
-def _files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    found: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            inside = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
-            if not inside:
-                raise UsageError(f"no *.jsonl files in directory {path}")
-            found += inside
-        elif path.is_file():
-            found.append(path)
-        else:
-            raise UsageError(f"no such file or directory: {path}")
-    return list(dict.fromkeys(found))
-
-
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
@@ -132,7 +117,7 @@ def _named(raw: str | None, beside: Path) -> Path | None:
 
 def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
     """Find and classify the files named; pair transcripts with their results and replays."""
-    files = _files(paths)
+    files = list(dict.fromkeys(transcript_files(paths, recursive=True)))
     if not files:
         raise UsageError("no transcripts given")
     inputs = Inputs()
