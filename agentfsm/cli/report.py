@@ -16,7 +16,7 @@ def report_cmd(
         typer.Argument(
             help="Transcripts, directories of them, batch results files (agentfsm batch -o) or "
             "replay output (agentfsm replay --json > FILE); directories are searched for *.jsonl.",
-            metavar="PATH...",
+            metavar="PATH",
             show_default=False,
         ),
     ],
