@@ -13,7 +13,8 @@ Decisions:
 
 When the correction budget is spent and the turn does not require a call, the turn
 ends with the model's best acceptable reply: an :class:`Answer` with ``exhausted``
-set (the latest prose of the round, never a rejected call).
+set (the latest prose of the round, never a rejected call); when the model wrote no
+prose, with :class:`Fail` (:class:`RetryBudgetExceeded`), as under a required call.
 
 :func:`plan` decides what the next request offers (the tool_choice that binds it, the
 enforcement level, the tools of the retry grammar, compact argument lists, the
@@ -34,8 +35,9 @@ from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, Level, call_require
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
-from agentfsm.core.answers import results_stated, trim_repetition
-from agentfsm.guards import budget, clauses, coverage, grounding, injection, loops, relevance, repeated_call, run_guards
+from agentfsm.core.answers import trim_repetition
+from agentfsm.guards import budget, clauses, coverage, empty, grounding, injection, loops, relevance, repeated_call, run_guards
+from agentfsm.guards import tool_choice as tool_choice_guard
 from agentfsm.guards._history import called
 from agentfsm.guards.base import Correction, Stop
 from agentfsm.core.decisions import (
@@ -230,11 +232,17 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         len(parsed.problems),
         parsed.truncated,
     )
+    turn = _Turn(machine, records, parsed, reply, history, config, choice)
     if choice == "none":
-        # Tools are off: whatever the model wrote as an action is dropped, prose stays.
+        # Tools are off: an action (or nothing at all) is sent back for prose, never run
+        # and never passed on as an empty answer.
+        off = tool_choice_guard.check(parsed, choice, config.tools, dialect_name=config.dialect)
+        if not isinstance(off, Correction):
+            off = empty.check(parsed, choice, config.dialect)
+        if isinstance(off, Correction):
+            return _refuse(turn, off, escalate=False)
         return _answer(machine, records, parsed, (), parsed.content or "", choice)
 
-    turn = _Turn(machine, records, parsed, reply, history, config, choice)
     # only calls are checked against it (guards, grounding): a prose reply need not gather it
     conversation = conversation_text(history) if parsed.tool_calls else ""
     dialect = get_dialect(config.dialect)
@@ -363,15 +371,16 @@ def _correct(turn: _Turn, verdict: Correction, *, escalate: bool) -> Correct | N
 
 
 def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
-    """The budget is spent on ``verdict``: under ``auto`` the turn ends with the model's
-    best acceptable reply (the latest prose of this round, never a rejected call, marked
-    ``exhausted``); under a required call it fails with :class:`RetryBudgetExceeded`."""
+    """The budget is spent on ``verdict``: when no call is required and the model wrote
+    prose this round, the turn ends with it (the latest, never a rejected call, marked
+    ``exhausted``); otherwise (a required call, or no prose: the runtime never answers
+    for the model) it fails with :class:`RetryBudgetExceeded`."""
     used = budget.corrections_in_turn(turn.history)
     guard = GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail)
     spent = GuardRecord(budget.GUARD, "stop", "budget_spent", f"{used} correction(s) sent; last: {verdict.reason}")
-    if not call_required(turn.choice):
+    content = "" if call_required(turn.choice) else _best_prose(turn.history, turn.parsed, turn.config)
+    if content:
         logger.info("correction budget spent ({}): answering with the best reply so far", verdict.reason)
-        content = _best_prose(turn.history, turn.parsed, turn.config)
         return _answer(
             turn.machine, turn.records, turn.parsed, (guard, spent), content, turn.choice, exhausted=True
         )
@@ -382,9 +391,8 @@ def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
 
 def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineConfig) -> str:
     """The latest prose of this round's replies (action text removed) that says
-    something: not empty, not a copied ``<slot>`` of the contract. When the model wrote
-    none, the round's results stated plainly (the user asked, a tool answered: that
-    answer is not lost because the model could not phrase it)."""
+    something: not empty, not a copied ``<slot>`` of the contract; ``""`` when the model
+    wrote none."""
     if parsed.content and parsed.content.strip() and not grounding.is_template(parsed.content):
         return parsed.content
     for msg in reversed(history):
@@ -394,7 +402,7 @@ def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineC
             prose = parse_reply(msg.content, config.tools, config.dialect).content
             if prose and prose.strip() and not grounding.is_template(prose):
                 return prose
-    return results_stated(history)
+    return ""
 
 
 def dispatch() -> TransitionRecord:

@@ -56,6 +56,7 @@ CorrectionReason: TypeAlias = Literal[
     "stale_call",
     "unsupported_answer",
     "uncovered_request",
+    "empty_reply",
 ]
 
 

@@ -2,7 +2,8 @@
 
 - ``required`` (Anthropic ``any``) and no call: ``missing_call``.
 - a tool name and no call: ``missing_call``; a call to another tool: ``wrong_tool``.
-- ``none`` and a call: ``calls_not_allowed``.
+- ``none`` and a call, or an action that could not be read: ``calls_not_allowed``
+  (the retry asks for prose).
 - ``auto``: anything goes (the refusal guard judges prose that should have been a call).
 
 Having tool history never makes a call mandatory here: only ``tool_choice`` does.
@@ -21,7 +22,6 @@ from agentfsm.guards.base import (
     Verdict,
     action_format,
     action_name,
-    answer_format,
     with_example,
 )
 from agentfsm.core.messages import ToolSpec
@@ -29,6 +29,8 @@ from agentfsm.core.messages import ToolSpec
 __all__ = ["GUARD", "check", "forced_tool"]
 
 GUARD = "tool_choice"
+#: parser problems that mean the reply held an action (one that could not be read)
+_ACTION_PROBLEMS = frozenset({"invalid_json", "truncated", "malformed_action"})
 
 
 def forced_tool(tool_choice: ToolChoice) -> str | None:
@@ -49,14 +51,17 @@ def check(
     if tool_choice == "auto":
         return ACCEPT
     if tool_choice == "none":
-        if not calls:
+        # an action that could not be read is still an action: under none it is not
+        # resent as valid JSON, the model is asked for prose
+        unreadable = [p for p in parsed.rejected if p.code in _ACTION_PROBLEMS]
+        if not calls and not unreadable:
             return ACCEPT
         return Correction(
             guard=GUARD,
             reason="calls_not_allowed",
-            message=f"Do not call any tool now. Answer the user in {answer_format(dialect_name)}.",
-            detail=f"{len(calls)} call(s) under tool_choice=none",
-            call_index=0,
+            message="Do not call any tool now. Answer the user in plain prose, with no action.",
+            detail=f"{len(calls)} call(s), {len(unreadable)} unreadable action(s) under tool_choice=none",
+            call_index=0 if calls else None,
         )
     named = forced_tool(tool_choice)
     if named is None and not tools:
