@@ -28,7 +28,7 @@ ends the turn with the model's best acceptable reply (``TurnResult.exhausted``).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentfsm.core._types import EnforcementLevel
@@ -273,11 +273,14 @@ async def stream_turn(
             text, extra = await extend(backend, prompt, options, config, p, text, attempts, emit, deadline)
             usage += extra
             tally.usage += extra
-        decision = step(history, text, config, out.finish_reason)
+        # the reply is read, and corrected, in the format this attempt asked for (under a
+        # grammar the json-protocol shape: a correction then shows that shape, not another)
+        deciding = config if p.dialect == config.dialect else replace(config, dialect=p.dialect)
+        decision = step(history, text, deciding, out.finish_reason)
         if text != out.text and isinstance(decision, Correct):
             # the extension may add calls, never refuse the call the model made: a list
             # with a refused item falls back to its first call when that one is accepted
-            alone = step(history, out.text, config, out.finish_reason)
+            alone = step(history, out.text, deciding, out.finish_reason)
             if not isinstance(alone, Correct):
                 emit("guard", guard="extension", verdict="accept", reason="first_call_alone",
                      detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
@@ -287,7 +290,7 @@ async def stream_turn(
                 and (first or decision.reason == grounding.REASON) and decision.reason != clauses.REASON):
             voted = True  # a refused first decision's candidates, before its correction
             chosen, extra = await vote(
-                backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, config,
+                backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, deciding,
                 p.level, attempts, emit, deadline, tally,
             )
             usage += extra
