@@ -21,6 +21,7 @@ from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
 from agentfsm.core._memo import Memo, tools_key
 
 __all__ = [
+    "NO_TOOLS",
     "contract_hash",
     "render_call_template",
     "render_contract",
@@ -100,9 +101,11 @@ def _template_names(parameters: JSONObject) -> list[str]:
     return [n for n in props if isinstance(required, list) and n in required] or list(props)[:1]
 
 
+#: the whole contract under ``tool_choice="none"``
+NO_TOOLS = "Tools are switched off for this turn: answer the user in plain prose."
+
+
 def _choice_rule(tool_choice: ToolChoice, names: Sequence[str]) -> str:
-    if tool_choice == "none":
-        return "Tools are switched off for this turn: answer in plain prose and call no tool."
     if tool_choice == "required":
         return "You MUST call at least one tool in this turn."
     if tool_choice == "auto":
@@ -157,7 +160,8 @@ def render_contract(
     """Render the system prompt that teaches the model to call ``tools``.
 
     ``constrained``: decoding is held to the action grammar (json-protocol shape), so
-    the contract names the shapes and rules only, with no example.
+    the contract names the shapes and rules only, with no example. Under
+    ``tool_choice="none"`` it is :data:`NO_TOOLS`: no tool, no action format.
 
     ``tools``: ToolSpecs, OpenAI or Anthropic tool dicts (or callables); anything else
     is a :class:`~agentfsm.core.errors.ToolSpecError`.
@@ -166,6 +170,10 @@ def render_contract(
     names = [t.name for t in specs]
     if len(set(names)) != len(names):
         raise UsageError("tool names must be unique")
+    if tool_choice == "none":
+        # tools are off: nothing to call, so no tool is listed and no action format is
+        # taught (a model shown them writes actions anyway)
+        return NO_TOOLS
     if not specs:
         if call_required(tool_choice):
             raise UsageError(f"tool_choice={tool_choice!r} but no tools are offered")
@@ -206,9 +214,8 @@ def _compose(specs: list[ToolSpec], dialect: DialectName, tool_choice: ToolChoic
         else "6. Write at most one action per reply."
     )
     parts.append(f"7. {_choice_rule(tool_choice, names)}")
-    if tool_choice != "none":
-        parts.append("")
-        parts.append(_few_shot(d))
+    parts.append("")
+    parts.append(_few_shot(d))
     return "\n".join(parts)
 
 
