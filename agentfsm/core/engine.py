@@ -36,7 +36,7 @@ from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
 from agentfsm.core.answers import trim_repetition
-from agentfsm.guards import budget, clauses, coverage, empty, grounding, injection, loops, relevance, repeated_call, run_guards
+from agentfsm.guards import answer_schema, budget, clauses, coverage, empty, grounding, injection, loops, relevance, repeated_call, run_guards
 from agentfsm.guards import tool_choice as tool_choice_guard
 from agentfsm.guards._history import called
 from agentfsm.guards.base import Correction, Stop
@@ -239,8 +239,9 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         off = tool_choice_guard.check(parsed, choice, config.tools, dialect_name=config.dialect)
         if not isinstance(off, Correction):
             off = empty.check(parsed, choice, config.dialect)
-        if isinstance(off, Correction):
-            return _refuse(turn, off, escalate=False)
+        refused = off if isinstance(off, Correction) else _unfit_answer(parsed, config)
+        if refused is not None:
+            return _refuse(turn, refused, escalate=False)
         return _answer(machine, records, parsed, (), parsed.content or "", choice)
 
     # only calls are checked against it (guards, grounding): a prose reply need not gather it
@@ -268,6 +269,9 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if calls and not config.parallel:
         calls = calls[:1]
     if not calls:
+        unfit = _unfit_answer(parsed, config)
+        if isinstance(unfit, Correction):
+            return _refuse(turn, unfit, escalate=False)
         if config.grounding:
             unsupported = grounding.check_answer(history, parsed.content or "")
             if not isinstance(unsupported, Correction):
@@ -304,6 +308,14 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
     assistant = AssistantMessage(content=parsed.content, tool_calls=minted)
     return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
+
+
+def _unfit_answer(parsed: ParsedReply, config: EngineConfig) -> Correction | None:
+    """The correction for an answer that is not the JSON of the client's output schema."""
+    if config.answer_schema is None:
+        return None
+    verdict = answer_schema.check(parsed.content or "", config.answer_schema)
+    return verdict if isinstance(verdict, Correction) else None
 
 
 def _answer(
@@ -391,18 +403,26 @@ def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
 
 def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineConfig) -> str:
     """The latest prose of this round's replies (action text removed) that says
-    something: not empty, not a copied ``<slot>`` of the contract; ``""`` when the model
-    wrote none."""
-    if parsed.content and parsed.content.strip() and not grounding.is_template(parsed.content):
-        return parsed.content
+    something: not empty, not a copied ``<slot>`` of the contract, the client's output
+    schema's JSON where there is one; ``""`` when the model wrote none."""
+    if _acceptable(parsed.content, config):
+        return parsed.content or ""
     for msg in reversed(history):
         if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
             break
         if isinstance(msg, AssistantMessage) and msg.content:
             prose = parse_reply(msg.content, config.tools, config.dialect).content
-            if prose and prose.strip() and not grounding.is_template(prose):
-                return prose
+            if _acceptable(prose, config):
+                return prose or ""
     return ""
+
+
+def _acceptable(prose: str | None, config: EngineConfig) -> bool:
+    """Prose that can end a spent turn: it says something, is no copied ``<slot>``, and
+    is the JSON of the client's output schema where there is one."""
+    if not prose or not prose.strip() or grounding.is_template(prose):
+        return False
+    return config.answer_schema is None or not isinstance(answer_schema.check(prose, config.answer_schema), Correction)
 
 
 def dispatch() -> TransitionRecord:

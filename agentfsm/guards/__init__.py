@@ -6,6 +6,8 @@ One module per guard, each with a ``check`` function:
 - :mod:`~agentfsm.guards.refusal`: "I don't have tools", refusals, limitations, deflections;
 - :mod:`~agentfsm.guards.tool_choice`: a forced call missing, the wrong tool, calls under ``none``;
 - :mod:`~agentfsm.guards.empty`: a reply with no call and no text;
+- :mod:`~agentfsm.guards.answer_schema`: a final answer that is not the JSON of the
+  client's output schema (the engine applies it to answers);
 - :mod:`~agentfsm.guards.unknown_tool`: a tool name that was not offered;
 - :mod:`~agentfsm.guards.schema`: arguments that do not match the tool's JSON Schema;
 - :mod:`~agentfsm.guards.placeholder`: arguments copied from the contract's example;

@@ -57,6 +57,7 @@ CorrectionReason: TypeAlias = Literal[
     "unsupported_answer",
     "uncovered_request",
     "empty_reply",
+    "invalid_answer",
 ]
 
 
