@@ -107,7 +107,8 @@ def contract_for(backend: Backend, config: EngineConfig, enforcement: Enforcemen
     level = choose_level(enforcement, backend.capabilities, config.tool_choice)
     dialect = CONSTRAINED_DIALECT if level == "constrained" else config.dialect
     return render_contract(
-        config.tools, dialect, config.tool_choice, config.parallel, constrained=level == "constrained"
+        config.tools, dialect, config.tool_choice, config.parallel, constrained=level == "constrained",
+        answer_schema=config.answer_schema,
     )
 
 
@@ -117,14 +118,17 @@ def _request(
     """The prompt, options and prefill that carry out plan ``p``."""
     prefill = ""
     if p.level == "constrained":
-        schema = build_action_schema(p.tools, p.tool_choice, p.listed, p.compact)
+        schema = build_action_schema(p.tools, p.tool_choice, p.listed, p.compact, config.answer_schema)
         options = options.model_copy(update={"json_schema": schema})
     elif p.prefill:
         prefill = get_dialect(config.dialect).opener
         options = options.model_copy(update={"prefill": prefill})
     constrained = p.level == "constrained"
     contract = (
-        render_contract(config.tools, p.dialect, p.tool_choice, config.parallel, constrained=constrained)
+        render_contract(
+            config.tools, p.dialect, p.tool_choice, config.parallel, constrained=constrained,
+            answer_schema=config.answer_schema,
+        )
         if config.tools else None
     )
     prompt = project_history(
@@ -258,21 +262,24 @@ async def stream_turn(
                 options=opts.model_dump(mode="json"),
                 enforcement=p.level,
             )
-        hold = p.level == "constrained" or call_required(p.tool_choice)
+        # held: a required call's preamble, JSON under a grammar, and an answer that must be
+        # a client schema's JSON (checked whole before the client sees any of it)
+        hold = p.level == "constrained" or call_required(p.tool_choice) or config.answer_schema is not None
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
         async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
             yield text
         tally.model_calls += 1
         usage += out.usage
-        tally.usage += out.usage
+        tally.charge(out.usage)
         if emit is not NO_EMIT:
             emit("model_output", text=out.text, usage=out.usage.model_dump(), finish_reason=out.finish_reason)
         text = out.text
         if p.extend:
-            text, extra = await extend(backend, prompt, options, config, p, text, attempts, emit, deadline)
-            usage += extra
-            tally.usage += extra
+            text, extended = await extend(backend, prompt, options, config, p, text, attempts, emit, deadline)
+            if extended is not None:
+                usage += extended
+                tally.charge(extended)
         # the reply is read, and corrected, in the format this attempt asked for (under a
         # grammar the json-protocol shape: a correction then shows that shape, not another)
         deciding = config if p.dialect == config.dialect else replace(config, dialect=p.dialect)
@@ -293,8 +300,7 @@ async def stream_turn(
                 backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, deciding,
                 p.level, attempts, emit, deadline, tally,
             )
-            usage += extra
-            tally.usage += extra
+            usage += extra  # the candidates are charged on the tally one by one
             if chosen is not None:
                 decision = chosen
                 record_decision(decision, emit, on_transition, tally)
