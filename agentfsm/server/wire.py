@@ -76,11 +76,23 @@ class Wire:
         response_id: str,
         created: int,
         finish_reason: str,
+        custom_tools: Sequence[str] = (),
     ) -> JSONObject:
-        """A whole (non-streamed) response body."""
-        if self.protocol != "anthropic":  # the two OpenAI encoders take the same fields
-            encode = encode_openai_response if self.protocol == "openai" else encode_responses_response
-            return encode(
+        """A whole (non-streamed) response body (``custom_tools``: the Responses API's
+        freeform tools, whose calls are ``custom_tool_call`` items)."""
+        if self.protocol == "responses":
+            return encode_responses_response(
+                model=model,
+                content=content,
+                tool_calls=calls,
+                usage=usage,
+                created=created,
+                response_id=response_id,
+                finish_reason=finish_reason,
+                custom_tools=custom_tools,
+            )
+        if self.protocol == "openai":
+            return encode_openai_response(
                 model=model,
                 content=content,
                 tool_calls=calls,
@@ -106,9 +118,10 @@ class Wire:
         created: int,
         include_usage: bool,
         input_tokens: int,
+        custom_tools: Sequence[str] = (),
     ) -> StreamSink:
         """A stream encoder for one response."""
-        return StreamSink(self, model, response_id, created, include_usage, input_tokens)
+        return StreamSink(self, model, response_id, created, include_usage, input_tokens, custom_tools)
 
 
 class StreamSink:
@@ -122,6 +135,7 @@ class StreamSink:
         created: int,
         include_usage: bool,
         input_tokens: int,
+        custom_tools: Sequence[str] = (),
     ) -> None:
         self.wire = wire
         self._openai: OpenAIStreamEncoder | None = None
@@ -132,7 +146,7 @@ class StreamSink:
                 model, response_id, created, include_usage=include_usage
             )
         elif wire.protocol == "responses":
-            self._responses = ResponsesStreamEncoder(model, response_id, created)
+            self._responses = ResponsesStreamEncoder(model, response_id, created, custom_tools)
         else:
             self._anthropic = AnthropicStreamEncoder(model, response_id, input_tokens=input_tokens)
         self._calls = 0
