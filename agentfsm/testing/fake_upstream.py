@@ -74,11 +74,15 @@ class FakeReply:
     seconds: float = 0.0
     #: drip filler forever (whitespace / SSE comments) instead of ever finishing
     forever: bool = False
+    #: the usage to report, ``(prompt_tokens, completion_tokens)`` (default: counted, four
+    #: characters a token)
+    usage: tuple[int, int] | None = None
 
 
-def reply(text: str, finish_reason: str = "stop") -> FakeReply:
-    """A normal completion with ``text``."""
-    return FakeReply(text=text, finish_reason=finish_reason)
+def reply(text: str, finish_reason: str = "stop", usage: tuple[int, int] | None = None) -> FakeReply:
+    """A normal completion with ``text`` (reporting ``usage``, prompt and completion tokens,
+    when given)."""
+    return FakeReply(text=text, finish_reason=finish_reason, usage=usage)
 
 
 def latency(seconds: float, text: str = "ok") -> FakeReply:
@@ -272,7 +276,7 @@ class FakeUpstream:
         step = FakeReply(text=step) if isinstance(step, str) else step
         limit = request.body.get("max_tokens") if isinstance(request.body, dict) else None
         if self.honour_max_tokens and isinstance(limit, int) and step.status == 200 and _count(step.text) > limit:
-            step = FakeReply(text=step.text[: 4 * limit], finish_reason="length", latency=step.latency)
+            step = FakeReply(text=step.text[: 4 * limit], finish_reason="length", latency=step.latency, usage=step.usage)
         return step
 
     def _context_error(self, request: ReceivedRequest) -> FakeReply | None:
@@ -365,9 +369,8 @@ class FakeUpstream:
         self._ids += 1
         return f"chatcmpl-fake-{self._ids}"
 
-    def _usage(self, request: ReceivedRequest, text: str) -> JSONObject:
-        prompt = self._prompt_tokens(request)
-        completion = _count(text)
+    def _usage(self, request: ReceivedRequest, step: FakeReply) -> JSONObject:
+        prompt, completion = step.usage or (self._prompt_tokens(request), _count(step.text))
         return {"prompt_tokens": prompt, "completion_tokens": completion,
                 "total_tokens": prompt + completion}
 
@@ -382,7 +385,7 @@ class FakeUpstream:
                 "message": {"role": "assistant", "content": step.text},
                 "finish_reason": step.finish_reason,
             }],
-            "usage": self._usage(request, step.text),
+            "usage": self._usage(request, step),
         }
 
     def _sse_events(self, request: ReceivedRequest, step: FakeReply, complete: bool) -> list[bytes]:
@@ -402,7 +405,7 @@ class FakeUpstream:
             options = request.body.get("stream_options") if isinstance(request.body, dict) else None
             if isinstance(options, dict) and options.get("include_usage"):
                 data = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": self.model,
-                        "choices": [], "usage": self._usage(request, text)}
+                        "choices": [], "usage": self._usage(request, step)}
                 events.append(b"data: " + _dumps(data) + b"\n\n")
             events.append(b"data: [DONE]\n\n")
         return events
