@@ -85,7 +85,7 @@ def project_history(
                     names[call.id] = call.name
                 if tool_choice != "none":
                     text_parts.append(d.render_calls(list(msg.tool_calls)))
-            if text_parts:
+            if text_parts or not msg.tool_calls:  # a turn of calls alone, left out under none
                 out.append(PromptMessage(role="assistant", content="\n".join(text_parts)))
     flush_results()
     merged: list[PromptMessage] = []
