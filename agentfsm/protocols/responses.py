@@ -342,16 +342,21 @@ def message_item(item_id: str, text: str, status: str = "completed") -> JSONObje
     return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
 
 
-def function_call_item(call: ToolCall, status: str = "completed", arguments: str | None = None) -> JSONObject:
-    """A ``function_call`` output item; its item id is derived from the call id (``fc_...``)."""
+def _item(call: ToolCall, kind: str, prefix: str, status: str, key: str, value: str) -> JSONObject:
+    """A call's output item; its item id is derived from the call id (``PREFIX_...``)."""
     return {
-        "id": "fc_" + call.id.removeprefix("call_"),
-        "type": "function_call",
+        "id": prefix + call.id.removeprefix("call_"),
+        "type": kind,
         "status": status,
         "call_id": call.id,
         "name": call.name,
-        "arguments": dump_arguments(call) if arguments is None else arguments,
+        key: value,
     }
+
+
+def function_call_item(call: ToolCall, status: str = "completed", arguments: str | None = None) -> JSONObject:
+    """A ``function_call`` output item (``fc_...``)."""
+    return _item(call, "function_call", "fc_", status, "arguments", dump_arguments(call) if arguments is None else arguments)
 
 
 def custom_input(call: ToolCall) -> str:
@@ -364,14 +369,7 @@ def custom_input(call: ToolCall) -> str:
 
 def custom_tool_call_item(call: ToolCall, status: str = "completed", text: str | None = None) -> JSONObject:
     """A ``custom_tool_call`` output item (``ctc_...``): the call of a freeform tool, its raw text input."""
-    return {
-        "id": "ctc_" + call.id.removeprefix("call_"),
-        "type": "custom_tool_call",
-        "status": status,
-        "call_id": call.id,
-        "name": call.name,
-        "input": custom_input(call) if text is None else text,
-    }
+    return _item(call, "custom_tool_call", "ctc_", status, "input", custom_input(call) if text is None else text)
 
 
 def call_item(call: ToolCall, custom: Collection[str], status: str = "completed") -> JSONObject:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import Usage
@@ -80,27 +81,14 @@ class Wire:
     ) -> JSONObject:
         """A whole (non-streamed) response body (``custom_tools``: the Responses API's
         freeform tools, whose calls are ``custom_tool_call`` items)."""
-        if self.protocol == "responses":
-            return encode_responses_response(
-                model=model,
-                content=content,
-                tool_calls=calls,
-                usage=usage,
-                created=created,
-                response_id=response_id,
-                finish_reason=finish_reason,
-                custom_tools=custom_tools,
-            )
-        if self.protocol == "openai":
-            return encode_openai_response(
-                model=model,
-                content=content,
-                tool_calls=calls,
-                usage=usage,
-                created=created,
-                response_id=response_id,
-                finish_reason=finish_reason,
-            )
+        if self.protocol != "anthropic":  # the two OpenAI encoders take the same fields
+            common: dict[str, Any] = {
+                "model": model, "content": content, "tool_calls": calls, "usage": usage,
+                "created": created, "response_id": response_id, "finish_reason": finish_reason,
+            }
+            if self.protocol == "responses":
+                return encode_responses_response(**common, custom_tools=custom_tools)
+            return encode_openai_response(**common)
         return encode_anthropic_response(
             model=model,
             content=content,
