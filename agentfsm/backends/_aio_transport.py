@@ -15,7 +15,7 @@ Imported lazily (aiohttp costs ~100 ms to import), on the first async request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import NoReturn
 
 import aiohttp
@@ -96,8 +96,13 @@ class AioUpstream:
     """One upstream's pool: ``limit`` connections, kept alive ``keepalive`` seconds;
     ``headers`` on every request; the environment's proxy for ``base_url``."""
 
-    def __init__(self, base_url: str, headers: Mapping[str, str], *, limit: int, keepalive: float) -> None:
+    def __init__(
+        self, base_url: str, headers: Mapping[str, str], *, limit: int, keepalive: float,
+        params: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self._base = base_url.rstrip("/") + "/"
+        #: the base URL's query parameters, sent with every request
+        self._params = tuple(params)
         self._headers = {**headers, "content-type": "application/json"}
         self._limit = limit
         self._keepalive = keepalive
@@ -120,7 +125,8 @@ class AioUpstream:
         session = self._session or self._open()
         url = self._urls.get(path)
         if url is None:
-            url = self._urls[path] = URL(self._base + path)
+            url = URL(self._base + path)
+            url = self._urls[path] = url.update_query(self._params) if self._params else url
         body = orjson.dumps(payload)  # compact UTF-8 (GenerationOptions refuses NaN, which orjson writes as null)
         timeout = aiohttp.ClientTimeout(
             total=None, connect=timeouts.pool, sock_connect=timeouts.connect, sock_read=timeouts.read

@@ -50,10 +50,33 @@ from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, T
 from agentfsm.core.errors import BackendError, BackendHTTPError, MaxTokensTooLarge, UsageError
 from agentfsm.core.messages import PromptMessage
 
-__all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts"]
+__all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts", "split_base_url"]
 
 def _env_key() -> str | None:
     return os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+
+def split_base_url(base_url: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The base URL without its query, and the query's parameters (sent with every request,
+    as Azure's ``?api-version=`` must be); a user name or password in it is refused.
+
+    Credentials in a URL travel in clear in every log line that shows the URL, and clash
+    with the key's own ``Authorization`` header: the key is given apart (``api_key``).
+    """
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL as exc:
+        raise UsageError(f"the base URL is not a URL: {exc}") from None
+    if url.userinfo:
+        shown = url.copy_with(username=None, password=None, query=None)
+        raise UsageError(
+            f"the base URL {str(shown)!r} holds a user name or password; give the upstream's key "
+            "apart (--upstream-api-key or $AGENTFSM_UPSTREAM_API_KEY), not in the URL"
+        )
+    if url.scheme not in ("http", "https") or not url.host:
+        raise UsageError(f"the base URL must be http(s)://HOST[:PORT][/PATH], got {str(url.copy_with(query=None))!r}")
+    params = tuple(url.params.multi_items())
+    return str(url.copy_with(query=None, fragment=None)).rstrip("/"), params
 
 
 class OpenAICompatBackend:
@@ -94,7 +117,8 @@ class OpenAICompatBackend:
             raise UsageError(f"unknown json_schema_mode {json_schema_mode!r}")
         if max_retries < 0:
             raise UsageError("max_retries must be >= 0")
-        self.base_url = base_url.rstrip("/")
+        #: without its query, whose parameters go with every request (``_params``)
+        self.base_url, self._params = split_base_url(base_url)
         self.model = model
         self.timeouts = timeout or Timeouts()
         self.json_schema_mode: JSONSchemaMode = json_schema_mode
@@ -345,7 +369,7 @@ class OpenAICompatBackend:
         if self._client is None:
             self._client = httpx.Client(
                 base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
-                transport=self._transport,
+                transport=self._transport, params=self._params,
             )
         return self._client
 
@@ -356,7 +380,7 @@ class OpenAICompatBackend:
             if self._async_transport is not None:
                 self._aclient = HttpxUpstream(httpx.AsyncClient(
                     base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
-                    transport=self._async_transport,
+                    transport=self._async_transport, params=self._params,
                 ))
             else:
                 from agentfsm.backends._aio_transport import AioUpstream
@@ -364,7 +388,7 @@ class OpenAICompatBackend:
                 keepalive = self._limits.keepalive_expiry
                 self._aclient = AioUpstream(
                     self.base_url, self._client_headers(), limit=self._limits.max_connections or 0,
-                    keepalive=keepalive if keepalive is not None else 5.0,
+                    keepalive=keepalive if keepalive is not None else 5.0, params=self._params,
                 )
             self._aclient_loop = loop
         return self._aclient

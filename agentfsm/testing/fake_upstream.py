@@ -133,6 +133,8 @@ class ReceivedRequest:
     body: Any
     #: time.monotonic() when it arrived
     received_at: float = field(default=0.0, compare=False)
+    #: the query string of the request's target, without its ``?``
+    query: str = ""
 
     @property
     def stream(self) -> bool:
@@ -242,7 +244,7 @@ class FakeUpstream:
     # serving ---------------------------------------------------------------
     async def _handle(self, raw: HTTPRequest, out: ResponseWriter) -> None:
         request = ReceivedRequest(
-            raw.method, raw.path, dict(raw.headers), raw.json(), time.monotonic()
+            raw.method, raw.path, dict(raw.headers), raw.json(), time.monotonic(), raw.query
         )
         if self._keep:
             self.requests.append(request)
