@@ -1,6 +1,8 @@
 """Transcripts: typed events validated at write time, read back typed; version-1 files still read."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +191,44 @@ def test_the_proxy_config_knows_every_wire_protocol() -> None:
     from agentfsm.protocols import WireProtocol
 
     assert set(get_args(ProxyRunConfig.model_fields["protocol"].annotation)) == set(get_args(WireProtocol))
+
+
+def _tampered(tmp_path: Path, raw_content: str) -> Path:
+    """A transcript whose ``final`` event's content is ``raw_content`` (raw JSON text)."""
+    path = tmp_path / "tampered.jsonl"
+    with TranscriptWriter(path) as writer:
+        writer.emit("final", content="a")
+    good = path.read_text().splitlines()[0]
+    path.write_text(good.replace('"content": "a"', f'"content": {raw_content}') + "\n" + good + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ("7" * 5000, "5000 digits"),
+        ("[" * 100_000 + "]" * 100_000, "nests deeper than"),
+        ('"\\ud800"', "lone surrogate"),
+        ("NaN", "not a JSON number"),
+    ],
+    ids=["5000-digit integer", "100k deep", "lone surrogate", "NaN"],
+)
+def test_a_tampered_line_is_an_error_naming_it_in_the_reader_and_in_replay(tmp_path: Path, raw: str, says: str) -> None:
+    # defect: `agentfsm replay` printed a traceback for each of these
+    path = _tampered(tmp_path, raw)
+    with pytest.raises(TranscriptError, match=f"tampered.jsonl:1: .*{says}"):
+        read_events(path)
+    done = subprocess.run([sys.executable, "-m", "agentfsm", "replay", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and says in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_value_as_deep_as_the_proxy_accepts_still_reads_inside_its_event(tmp_path: Path) -> None:
+    deep: Any = "x"
+    for _ in range(127):
+        deep = {"k": deep}
+    path = tmp_path / "deep.jsonl"
+    with TranscriptWriter(path) as writer:
+        writer.emit("request", messages=[{"role": "assistant", "content": None,
+                    "tool_calls": [{"id": "c", "name": "f", "arguments": deep}]}], tools=[], tool_choice="auto")
+    assert len(read_events(path)) == 1

@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from pydantic import BaseModel
 
-from agentfsm.core.errors import TranscriptError
+from agentfsm.core.errors import RequestError, TranscriptError
 from agentfsm.core.events import (
     EVENT_MODELS,
     SCHEMA_VERSION,
@@ -34,6 +34,7 @@ from agentfsm.core.events import (
     event_fields,
     parse_event,
 )
+from agentfsm.protocols.client_json import MAX_JSON_DEPTH, load_client_json
 
 __all__ = [
     "EVENT_TYPES",
@@ -54,6 +55,11 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     )
     for name, model in EVENT_MODELS.items()
 }
+
+#: the deepest line read: a client's (or a model's) value as deep as the proxy accepts,
+#: inside the event that records it (a tool schema inside the action schema of a
+#: ``model_request``, arguments inside a message inside a ``request``)
+MAX_LINE_DEPTH = MAX_JSON_DEPTH + 64
 
 _SECRET_KEYS = frozenset(
     {"api_key", "apikey", "authorization", "x-api-key", "api-key", "password", "secret", "token"}
@@ -163,7 +169,10 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
     """Yield the typed events of a transcript. A torn last line (a killed writer) is skipped.
 
     A line that is not JSON, not an event, or an event that does not fit its type
-    is a :class:`TranscriptError` naming the file and line.
+    is a :class:`TranscriptError` naming the file and line. Lines are decoded within a
+    client body's limits (:func:`~agentfsm.protocols.client_json.load_client_json`:
+    nesting, integer length, finite numbers, no lone surrogates): a tampered file is
+    an error that says what is wrong, never a crash.
     """
     p = Path(path)
     try:
@@ -176,11 +185,11 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
+            data = load_client_json(line, "the line", max_depth=MAX_LINE_DEPTH)
+        except RequestError as exc:
             if i == last:
-                return  # torn final line: the writer was killed mid-write
-            raise TranscriptError(f"{p}:{i + 1}: not a JSON line: {exc.msg}") from exc
+                return  # torn final line (no newline after it): the writer was killed mid-write
+            raise TranscriptError(f"{p}:{i + 1}: {exc}") from None
         if not isinstance(data, dict) or "type" not in data:
             raise TranscriptError(f"{p}:{i + 1}: not a transcript event")
         try:
