@@ -99,7 +99,7 @@ class ChatAttempts:
                 body = read_body(response, call)
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, self.redact) from exc
-        return parse_chat_completion(body)
+        return parse_chat_completion(body, self.redact)
 
     def open_stream(self, payload: JSONObject, call: CallState) -> httpx.Response:
         """One blocking request, its successful response left open for streaming."""
@@ -155,7 +155,7 @@ class ChatAttempts:
             raise map_transport_error(exc, self.redact) from exc
         finally:
             await response.aclose()
-        return parse_chat_completion(body)
+        return parse_chat_completion(body, self.redact)
 
     def _fail(
         self, response: UpstreamResponse, body: bytes, payload: JSONObject, call: CallState

@@ -48,6 +48,7 @@ from agentfsm.backends._transport import (
 )
 from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream
 from agentfsm.core.errors import BackendError, BackendHTTPError, MaxTokensTooLarge, UsageError
+from agentfsm.core.redaction import Redactor
 from agentfsm.core.messages import PromptMessage
 
 __all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts", "split_base_url"]
@@ -136,6 +137,8 @@ class OpenAICompatBackend:
         # a SecretStr shows as '**********' in reprs, vars() and tracebacks' locals
         raw_key = api_key if api_key is not None else _env_key()
         self._key = SecretStr(raw_key) if raw_key else None
+        #: the key in every form an upstream may echo it (escaped, URL-encoded ...)
+        self._redact = Redactor([raw_key])
         self._headers = {"accept": "application/json", **(extra_headers or {})}
         self._extra_body = dict(extra_body or {})
         self._limits = httpx.Limits(
@@ -203,9 +206,9 @@ class OpenAICompatBackend:
         )
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                yield parse_chat_completion(read_body(response, call)).text
+                yield parse_chat_completion(read_body(response, call), self._redact).text
                 return
-            decoder, state = SSEDecoder(), ChatStreamState()
+            decoder, state = SSEDecoder(), ChatStreamState(self._redact)
             try:
                 for chunk in response.iter_bytes():
                     for data in decoder.feed(chunk):
@@ -237,11 +240,11 @@ class OpenAICompatBackend:
         response = await awith_fallback(run, self._payload(messages, options, True), self._fall_back)
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                whole = parse_chat_completion(await aread_body(response, call))
+                whole = parse_chat_completion(await aread_body(response, call), self._redact)
                 yield whole.text
                 end.finish_reason, end.usage = whole.finish_reason, whole.usage
                 return
-            decoder, state = SSEDecoder(), ChatStreamState()
+            decoder, state = SSEDecoder(), ChatStreamState(self._redact)
             chunks = response.aiter_bytes()
             try:
                 while True:
@@ -320,10 +323,6 @@ class OpenAICompatBackend:
         return f"OpenAICompatBackend(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
 
     # -- requests ------------------------------------------------------------------
-    def _redact(self, text: str) -> str:
-        key = self._key.get_secret_value() if self._key else None
-        return text.replace(key, "***") if key else text
-
     def _client_headers(self) -> httpx.Headers:
         # httpx masks authorization in its own reprs; we keep the key out of ours
         headers = httpx.Headers(self._headers)

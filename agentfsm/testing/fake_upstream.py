@@ -46,7 +46,9 @@ __all__ = [
     "Script",
     "drip",
     "garbage",
+    "flood",
     "latency",
+    "raw_body",
     "reply",
     "reset",
     "stall",
@@ -54,7 +56,7 @@ __all__ = [
     "stream_no_terminator",
 ]
 
-Fault: TypeAlias = Literal["stall", "reset", "garbage", "no_terminator", "drip"]
+Fault: TypeAlias = Literal["stall", "reset", "garbage", "no_terminator", "drip", "raw", "flood"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,11 @@ class FakeReply:
     #: the usage to report, ``(prompt_tokens, completion_tokens)`` (default: counted, four
     #: characters a token)
     usage: tuple[int, int] | None = None
+    #: the raw body of a ``raw`` reply, and its content type
+    raw: bytes = b""
+    content_type: str = "application/json"
+    #: headers of a ``raw`` reply (``content-encoding`` ...)
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def reply(text: str, finish_reason: str = "stop", usage: tuple[int, int] | None = None) -> FakeReply:
@@ -108,6 +115,24 @@ def status(code: int, retry_after: float | str | None = None, body: str | None =
 def garbage() -> FakeReply:
     """A 200 whose body is not JSON (as SSE: events whose data is not JSON)."""
     return FakeReply(fault="garbage")
+
+
+def raw_body(
+    body: bytes | str, content_type: str = "application/json", *, status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> FakeReply:
+    """Exactly ``body`` as the response (whatever the request asked for), with its
+    ``content_type``, ``status`` and ``headers``: HTML, an error object with a 200, an SSE
+    body written by hand, a gzip bomb with ``content-encoding: gzip``."""
+    data = body.encode() if isinstance(body, str) else body
+    return FakeReply(fault="raw", status=status, raw=data, content_type=content_type,
+                     headers=tuple((headers or {}).items()))
+
+
+def flood(text: str = "x" * 1000) -> FakeReply:
+    """A 200 that never ends, as fast as the client reads: ``text`` as one SSE delta after
+    another (streamed), or a JSON completion whose content never closes."""
+    return FakeReply(text=text, fault="flood")
 
 
 def stream_no_terminator(text: str = "partial") -> FakeReply:
@@ -310,6 +335,10 @@ class FakeUpstream:
         elif step.fault == "stall":
             await asyncio.sleep(step.seconds)
             out.close()
+        elif step.fault == "raw":
+            await out.send(step.status, step.raw, step.content_type, dict(step.headers))
+        elif step.fault == "flood":
+            await self._flood(request, step, out)
         elif step.status != 200:
             headers = {} if step.retry_after is None else {"retry-after": str(step.retry_after)}
             body = step.body.encode() if step.body is not None else _error_body(
@@ -365,6 +394,18 @@ class FakeUpstream:
             else:
                 await out.chunk(event)
         await out.end_chunked()
+
+    async def _flood(self, request: ReceivedRequest, step: FakeReply, out: ResponseWriter) -> None:
+        if request.stream:
+            await out.start_chunked(200, "text/event-stream")
+            data = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": step.text}}]}
+            event = b"data: " + _dumps(data) + b"\n\n"
+        else:
+            await out.start_chunked(200, "application/json")
+            await out.chunk(b'{"object": "chat.completion", "choices": [{"message": {"content": "')
+            event = step.text.encode()
+        while True:  # until the client goes away
+            await out.chunk(event * 16)
 
     # payloads --------------------------------------------------------------
     def _new_id(self) -> str:
