@@ -10,13 +10,17 @@ every version this release knows (:data:`~agentfsm.core.events.READABLE_VERSIONS
 that want the raw shape.
 
 Secrets never reach a transcript: keys that look like credentials are redacted by
-:func:`redact` before an event is built.
+:func:`redact` before an event is built, and so is their value wherever else the same
+file would carry it (:class:`_SecretText`): in raw text that writes the key beside its
+value (a model's reply ``{"password": "..."}``, ``<parameter=password>``, ``password=...``),
+and, once a value was seen under such a key, in every later string of the file.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -27,6 +31,7 @@ from typing import IO, Any
 from pydantic import BaseModel
 
 from agentfsm.core.errors import RequestError, TranscriptError
+from agentfsm.core.redaction import Redactor
 from agentfsm.core.events import (
     EVENT_MODELS,
     SCHEMA_VERSION,
@@ -70,37 +75,95 @@ _SECRET_KEYS = frozenset(
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
-def redact(value: Any) -> Any:
-    """Return ``value`` as plain data with every credential-like mapping key's value replaced."""
+def redact(value: Any, found: list[str] | None = None) -> Any:
+    """Return ``value`` as plain data with every credential-like mapping key's value
+    replaced (the replaced scalars appended to ``found`` when given)."""
     # plain JSON by exact type first, leaves without a call: every event passes through
     # here, and the ABC checks below (Mapping) cost ~10x more per value
     kind = type(value)
     if kind in _LEAVES:
         return value
     if kind is dict:
-        return _redact_dict(value)
+        return _redact_dict(value, found)
     if kind is list:
-        return [v if type(v) in _LEAVES else redact(v) for v in value]
+        return [v if type(v) in _LEAVES else redact(v, found) for v in value]
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json", by_alias=True)
     if isinstance(value, Mapping):
-        return {
-            k: ("[redacted]" if str(k).lower() in _SECRET_KEYS else redact(v))
-            for k, v in value.items()
-        }
+        return _redact_dict(dict(value), found)
     if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
+        return [redact(v, found) for v in value]
     return value
 
 
-def _redact_dict(value: dict[Any, Any]) -> dict[Any, Any]:
+def _redact_dict(value: dict[Any, Any], found: list[str] | None) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
     for k, v in value.items():
         if (k if type(k) is str else str(k)).lower() in _SECRET_KEYS:
             out[k] = "[redacted]"
+            if found is not None and type(v) in (str, int, float):
+                found.append(str(v))
         else:
-            out[k] = v if type(v) in _LEAVES else redact(v)
+            out[k] = v if type(v) in _LEAVES else redact(v, found)
     return out
+
+
+_KEY_NAMES = "|".join(sorted((re.escape(k) for k in _SECRET_KEYS), key=len, reverse=True))
+#: a secret key written beside its value in text: JSON (also escaped inside a JSON string),
+#: an XML parameter, or ``key=value``; group ``v`` is the value
+_KEYED_VALUE = re.compile(
+    rf"""(?ix)
+    (?:(?P<q>\\?["'])(?:{_KEY_NAMES})(?P=q)\s*:\s*          # "password": or \"password\":
+       (?P<v>(?P=q)(?:(?!(?P=q)).){{0,4096}}?(?P=q)|[^\s,}}\]]{{1,4096}})
+     | <parameter=\s*(?:{_KEY_NAMES})\s*>(?P<x>.{{0,4096}}?)</parameter>
+     | (?<![\w.-])(?:{_KEY_NAMES})\s*=\s*(?P<k>"[^"]{{0,4096}}"|'[^']{{0,4096}}'|[^\s,)&;]{{1,4096}})
+    )""",
+    re.DOTALL,
+)
+_KEY_HINT = re.compile(f"(?i){_KEY_NAMES}")
+
+
+def _hide_value(m: re.Match[str]) -> str:
+    group = next(g for g in ("v", "x", "k") if m.group(g) is not None)
+    start, end = m.span(group)
+    value = m.group(group)
+    quote = value[0] if value[:1] in ('"', "'") and len(value) > 1 else ""
+    if m.group("q") and value.startswith(m.group("q")):
+        quote = m.group("q")
+    kept = m.group()[: start - m.start()]
+    return kept + quote + "[redacted]" + quote + m.group()[end - m.start():]
+
+
+class _SecretText:
+    """Redaction by key name carried into the raw text of the same file."""
+
+    def __init__(self) -> None:
+        self._seen = Redactor()
+
+    def learn(self, values: list[str]) -> None:
+        """Remember values written under a secret key (:func:`redact`'s ``found``)."""
+        for value in values:
+            self._seen.add(value)
+
+    def scrub(self, value: Any) -> Any:
+        """``value`` (plain data from :func:`redact`) with its strings scrubbed."""
+        kind = type(value)
+        if kind is str:
+            return self.text(value)
+        if kind is dict:
+            return {k: v if type(v) in _NOT_TEXT else self.scrub(v) for k, v in value.items()}
+        if kind is list:
+            return [v if type(v) in _NOT_TEXT else self.scrub(v) for v in value]
+        return value
+
+    def text(self, text: str) -> str:
+        """``text`` without the values written beside a secret key, nor any value seen under one."""
+        if _KEY_HINT.search(text) is not None:
+            text = _KEYED_VALUE.sub(_hide_value, text)
+        return self._seen(text) if self._seen else text
+
+
+_NOT_TEXT = frozenset({int, float, bool, type(None)})
 
 
 class TranscriptWriter:
@@ -118,6 +181,7 @@ class TranscriptWriter:
         self.path = Path(path) if path is not None else None
         self.on_event = on_event
         self._seq = 0
+        self._secrets = _SecretText()
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
         if self.path is not None:
@@ -132,9 +196,12 @@ class TranscriptWriter:
         if type_ not in EVENT_MODELS:
             raise TranscriptError(f"unknown transcript event type {type_!r}")
         with self._lock:
+            found: list[str] = []
+            plain = redact(fields, found)
+            self._secrets.learn(found)
             event = parse_event(
                 {
-                    **redact(fields),
+                    **self._secrets.scrub(plain),
                     "v": SCHEMA_VERSION,
                     "run": self.run_id,
                     "seq": self._seq,
