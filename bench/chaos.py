@@ -170,7 +170,7 @@ def _half_body(url: str) -> socket.socket:
     host, _, port = url.removeprefix("http://").partition(":")
     sock = socket.create_connection((host, int(port)))
     sock.sendall(
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
         b"authorization: Bearer " + CLIENT_KEY.encode() + b"\r\ncontent-length: 4000\r\n\r\n"
         b'{"model": "m", "messages": [{"role": "user", "content": "hel'
     )

@@ -55,6 +55,24 @@ OtelOpt = Annotated[
         "opentelemetry-instrument configured, else to OTEL_TRACES_EXPORTER (otlp, console).",
     ),
 ]
+AllowedHostsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--allowed-hosts",
+        envvar="AGENTFSM_ALLOWED_HOSTS",
+        help="Comma-separated names a request's Host header may carry besides loopback ones ('*.example.com', '*' for any). Default: loopback names only; any once --api-key is set.",
+        show_default=False,
+    ),
+]
+AllowedOriginsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--allowed-origins",
+        envvar="AGENTFSM_ALLOWED_ORIGINS",
+        help="Comma-separated browser origins (https://app.example.com, '*' for any) allowed besides loopback ones.",
+        show_default=False,
+    ),
+]
 ServedModelOpt = Annotated[str | None, typer.Option("--served-model-name", envvar="AGENTFSM_SERVED_MODEL_NAME", help="Model name listed at /v1/models (default: the backend's).")]
 
 #: the proxy takes tool_choice and parallel from each request, and runs one deciding
@@ -96,6 +114,8 @@ def build_app(
     context_tokens: int | None = None,
     metrics: bool = False,
     otel: bool = False,
+    allowed_hosts: str | None = None,
+    allowed_origins: str | None = None,
 ) -> Any:
     """Check the options (the bind rule first) and build the ASGI app they describe."""
     from agentfsm.cli._logging import register_secret
@@ -121,7 +141,16 @@ def build_app(
         body_timeout=body_timeout,
         metrics=metrics,
         tracer_provider=tracer_provider,
+        allowed_hosts=_names(allowed_hosts),
+        allowed_origins=_names(allowed_origins) or (),
     )
+
+
+def _names(value: str | None) -> tuple[str, ...] | None:
+    """A comma-separated option as names (None when not given)."""
+    if value is None:
+        return None
+    return tuple(name.strip() for name in value.split(",") if name.strip())
 
 
 def register(app: typer.Typer) -> None:
@@ -145,6 +174,8 @@ def register(app: typer.Typer) -> None:
         context_tokens: ContextOpt = None,
         metrics: MetricsOpt = False,
         otel: OtelOpt = False,
+        allowed_hosts: AllowedHostsOpt = None,
+        allowed_origins: AllowedOriginsOpt = None,
         config: RunConfig = DEFAULTS,
     ) -> None:
         """Serve OpenAI /v1/chat/completions and /v1/responses and Anthropic /v1/messages with tool calling.
@@ -172,6 +203,8 @@ def register(app: typer.Typer) -> None:
                 context_tokens=context_tokens,
                 metrics=metrics,
                 otel=otel,
+                allowed_hosts=allowed_hosts,
+                allowed_origins=allowed_origins,
             )
         except AgentFSMError as exc:
             typer.echo(f"agentfsm: error: {exc}", err=True)

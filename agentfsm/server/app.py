@@ -46,7 +46,7 @@ from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from agentfsm.server.auth import check_api_key, read_json_body
+from agentfsm.server.auth import check_api_key, check_host_and_origin, read_json_body
 from agentfsm.server.streaming import stream_events
 from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disconnect
 from agentfsm.server.fit import count_prompt_tokens, fit_exchange
@@ -109,6 +109,8 @@ def create_app(
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     metrics: bool = False,
     tracer_provider: Any = None,
+    allowed_hosts: tuple[str, ...] | None = None,
+    allowed_origins: tuple[str, ...] = (),
     **run_settings: Any,
 ) -> Starlette:
     """The proxy as an ASGI app serving ``backend``.
@@ -121,7 +123,10 @@ def create_app(
     finishes would otherwise hold its connection forever). ``metrics`` serves Prometheus
     metrics at ``GET /metrics`` (behind ``api_key`` too; :mod:`agentfsm.server.metrics`);
     ``tracer_provider`` (an OpenTelemetry one; the ``otel`` extra) gets a span per request
-    (:mod:`agentfsm.server.tracing`).
+    (:mod:`agentfsm.server.tracing`). ``allowed_hosts`` and
+    ``allowed_origins`` extend the loopback names a request's ``Host`` and ``Origin`` may
+    carry (:func:`~agentfsm.server.auth.check_host_and_origin`; by default any host is
+    allowed once an ``api_key`` is set).
     """
     run = config.replace(**run_settings) if run_settings else config  # a UsageError now, not per request
     if max_body_bytes < 1:
@@ -140,6 +145,8 @@ def create_app(
         request_timeout=request_timeout,
         body_timeout=body_timeout,
         watch=watch,
+        allowed_hosts=tuple(allowed_hosts) if allowed_hosts is not None else (None if api_key else ()),
+        allowed_origins=tuple(allowed_origins),
     )
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -159,7 +166,7 @@ def create_app(
         anthropic = "anthropic-version" in request.headers
         wire = _ANTHROPIC if anthropic else _OPENAI
         try:
-            check_api_key(request, settings.api_key)
+            _check_client(request, settings)
         except RequestError as exc:
             return _error(wire, exc, None)
         name = settings.model_name or backend.name
@@ -190,7 +197,7 @@ def create_app(
         """Anthropic token counting: the input tokens of the prompt the model would see
         (contract included, compacted as a real request would be)."""
         try:
-            check_api_key(request, settings.api_key)
+            _check_client(request, settings)
             body = await read_json_body(request, settings.max_body_bytes, settings.body_timeout)
             normalized = _normalize(_ANTHROPIC, body)
             ex = Exchange(backend, settle(normalized, backend.capabilities), _ANTHROPIC, settings)
@@ -224,7 +231,7 @@ def create_app(
 async def _serve(request: Request, wire: Wire, backend: Backend, settings: Settings) -> Response:
     ex: Exchange | None = None
     try:
-        check_api_key(request, settings.api_key)
+        _check_client(request, settings)
         normalized = _normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout))
         normalized = settle(normalized, backend.capabilities)
         deadline = None
@@ -271,6 +278,12 @@ async def _serve(request: Request, wire: Wire, backend: Backend, settings: Setti
         if ex is not None:
             ex.end(error=exc)
         return JSONResponse(wire.error(500, "internal error in the proxy"), status_code=500)
+
+
+def _check_client(request: Request, settings: Settings) -> None:
+    """Host and Origin on the allow-lists, then the API key (when one is set)."""
+    check_host_and_origin(request, settings.allowed_hosts, settings.allowed_origins)
+    check_api_key(request, settings.api_key)
 
 
 async def _off_loop(ex: Exchange, measure: Callable[[Exchange], _R]) -> _R:

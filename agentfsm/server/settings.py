@@ -46,3 +46,8 @@ class Settings:
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     #: what watches every request (metrics, tracing: :mod:`agentfsm.server.observe`); None: nothing
     watch: Watch | None = None
+    #: host names a request's ``Host`` may carry besides loopback names (``*.suffix``,
+    #: ``*`` for any); None: loopback names only without an API key, any host with one
+    allowed_hosts: tuple[str, ...] | None = None
+    #: origins a browser request may come from besides loopback ones (``*`` for any)
+    allowed_origins: tuple[str, ...] = ()
