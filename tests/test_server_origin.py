@@ -120,3 +120,30 @@ def test_serve_reads_the_allow_lists_from_options_and_the_environment(monkeypatc
     default = build_app(host="127.0.0.1", backend="openai", base_url="http://127.0.0.1:9/v1", model="m",
                         upstream_api_key="sk-u", api_key=None)
     assert default.state.settings.allowed_hosts == () and default.state.settings.allowed_origins == ()
+
+
+# --- a documented limit on tools per request (issue 29, item 1) ---------------------------
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/messages/count_tokens"])
+def test_more_tools_than_the_limit_is_the_clients_400_naming_tools(path: str) -> None:
+    from agentfsm.server.settings import DEFAULT_MAX_TOOLS
+
+    assert DEFAULT_MAX_TOOLS == 2048  # as the README documents it
+    def tool(i: int) -> dict[str, Any]:
+        if path.startswith("/v1/messages"):
+            return {"name": f"t{i}", "input_schema": {"type": "object"}}
+        if path == "/v1/responses":
+            return {"type": "function", "name": f"t{i}", "parameters": {"type": "object"}}
+        return {"type": "function", "function": {"name": f"t{i}", "parameters": {"type": "object"}}}
+
+    with FakeUpstream(["ok"] * 2) as fake, proxy(upstream_backend(fake), max_tools=3) as url:
+        too_many = httpx.post(url + path, json={**PATHS[path], "tools": [tool(i) for i in range(4)]}, timeout=30)
+        assert too_many.status_code == 400, too_many.text
+        error = _shape(path, too_many)
+        assert "4 tools" in error["message"] and "at most 3" in error["message"]
+        if not path.startswith("/v1/messages"):
+            assert error["param"] == "tools"
+        assert fake.chat_requests == []
+        at_limit = httpx.post(url + path, json={**PATHS[path], "tools": [tool(i) for i in range(3)]}, timeout=30)
+        assert at_limit.status_code == 200, at_limit.text

@@ -73,6 +73,7 @@ AllowedOriginsOpt = Annotated[
         show_default=False,
     ),
 ]
+MaxToolsOpt = Annotated[int, typer.Option("--max-tools", envvar="AGENTFSM_MAX_TOOLS", min=1, help="The most tools one request may offer (400 above).")]
 ServedModelOpt = Annotated[str | None, typer.Option("--served-model-name", envvar="AGENTFSM_SERVED_MODEL_NAME", help="Model name listed at /v1/models (default: the backend's).")]
 
 #: the proxy takes tool_choice and parallel from each request, and runs one deciding
@@ -116,6 +117,7 @@ def build_app(
     otel: bool = False,
     allowed_hosts: str | None = None,
     allowed_origins: str | None = None,
+    max_tools: int = Settings.max_tools,
 ) -> Any:
     """Check the options (the bind rule first) and build the ASGI app they describe."""
     from agentfsm.cli._logging import register_secret
@@ -143,6 +145,7 @@ def build_app(
         tracer_provider=tracer_provider,
         allowed_hosts=_names(allowed_hosts),
         allowed_origins=_names(allowed_origins) or (),
+        max_tools=max_tools,
     )
 
 
@@ -176,6 +179,7 @@ def register(app: typer.Typer) -> None:
         otel: OtelOpt = False,
         allowed_hosts: AllowedHostsOpt = None,
         allowed_origins: AllowedOriginsOpt = None,
+        max_tools: MaxToolsOpt = Settings.max_tools,
         config: RunConfig = DEFAULTS,
     ) -> None:
         """Serve OpenAI /v1/chat/completions and /v1/responses and Anthropic /v1/messages with tool calling.
@@ -205,6 +209,7 @@ def register(app: typer.Typer) -> None:
                 otel=otel,
                 allowed_hosts=allowed_hosts,
                 allowed_origins=allowed_origins,
+                max_tools=max_tools,
             )
         except AgentFSMError as exc:
             typer.echo(f"agentfsm: error: {exc}", err=True)

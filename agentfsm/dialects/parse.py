@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
-from agentfsm.core._memo import Memo, tools_key
+from agentfsm.core._memo import JSON_OBJECT_FACTOR, Memo, tools_key
 from agentfsm.core._types import DialectName
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects._scan import Scanner
@@ -35,7 +35,9 @@ def scanner_for(
         return Scanner(None, protocol, strict, stream)
     if _all_specs(tools):
         # read once per tool set's content: the proxy builds new specs for every request
-        known, schemas = _KNOWN.get(tools_key(tools), lambda: _known(tools))
+        key = tools_key(tools)
+        # the schemas are the specs' own: kept, they keep about their content's size alive
+        known, schemas = _KNOWN.get(key, lambda: _known(tools), lambda _: key.size * JSON_OBJECT_FACTOR)
     else:
         known, schemas = _known(tools)
     return Scanner(known, protocol, strict, stream, schemas)
@@ -51,7 +53,7 @@ def _known(tools: Sequence[ToolDefinition]) -> tuple[frozenset[str], dict[str, A
     return frozenset(schemas), schemas
 
 
-_KNOWN: Memo[tuple[frozenset[str], dict[str, Any]]] = Memo(64)
+_KNOWN: Memo[tuple[frozenset[str], dict[str, Any]]] = Memo(64, max_bytes=8 << 20)
 
 
 def parse_reply(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from agentfsm.core._memo import Memo, tools_key
+from agentfsm.core._memo import Memo, json_weight, tools_key
 from agentfsm.core._types import DialectName
 from agentfsm.core.messages import (
     AssistantMessage,
@@ -55,12 +55,16 @@ def actions_in(text: str, tools: Sequence[ToolSpec], dialect: DialectName) -> tu
         return ()  # every action opens with one of FIRST's characters: plain text holds none
     if len(text) > MEMO_CHARS:
         return parse_reply(text, tools, dialect).tool_calls
-    return _ACTIONS.get((text, tools_key(tools), dialect), lambda: parse_reply(text, tools, dialect).tool_calls)
+    return _ACTIONS.get(
+        (text, tools_key(tools), dialect),
+        lambda: parse_reply(text, tools, dialect).tool_calls,
+        lambda calls: len(text) * 2 + sum(json_weight(c.arguments) for c in calls),
+    )
 
 
-#: the longest text whose actions are kept (a bounded memory: 256 texts at most)
+#: the longest text whose actions are kept (a bounded memory: 256 texts, 4 MB at most)
 MEMO_CHARS = 4096
-_ACTIONS: Memo[tuple[ToolCall, ...]] = Memo(256)
+_ACTIONS: Memo[tuple[ToolCall, ...]] = Memo(256, max_bytes=4 << 20)
 
 
 def data_actions(history: Sequence[Message], tools: Sequence[ToolSpec], dialect: DialectName) -> frozenset[str]:

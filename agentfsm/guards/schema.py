@@ -36,7 +36,7 @@ from jsonschema.protocols import Validator
 from pydantic import BaseModel, ConfigDict
 from referencing import Registry
 
-from agentfsm.core._memo import ByIdentity
+from agentfsm.core._memo import JSON_OBJECT_FACTOR, ByIdentity
 from agentfsm.core._types import JSONObject
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.guards import _linear_regex
@@ -97,7 +97,9 @@ def _dumps(value: Any) -> str:
 
 
 #: a tool's schema serialised once, not per call (a ToolSpec's schema is not changed in place)
-_schema_text: ByIdentity[Any, str] = ByIdentity(_dumps)
+_schema_text: ByIdentity[Any, str] = ByIdentity(
+    _dumps, 256, max_bytes=8 << 20, weigh=lambda schema, text: len(text) * (1 + JSON_OBJECT_FACTOR)
+)
 
 
 def _size(arguments: Any) -> int:

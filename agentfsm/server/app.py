@@ -51,7 +51,7 @@ from agentfsm.server.streaming import stream_events
 from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disconnect
 from agentfsm.server.fit import count_prompt_tokens, fit_exchange
 from agentfsm.server.observe import app_watches
-from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, Settings
+from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOLS, Settings
 from agentfsm.server.wire import Wire, wire_for_path
 from agentfsm.core.backend import Backend, counts_tokens
 from agentfsm.core.config import DEFAULTS, RunConfig
@@ -61,11 +61,12 @@ from agentfsm.core.errors import (
     BodyTimeout,
     BodyTooLarge,
     RequestError,
+    TooManyTools,
     UsageError,
 )
 from agentfsm.protocols import IGNORED_HEADER, NormalizedRequest, settle
 
-__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "Settings", "create_app"]
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TOOLS", "Settings", "create_app"]
 
 
 class JSONResponse(_StarletteJSON):
@@ -111,6 +112,7 @@ def create_app(
     tracer_provider: Any = None,
     allowed_hosts: tuple[str, ...] | None = None,
     allowed_origins: tuple[str, ...] = (),
+    max_tools: int = DEFAULT_MAX_TOOLS,
     **run_settings: Any,
 ) -> Starlette:
     """The proxy as an ASGI app serving ``backend``.
@@ -126,7 +128,8 @@ def create_app(
     (:mod:`agentfsm.server.tracing`). ``allowed_hosts`` and
     ``allowed_origins`` extend the loopback names a request's ``Host`` and ``Origin`` may
     carry (:func:`~agentfsm.server.auth.check_host_and_origin`; by default any host is
-    allowed once an ``api_key`` is set).
+    allowed once an ``api_key`` is set). A request offering more than ``max_tools`` tools
+    is the client's 400.
     """
     run = config.replace(**run_settings) if run_settings else config  # a UsageError now, not per request
     if max_body_bytes < 1:
@@ -135,6 +138,8 @@ def create_app(
         raise UsageError("request_timeout must be positive")
     if body_timeout <= 0:
         raise UsageError("body_timeout must be positive")
+    if max_tools < 1:
+        raise UsageError("max_tools must be positive")
     proxy_metrics, watch = app_watches(metrics, tracer_provider)
     settings = Settings(
         run=run,
@@ -147,6 +152,7 @@ def create_app(
         watch=watch,
         allowed_hosts=tuple(allowed_hosts) if allowed_hosts is not None else (None if api_key else ()),
         allowed_origins=tuple(allowed_origins),
+        max_tools=max_tools,
     )
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -199,7 +205,7 @@ def create_app(
         try:
             _check_client(request, settings)
             body = await read_json_body(request, settings.max_body_bytes, settings.body_timeout)
-            normalized = _normalize(_ANTHROPIC, body)
+            normalized = _normalize(_ANTHROPIC, body, settings)
             ex = Exchange(backend, settle(normalized, backend.capabilities), _ANTHROPIC, settings)
             return JSONResponse({"input_tokens": await _off_loop(ex, count_prompt_tokens)})
         except AgentFSMError as exc:
@@ -232,7 +238,7 @@ async def _serve(request: Request, wire: Wire, backend: Backend, settings: Setti
     ex: Exchange | None = None
     try:
         _check_client(request, settings)
-        normalized = _normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout))
+        normalized = _normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout), settings)
         normalized = settle(normalized, backend.capabilities)
         deadline = None
         if settings.request_timeout is not None:
@@ -295,8 +301,12 @@ async def _off_loop(ex: Exchange, measure: Callable[[Exchange], _R]) -> _R:
     return measure(ex)
 
 
-def _normalize(wire: Wire, body: Any) -> NormalizedRequest:
-    """The body as a normalized request; whatever it gets wrong is the client's 400."""
+def _normalize(wire: Wire, body: Any, settings: Settings) -> NormalizedRequest:
+    """The body as a normalized request; whatever it gets wrong is the client's 400 (more
+    tools than ``settings.max_tools`` too, counted before any is read)."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    if isinstance(tools, list) and len(tools) > settings.max_tools:
+        raise TooManyTools(len(tools), settings.max_tools)
     try:
         return wire.normalize(body)
     except RequestError:
