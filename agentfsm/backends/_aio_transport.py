@@ -71,15 +71,8 @@ class AioResponse:
         self.status_code: int = response.status
         self.headers: CIMultiDictProxy[str] = response.headers
 
-    async def aread(self) -> bytes:
-        """The whole body (decompressed)."""
-        try:
-            return await self._response.read()
-        except Exception as exc:  # noqa: BLE001 - re-raised as its httpx type
-            _raise_mapped(exc)
-
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body, each chunk as soon as it arrives."""
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as sent (the session does not decompress), each chunk as soon as it arrives."""
         try:
             async for chunk in self._response.content.iter_any():
                 yield chunk
@@ -117,6 +110,7 @@ class AioUpstream:
             connector=connector,
             headers=self._headers,
             cookie_jar=aiohttp.DummyCookieJar(),  # an API client keeps no cookies
+            auto_decompress=False,  # decoded within the reply's bound (backends._body)
         )
         return self._session
 

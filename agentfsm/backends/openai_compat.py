@@ -23,6 +23,7 @@ proxy fits later requests before sending them.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -33,6 +34,7 @@ from loguru import logger
 from pydantic import SecretStr
 
 from agentfsm.core._types import JSONObject
+from agentfsm.backends._body import ACCEPT_ENCODING, MODELS_LIMIT, BoundedBody, aread_body, raw_of, read_body, reply_limit
 from agentfsm.backends._openai_attempts import ChatAttempts, Rejected, awith_fallback, with_fallback
 from agentfsm.backends._payload import JSONSchemaMode, build_payload, response_format_schema
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
@@ -41,10 +43,8 @@ from agentfsm.backends._transport import (
     CallState,
     RetryPolicy,
     Timeouts,
-    aread_body,
     bounded,
     map_transport_error,
-    read_body,
 )
 from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream
 from agentfsm.core.errors import BackendError, BackendHTTPError, MaxTokensTooLarge, UsageError
@@ -139,7 +139,8 @@ class OpenAICompatBackend:
         self._key = SecretStr(raw_key) if raw_key else None
         #: the key in every form an upstream may echo it (escaped, URL-encoded ...)
         self._redact = Redactor([raw_key])
-        self._headers = {"accept": "application/json", **(extra_headers or {})}
+        # only what backends._body decodes within the reply's bound
+        self._headers = {"accept": "application/json", "accept-encoding": ACCEPT_ENCODING, **(extra_headers or {})}
         self._extra_body = dict(extra_body or {})
         self._limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
@@ -204,20 +205,23 @@ class OpenAICompatBackend:
             lambda payload: self._policy.sync(call)(self._attempts.open_stream, payload, call),
             self._payload(messages, options, True), self._fall_back,
         )
+        limit = reply_limit(options.max_tokens, stream=True)
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                yield parse_chat_completion(read_body(response, call), self._redact).text
+                yield parse_chat_completion(read_body(response, call, limit), self._redact).text
                 return
             decoder, state = SSEDecoder(), ChatStreamState(self._redact)
+            headers, chunks = raw_of(response)
+            body = BoundedBody(headers, limit)
             try:
-                for chunk in response.iter_bytes():
-                    for data in decoder.feed(chunk):
+                for raw in chunks:
+                    for data in decoder.feed(body.feed(raw)):
                         if delta := state.accept(data):
                             yield delta
                     call.check()
             except httpx.HTTPError as exc:
                 raise map_transport_error(exc, self._redact) from exc
-            for data in decoder.close():
+            for data in [*decoder.feed(body.close()), *decoder.close()]:
                 if delta := state.accept(data):
                     yield delta
             state.finish()
@@ -238,26 +242,28 @@ class OpenAICompatBackend:
             return await self._policy.arun(call, self._attempts.aopen_stream, payload, call)
 
         response = await awith_fallback(run, self._payload(messages, options, True), self._fall_back)
+        limit = reply_limit(options.max_tokens, stream=True)
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                whole = parse_chat_completion(await aread_body(response, call), self._redact)
+                whole = parse_chat_completion(await aread_body(response, call, limit), self._redact)
                 yield whole.text
                 end.finish_reason, end.usage = whole.finish_reason, whole.usage
                 return
             decoder, state = SSEDecoder(), ChatStreamState(self._redact)
-            chunks = response.aiter_bytes()
+            body = BoundedBody(response.headers, limit)
+            chunks = response.aiter_raw()
             try:
                 while True:
                     try:
-                        chunk = await bounded(lambda: anext(chunks), call)
+                        raw = await bounded(lambda: anext(chunks), call)
                     except StopAsyncIteration:
                         break
-                    for data in decoder.feed(chunk):
+                    for data in decoder.feed(body.feed(raw)):
                         if delta := state.accept(data):
                             yield delta
             except httpx.HTTPError as exc:
                 raise map_transport_error(exc, self._redact) from exc
-            for data in decoder.close():
+            for data in [*decoder.feed(body.close()), *decoder.close()]:
                 if delta := state.accept(data):
                     yield delta
             state.finish()
@@ -271,13 +277,14 @@ class OpenAICompatBackend:
         """The model ids the upstream lists at ``GET /models``."""
         call = CallState(self.timeouts.total)
         try:
-            response = self._sync_client().get("models", timeout=call.httpx_timeout(self.timeouts))
+            with self._sync_client().stream("GET", "models", timeout=call.httpx_timeout(self.timeouts)) as response:
+                body = read_body(response, call, MODELS_LIMIT, cut=response.status_code >= 400)
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, self._redact) from exc
         if response.status_code >= 400:
-            raise BackendHTTPError(response.status_code, self._redact(response.text))
+            raise BackendHTTPError(response.status_code, self._redact(body.decode("utf-8", "replace")))
         try:
-            data = response.json()
+            data = json.loads(body)
             return [str(item["id"]) for item in data["data"]]
         except (ValueError, KeyError, TypeError) as exc:
             raise BackendError("upstream /models answer is not a model list") from exc
