@@ -167,6 +167,11 @@ class OpenAICompatBackend:
         return f"openai:{self.model}"
 
     @property
+    def max_connections(self) -> int:
+        """The size of the connection pool to the upstream (one per request at once)."""
+        return self._limits.max_connections or 0
+
+    @property
     def capabilities(self) -> Capabilities:
         """Prefill as declared; JSON schema unless ``json_schema_mode="off"``; the context
         as declared (``context_tokens``), else as the upstream reported it in a "does not

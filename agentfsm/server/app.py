@@ -47,6 +47,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from agentfsm.server.auth import check_api_key, check_host_and_origin, read_json_body
+from agentfsm.server.limits import ClientShare
 from agentfsm.server.streaming import stream_events
 from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disconnect
 from agentfsm.server.fit import count_prompt_tokens, fit_exchange
@@ -113,6 +114,7 @@ def create_app(
     allowed_hosts: tuple[str, ...] | None = None,
     allowed_origins: tuple[str, ...] = (),
     max_tools: int = DEFAULT_MAX_TOOLS,
+    client_share: int | None = None,
     **run_settings: Any,
 ) -> Starlette:
     """The proxy as an ASGI app serving ``backend``.
@@ -129,7 +131,11 @@ def create_app(
     ``allowed_origins`` extend the loopback names a request's ``Host`` and ``Origin`` may
     carry (:func:`~agentfsm.server.auth.check_host_and_origin`; by default any host is
     allowed once an ``api_key`` is set). A request offering more than ``max_tools`` tools
-    is the client's 400.
+    is the client's 400. ``client_share`` bounds the requests one client (address) has at
+    the upstream at once; its others wait (default: half the backend's connection pool,
+    when it has one). Slow headers and the number of connections are the HTTP server's
+    to bound: ``agentfsm serve`` runs uvicorn with
+    :func:`~agentfsm.server.limits.guarded_protocol`.
     """
     run = config.replace(**run_settings) if run_settings else config  # a UsageError now, not per request
     if max_body_bytes < 1:
@@ -140,6 +146,12 @@ def create_app(
         raise UsageError("body_timeout must be positive")
     if max_tools < 1:
         raise UsageError("max_tools must be positive")
+    if client_share is None:
+        pool = getattr(backend, "max_connections", None)
+        client_share = max(1, pool // 2) if isinstance(pool, int) and pool > 0 else None
+    elif client_share < 1:
+        raise UsageError("client_share must be positive")
+    share = ClientShare(client_share)
     proxy_metrics, watch = app_watches(metrics, tracer_provider)
     settings = Settings(
         run=run,
@@ -153,6 +165,7 @@ def create_app(
         allowed_hosts=tuple(allowed_hosts) if allowed_hosts is not None else (None if api_key else ()),
         allowed_origins=tuple(allowed_origins),
         max_tools=max_tools,
+        client_share=client_share,
     )
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -189,15 +202,15 @@ def create_app(
 
     async def chat_completions(request: Request) -> Response:
         """OpenAI chat completions, with tool calls for a model that has none."""
-        return await _serve(request, _OPENAI, backend, settings)
+        return await _serve(request, _OPENAI, backend, settings, share)
 
     async def responses(request: Request) -> Response:
         """OpenAI Responses API (stateless), with ``function_call`` items for a model that has none."""
-        return await _serve(request, _RESPONSES, backend, settings)
+        return await _serve(request, _RESPONSES, backend, settings, share)
 
     async def messages(request: Request) -> Response:
         """Anthropic messages, with ``tool_use`` for a model that has none."""
-        return await _serve(request, _ANTHROPIC, backend, settings)
+        return await _serve(request, _ANTHROPIC, backend, settings, share)
 
     async def count_tokens(request: Request) -> Response:
         """Anthropic token counting: the input tokens of the prompt the model would see
@@ -234,8 +247,10 @@ def create_app(
     return app
 
 
-async def _serve(request: Request, wire: Wire, backend: Backend, settings: Settings) -> Response:
+async def _serve(request: Request, wire: Wire, backend: Backend, settings: Settings, share: ClientShare) -> Response:
     ex: Exchange | None = None
+    client = request.client.host if request.client is not None else ""
+    place = _Place(share, client)
     try:
         _check_client(request, settings)
         normalized = _normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout), settings)
@@ -247,12 +262,15 @@ async def _serve(request: Request, wire: Wire, backend: Backend, settings: Setti
         ex.open_transcript()
         if normalized.stream:
             fit = await _off_loop(ex, fit_exchange)  # compacted, clamped, or PromptTooLong
-            return await _stream(request, ex, fit.prompt_tokens)
+            await until_disconnect(request, place.take(), deadline)
+            return await _stream(request, ex, fit.prompt_tokens, place)
         if backend.capabilities.context_tokens is not None:
             # in an unknown context nothing is compacted, clamped or refused: the fit would
             # only measure the prompt (built in full, ~0.1 ms), which a whole answer never reports
             await _off_loop(ex, fit_exchange)
+        await until_disconnect(request, place.take(), deadline)
         reply = await until_disconnect(request, complete(ex), deadline)
+        place.give_back()
         ex.end(reply)
         body = wire.response(
             model=ex.model,
@@ -284,6 +302,43 @@ async def _serve(request: Request, wire: Wire, backend: Backend, settings: Setti
         if ex is not None:
             ex.end(error=exc)
         return JSONResponse(wire.error(500, "internal error in the proxy"), status_code=500)
+    finally:
+        if not place.handed:
+            place.give_back()
+
+
+class _Place:
+    """This request's place in its client's share of the upstream (see ClientShare)."""
+
+    __slots__ = ("client", "handed", "held", "share")
+
+    def __init__(self, share: ClientShare, client: str) -> None:
+        self.share, self.client = share, client
+        self.held = self.handed = False
+
+    async def take(self) -> None:
+        await self.share.enter(self.client)
+        self.held = True
+
+    def give_back(self) -> None:
+        if self.held:
+            self.held = False
+            self.share.leave(self.client)
+
+
+class _StreamWithPlace(StreamingResponse):
+    """A stream that gives its request's place back when it ends, however it ends."""
+
+    def __init__(self, *args: Any, place: _Place, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._place = place
+        place.handed = True
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._place.give_back()
 
 
 def _check_client(request: Request, settings: Settings) -> None:
@@ -344,7 +399,7 @@ def _headers(ex: Exchange) -> dict[str, str]:
     return headers
 
 
-async def _stream(request: Request, ex: Exchange, input_tokens: int) -> Response:
+async def _stream(request: Request, ex: Exchange, input_tokens: int, place: _Place) -> Response:
     """Prime the stream (so that an early failure is a plain HTTP error), then stream on."""
     r = ex.request
     sink = ex.wire.sink(
@@ -363,7 +418,7 @@ async def _stream(request: Request, ex: Exchange, input_tokens: int) -> Response
     except StopAsyncIteration:
         first = None
     headers = {**_headers(ex), "cache-control": "no-cache", "x-accel-buffering": "no"}
-    return StreamingResponse(_chain(first, events), media_type="text/event-stream", headers=headers)
+    return _StreamWithPlace(_chain(first, events), media_type="text/event-stream", headers=headers, place=place)
 
 
 async def _chain(first: str | None, rest: AsyncIterator[str]) -> AsyncIterator[str]:
