@@ -37,7 +37,7 @@ class Scanner:
     """Incremental reply scanner: ``feed`` text, then ``result``."""
 
     __slots__ = (
-        "_actions", "_base", "_blocks", "_broken", "_buf", "_cache", "_calls", "_ctx", "_dropped",
+        "_actions", "_base", "_blocks", "_broken", "_buf", "_cache", "_calls", "_ctx", "_dead", "_dropped",
         "_fed", "_final", "_last", "_next", "_pending", "_pos", "_prev", "_problems",
         "_prose_at", "_reader", "_stream", "_texts", "_truncated", "_until", "events",
         "strict",
@@ -59,6 +59,8 @@ class Scanner:
         self._buf = ""
         self._pos = 0
         self._base = 0
+        #: absolute offset before which no position can grow into an opener any more
+        self._dead = 0
         self._prev = ""
         self._last = ""
         self._fed = 0
@@ -225,14 +227,23 @@ class Scanner:
         return buf[i - 1] if i > 0 else self._prev
 
     def _hold(self, buf: str, pos: int, limit: int) -> int | None:
-        """The first position from which the tail could still grow into an opener."""
+        """The first position from which the tail could still grow into an opener.
+
+        A position that cannot grow into an opener never will (more text only makes the
+        tail longer), so each is tried once over the whole stream (``_dead``), each
+        opener with one regex match (:attr:`~agentfsm.dialects._tokens.OpenerDef.prefix_regex`;
+        a walk of the tokens in Python cost ~8 µs a character of text made of openers'
+        first characters)."""
         n = len(buf)
-        for m in FIRST.finditer(buf, max(pos, n - WINDOW), min(limit, n)):
+        end = min(limit, n)
+        for m in FIRST.finditer(buf, max(pos, n - WINDOW, self._dead - self._base), end):
             i = m.start()
             for d, fmt in BY_FIRST[m.group()]:
                 # text longer than the opener would already have matched in full, or not at all
                 if fmt.holds(self, buf, i, d):
+                    self._dead = self._base + i
                     return i
+        self._dead = max(self._dead, self._base + end)
         return None
 
     def _outranked(self, buf: str, p: int, kind: str) -> bool:

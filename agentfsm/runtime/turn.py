@@ -20,6 +20,11 @@ What happens once, here:
 - corrections are appended to ``history`` (the rejected reply and the correction), so
   the budget is counted from the history, as a stateless proxy counts it.
 
+The event loop is never held long by one reply: a streamed reply's parsing gives the
+loop a turn every few milliseconds (:data:`YIELD_EVERY`), and the engine decides a long
+reply (:data:`OFF_LOOP_CHARS`) in a worker thread, where parsing and validating it
+cannot stall the proxy's other clients.
+
 The turn ends with tool calls or an answer; a spent budget under a required call, a
 loop, or ``max_steps`` raise the engine's typed error. Under ``auto`` a spent budget
 ends the turn with the model's best acceptable reply (``TurnResult.exhausted``).
@@ -27,6 +32,8 @@ ends the turn with the model's best acceptable reply (``TurnResult.exhausted``).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -63,6 +70,20 @@ __all__ = [
 ]
 
 Emit = Callable[..., None]
+#: replies at least this long are decided (parsed, guarded, validated) in a worker thread
+OFF_LOOP_CHARS = 16_384
+#: seconds of stream parsing after which the loop is given a turn
+YIELD_EVERY = 0.005
+
+
+async def _step(
+    history: list[Message], text: str, config: EngineConfig, finish_reason: str
+) -> CallTools | Answer | Correct | Fail:
+    """The engine's decision on ``text``; off the event loop for a long reply (``history``
+    is not changed while the turn awaits it)."""
+    if len(text) < OFF_LOOP_CHARS:
+        return step(history, text, config, finish_reason)
+    return await asyncio.to_thread(step, history, text, config, finish_reason)
 
 
 @dataclass(frozen=True)
@@ -183,6 +204,7 @@ async def _generate(
     parts = [prefill]
     pending: list[StreamEvent] = parser.feed(prefill) if prefill else []
     source = backend.astream(prompt, opts)
+    since = time.monotonic()
     try:
         while True:
             try:
@@ -194,6 +216,10 @@ async def _generate(
             for text in _prose(pending, hold, out):
                 yield text
             pending = []
+            if time.monotonic() - since > YIELD_EVERY:
+                # the upstream's chunks may all be buffered already: parse no longer at a stretch
+                await asyncio.sleep(0)
+                since = time.monotonic()
     finally:
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
@@ -283,11 +309,11 @@ async def stream_turn(
         # the reply is read, and corrected, in the format this attempt asked for (under a
         # grammar the json-protocol shape: a correction then shows that shape, not another)
         deciding = config if p.dialect == config.dialect else replace(config, dialect=p.dialect)
-        decision = step(history, text, deciding, out.finish_reason)
+        decision = await _step(history, text, deciding, out.finish_reason)
         if text != out.text and isinstance(decision, Correct):
             # the extension may add calls, never refuse the call the model made: a list
             # with a refused item falls back to its first call when that one is accepted
-            alone = step(history, out.text, deciding, out.finish_reason)
+            alone = await _step(history, out.text, deciding, out.finish_reason)
             if not isinstance(alone, Correct):
                 emit("guard", guard="extension", verdict="accept", reason="first_call_alone",
                      detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
