@@ -285,3 +285,45 @@ async def test_a_long_reply_is_decided_off_the_event_loop(monkeypatch: pytest.Mo
     await turn._step(history, "short", config, "stop")
     await turn._step(history, "x" * turn.OFF_LOOP_CHARS, config, "stop")
     assert seen[0] == threading.current_thread().name and seen[1] != seen[0]
+
+
+# --- the stream decides as the whole text does, however it is cut (issue 29, item 13) -----
+
+_FRAGMENTS = ["<tool_call>", "</tool_call>", "<function=l>", "<function=e>", "</function>", "<parameter=a>",
+              "</parameter>", "\n", " ", "x", "{", "}", '"', "```", "```json action\n", "[TOOL_CALLS]", "@tool l {}",
+              '{"name": "l", "arguments": {}}', "<", "/", "t", "\U0001f60a" * 14, "[", "]"]
+
+
+def _streamed(text: str, cuts: list[int]) -> tuple[ParsedReply, tuple[ToolCall, ...]]:
+    parser = StreamParser()
+    events: list[StreamEvent] = []
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    for a, b in zip([0, *points], [*points, len(text)], strict=True):
+        events += parser.feed(text[a:b])
+    events += parser.close()
+    return parser.result(), tuple(e.call for e in events if isinstance(e, ToolCallDelta))
+
+
+def test_the_minimal_disagreement_of_the_issue_is_gone() -> None:
+    text = "<tool_call><function=l></function><tool_call><function=e></function>"
+    whole = parse_reply(text)
+    for size in range(1, len(text) + 1):
+        result, emitted = _streamed(text, list(range(size, len(text), size)))
+        assert result == whole and emitted == whole.tool_calls, size
+
+
+_XML = ["<tool_call>", "</tool_call>", "<function=l>", "</function>", "<parameter=a>", "</parameter>", "\n", "x", "<", "{}"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.one_of(st.lists(st.sampled_from(_FRAGMENTS), max_size=14), st.lists(st.sampled_from(_XML), max_size=10)).map("".join),
+    st.lists(st.integers(0, 400), max_size=12),
+    st.integers(1, 12),
+)
+def test_stream_parser_and_parse_reply_agree_on_any_chunking(text: str, cuts: list[int], size: int) -> None:
+    whole = parse_reply(text)
+    for points in (cuts, list(range(size, len(text), size))):  # cut anywhere, and every ``size``
+        result, emitted = _streamed(text, points)
+        assert result == whole
+        assert emitted == whole.tool_calls

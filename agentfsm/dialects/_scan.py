@@ -94,14 +94,19 @@ class Scanner:
         if self._dropped:
             return
         if self._reader is not None:
-            end = self._reader.feed(chunk, 0, final)
+            reader = self._reader
+            end = reader.feed(chunk, 0, final)
             if end is None:
                 if final:
                     self._finish_reader(final=True)
                 self._last = chunk[-1:] or self._last
                 return
             self._finish_reader(final=False)
-            self._buf, self._base, self._pos, self._prev = chunk, start, end, self._last
+            back = reader.given_back
+            if back:  # the block ended in an earlier chunk: read what followed it again
+                self._buf, self._base, self._pos, self._prev = back + chunk, start - len(back), 0, reader.raw[-1:]
+            else:
+                self._buf, self._base, self._pos, self._prev = chunk, start, end, self._last
         else:
             self._buf += chunk
         self._cache.clear()
