@@ -21,6 +21,7 @@ from agentfsm.dialects._openers import BY_FIRST, FAMILIES, FIRST, GROUP_KIND, PR
 from agentfsm.dialects._readers import Reader
 from agentfsm.dialects._registry import FORMAT_OF_BLOCK, FORMAT_OF_OPENER
 from agentfsm.dialects.base import ParsedReply, Problem
+from agentfsm.dialects.xml_function import STRAY_CLOSER
 from agentfsm.core.messages import ToolCall
 
 __all__ = ["MAX_BLOCKS", "Scanner"]
@@ -38,9 +39,9 @@ class Scanner:
 
     __slots__ = (
         "_actions", "_base", "_blocks", "_broken", "_buf", "_cache", "_calls", "_ctx", "_dead", "_dropped",
-        "_fed", "_final", "_last", "_next", "_pending", "_pos", "_prev", "_problems",
-        "_prose_at", "_reader", "_stream", "_texts", "_truncated", "_until", "events",
-        "strict",
+        "_fed", "_final", "_held", "_last", "_next", "_pending", "_pos", "_prev", "_problems",
+        "_prose_at", "_reader", "_stray", "_stream", "_tail", "_texts", "_truncated", "_until", "_xml_from",
+        "events", "strict",
     )  # fmt: skip
 
     def __init__(
@@ -84,11 +85,23 @@ class Scanner:
         #: an action could not be read: where its text ends (and what follows begins) is a
         #: guess, so no later action becomes a call
         self._broken = False
+        #: the index of the first call from an XML block (None: none yet); from there on,
+        #: a stream's call events wait for the end (``_held``), when a stray XML closer in
+        #: the prose (``_stray``; ``_tail`` spans prose pieces) refuses them all
+        self._xml_from: int | None = None
+        self._held: list[tuple[int, Any]] = []
+        self._stray = False
+        self._tail = ""
 
     # -- feeding -----------------------------------------------------------------
 
     def feed(self, chunk: str, final: bool = False) -> None:
         """Scan ``chunk``; ``final`` when it is the last (the reply ends after it)."""
+        self._feed(chunk, final)
+        if final:
+            self._settle_xml()
+
+    def _feed(self, chunk: str, final: bool) -> None:
         start = self._fed
         self._fed += len(chunk)
         if self._dropped:
@@ -181,6 +194,7 @@ class Scanner:
             return
         text = self._buf[i:j]
         self._pos = j
+        self._watch(text)
         if self._prose_at is None and not text.isspace():
             self._prose_at = self._base + i + len(text) - len(text.lstrip())
         self._texts.append(text)
@@ -308,6 +322,7 @@ class Scanner:
             self._broken = self._broken or (body.lstrip()[:1] in ("{", "[") and fmt.closer in body)
         if out.prose:
             self._texts.append(block.raw)
+            self._watch(block.raw)
             if self._stream:
                 self.events.append((TEXT, block.raw))
             if self._prose_at is None and not block.raw.isspace():
@@ -323,16 +338,49 @@ class Scanner:
             out.problems.append(problem("invalid_json", message, block.start, fmt.sources[block.kind]))
             out.calls = []
         self._broken = self._broken or any(p.code == "invalid_json" and p.rejected for p in out.problems)
+        if block.kind == "xml" and self._xml_from is None:
+            self._xml_from = len(self._calls)
         for name, args in out.calls:
             values = {"id": f"call_{len(self._calls)}", "name": name, "arguments": args}
             call = _construct(ToolCall, values)
             self._calls.append(call)
             if self._stream:
-                self.events.append((CALL, call))
+                (self.events if self._xml_from is None else self._held).append((CALL, call))
         self._problems.extend(out.problems)
         self._truncated = self._truncated or out.truncated
         if out.final is not MISSING and self._final is MISSING:
             self._final = out.final
+
+    def _watch(self, prose: str) -> None:
+        """Note a stray XML closer in prose (a piece may end inside one: keep a tail)."""
+        if self._stray:
+            return
+        text = self._tail + prose
+        if "</" in text and STRAY_CLOSER.search(text) is not None:
+            self._stray = True
+        self._tail = text[-12:]
+
+    def _settle_xml(self) -> None:
+        """At the end: the calls from the first XML block on, refused or released."""
+        start = self._xml_from
+        if start is None:
+            return
+        if self._stray and start < len(self._calls):
+            message = (
+                "an XML parameter value held </parameter> or </function> (a closer followed in the "
+                "text): no call from the first <tool_call> on was run; write such a value in a JSON "
+                "object body, <function=NAME>{...}</function>"
+            )
+            self._problems.append(
+                Problem.model_construct(
+                    code="malformed_action", message=message, position=None, rejected=True, source="xml-function"
+                )
+            )
+            del self._calls[start:]
+        elif self._stream:
+            self.events.extend(self._held)
+        self._held = []
+        self._xml_from = None
 
     # -- the result --------------------------------------------------------------------
 
