@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from agentfsm.dialects._decode import Block, Context, Outcome, problem
 from agentfsm.dialects._format import Opened
-from agentfsm.dialects._json import MISSING
+from agentfsm.dialects._json import MAX_REPAIR_CHARS, MISSING, RepairBudget
 from agentfsm.dialects._openers import BY_FIRST, FAMILIES, FIRST, GROUP_KIND, PRIORITY, WINDOW, Family
 from agentfsm.dialects._readers import Reader
 from agentfsm.dialects._registry import FORMAT_OF_BLOCK, FORMAT_OF_OPENER
@@ -24,7 +24,7 @@ from agentfsm.dialects.base import ParsedReply, Problem
 from agentfsm.dialects.xml_function import STRAY_CLOSER
 from agentfsm.core.messages import ToolCall
 
-__all__ = ["MAX_BLOCKS", "Scanner"]
+__all__ = ["MAX_BLOCKS", "DataScan", "Scanner"]
 
 #: after this many action blocks (or fences) in one reply, the rest is not parsed
 MAX_BLOCKS: Final = 512
@@ -34,6 +34,26 @@ _set = object.__setattr__
 TEXT, CALL = 0, 1
 
 
+class DataScan:
+    """How a scan of data (a tool result, a user's pasted text) went.
+
+    Data is read for every action a model could copy out of it: no block suppresses the
+    ones after it (a broken one, a 513th), each block gets a repair budget of its own,
+    and each block's text is read again from just after its opener, so that an unclosed
+    fence or ``<tool_call>`` that swallows the rest of the text hides nothing. That
+    rereading is bounded by :attr:`budget` characters (four times the text, plus 64 KB);
+    past it, :attr:`incomplete_from` says from where the text was not read in full.
+    """
+
+    __slots__ = ("budget", "incomplete_from", "repaired", "work")
+
+    def __init__(self) -> None:
+        self.work = 0
+        self.repaired = 0
+        self.budget = 65_536
+        self.incomplete_from: int | None = None
+
+
 class Scanner:
     """Incremental reply scanner: ``feed`` text, then ``result``."""
 
@@ -41,7 +61,7 @@ class Scanner:
         "_actions", "_base", "_blocks", "_broken", "_buf", "_cache", "_calls", "_ctx", "_dead", "_dropped",
         "_fed", "_final", "_held", "_last", "_next", "_pending", "_pos", "_prev", "_problems",
         "_prose_at", "_reader", "_stray", "_stream", "_tail", "_texts", "_truncated", "_until", "_xml_from",
-        "events", "strict",
+        "data", "events", "strict",
     )  # fmt: skip
 
     def __init__(
@@ -51,8 +71,11 @@ class Scanner:
         strict: bool,
         stream: bool = False,
         schemas: dict[str, Any] | None = None,
+        data: bool = False,
     ) -> None:
         self._ctx = Context(known, protocol, schemas)
+        #: reading data, not a reply (whole text only): see :class:`DataScan`
+        self.data: DataScan | None = DataScan() if data else None
         #: keep ``events`` (a whole-text parse only needs the result)
         self._stream = stream
         #: json-protocol strict mode: calls are only known at the end
@@ -166,7 +189,7 @@ class Scanner:
                 return
             p, kind, end = cand
             self._prose(pos, p)
-            if self._blocks >= MAX_BLOCKS:
+            if self._blocks >= MAX_BLOCKS and self.data is None:
                 self._drop(p)
                 return
             if self._open(buf, p, kind, end, final) == _NEED:
@@ -174,6 +197,25 @@ class Scanner:
             self._blocks += 1
             if self._reader is not None:
                 return
+            if self.data is not None:
+                self._rescan(p)
+
+    def _rescan(self, p: int) -> None:
+        """Data: read the text of the block at ``p`` again, from just after its first
+        character (an action inside it, or after a prefix that swallowed the rest, is
+        still found), within the data's work budget."""
+        data = self.data
+        assert data is not None
+        wasted = self._pos - (p + 1)
+        if wasted <= 0:
+            return
+        if data.work + wasted > data.budget:
+            if data.incomplete_from is None:
+                data.incomplete_from = self._base + p
+            return
+        data.work += wasted
+        self._pos = p + 1
+        self._until = ""
 
     def _drop(self, p: int) -> None:
         message = (
@@ -315,7 +357,15 @@ class Scanner:
 
     def _block(self, block: Block) -> None:
         fmt = FORMAT_OF_BLOCK[block.kind]
+        data = self.data
+        if data is not None:  # each block of data has the repair budget of a reply of its own
+            self._ctx.budget = RepairBudget()
         out: Outcome = fmt.decode(block, self._ctx)
+        if data is not None:
+            data.repaired += MAX_REPAIR_CHARS - self._ctx.budget.remaining
+            if data.repaired > data.budget and data.incomplete_from is None:
+                data.incomplete_from = block.start  # no more repairs: what follows is unread
+                self._ctx.budget = RepairBudget(remaining=0, calls=0)
         if out.prose and fmt.closer and block.state == "closed":
             body = block.raw[block.body : block.body_end]
             # a JSON body holding its own closer that cannot be read: cut there, probably
@@ -333,7 +383,7 @@ class Scanner:
             self._texts.append(out.text)
             if self._stream:
                 self.events.append((TEXT, out.text))
-        if self._broken and out.calls:
+        if self._broken and out.calls and data is None:
             message = "an action after one that could not be read; it was not run"
             out.problems.append(problem("invalid_json", message, block.start, fmt.sources[block.kind]))
             out.calls = []
@@ -365,7 +415,7 @@ class Scanner:
         start = self._xml_from
         if start is None:
             return
-        if self._stray and start < len(self._calls):
+        if self._stray and start < len(self._calls) and self.data is None:
             message = (
                 "an XML parameter value held </parameter> or </function> (a closer followed in the "
                 "text): no call from the first <tool_call> on was run; write such a value in a JSON "
