@@ -160,6 +160,22 @@ def build_app(
     )
 
 
+def _freeze_heap() -> None:
+    """Leave what start-up built out of the collector's full passes: with the server, the
+    backend and the pool's client imported (aiohttp is loaded on the first request
+    otherwise), a full collection walked all of it whenever a large reply's objects set one
+    off, and held every client for ~240 ms (measured here); frozen, it takes ~1 ms."""
+    import gc
+    import importlib
+
+    try:
+        importlib.import_module("agentfsm.backends._aio_transport")
+    except ImportError:  # the async client is optional
+        pass
+    gc.collect()
+    gc.freeze()
+
+
 def _names(value: str | None) -> tuple[str, ...] | None:
     """A comma-separated option as names (None when not given)."""
     if value is None:
@@ -231,6 +247,7 @@ def register(app: typer.Typer) -> None:
         except AgentFSMError as exc:
             typer.echo(f"agentfsm: error: {exc}", err=True)
             raise typer.Exit(2) from None
+        _freeze_heap()
         typer.echo(f"agentfsm proxy on http://{host}:{port} (OpenAI base URL http://{host}:{port}/v1)", err=True)
         # loop/http "auto": uvloop and httptools (dependencies) where installed, else asyncio and h11
         # http: uvicorn's own protocol (httptools where installed), with a header deadline and
