@@ -120,7 +120,8 @@ _KEYED_VALUE = re.compile(
     )""",
     re.DOTALL,
 )
-_KEY_HINT = re.compile(f"(?i){_KEY_NAMES}")
+#: a secret key's name as a whole word (not ``max_tokens``): what a string must hold to be searched
+_KEY_HINT = re.compile(rf"(?i)(?<![\w.-])(?:{_KEY_NAMES})(?![\w-])")
 
 
 def _hide_value(m: re.Match[str]) -> str:
@@ -149,7 +150,7 @@ class _SecretText:
         """``value`` (plain data from :func:`redact`) with its strings scrubbed."""
         kind = type(value)
         if kind is str:
-            return self.text(value)
+            return self.text(value) if len(value) > 6 else value  # "token=x" is 7
         if kind is dict:
             return {k: v if type(v) in _NOT_TEXT else self.scrub(v) for k, v in value.items()}
         if kind is list:
