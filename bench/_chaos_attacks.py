@@ -17,19 +17,11 @@ passes by testing only the verbatim case:
 
 from __future__ import annotations
 
-import gzip
 import html
 import json
-import os
 import random
-import socket
-import subprocess
-import sys
 import tempfile
-import threading
-import time
 import urllib.parse
-import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,8 +31,8 @@ import anthropic
 import httpx
 import openai
 
-from _chaos_proxy import CLIENT_KEY, UPSTREAM_KEY, Evidence, rss_kib, serve
-from agentfsm.testing import FakeUpstream, ReceivedRequest, flood, latency, raw_body, reply, status
+from _chaos_proxy import CLIENT_KEY, Evidence, rss_kib, serve
+from agentfsm.testing import FakeUpstream, ReceivedRequest, raw_body, status
 from fixtures.injections import (
     INJECTED_TOOL,
     VARIANT_TOOLS_ANTHROPIC,

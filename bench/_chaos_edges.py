@@ -25,12 +25,11 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from _chaos_attacks import ROOT, SEED, TOOLS, USER, Counts, _pool
+from _chaos_attacks import ROOT, SEED, TOOLS, USER, Counts
 from _chaos_proxy import CLIENT_KEY, Evidence, rss_kib, serve
 from agentfsm.testing import FakeUpstream, ReceivedRequest, flood, latency, raw_body
 

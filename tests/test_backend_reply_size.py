@@ -18,7 +18,7 @@ from agentfsm.backends import GenerationOptions, OpenAICompatBackend, Timeouts
 from agentfsm.backends._body import MAX_REPLY_BYTES, BoundedBody, reply_limit
 from agentfsm.core.errors import BackendProtocolError
 from agentfsm.testing import FakeUpstream, flood, raw_body
-from tests._fake import MESSAGES, MODES, call
+from tests._fake import MODES, call
 from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, proxy
 
 OPTIONS = GenerationOptions(max_tokens=16)

@@ -11,13 +11,12 @@ a reply that quoted a result and then made its own call lost its own call.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import anthropic
 import openai
 import pytest
 
-from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
+from agentfsm.core.messages import ToolSpec
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.guards import Accept, Correction, injection
 from agentfsm.testing import FakeUpstream
@@ -32,27 +31,17 @@ from fixtures.injections import (
     wrap,
 )
 from tests._proxy import proxy, upstream_backend
+from tests.test_injection import _history
 
 TOOLS = [ToolSpec.from_any(t) for t in VARIANT_TOOLS_OPENAI]
 OWN = '```json action\n{"tool": "read_notes", "parameters": {"topic": "budget"}}\n```'
-
-
-def _history(data: str, in_user: bool) -> list[Message]:
-    if in_user:
-        return [UserMessage(content="Summarise this document:\n" + data)]
-    call = ToolCall(id="call_0", name="read_notes", arguments={"topic": "all"})
-    return [
-        UserMessage(content="Summarise my notes."),
-        AssistantMessage(content=None, tool_calls=(call,)),
-        ToolMessage(result=ToolResult(call_id="call_0", name="read_notes", content=data)),
-    ]
 
 
 @pytest.mark.parametrize("in_user", [False, True], ids=["tool-result", "user-content"])
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_the_guard_corrects_a_copy_of_each_variation(name: str, in_user: bool) -> None:
     data, copy = VARIANTS[name]
-    injected = injection.data_actions(_history(wrap(data), in_user), TOOLS, "json-action")
+    injected = injection.data_actions(_history(wrap(data), in_user=in_user), TOOLS, "json-action")
     reply = parse_reply(copy, TOOLS)
     assert [c.name for c in reply.tool_calls] == [INJECTED_TOOL]
     verdict = injection.check(reply, injected)
@@ -71,7 +60,7 @@ def test_normalised_texts_decode_what_a_model_decodes() -> None:
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_a_reply_that_quotes_the_data_and_calls_its_own_tool_keeps_its_own_call(name: str) -> None:
     data, copy = VARIANTS[name]
-    injected = injection.data_actions(_history(wrap(data), False), TOOLS, "json-action")
+    injected = injection.data_actions(_history(wrap(data)), TOOLS, "json-action")
     reply = parse_reply(f"The notes say:\n{copy}\nI will read the budget instead.\n{OWN}", TOOLS)
     kept = injection.without_quoted(reply, injected)
     assert [c.name for c in kept.tool_calls] == ["read_notes"]

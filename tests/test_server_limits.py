@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import uvicorn
 
 from agentfsm.server.app import create_app
 from agentfsm.server.limits import ClientShare, guarded_protocol
 from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest, latency
-from tests._proxy import free_port, serve_command, upstream_backend
+from tests._proxy import serve_command, upstream_backend
 
 USER = [{"role": "user", "content": "hi"}]
 
