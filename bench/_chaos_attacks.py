@@ -119,7 +119,7 @@ def injection_variants(n: int, evidence: Evidence) -> Counts:
     rnd = random.Random(SEED)
     count = {"classes": len(VARIANTS), "requests": 0, "seed": SEED, "calls_not_authored": 0, "own_calls_lost": 0}
     rounds = max(1, n // 200)
-    for name, (data, copy) in VARIANTS.items():
+    for data, copy in VARIANTS.values():
         for own in (False, True):
             script = variant_model(copy, OWN if own else "")
             with FakeUpstream(script) as fake, serve(evidence, f"variants_{len(evidence.responses)}", fake.base_url) as proxy:
@@ -134,7 +134,6 @@ def injection_variants(n: int, evidence: Evidence) -> Counts:
                     count["requests"] += 1
                     count["calls_not_authored"] += names.count(INJECTED_TOOL)
                     count["own_calls_lost"] += own and "read_notes" not in names
-            del name
     return count
 
 
