@@ -28,7 +28,7 @@ _QUICK = {"big_integers", "host_origin", "xml_and_quotes", "base_url", "transcri
 @pytest.mark.slow
 def test_the_short_chaos_run_counts_nothing_wrong() -> None:
     chaos = _chaos()
-    original = {"parser", "bad_input", "upstream_faults", "slow_body", "load", "injection", "secrets"}
+    original = {"parser", "bad_input", "upstream_faults", "slow_body", "load", "injection", "answers", "secrets"}
     results = chaos.run(10, only=original | _QUICK)
     wrong = {
         f"{section}.{name}": value
