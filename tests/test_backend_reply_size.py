@@ -46,6 +46,18 @@ def _backend(fake: FakeUpstream) -> OpenAICompatBackend:
 def test_the_limit_follows_max_tokens_and_is_capped() -> None:
     assert reply_limit(16, False) < reply_limit(16, True) < reply_limit(64_000, True) <= MAX_REPLY_BYTES
     assert reply_limit(2**62, False) == MAX_REPLY_BYTES
+    # no max_tokens sent (the client named none): the upstream's own bound, and our cap
+    assert reply_limit(None, False) == reply_limit(None, True) == MAX_REPLY_BYTES
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_without_max_tokens_a_long_reply_is_read_whole(mode: str) -> None:
+    # a bound from max_tokens=0 (1 MiB) would cut a reply the upstream was free to write
+    # past 1 MiB whole; streamed (4 characters an event), ~10 MB of events
+    text = "Paris is sunny. " * (80_000 if mode in ("complete", "acomplete") else 20_000)
+    with FakeUpstream([text]) as fake, _backend(fake) as backend:
+        assert call(backend, mode, GenerationOptions(max_tokens=None)) == text
+    assert "max_tokens" not in fake.chat_requests[0].body
 
 
 @pytest.mark.parametrize("mode", MODES)
