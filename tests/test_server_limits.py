@@ -12,41 +12,23 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
-from agentfsm.server.app import create_app
 from agentfsm.server.limits import ClientShare, guarded_protocol
 from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest, latency
-from tests._proxy import serve_command, upstream_backend
+from tests._proxy import proxy, serve_command, upstream_backend
 
 USER = [{"role": "user", "content": "hi"}]
 
 
-@contextmanager
-def guarded(fake: FakeUpstream, header_timeout: float, max_connections: int, **settings: Any) -> Iterator[str]:
+def guarded(fake: FakeUpstream, header_timeout: float, max_connections: int, **settings: Any) -> AbstractContextManager[str]:
     """The proxy under uvicorn with the guarded protocol, as ``agentfsm serve`` runs it."""
-    app = create_app(upstream_backend(fake, total=30, read=30), **settings)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
-                            http=guarded_protocol(header_timeout, max_connections))
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
+    backend = upstream_backend(fake, total=30, read=30)
+    return proxy(backend, http=guarded_protocol(header_timeout, max_connections), **settings)
 
 
 def _connect(url: str) -> socket.socket:
