@@ -265,25 +265,26 @@ async def test_a_long_streamed_reply_gives_the_event_loop_turns_while_it_is_pars
 
 
 async def test_a_long_reply_is_decided_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # attempts (runtime.turn) and consensus candidates (runtime.sampling.vote) both decide through it
     import threading
 
+    from agentfsm.core.config import DEFAULTS
     from agentfsm.core.engine import EngineConfig
-    from agentfsm.runtime import turn
+    from agentfsm.core.messages import UserMessage
+    from agentfsm.runtime import sampling
 
     seen: list[str] = []
-    real = turn.step
+    real = sampling.step
 
     def recording(*args: object, **kwargs: object) -> object:
         seen.append(threading.current_thread().name)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(turn, "step", recording)
-    config = EngineConfig.of(turn.DEFAULTS, [])
-    from agentfsm.core.messages import UserMessage
-
+    monkeypatch.setattr(sampling, "step", recording)
+    config = EngineConfig.of(DEFAULTS, [])
     history = [UserMessage(content="hi")]
-    await turn._step(history, "short", config, "stop")
-    await turn._step(history, "x" * turn.OFF_LOOP_CHARS, config, "stop")
+    await sampling.decide(history, "short", config, "stop")
+    await sampling.decide(history, "x" * sampling.OFF_LOOP_CHARS, config, "stop")
     assert seen[0] == threading.current_thread().name and seen[1] != seen[0]
 
 

@@ -22,7 +22,8 @@ What happens once, here:
 
 The event loop is never held long by one reply: a streamed reply's parsing gives the
 loop a turn every few milliseconds (:data:`YIELD_EVERY`), and the engine decides a long
-reply (:data:`OFF_LOOP_CHARS`) in a worker thread, where parsing and validating it
+reply (:data:`~agentfsm.runtime.sampling.OFF_LOOP_CHARS`; :func:`~agentfsm.runtime.sampling.decide`)
+in a worker thread, where parsing and validating it
 cannot stall the proxy's other clients.
 
 The turn ends with tool calls or an answer; a spent budget under a required call, a
@@ -42,7 +43,7 @@ from agentfsm.core._types import EnforcementLevel
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
 from agentfsm.core.decisions import Plan
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan, step
+from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan
 from agentfsm.core.errors import MaxStepsExceeded
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.core.states import State, derive_state
@@ -52,7 +53,7 @@ from agentfsm.guards import clauses, grounding
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
 from agentfsm.prompt.projection import project_history
-from agentfsm.runtime.sampling import bounded, extend, usage_of, vote
+from agentfsm.runtime.sampling import bounded, decide, extend, usage_of, vote
 from agentfsm.runtime.tally import Tally
 
 __all__ = [
@@ -70,20 +71,8 @@ __all__ = [
 ]
 
 Emit = Callable[..., None]
-#: replies at least this long are decided (parsed, guarded, validated) in a worker thread
-OFF_LOOP_CHARS = 16_384
 #: seconds of stream parsing after which the loop is given a turn
 YIELD_EVERY = 0.005
-
-
-async def _step(
-    history: list[Message], text: str, config: EngineConfig, finish_reason: str
-) -> CallTools | Answer | Correct | Fail:
-    """The engine's decision on ``text``; off the event loop for a long reply (``history``
-    is not changed while the turn awaits it)."""
-    if len(text) < OFF_LOOP_CHARS:
-        return step(history, text, config, finish_reason)
-    return await asyncio.to_thread(step, history, text, config, finish_reason)
 
 
 @dataclass(frozen=True)
@@ -309,11 +298,11 @@ async def stream_turn(
         # the reply is read, and corrected, in the format this attempt asked for (under a
         # grammar the json-protocol shape: a correction then shows that shape, not another)
         deciding = config if p.dialect == config.dialect else replace(config, dialect=p.dialect)
-        decision = await _step(history, text, deciding, out.finish_reason)
+        decision = await decide(history, text, deciding, out.finish_reason)
         if text != out.text and isinstance(decision, Correct):
             # the extension may add calls, never refuse the call the model made: a list
             # with a refused item falls back to its first call when that one is accepted
-            alone = await _step(history, out.text, deciding, out.finish_reason)
+            alone = await decide(history, out.text, deciding, out.finish_reason)
             if not isinstance(alone, Correct):
                 emit("guard", guard="extension", verdict="accept", reason="first_call_alone",
                      detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
