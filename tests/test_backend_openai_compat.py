@@ -308,6 +308,25 @@ def test_a_prompt_the_context_cannot_hold_is_prompt_too_long_with_its_own_number
     assert len(fake.chat_requests) == 1
 
 
+@pytest.mark.parametrize("digits", [20, 5000])
+def test_a_context_error_with_impossible_counts_is_prompt_too_long_without_them(mode: str, digits: int) -> None:
+    # a hostile upstream's 20-digit count was fitted to (the context learned, max_tokens sent
+    # again from it); counts are read up to 12 digits, past a 4 KB head never (issue 29)
+    huge = "9" * digits
+    bodies = [
+        f"This model's maximum context length is {huge} tokens. However, you requested 5 tokens "
+        "(3 in the messages, 2 in the completion)",
+        '{"error": {"message": "exceeds the available context size", "n_prompt_tokens": ' + huge + ', "n_ctx": 100}}',
+    ]
+    for body in bodies:
+        with FakeUpstream([status(400, body=body)]) as fake, backend_for(fake, max_retries=0) as backend:
+            with pytest.raises(PromptTooLong) as caught:
+                call(backend, mode, GenerationOptions(max_tokens=10))
+            assert (caught.value.tokens, caught.value.maximum) == (None, None)
+            assert backend.capabilities.context_tokens is None
+        assert len(fake.chat_requests) == 1
+
+
 def test_streams_ask_for_the_upstreams_usage() -> None:
     async def run(backend: OpenAICompatBackend) -> TextStream:
         stream = backend.astream(MESSAGES, OPTIONS)
