@@ -11,7 +11,7 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 	-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install clients chromium test demo quality diagrams bench bench-peers peers lint clean
+.PHONY: install clients chromium test demo quality quality-fast diagrams bench bench-peers peers lint clean
 
 # pip's wheel cache is keyed by the source archive, not by CMAKE_ARGS: a wheel once built with
 # other flags (a native AMX build) would be reused silently. So llama-cpp-python is built here,
@@ -66,10 +66,16 @@ demo: install
 		"Multiply 12.5 by 4, then convert the result from km to miles." \
 		--transcript runs/demo.jsonl
 
-# Before every change to the model-facing path: the task suite and BFCL's single-turn
-# categories on the embedded model with defaults; writes bench/results/quality.md.
+# Before each landing of a change to the model-facing path: the task suite (90 tasks, tuned
+# and held-out splits), 40 cases per BFCL single-turn category and 30 per live one, on the
+# embedded model with defaults; writes bench/results/quality.md (about an hour on 2 cores).
 quality: install
-	nice -n 5 $(VENV)/bin/agentfsm eval quality --limit 10 --transcripts runs/quality
+	nice -n 5 $(VENV)/bin/agentfsm eval quality --limit 40 --live-limit 30 --transcripts runs/quality
+
+# While iterating: 10 cases per BFCL category (live included) and the tuned split in English
+# and German; writes runs/quality-fast.md.
+quality-fast: install
+	nice -n 5 $(VENV)/bin/agentfsm eval quality --fast --transcripts runs/quality-fast
 
 diagrams: install chromium
 	$(PY) -m agentfsm diagram -o diagrams/agent.md

@@ -15,7 +15,7 @@ from agentfsm.core.messages import ToolCall, UserMessage
 from agentfsm.dialects import get_dialect
 from agentfsm.runtime.replay import replay
 from agentfsm.runtime.tools import ToolRegistry
-from agentfsm.eval.tasks import TOOLS as TASK_TOOLS
+from agentfsm.eval.fake_tools import TOOLS as TASK_TOOLS
 from agentfsm.testing.example_tools import TOOLS
 
 SPECS = ToolRegistry(list(TASK_TOOLS.values())).specs

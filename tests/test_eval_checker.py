@@ -103,6 +103,9 @@ def _sample_cases() -> list[BfclCase]:
         cases += load_cases(category, data_dir=FIXTURES)
     for category in ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple"):
         cases += load_cases(category, limit=25)
+    # the live parallel categories are small: all of them (the quality gate runs them whole)
+    for category in ("live_parallel", "live_parallel_multiple"):
+        cases += load_cases(category)
     return cases
 
 

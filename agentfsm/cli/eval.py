@@ -5,26 +5,29 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.errors import AgentFSMError
+from agentfsm.core.errors import AgentFSMError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from agentfsm.core.backend import Backend, GenerationOptions
-    from agentfsm.eval.bfcl_data import BfclCase
+    from agentfsm.eval.quality import Split
     from agentfsm.eval.runner import CaseResult, EvalPlan
     from agentfsm.eval.tasks import TaskResult
 
 __all__ = ["bfcl", "eval_app", "quality", "register"]
+
+T = TypeVar("T")
 
 eval_app = typer.Typer(name="eval", help="Benchmarks through the agentfsm runtime.", no_args_is_help=True)
 
@@ -94,21 +97,15 @@ def _execute(backend: Backend, plan: EvalPlan, options: GenerationOptions, conso
                 done = int(progress.tasks[0].completed)
                 console.print(f"[{done}/{total}] {last} ({result.seconds:.1f} s)", highlight=False)
 
-        return asyncio.run(_run_and_close(backend, plan, options, on_result, cases))
+        from agentfsm.eval.runner import run_eval
+
+        return asyncio.run(_run_and_close(backend, run_eval(backend, plan, options, on_result=on_result, cases=cases)))
 
 
-async def _run_and_close(
-    backend: Backend,
-    plan: EvalPlan,
-    options: GenerationOptions,
-    on_result: Callable[[CaseResult], None],
-    cases: list[BfclCase],
-) -> list[CaseResult]:
-    """Run the eval, then close the backend's async pool on the loop that opened it."""
-    from agentfsm.eval.runner import run_eval
-
+async def _run_and_close(backend: Backend, work: Awaitable[T]) -> T:
+    """Await ``work``, then close the backend's async pool on the loop that opened it."""
     try:
-        return await run_eval(backend, plan, options, on_result=on_result, cases=cases)
+        return await work
     finally:
         aclose = getattr(backend, "aclose", None)
         if aclose is not None:
@@ -194,72 +191,113 @@ def bfcl(
 eval_app.command("bfcl")(bfcl)
 
 
+SplitOpt = Annotated[
+    str | None, typer.Option("--split", help="Run one split of the task suite: 'tuned' or 'held-out' (default: both).")
+]
+
+
 def quality(
     categories: Annotated[
         str, typer.Option("--categories", help="Comma list of BFCL categories, or 'none' (default: the seven single-turn ones).")
     ] = "default",
-    limit: Annotated[int, typer.Option("--limit", min=1, help="First N cases of each BFCL category.")] = 15,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="First N cases of each BFCL category (default 40; --fast 10).")] = None,
+    live_categories: Annotated[
+        str,
+        typer.Option("--live-categories", help="Comma list of live BFCL categories (the untuned group), or 'none' "
+                     "(default: every live single-turn category the installed bfcl-eval ships)."),
+    ] = "default",
+    live_limit: Annotated[
+        int | None, typer.Option("--live-limit", min=1, help="First N cases of each live category (default 30; --fast 10).")
+    ] = None,
     tasks: Annotated[bool, typer.Option("--tasks/--no-tasks", help="Run the task suite.")] = True,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Markdown report path.")] = Path("bench/results/quality.md"),
+    split: SplitOpt = None,
+    languages: Annotated[
+        str | None, typer.Option("--languages", help="Comma list of the suite's languages to run: en, de, es, fr (default: all).")
+    ] = None,
+    fast: Annotated[
+        bool,
+        typer.Option("--fast", help="The fast subset for iteration: --limit 10 --live-limit 10 --split tuned "
+                     "--languages en,de (options given as well win); writes runs/quality-fast.md by default."),
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Markdown report path (default bench/results/quality.md).")
+    ] = None,
     transcripts: TranscriptsOpt = None,
+    data_dir: DataDirOpt = None,
     backend: BackendOpt = "local",
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     api_key: ApiKeyOpt = None,
 ) -> None:
-    """The quality check of the model-facing path: the task suite and BFCL's single-turn categories.
+    """The quality gate of the model-facing path: the task suite and BFCL's single-turn categories.
 
-    Prints one table (per category: accuracy, protocol-valid, mean attempts, seconds per
-    case) and writes it, with date, machine and command, to the Markdown report.
+    Prints one table (per row: cases, accuracy with its 95 % interval, protocol-valid,
+    model calls and seconds per case, answers carrying runtime text; tuned and held-out
+    side by side) and writes it, with date, machine and command, to the Markdown report.
     """
     from rich.console import Console
-    from rich.table import Table
 
     from agentfsm.eval.bfcl_data import parse_categories
     from agentfsm.eval.host import machine_description, now_iso
-    from agentfsm.eval.quality import CATEGORIES, render_markdown, rows_from, run_quality
-    from agentfsm.eval.tasks import TASKS
+    from agentfsm.eval.quality import CATEGORIES, FAST, FULL, available_live_categories, plan_cases, run_quality
+    from agentfsm.eval.quality_table import build_rows, render_markdown, render_table
+    from agentfsm.eval.suite import HELD_OUT_SEED
 
     console = Console(width=200) if not Console().is_terminal else Console()
+    base = FAST if fast else FULL
     try:
-        cats = () if categories == "none" else CATEGORIES if categories == "default" else parse_categories(categories)
+        if split not in (None, "tuned", "held-out"):
+            raise UsageError(f"--split must be 'tuned' or 'held-out', not {split!r}")
+        plan = replace(
+            base,
+            categories=() if categories == "none" else CATEGORIES if categories == "default" else parse_categories(categories),
+            limit=limit or base.limit,
+            live_categories=(() if live_categories == "none" else available_live_categories(data_dir)
+                             if live_categories == "default" else parse_categories(live_categories)),
+            live_limit=live_limit or base.live_limit,
+            split=cast("Split | None", split) or base.split,  # checked above
+            languages=tuple(x.strip() for x in languages.split(",") if x.strip()) if languages else base.languages,
+        )
+        todo = plan.tasks() if tasks else ()
+        cases = plan_cases(plan, data_dir)
         model_backend = make_backend(backend, base_url, model, api_key)
+        total, done, right = len(todo) + len(cases), 0, 0
+
+        def progress(valid: bool, line: str) -> None:
+            nonlocal done, right
+            done, right = done + 1, right + valid
+            console.print(f"[{done}/{total}, {right} right] {line}", highlight=False, markup=False)
 
         def on_task(r: TaskResult) -> None:
             mark = "ok" if r.valid else f"x ({r.error or r.why})"
             calls = ", ".join(f"{n}{a}" for n, a in r.calls) or "no call"
-            console.print(f"task {r.task.name}: {mark} [{calls}] -> {r.answer[:80]!r} ({r.seconds:.1f} s)",
-                          highlight=False, markup=False)
+            progress(r.valid, f"task {r.task.name}: {mark} [{calls}] -> {r.answer[:80]!r} ({r.seconds:.1f} s)")
 
         def on_case(r: CaseResult) -> None:
-            console.print(f"{r.case_id}: {'ok' if r.valid else 'x'} ({r.seconds:.1f} s)", highlight=False)
+            progress(r.valid, f"{r.case_id}: {'ok' if r.valid else 'x'} ({r.seconds:.1f} s)")
 
-        task_results, case_results = asyncio.run(
-            run_quality(model_backend, cats, limit, TASKS if tasks else (), transcripts, on_task, on_case)
-        )
+        task_results, case_results = asyncio.run(_run_and_close(
+            model_backend, run_quality(model_backend, todo, cases, transcripts, on_task, on_case, plan.max_tokens)
+        ))
     except AgentFSMError as exc:
         typer.echo(f"agentfsm: error: {exc}", err=True)
         raise typer.Exit(2) from None
-    rows = rows_from(task_results, case_results)
-    table = Table(title="Quality (defaults)")
-    for col in ("category", "cases", "accuracy %", "protocol-valid %", "mean attempts", "s/case"):
-        table.add_column(col, justify="left" if col == "category" else "right")
-    for row in rows:
-        table.add_row(*row.cells())
-    console.print(table)
+    rows = build_rows(task_results, case_results, live=set(plan.live_categories))
+    console.print(render_table(rows))
     meta: dict[str, Any] = {
         "command": "agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "date": now_iso(),
         "backend": model_backend.name,
         "machine": machine_description(),
         "bfcl_eval": _bfcl_version(),
-        "limit": limit,
+        "BFCL cases": f"first {plan.limit} of each category, first {plan.live_limit} of each live one",
+        "tasks": f"{len(todo)} (split: {plan.split or 'both'}; languages: {', '.join(plan.languages or ('all',))}; "
+                 f"held-out seed {HELD_OUT_SEED})",
     }
-    failures = [f"{r.task.name}: {r.error or r.why}; calls {list(r.calls)}; answer {r.answer[:120]!r}"
-                for r in task_results if not r.valid]
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(render_markdown(rows, meta, failures), encoding="utf-8")
-    console.print(f"wrote {output}")
+    path = output or (Path("runs/quality-fast.md") if fast else Path("bench/results/quality.md"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_markdown(rows, meta, task_results, case_results), encoding="utf-8")
+    console.print(f"wrote {path}")
 
 
 eval_app.command("quality")(quality)

@@ -1,9 +1,21 @@
-"""``make quality``: the task suite and the single-turn BFCL categories, on one backend, one table.
+"""``make quality``: the task suite and BFCL's single-turn categories, on one backend, one table.
 
-Run before every change to the model-facing path (contract, dialects, guards, engine,
-turn, enforcement, extension). Rows: the task suite by kind, the whole suite, then each
-BFCL category (``json-action`` with the ``auto`` enforcement level, the defaults); columns:
-cases, accuracy, protocol-valid, mean attempts (model calls per case), seconds per case.
+Run the full table (:data:`FULL`) before each landing of a change to the model-facing
+path (contract, dialects, guards, policy, engine, turn, enforcement), and the fast subset
+(:data:`FAST`) while iterating. What runs, with the defaults throughout (``json-action``,
+enforcement ``auto``):
+
+- the task suite (:mod:`agentfsm.eval.suite`): 15 base tasks x 3 English wordings and
+  German, Spanish, French; a third of the base tasks, chosen by a committed seed, are
+  held out (no change is tuned on them);
+- BFCL's seven single-turn categories that ``make quality`` has always run
+  (:data:`CATEGORIES`), the first ``limit`` cases of each in file order;
+- BFCL's live single-turn categories (:data:`LIVE_CATEGORIES`, those the installed
+  ``bfcl-eval`` ships), the first ``live_limit`` cases of each (all where fewer), as a
+  separate, untuned group: no change was tuned on them.
+
+The fast subset: 10 cases per BFCL category (live included) and the tuned split's
+tasks in English and German. The table is :mod:`agentfsm.eval.quality_table`.
 """
 
 from __future__ import annotations
@@ -11,80 +23,96 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 from agentfsm.core.backend import Backend, GenerationOptions
+from agentfsm.core.errors import UsageError
 from agentfsm.eval.bfcl_data import CATEGORIES as BFCL_CATEGORIES
-from agentfsm.eval.bfcl_data import load_cases
+from agentfsm.eval.bfcl_data import BfclCase, bfcl_data_dir, load_cases
 from agentfsm.eval.runner import CaseResult, EvalPlan, resolve_specs, run_eval
-from agentfsm.eval.tasks import TASKS, Task, TaskResult, run_task
+from agentfsm.eval.suite import LANGUAGES, TASKS
+from agentfsm.eval.tasks import Task, TaskResult, run_task
 
-__all__ = ["CATEGORIES", "COLUMNS", "QualityRow", "render_markdown", "rows_from", "run_quality", "run_tasks"]
+__all__ = [
+    "CATEGORIES",
+    "FAST",
+    "FULL",
+    "LIVE_CATEGORIES",
+    "QualityPlan",
+    "Split",
+    "available_live_categories",
+    "plan_cases",
+    "run_quality",
+    "run_tasks",
+    "select_tasks",
+]
 
-#: the single-turn, non-live BFCL categories
+#: the single-turn, non-live BFCL categories (``make quality`` since its first release)
 CATEGORIES: tuple[str, ...] = tuple(c for c in BFCL_CATEGORIES if not c.startswith("live_"))
-COLUMNS = ("category", "cases", "accuracy %", "protocol-valid %", "mean attempts", "s/case")
+#: BFCL's live single-turn categories (the untuned group)
+LIVE_CATEGORIES: tuple[str, ...] = tuple(c for c in BFCL_CATEGORIES if c.startswith("live_"))
+
+Split = Literal["tuned", "held-out"]
 
 
-@dataclass(frozen=True)
-class QualityRow:
-    """One line of the quality table."""
-
-    category: str
-    cases: int
-    accuracy: float
-    protocol_valid: float
-    mean_attempts: float
-    seconds_per_case: float
-
-    def cells(self) -> list[str]:
-        """The row as table cells, in :data:`COLUMNS` order."""
-        return [
-            self.category,
-            str(self.cases),
-            f"{self.accuracy:.1f}",
-            f"{self.protocol_valid:.1f}",
-            f"{self.mean_attempts:.2f}",
-            f"{self.seconds_per_case:.2f}",
-        ]
+def available_live_categories(data_dir: Path | None = None) -> tuple[str, ...]:
+    """The live categories whose data file the installed ``bfcl-eval`` ships."""
+    root = data_dir or bfcl_data_dir()
+    return tuple(c for c in LIVE_CATEGORIES if (root / f"BFCL_v4_{c}.json").is_file())
 
 
-def _row(category: str, valid: Sequence[bool], protocol: Sequence[bool], attempts: Sequence[int],
-         seconds: Sequence[float]) -> QualityRow:
-    n = len(valid)
-    return QualityRow(
-        category=category,
-        cases=n,
-        accuracy=100.0 * sum(valid) / n if n else 0.0,
-        protocol_valid=100.0 * sum(protocol) / n if n else 0.0,
-        mean_attempts=sum(attempts) / n if n else 0.0,
-        seconds_per_case=sum(seconds) / n if n else 0.0,
+def select_tasks(
+    tasks: Sequence[Task], split: Split | None = None, languages: Sequence[str] | None = None
+) -> tuple[Task, ...]:
+    """The tasks of one split (``None``: both) in the given languages (``None``: all)."""
+    if languages is not None:
+        unknown = sorted(set(languages) - {t.language for t in tasks})
+        if unknown:
+            raise UsageError(f"no task in language(s) {', '.join(unknown)}; the suite has {', '.join(LANGUAGES)}")
+    return tuple(
+        t for t in tasks
+        if (split is None or t.split == split) and (languages is None or t.language in languages)
     )
 
 
-def rows_from(tasks: Sequence[TaskResult], cases: Sequence[CaseResult]) -> list[QualityRow]:
-    """Rows by task kind, the whole suite (``tasks``), then by BFCL category, in first-seen order."""
-    rows: list[QualityRow] = []
-    kinds = list(dict.fromkeys(t.task.kind for t in tasks))
-    for kind in kinds:
-        mine = [t for t in tasks if t.task.kind == kind]
-        rows.append(_row(f"tasks: {kind}", [t.valid for t in mine], [t.protocol_valid for t in mine],
-                         [t.attempts for t in mine], [t.seconds for t in mine]))
-    if tasks:
-        rows.append(_row("tasks", [t.valid for t in tasks], [t.protocol_valid for t in tasks],
-                         [t.attempts for t in tasks], [t.seconds for t in tasks]))
-    for category in dict.fromkeys(c.category for c in cases):
-        mine_c = [c for c in cases if c.category == category]
-        rows.append(_row(category, [c.valid for c in mine_c], [c.protocol_valid for c in mine_c],
-                         [c.replies for c in mine_c], [c.seconds for c in mine_c]))
-    return rows
+@dataclass(frozen=True)
+class QualityPlan:
+    """What one quality run measures."""
+
+    categories: tuple[str, ...] = CATEGORIES
+    #: the first N cases of each category in :attr:`categories`
+    limit: int = 40
+    live_categories: tuple[str, ...] = LIVE_CATEGORIES
+    #: the first N cases of each live category (all where fewer)
+    live_limit: int = 30
+    split: Split | None = None
+    languages: tuple[str, ...] | None = None
+    max_tokens: int = 256
+
+    def tasks(self, suite: Sequence[Task] = TASKS) -> tuple[Task, ...]:
+        """The suite's tasks this plan runs."""
+        return select_tasks(suite, self.split, self.languages)
+
+
+#: ``make quality``: the whole suite, 40 cases per BFCL category, 30 per live one
+FULL = QualityPlan()
+#: ``make quality-fast``: 10 cases per BFCL category (live included), the tuned split in English and German
+FAST = QualityPlan(limit=10, live_limit=10, split="tuned", languages=("en", "de"))
+
+
+def plan_cases(plan: QualityPlan, data_dir: Path | None = None) -> list[BfclCase]:
+    """The BFCL cases a plan runs, in order: its categories, then its live ones."""
+    return [c for cat in plan.categories for c in load_cases(cat, plan.limit, data_dir)] + [
+        c for cat in plan.live_categories for c in load_cases(cat, plan.live_limit, data_dir)
+    ]
 
 
 async def run_tasks(
     backend: Backend,
-    tasks: Sequence[Task] = TASKS,
+    tasks: Sequence[Task],
     transcripts_dir: Path | None = None,
     on_result: Callable[[TaskResult], None] | None = None,
+    options: GenerationOptions | None = None,
 ) -> list[TaskResult]:
     """Every task, in order (transcripts written as ``TASK.jsonl`` under ``transcripts_dir``)."""
     out: list[TaskResult] = []
@@ -94,7 +122,7 @@ async def run_tasks(
             transcripts_dir.mkdir(parents=True, exist_ok=True)
             path = transcripts_dir / f"{task.name}.jsonl"
             path.unlink(missing_ok=True)
-        result = await run_task(backend, task, transcript=path)
+        result = await run_task(backend, task, options, transcript=path)
         out.append(result)
         if on_result is not None:
             on_result(result)
@@ -103,58 +131,25 @@ async def run_tasks(
 
 async def run_quality(
     backend: Backend,
-    categories: Sequence[str] = CATEGORIES,
-    limit: int = 15,
-    tasks: Sequence[Task] = TASKS,
+    tasks: Sequence[Task],
+    cases: Sequence[BfclCase],
     transcripts_dir: Path | None = None,
     on_task: Callable[[TaskResult], None] | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
     max_tokens: int = 256,
 ) -> tuple[list[TaskResult], list[CaseResult]]:
-    """The task suite, then the first ``limit`` cases of each BFCL category, with the defaults."""
-    task_results = await run_tasks(
-        backend, tasks, transcripts_dir / "tasks" if transcripts_dir else None, on_task
-    )
+    """The tasks, then the BFCL cases (one deciding turn each), with the defaults."""
+    task_results = await run_tasks(backend, tasks, transcripts_dir / "tasks" if transcripts_dir else None, on_task)
     case_results: list[CaseResult] = []
-    if categories:
-        specs = resolve_specs(backend, "json-action", "auto", baseline=False)
+    if cases:
         plan = EvalPlan(
-            categories=tuple(categories),
-            specs=specs,
-            limit=limit,
+            categories=tuple(dict.fromkeys(c.category for c in cases)),
+            specs=resolve_specs(backend, "json-action", "auto", baseline=False),
             transcripts_dir=transcripts_dir / "bfcl" if transcripts_dir else None,
         )
         if plan.transcripts_dir is not None:
             plan.transcripts_dir.mkdir(parents=True, exist_ok=True)
-        cases = [c for cat in categories for c in load_cases(cat, limit)]
         case_results = await run_eval(
             backend, plan, GenerationOptions(max_tokens=max_tokens), on_result=on_case, cases=cases
         )
     return task_results, case_results
-
-
-def render_markdown(rows: Sequence[QualityRow], meta: dict[str, Any], failures: Sequence[str] = ()) -> str:
-    """The table as Markdown, with how it was made, and the failed tasks."""
-    lines = ["# Quality: the task suite and BFCL's single-turn categories", ""]
-    if meta.get("command"):
-        lines += ["Command:", "", "```", str(meta["command"]), "```", ""]
-    for key in ("date", "backend", "machine", "bfcl_eval", "limit", "max_tokens", "commit"):
-        if meta.get(key) is not None:
-            lines.append(f"- {key}: {meta[key]}")
-    lines += [
-        "",
-        "Defaults throughout: `json-action`, enforcement `auto`. Tasks run through `Agent` with "
-        "deterministic fake tools and pass on the exact calls and the final answer; BFCL cases are "
-        "one deciding turn scored by the port of BFCL's AST checker. Mean attempts: model calls per case.",
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|---|" + "---:|" * (len(COLUMNS) - 1),
-    ]
-    for r in rows:
-        cells = r.cells()
-        if r.category == "tasks":
-            cells = [f"**{c}**" for c in cells]
-        lines.append("| " + " | ".join(cells) + " |")
-    if failures:
-        lines += ["", "Failed tasks:", ""] + [f"- {f}" for f in failures]
-    return "\n".join(lines) + "\n"

@@ -37,6 +37,7 @@ from agentfsm.core.messages import AssistantMessage, Message, PromptMessage, Sys
 from agentfsm.batch.task import transcript_name
 from agentfsm.core.events import EvalRunConfig, GuardEvent, ModelOutputEvent, ParseEvent, TranscriptEvent
 from agentfsm.eval.case import run_case_turn
+from agentfsm.eval.runtime_text import RunTexts
 from agentfsm.runtime.transcript import TranscriptWriter
 
 __all__ = [
@@ -100,6 +101,12 @@ class CaseResult:
     seconds: float = 0.0
     decoded: Any = None
     last_reply: str = ""
+    #: model calls made (every completion, extensions included; ``replies`` leaves those out)
+    model_calls: int = 0
+    #: the final answer, when the turn ended in one
+    answer: str | None = None
+    #: the runtime text that answer copied, if any (:mod:`agentfsm.eval.runtime_text`)
+    runtime_text: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict for the JSON report."""
@@ -121,6 +128,9 @@ class CaseResult:
             "seconds": round(self.seconds, 4),
             "decoded": repr(self.decoded) if self.decoded is not None else None,
             "last_reply": self.last_reply[:2000],
+            "model_calls": self.model_calls,
+            "answer": self.answer,
+            "runtime_text": self.runtime_text,
         }
 
 
@@ -186,8 +196,10 @@ class _Recorder:
         self.corrections: Counter[str] = Counter()
         self.last_text = ""
         self.last_calls: list[dict[str, Any]] = []
+        self.texts = RunTexts()
 
     def __call__(self, event: TranscriptEvent) -> None:
+        self.texts(event)
         match event:
             case ModelOutputEvent():
                 # an extension step continues the reply before it: one reply, two calls
@@ -264,6 +276,7 @@ async def run_runtime_case(
             decoded = None if case.ground_truth is not None else (rec.last_calls or None)
     seconds = time.perf_counter() - start
     verdict = check_case(case.category, list(case.functions), _truth(case), decoded)
+    answer = None if isinstance(outcome, RunError) or isinstance(outcome.decision, CallTools) else outcome.decision.content
     return CaseResult(
         case_id=case.id,
         category=case.category,
@@ -282,6 +295,9 @@ async def run_runtime_case(
         seconds=seconds,
         decoded=decoded,
         last_reply=rec.last_text,
+        model_calls=rec.texts.model_calls,
+        answer=answer,
+        runtime_text=rec.texts.finding(answer) if answer is not None else None,
     )
 
 
@@ -323,6 +339,7 @@ async def run_baseline_case(backend: Backend, case: BfclCase, options: Generatio
         seconds=seconds,
         decoded=decoded,
         last_reply=completion.text,
+        model_calls=1,
     )
 
 

@@ -1,0 +1,216 @@
+"""The quality table: every row with its 95 % interval, tuned and held-out side by side.
+
+Rows, by group: the task suite by kind (tuned, then held-out, for each kind), by
+language, and in total (tuned, held-out, all); each BFCL category; each live BFCL
+category (untuned); and two cost rows (one-call tasks; irrelevant requests: the tasks
+that need no tool and BFCL's irrelevance cases). Columns: cases, accuracy with its Wilson
+95 % interval, protocol-valid, mean model calls and seconds per case, and how many final
+answers carry runtime text (:mod:`agentfsm.eval.runtime_text`). Under the table: the
+total of such answers (each case counted once), each of them, and the failed tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+
+from agentfsm.eval.runner import CaseResult
+from agentfsm.eval.stats import wilson_interval
+from agentfsm.eval.suite import LANGUAGES
+from agentfsm.eval.tasks import KINDS, TaskResult
+
+__all__ = ["COLUMNS", "QualityRow", "build_rows", "render_markdown", "render_table", "runtime_text_answers"]
+
+COLUMNS: tuple[str, ...] = (
+    "group",
+    "row",
+    "cases",
+    "accuracy %",
+    "95 % interval",
+    "protocol-valid %",
+    "model calls/case",
+    "s/case",
+    "runtime text",
+)
+_IRRELEVANT = ("irrelevance", "live_irrelevance")
+#: issue 27's bounds on model calls per case
+_COST_TARGETS = (("one-call tasks", 2.5), ("irrelevant requests", 3))
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """What a row needs of one task or case."""
+
+    valid: bool
+    protocol_valid: bool
+    model_calls: int
+    seconds: float
+    runtime_text: bool
+
+
+def _of_task(r: TaskResult) -> _Scored:
+    return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None)
+
+
+def _of_case(r: CaseResult) -> _Scored:
+    return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None)
+
+
+@dataclass(frozen=True)
+class QualityRow:
+    """One line of the table (counts; percentages and the interval are derived)."""
+
+    group: str
+    label: str
+    cases: int
+    correct: int
+    protocol_valid: int
+    model_calls: int
+    seconds: float
+    runtime_text: int
+
+    @classmethod
+    def of(cls, group: str, label: str, scored: Sequence[_Scored]) -> QualityRow:
+        """The row over ``scored``."""
+        return cls(
+            group,
+            label,
+            cases=len(scored),
+            correct=sum(s.valid for s in scored),
+            protocol_valid=sum(s.protocol_valid for s in scored),
+            model_calls=sum(s.model_calls for s in scored),
+            seconds=sum(s.seconds for s in scored),
+            runtime_text=sum(s.runtime_text for s in scored),
+        )
+
+    @property
+    def accuracy(self) -> float:
+        """Accuracy, in percent."""
+        return 100.0 * self.correct / self.cases if self.cases else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The Wilson 95 % interval of the accuracy, in percent."""
+        low, high = wilson_interval(self.correct, self.cases)
+        return (100.0 * low, 100.0 * high)
+
+    def cells(self) -> list[str]:
+        """The row as table cells, in :data:`COLUMNS` order."""
+        n = self.cases or 1
+        low, high = self.interval
+        return [
+            self.group,
+            self.label,
+            str(self.cases),
+            f"{self.accuracy:.1f}",
+            f"{low:.1f}-{high:.1f}",
+            f"{100.0 * self.protocol_valid / n:.1f}",
+            f"{self.model_calls / n:.2f}",
+            f"{self.seconds / n:.2f}",
+            str(self.runtime_text),
+        ]
+
+
+def build_rows(tasks: Sequence[TaskResult], cases: Sequence[CaseResult], live: Collection[str] = ()) -> list[QualityRow]:
+    """Every row of the table (see the module docstring); groups with nothing in them are left out."""
+    rows: list[QualityRow] = []
+    for kind in KINDS:
+        for split in ("tuned", "held-out"):
+            mine = [_of_task(t) for t in tasks if t.task.kind == kind and t.task.split == split]
+            if mine:
+                rows.append(QualityRow.of("tasks by kind", f"{kind}, {split}", mine))
+    seen = {t.task.language for t in tasks}
+    for language in [*(x for x in LANGUAGES if x in seen), *sorted(seen - set(LANGUAGES))]:
+        rows.append(QualityRow.of("tasks by language", language,
+                                  [_of_task(t) for t in tasks if t.task.language == language]))
+    for split in ("tuned", "held-out"):
+        mine = [_of_task(t) for t in tasks if t.task.split == split]
+        if mine:
+            rows.append(QualityRow.of("tasks", split, mine))
+    if tasks:
+        rows.append(QualityRow.of("tasks", "all", [_of_task(t) for t in tasks]))
+    for group, in_group in (("BFCL", False), ("BFCL live (untuned)", True)):
+        for category in dict.fromkeys(c.category for c in cases if (c.category in live) is in_group):
+            rows.append(QualityRow.of(group, category, [_of_case(c) for c in cases if c.category == category]))
+    one_call = [_of_task(t) for t in tasks if t.task.kind in KINDS[:2]]
+    if one_call:
+        rows.append(QualityRow.of("cost", "one-call tasks", one_call))
+    irrelevant = [_of_task(t) for t in tasks if not t.task.calls] + [
+        _of_case(c) for c in cases if c.category in _IRRELEVANT
+    ]
+    if irrelevant:
+        rows.append(QualityRow.of("cost", "irrelevant requests", irrelevant))
+    return rows
+
+
+def runtime_text_answers(tasks: Sequence[TaskResult], cases: Sequence[CaseResult]) -> list[str]:
+    """One line per final answer that carries runtime text: where, what it copied, the answer."""
+    out = [f"{t.task.name}: copied \"{t.runtime_text}\" in {t.answer[:200]!r}" for t in tasks if t.runtime_text]
+    out += [f"{c.case_id}: copied \"{c.runtime_text}\" in {(c.answer or '')[:200]!r}" for c in cases if c.runtime_text]
+    return out
+
+
+def _failure(r: TaskResult) -> str:
+    calls = ", ".join(f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})" for name, args in r.calls)
+    return f"{r.task.name} ({r.task.split}): {r.error or r.why}; calls [{calls}]; answer {r.answer[:120]!r}"
+
+
+_HOW_TO_READ = (
+    "Defaults throughout: `json-action`, enforcement `auto`. Tasks run through `Agent` with deterministic "
+    "fake tools and pass on the calls (compared on values), the results stated in the answer (numbers, "
+    "verbatim result strings: no English word is checked) and an answer free of runtime text; BFCL cases "
+    "are one deciding turn scored by the port of BFCL's AST checker, the first N cases of each category in "
+    "file order. The held-out split (a third of the base tasks, by a committed seed) is never tuned on; "
+    "the live BFCL group was not tuned on either. 95 % interval: Wilson score interval of the accuracy; a "
+    "change is a gain or a loss only where the new interval leaves the old one, not where the point moves. "
+    "Model calls: every completion the backend made (consensus candidates included). Runtime text: final "
+    "answers that copy 6 or more consecutive words (or 30 characters) of text the runtime wrote in that run "
+    "(contract, corrections, result framing), 3 or more of them not from the request, tools or results."
+)
+
+
+def render_markdown(
+    rows: Sequence[QualityRow],
+    meta: dict[str, Any],
+    tasks: Sequence[TaskResult] = (),
+    cases: Sequence[CaseResult] = (),
+) -> str:
+    """The table as Markdown, with how it was made, the runtime-text answers and the failed tasks."""
+    lines = ["# Quality: the task suite and BFCL's single-turn categories", ""]
+    if meta.get("command"):
+        lines += ["Command:", "", "```", str(meta["command"]), "```", ""]
+    lines += [f"- {key}: {value}" for key, value in meta.items() if key != "command" and value is not None]
+    lines += ["", _HOW_TO_READ, "", "| " + " | ".join(COLUMNS) + " |", "|---|---|" + "---:|" * (len(COLUMNS) - 2)]
+    for r in rows:
+        cells = r.cells()
+        if r.group == "tasks":
+            cells = [f"**{c}**" for c in cells]
+        lines.append("| " + " | ".join(cells) + " |")
+    cost = {r.label: r for r in rows if r.group == "cost"}
+    if cost:
+        lines += ["", "Cost (model calls per case): " + "; ".join(
+            f"{label} {r.model_calls / max(1, r.cases):.2f} (target <= {target})"
+            for label, target in _COST_TARGETS if (r := cost.get(label)) is not None
+        ) + "."]
+    leaks = runtime_text_answers(tasks, cases)
+    lines += ["", f"Final answers carrying runtime text, in the whole table: **{len(leaks)}**"
+              f" (of {len(tasks) + len(cases)} tasks and cases)."]
+    if leaks:
+        lines += [""] + [f"- {line}" for line in leaks]
+    failures = [_failure(t) for t in tasks if not t.valid]
+    if failures:
+        lines += ["", f"Failed tasks ({len(failures)}):", ""] + [f"- {f}" for f in failures]
+    return "\n".join(lines) + "\n"
+
+
+def render_table(rows: Sequence[QualityRow], title: str = "Quality (defaults)") -> Table:
+    """A rich table of the rows."""
+    table = Table(title=title)
+    for col in COLUMNS:
+        table.add_column(col, justify="left" if col in ("group", "row") else "right")
+    for r in rows:
+        table.add_row(*r.cells(), style="bold" if r.group == "tasks" else None)
+    return table

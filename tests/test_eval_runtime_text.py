@@ -1,0 +1,109 @@
+"""The runtime-text detector: answers that copy what the runtime wrote, in any language."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentfsm.backends.scripted import ScriptedBackend
+from agentfsm.core.messages import PromptMessage, UserMessage
+from agentfsm.eval.runner import EvalPlan, RunSpec, run_eval
+from agentfsm.eval.runtime_text import find_runtime_text, runtime_text_of
+from agentfsm.eval.suite import TASKS
+from agentfsm.eval.tasks import run_task
+from agentfsm.runtime.transcript import read_events
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "bfcl"
+QUESTION = "Wie ist das Wetter in Oslo gerade?"
+FRAMED = (
+    "Tool result:\nThe result of get_weather (call call_0) is snowing, -3 °C.\n\n"
+    f"The user asked: {QUESTION}\nIf you have what the user asked for, answer now, stating the results, in plain text."
+)
+CONTRACT = "You can call tools. Available tools:\n- get_weather: The current weather in a city.\n    city (string, required)"
+ALLOWED = (QUESTION, "get_weather\nThe current weather in a city.\ncity", "snowing, -3 °C")
+
+
+def _find(answer: str, runtime: Sequence[str] = (FRAMED, CONTRACT)) -> str | None:
+    return find_runtime_text(answer, runtime, ALLOWED)
+
+
+def test_answers_that_copy_runtime_text_are_flagged() -> None:
+    found = _find(f"Es schneit, -3 °C. The user asked: {QUESTION}")
+    assert found is not None and found.endswith("the user asked wie ist das wetter in oslo gerade")
+    assert _find("If you have what the user asked for, answer now.") is not None
+    assert _find("The result of get_weather (call call_0) is snowing, -3 °C.") is not None
+    # folded: case and punctuation do not hide a copy
+    assert _find("ANSWER NOW -- stating the results, in plain text!") is not None
+
+
+def test_answers_in_their_own_words_are_not_flagged() -> None:
+    assert _find("In Oslo schneit es gerade, bei -3 °C.") is None
+    assert _find("Il neige à Oslo : -3 °C.") is None
+    assert _find("The weather in Oslo: snowing, -3 °C.") is None  # the result, restated
+    assert _find(QUESTION) is None  # the user's own question (a bad answer, but not runtime text)
+    assert _find(f"{QUESTION} If so, take a coat.") is None  # one runtime word after it is chance
+    assert _find("The current weather in a city: snowing.") is None  # the tool's description is not the runtime's
+    assert _find("you can call tools available") is None  # five words: below the threshold
+    assert _find("") is None
+
+
+def test_the_detector_reads_no_language() -> None:
+    """The runtime's texts may be in any language: copies are found by position, not by phrase lists."""
+    runtime = ["Bitte antworte jetzt und nenne die Ergebnisse in einfachem Text.", "結果を平文で答えてください。次の手順"]
+    assert find_runtime_text("Bitte antworte jetzt und nenne die Ergebnisse.", runtime, ()) is not None
+    assert find_runtime_text("Die Ergebnisse: 13.", runtime, ()) is None
+    # no spaces between words: a long enough stretch of characters counts
+    assert find_runtime_text("結果を平文で答えてください。", ["ここでは結果を平文で答えてください。" * 3], ()) is None
+    long_id = "werkzeug_fuer_die_waehrungsumrechnung_mit_tageskurs"
+    assert find_runtime_text(f"Rufe {long_id} auf", [f"Rufe {long_id} auf, bitte."], ()) is not None
+
+
+def _act(tool: str, **args: object) -> str:
+    return "```json action\n" + json.dumps({"tool": tool, "parameters": args}) + "\n```"
+
+
+def _copy_the_correction(messages: Sequence[PromptMessage]) -> str:
+    """A model that calls a tool that does not exist, then answers with the correction's words."""
+    last = messages[-1]
+    if last.role == "user" and last.content.startswith("There is no tool"):
+        return " ".join(last.content.split()[:9])
+    return _act("subtract", a=8, b=5)
+
+
+def test_a_task_whose_answer_copies_a_correction_fails_and_says_so(tmp_path: Path) -> None:
+    task = next(t for t in TASKS if t.name == "add_8_5.es1")
+    path = tmp_path / "t.jsonl"
+    result = asyncio.run(run_task(ScriptedBackend(_copy_the_correction), task, transcript=path, enforcement="prompt"))
+    assert result.runtime_text is not None and not result.valid and result.why == "calls"
+    assert result.model_calls == 2
+    # the same finding from the transcript alone
+    assert runtime_text_of(read_events(path)) == result.runtime_text
+
+
+def test_a_bfcl_answer_that_copies_a_correction_is_counted() -> None:
+    plan = EvalPlan(categories=("irrelevance",), specs=(RunSpec("json-action", "prompt"),), limit=1, data_dir=FIXTURES)
+    [result] = asyncio.run(run_eval(ScriptedBackend(_copy_the_correction), plan))
+    assert result.answer is not None and result.runtime_text is not None
+    assert result.model_calls == 2 and result.to_json()["runtime_text"] == result.runtime_text
+    clean = asyncio.run(run_eval(ScriptedBackend(["Herman Melville wrote it."]), plan))[0]
+    assert clean.valid and clean.runtime_text is None and clean.model_calls == 1
+
+
+def test_a_client_system_message_is_the_users_text() -> None:
+    """What the client sent (a system prompt of its own) is allowed; only the runtime's additions count."""
+    from agentfsm.core.events import ModelRequestEvent, RequestEvent
+    from agentfsm.eval.runtime_text import RunTexts
+
+    client_system = "You are a terse assistant for the weather desk of a small newspaper in Oslo."
+    texts = RunTexts()
+    texts(RequestEvent(run="r", seq=0, t="t", messages=(UserMessage(content=QUESTION),)))
+    texts(ModelRequestEvent(run="r", seq=1, t="t", attempt=1, messages=(
+        PromptMessage(role="system", content=CONTRACT + "\n\n" + client_system),
+        PromptMessage(role="user", content=QUESTION),
+    )))
+    assert texts.finding("You are a terse assistant for the weather desk.") is not None  # not in the request
+    texts.allowed.append(client_system)
+    assert texts.finding("You are a terse assistant for the weather desk.") is None
+    assert texts.model_calls == 1
