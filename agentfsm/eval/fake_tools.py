@@ -82,12 +82,17 @@ def _lookup(names: Mapping[str, tuple[str, ...]], value: str) -> str | None:
     return next((canon for canon, aliases in names.items() if key in {fold(a) for a in aliases}), None)
 
 
+def _known(names: Mapping[str, tuple[str, ...]], value: str, what: str) -> str:
+    """The canonical name of ``value``; a ValueError (the model sees it as an error result) when unknown."""
+    canon = _lookup(names, value)
+    if canon is None:
+        raise ValueError(f"unknown {what} {value!r}")
+    return canon
+
+
 def get_capital(country: str) -> str:
     """The capital city of a country."""
-    canon = _lookup(COUNTRY_NAMES, country)
-    if canon is None:
-        raise ValueError(f"unknown country {country!r}")
-    return _CAPITALS[canon]
+    return _CAPITALS[_known(COUNTRY_NAMES, country, "country")]
 
 
 def get_weather(city: str) -> str:
@@ -144,10 +149,7 @@ def translate_text(text: str, target_language: str) -> str:
 
 def get_current_time(city: str) -> str:
     """The current local time in a city, as HH:MM on a 24-hour clock."""
-    canon = _lookup(CITY_NAMES, city)
-    if canon is None:
-        raise ValueError(f"unknown city {city!r}")
-    return _LOCAL_TIME[canon]
+    return _LOCAL_TIME[_known(CITY_NAMES, city, "city")]
 
 
 def web_search(query: str) -> str:
@@ -167,16 +169,11 @@ CURRENCY_NAMES: dict[str, tuple[str, ...]] = {
 _EUR_PER = {"USD": 0.92, "EUR": 1.0, "GBP": 1.17, "JPY": 0.0062}
 
 
-def _currency(value: str) -> str:
-    found = _lookup(CURRENCY_NAMES, value)
-    if found is None:
-        raise ValueError(f"unknown currency {value!r}; use an ISO code such as USD or EUR")
-    return found
-
-
 def convert_currency(amount: float, from_currency: str, to_currency: str) -> float:
     """Convert an amount of money from one currency to another (ISO codes such as USD, EUR, JPY) at today's rate."""
-    return round(float(amount) * _EUR_PER[_currency(from_currency)] / _EUR_PER[_currency(to_currency)], 2)
+    source = _known(CURRENCY_NAMES, from_currency, "currency (use an ISO code such as USD or EUR)")
+    target = _known(CURRENCY_NAMES, to_currency, "currency (use an ISO code such as USD or EUR)")
+    return round(float(amount) * _EUR_PER[source] / _EUR_PER[target], 2)
 
 
 _FILES = {"notes.txt": "Buy milk. Call Ana at 17:00."}
