@@ -29,8 +29,8 @@ from agentfsm.eval.quality import (
 )
 from agentfsm.eval.quality_table import build_rows, render_markdown
 from agentfsm.eval.runner import CaseResult
-from agentfsm.eval.suite import TASKS
-from agentfsm.eval.tasks import Task, TaskResult, run_task
+from agentfsm.eval.suite import Task, TaskResult, run_task
+from agentfsm.eval.suite_data import TASKS
 from agentfsm.testing import FakeUpstream
 from agentfsm.testing.fake_upstream import ReceivedRequest
 

@@ -11,8 +11,8 @@ from agentfsm.backends.scripted import ScriptedBackend
 from agentfsm.core.messages import PromptMessage, UserMessage
 from agentfsm.eval.runner import EvalPlan, RunSpec, run_eval
 from agentfsm.eval.runtime_text import find_runtime_text, runtime_text_of
-from agentfsm.eval.suite import TASKS
-from agentfsm.eval.tasks import run_task
+from agentfsm.eval.suite import run_task
+from agentfsm.eval.suite_data import TASKS
 from agentfsm.runtime.transcript import read_events
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "bfcl"

@@ -13,7 +13,7 @@ from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, plan,
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
 from agentfsm.guards import grounding
 from agentfsm.guards.base import Accept, Correction
-from agentfsm.eval.tasks import get_capital, get_weather
+from agentfsm.eval.fake_tools import get_capital, get_weather
 from agentfsm.testing.example_tools import TOOLS
 from agentfsm.runtime.tools import ToolRegistry
 

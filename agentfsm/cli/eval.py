@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agentfsm.core.backend import Backend, GenerationOptions
     from agentfsm.eval.quality import Split
     from agentfsm.eval.runner import CaseResult, EvalPlan
-    from agentfsm.eval.tasks import TaskResult
+    from agentfsm.eval.suite import TaskResult
 
 __all__ = ["bfcl", "eval_app", "quality", "register"]
 
@@ -241,7 +241,7 @@ def quality(
     from agentfsm.eval.host import machine_description, now_iso
     from agentfsm.eval.quality import CATEGORIES, FAST, FULL, available_live_categories, plan_cases, run_quality
     from agentfsm.eval.quality_table import build_rows, render_markdown, render_table
-    from agentfsm.eval.suite import HELD_OUT_SEED
+    from agentfsm.eval.suite_data import HELD_OUT_SEED
 
     console = Console(width=200) if not Console().is_terminal else Console()
     base = FAST if fast else FULL

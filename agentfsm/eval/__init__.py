@@ -6,7 +6,7 @@
 - :mod:`~agentfsm.eval.runner`: one deciding turn per case, baseline beside it;
 - :mod:`~agentfsm.eval.report` and :mod:`~agentfsm.eval.chart`: tables, JSON, Markdown, PNG;
 - :mod:`~agentfsm.eval.quality` and :mod:`~agentfsm.eval.quality_table`: ``make quality``,
-  the task suite (:mod:`~agentfsm.eval.suite`, with its held-out split: no change is
+  the task suite (:mod:`~agentfsm.eval.suite_data`, with its held-out split: no change is
   tuned on it) and BFCL's single-turn categories in one table with 95 % intervals.
 
 The data and checker modules do not import the runtime; the runner and report names

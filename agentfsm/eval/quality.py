@@ -5,7 +5,7 @@ path (contract, dialects, guards, policy, engine, turn, enforcement), and the fa
 (:data:`FAST`) while iterating. What runs, with the defaults throughout (``json-action``,
 enforcement ``auto``):
 
-- the task suite (:mod:`agentfsm.eval.suite`): 15 base tasks x 3 English wordings and
+- the task suite (:mod:`agentfsm.eval.suite_data`): 15 base tasks x 3 English wordings and
   German, Spanish, French; a third of the base tasks, chosen by a committed seed, are
   held out (no change is tuned on them);
 - BFCL's seven single-turn categories that ``make quality`` has always run
@@ -30,8 +30,8 @@ from agentfsm.core.errors import UsageError
 from agentfsm.eval.bfcl_data import CATEGORIES as BFCL_CATEGORIES
 from agentfsm.eval.bfcl_data import BfclCase, bfcl_data_dir, load_cases
 from agentfsm.eval.runner import CaseResult, EvalPlan, resolve_specs, run_eval
-from agentfsm.eval.suite import LANGUAGES, TASKS
-from agentfsm.eval.tasks import Task, TaskResult, run_task
+from agentfsm.eval.suite import Task, TaskResult, run_task
+from agentfsm.eval.suite_data import LANGUAGES, TASKS
 
 __all__ = [
     "CATEGORIES",

@@ -19,8 +19,8 @@ from rich.table import Table
 
 from agentfsm.eval.runner import CaseResult
 from agentfsm.eval.stats import wilson_interval
-from agentfsm.eval.suite import LANGUAGES
-from agentfsm.eval.tasks import KINDS, TaskResult
+from agentfsm.eval.suite import KINDS, TaskResult
+from agentfsm.eval.suite_data import LANGUAGES
 
 __all__ = ["COLUMNS", "QualityRow", "build_rows", "render_markdown", "render_table", "runtime_text_answers"]
 
@@ -189,11 +189,11 @@ def render_markdown(
         if r.group == "tasks":
             cells = [f"**{c}**" for c in cells]
         lines.append("| " + " | ".join(cells) + " |")
-    cost = {r.label: r for r in rows if r.group == "cost"}
+    cost = {row.label: row for row in rows if row.group == "cost"}
     if cost:
         lines += ["", "Cost (model calls per case): " + "; ".join(
-            f"{label} {r.model_calls / max(1, r.cases):.2f} (target <= {target})"
-            for label, target in _COST_TARGETS if (r := cost.get(label)) is not None
+            f"{label} {cost[label].model_calls / max(1, cost[label].cases):.2f} (target <= {target})"
+            for label, target in _COST_TARGETS if label in cost
         ) + "."]
     leaks = runtime_text_answers(tasks, cases)
     lines += ["", f"Final answers carrying runtime text, in the whole table: **{len(leaks)}**"

@@ -9,8 +9,8 @@ import pytest
 
 from agentfsm.eval.fake_tools import EVERYDAY, TOOLS, convert_currency, get_capital, get_current_time, get_weather
 from agentfsm.eval.matching import ANY, OneOf, answer_matches
-from agentfsm.eval.suite import BASE_TASKS, HELD_OUT, HELD_OUT_SEED, LANGUAGES, TASKS, BaseTask, expand, held_out_bases
-from agentfsm.eval.tasks import KINDS
+from agentfsm.eval.suite import KINDS
+from agentfsm.eval.suite_data import BASE_TASKS, HELD_OUT, HELD_OUT_SEED, LANGUAGES, TASKS, BaseTask, expand, held_out_bases
 from agentfsm.runtime.tools import ToolRegistry
 
 SPECS = {s.name: s for s in ToolRegistry(list(TOOLS.values())).specs}
