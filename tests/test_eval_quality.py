@@ -205,6 +205,13 @@ def test_cli_quality_runs_against_an_openai_compatible_upstream(tmp_path: Path) 
     assert "| tasks by language | es | 10 |" in text and "| BFCL | simple_python | 1 | 100.0 |" in text
     assert "held-out" not in text.split("Failed tasks")[0].split("| group |")[1]
     assert len(list((tmp_path / "t" / "tasks").iterdir())) == 10
+    with FakeUpstream(_fake_answer) as fake:  # --split all: the held-out split beside the tuned one
+        both = CliRunner().invoke(app, [
+            "eval", "quality", "--fast", "--split", "all", "--languages", "fr", "--categories", "none",
+            "--live-categories", "none", "--backend", "openai", "--base-url", fake.base_url, "-o", str(out),
+        ])
+    assert both.exit_code == 0, both.output
+    assert "[15/15, " in both.output and "| **tasks** | **held-out** | **5** |" in out.read_text()
 
 
 def test_cli_quality_help_and_bad_options() -> None:

@@ -192,7 +192,8 @@ eval_app.command("bfcl")(bfcl)
 
 
 SplitOpt = Annotated[
-    str | None, typer.Option("--split", help="Run one split of the task suite: 'tuned' or 'held-out' (default: both).")
+    str | None,
+    typer.Option("--split", help="The task suite's split to run: 'tuned', 'held-out' or 'all' (default: all; --fast: tuned)."),
 ]
 
 
@@ -246,8 +247,8 @@ def quality(
     console = Console(width=200) if not Console().is_terminal else Console()
     base = FAST if fast else FULL
     try:
-        if split not in (None, "tuned", "held-out"):
-            raise UsageError(f"--split must be 'tuned' or 'held-out', not {split!r}")
+        if split not in (None, "tuned", "held-out", "all"):
+            raise UsageError(f"--split must be 'tuned', 'held-out' or 'all', not {split!r}")
         plan = replace(
             base,
             categories=() if categories == "none" else CATEGORIES if categories == "default" else parse_categories(categories),
@@ -255,7 +256,7 @@ def quality(
             live_categories=(() if live_categories == "none" else available_live_categories(data_dir)
                              if live_categories == "default" else parse_categories(live_categories)),
             live_limit=live_limit or base.live_limit,
-            split=cast("Split | None", split) or base.split,  # checked above
+            split=base.split if split is None else None if split == "all" else cast("Split", split),  # checked above
             languages=tuple(x.strip() for x in languages.split(",") if x.strip()) if languages else base.languages,
         )
         todo = plan.tasks() if tasks else ()
