@@ -49,6 +49,18 @@ def test_answers_in_their_own_words_are_not_flagged() -> None:
     assert _find("") is None
 
 
+def test_a_result_restated_in_the_runtimes_order_is_not_flagged() -> None:
+    """Seen on the embedded model: a right answer shares "Paris is sunny, 18 °C. The" with a
+    correction; only "is" of it is not from the request or the results."""
+    correction = "The result of get_weather(city='Paris') is sunny, 18 °C.\nThe result of get_weather(city='Tokyo') is cloudy, 22 °C."
+    allowed = ("What's the weather in Paris and in Tokyo?", "get_weather\nThe current weather in a city.\ncity",
+               "sunny, 18 °C", "cloudy, 22 °C")
+    right = "The weather in Paris is sunny, 18 °C. The weather in Tokyo is cloudy, 22 °C."
+    assert find_runtime_text(right, [correction], allowed) is None
+    parroted = "The result of get_weather(city='Paris') is sunny, 18 °C."
+    assert find_runtime_text(parroted, [correction], allowed) is not None
+
+
 def test_the_detector_reads_no_language() -> None:
     """The runtime's texts may be in any language: copies are found by position, not by phrase lists."""
     runtime = ["Bitte antworte jetzt und nenne die Ergebnisse in einfachem Text.", "結果を平文で答えてください。次の手順"]

@@ -6,9 +6,11 @@ correction message it sends, and the framing around tool results ("The result of
 *carries runtime text* when it copies a run of at least :data:`MIN_WORDS` consecutive
 words (or :data:`MIN_CHARS` characters) from that text, of which at least
 :data:`MIN_OWN_WORDS` words (or half of :data:`MIN_CHARS` characters) are the runtime's
-own: outside the run's longest stretch that is also in the user's request, the tools'
-names and descriptions, or the tool results (so an answer that repeats a result, or the
-user's question, is not flagged, but "The user asked: <question>" is).
+own: words that appear nowhere in the user's request, the tools' names and descriptions
+or the tool results. So an answer that restates a result in the runtime's order ("Paris
+is sunny, 18 °C. The ...", copied from "(city='Paris') is sunny, 18 °C.\nThe result"),
+or repeats the user's question, is not flagged; "The result of get_capital is Nairobi"
+and "The user asked: <question>" are.
 
 Words are compared folded (case and accents ignored), whatever the language; the texts
 come from the run's own events (:class:`RunTexts` is an ``on_event`` hook), so the
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +42,7 @@ MIN_WORDS = 6
 #: ... or this many characters (long identifiers, scripts without spaces)
 MIN_CHARS = 30
 #: ... when at least this many of its words (or half as many characters as MIN_CHARS) are the runtime's own
-MIN_OWN_WORDS = 3
+MIN_OWN_WORDS = 2
 
 
 def _tokens(text: str) -> list[str]:
@@ -56,42 +58,27 @@ def _in(run: Sequence[str], blob: str) -> bool:
     return (" " + " ".join(run) + " ") in blob
 
 
-def _longest_inside(run: Sequence[str], blob: str) -> Sequence[str]:
-    """The longest stretch of ``run`` that also occurs in ``blob`` (empty when none)."""
-    best: Sequence[str] = ()
-    for i in range(len(run)):
-        j = i + len(best) + 1
-        while j <= len(run) and _in(run[i:j], blob):
-            best, j = run[i:j], j + 1
-    return best
-
-
-def _chars(run: Sequence[str]) -> int:
-    return len(" ".join(run))
-
-
-def _counts(run: Sequence[str], allowed_blob: str) -> bool:
+def _counts(run: Sequence[str], vocabulary: Collection[str]) -> bool:
     """Whether a copied run is long enough and enough of it is the runtime's own."""
-    if len(run) < MIN_WORDS and _chars(run) < MIN_CHARS:
+    if len(run) < MIN_WORDS and len(" ".join(run)) < MIN_CHARS:
         return False
-    shared = _longest_inside(run, allowed_blob)
-    return len(run) - len(shared) >= MIN_OWN_WORDS or _chars(run) - _chars(shared) >= MIN_CHARS // 2
+    own = [w for w in run if w not in vocabulary]
+    return len(own) >= MIN_OWN_WORDS or len(" ".join(own)) >= MIN_CHARS // 2
 
 
 def find_runtime_text(answer: str, runtime: Sequence[str], allowed: Sequence[str]) -> str | None:
     """The stretch of ``answer`` copied from the ``runtime`` texts (see the module docstring),
     or ``None``. ``allowed``: the user's request, the tools' descriptions, the tool results."""
     words = _tokens(answer)
-    runtime_blob, allowed_blob = _blob(runtime), _blob(allowed)
-    i = 0
-    while i < len(words):
+    runtime_blob = _blob(runtime)
+    vocabulary = {w for text in allowed for w in _tokens(text)}
+    for i in range(len(words)):
         j = i + 1
         while j <= len(words) and _in(words[i:j], runtime_blob):
             j += 1
         run = words[i : j - 1]
-        if run and _counts(run, allowed_blob):
+        if run and _counts(run, vocabulary):
             return " ".join(run)
-        i += 1
     return None
 
 
