@@ -18,6 +18,7 @@ from typing import Any
 from rich.table import Table
 
 from agentfsm.eval.runner import CaseResult
+from agentfsm.eval.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS
 from agentfsm.eval.stats import wilson_interval
 from agentfsm.eval.suite import KINDS, TaskResult
 from agentfsm.eval.suite_data import LANGUAGES
@@ -167,8 +168,9 @@ _HOW_TO_READ = (
     "the live BFCL group was not tuned on either. 95 % interval: Wilson score interval of the accuracy; a "
     "change is a gain or a loss only where the new interval leaves the old one, not where the point moves. "
     "Model calls: every completion the backend made (consensus candidates included). Runtime text: final "
-    "answers that copy 6 or more consecutive words (or 30 characters) of text the runtime wrote in that run "
-    "(contract, corrections, result framing), 3 or more of them not from the request, tools or results."
+    f"answers that copy {MIN_WORDS} or more consecutive words (or {MIN_CHARS} characters) of text the runtime "
+    f"wrote in that run (contract, corrections, result framing), {MIN_OWN_WORDS} or more of them found nowhere "
+    "in the request, tools or results."
 )
 
 
