@@ -27,7 +27,7 @@ from agentfsm.eval.quality import (
     run_tasks,
     select_tasks,
 )
-from agentfsm.eval.quality_table import build_rows, render_markdown
+from agentfsm.eval.quality_table import build_rows, render_markdown, target_checks
 from agentfsm.eval.runner import CaseResult
 from agentfsm.eval.suite import Task, TaskResult, run_task
 from agentfsm.eval.suite_data import TASKS
@@ -176,6 +176,26 @@ def test_rows_put_tuned_and_held_out_side_by_side_with_intervals() -> None:
     assert one_call.cases == 4 and one_call.model_calls / one_call.cases == 1.75
     irrelevant = by[("cost", "irrelevant requests")]  # no-tool tasks and both irrelevance categories
     assert irrelevant.cases == 4 and irrelevant.model_calls == 1 + 2 + 3 + 3
+
+
+def test_the_targets_are_checked_on_the_rows() -> None:
+    tasks, cases = _results()
+    lines = target_checks(build_rows(tasks, cases), runtime_text=2)
+    assert lines == [
+        "held-out 66.7 % against tuned 66.7 %: +0.0 points (within 10): met",
+        "de 0.0 % against English 100.0 % (at least 80 % of it): **not met**",
+        "es 0.0 % against English 100.0 % (at least 80 % of it): **not met**",
+        "fr 100.0 % against English 100.0 % (at least 80 % of it): met",
+        "model calls per case, one-call tasks: 1.75 (at most 2.5): met",
+        "model calls per case, irrelevant requests: 2.25 (at most 3): met",
+        "answers carrying runtime text: 2 (none): **not met**",
+    ]
+    slow = [TaskResult(_task("add_8_5.en1"), True, True, 3, 1.0, answer="13"),
+            TaskResult(_task("add_8_5.en2"), False, True, 3, 1.0, answer="")]
+    assert target_checks(build_rows(slow, []), runtime_text=0) == [
+        "model calls per case, one-call tasks: 3.00 (at most 2.5): **not met**",
+        "answers carrying runtime text: 0 (none): met",
+    ]
 
 
 def test_the_markdown_table(snapshot: SnapshotAssertion) -> None:

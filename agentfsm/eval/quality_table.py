@@ -5,8 +5,9 @@ language, and in total (tuned, held-out, all); each BFCL category; each live BFC
 category (untuned); and two cost rows (one-call tasks; irrelevant requests: the tasks
 that need no tool and BFCL's irrelevance cases). Columns: cases, accuracy with its Wilson
 95 % interval, protocol-valid, mean model calls and seconds per case, and how many final
-answers carry runtime text (:mod:`agentfsm.eval.runtime_text`). Under the table: the
-total of such answers (each case counted once), each of them, and the failed tasks.
+answers carry runtime text (:mod:`agentfsm.eval.runtime_text`). Under the table: issue
+27's targets, each met or not (:func:`target_checks`), the total of answers carrying
+runtime text (each case counted once), each of them, and the failed tasks.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from agentfsm.eval.stats import wilson_interval
 from agentfsm.eval.suite import KINDS, TaskResult
 from agentfsm.eval.suite_data import LANGUAGES
 
-__all__ = ["COLUMNS", "QualityRow", "build_rows", "render_markdown", "render_table", "runtime_text_answers"]
+__all__ = [
+    "COLUMNS",
+    "QualityRow",
+    "build_rows",
+    "render_markdown",
+    "render_table",
+    "runtime_text_answers",
+    "target_checks",
+]
 
 COLUMNS: tuple[str, ...] = (
     "group",
@@ -38,7 +47,11 @@ COLUMNS: tuple[str, ...] = (
 )
 _IRRELEVANT = ("irrelevance", "live_irrelevance")
 #: issue 27's bounds on model calls per case
-_COST_TARGETS = (("one-call tasks", 2.5), ("irrelevant requests", 3))
+_COST_TARGETS = (("one-call tasks", 2.5), ("irrelevant requests", 3.0))
+#: issue 27: the held-out split within this many points of the tuned one
+_SPLIT_GAP = 10.0
+#: issue 27: each other language's accuracy at least this share of English's
+_LANGUAGE_RATIO = 0.8
 
 
 @dataclass(frozen=True)
@@ -154,6 +167,38 @@ def runtime_text_answers(tasks: Sequence[TaskResult], cases: Sequence[CaseResult
     return out
 
 
+def _verdict(met: bool) -> str:
+    return "met" if met else "**not met**"
+
+
+def target_checks(rows: Sequence[QualityRow], runtime_text: int) -> list[str]:
+    """One line per target the rows can be held to, each with the figures and whether it is met.
+
+    Held-out within :data:`_SPLIT_GAP` points of tuned; each other language at least
+    :data:`_LANGUAGE_RATIO` of English's accuracy; model calls per one-call task and per
+    irrelevant request under their bounds; no answer carrying runtime text.
+    """
+    by = {(r.group, r.label): r for r in rows}
+    out: list[str] = []
+    tuned, held = by.get(("tasks", "tuned")), by.get(("tasks", "held-out"))
+    if tuned and held:
+        gap = held.accuracy - tuned.accuracy
+        out.append(f"held-out {held.accuracy:.1f} % against tuned {tuned.accuracy:.1f} %: {gap:+.1f} points "
+                   f"(within {_SPLIT_GAP:g}): {_verdict(abs(gap) <= _SPLIT_GAP)}")
+    english = by.get(("tasks by language", "en"))
+    for r in rows:
+        if english and r.group == "tasks by language" and r.label != "en":
+            out.append(f"{r.label} {r.accuracy:.1f} % against English {english.accuracy:.1f} % (at least "
+                       f"{100 * _LANGUAGE_RATIO:.0f} % of it): "
+                       f"{_verdict(r.accuracy >= _LANGUAGE_RATIO * english.accuracy)}")
+    for label, bound in _COST_TARGETS:
+        if ("cost", label) in by:
+            per_case = by[("cost", label)].model_calls / max(1, by[("cost", label)].cases)
+            out.append(f"model calls per case, {label}: {per_case:.2f} (at most {bound:g}): {_verdict(per_case <= bound)}")
+    out.append(f"answers carrying runtime text: {runtime_text} (none): {_verdict(runtime_text == 0)}")
+    return out
+
+
 def _failure(r: TaskResult) -> str:
     calls = ", ".join(f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})" for name, args in r.calls)
     return f"{r.task.name} ({r.task.split}): {r.error or r.why}; calls [{calls}]; answer {r.answer[:120]!r}"
@@ -191,13 +236,8 @@ def render_markdown(
         if r.group == "tasks":
             cells = [f"**{c}**" for c in cells]
         lines.append("| " + " | ".join(cells) + " |")
-    cost = {row.label: row for row in rows if row.group == "cost"}
-    if cost:
-        lines += ["", "Cost (model calls per case): " + "; ".join(
-            f"{label} {cost[label].model_calls / max(1, cost[label].cases):.2f} (target <= {target})"
-            for label, target in _COST_TARGETS if label in cost
-        ) + "."]
     leaks = runtime_text_answers(tasks, cases)
+    lines += ["", "Targets (issue 27):", ""] + [f"- {line}" for line in target_checks(rows, len(leaks))]
     lines += ["", f"Final answers carrying runtime text, in the whole table: **{len(leaks)}**"
               f" (of {len(tasks) + len(cases)} tasks and cases)."]
     if leaks:
