@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
-from agentfsm._lazy import lazy_exports
+from agentfsm.core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from agentfsm.backends import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, OpenAICompatBackend, ReplayBackend, ScriptedBackend, create_backend
     from agentfsm.batch.controller import TaskResult, run_batch, run_batch_sync
     from agentfsm.core.config import RunConfig
-    from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, Fail, step
+    from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, step
     from agentfsm.core.errors import AgentFSMError, BackendError, InvalidTransition, LoopDetected, MaxStepsExceeded, MissingExtraError, RequestError, RetryBudgetExceeded, RunError, UsageError
     from agentfsm.core.machine import AgentMachine
     from agentfsm.core.messages import AssistantMessage, Message, PromptMessage, SystemMessage, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from agentfsm.prompt.contract import render_contract
     from agentfsm.report import write_report
     from agentfsm.runtime.agent import Agent, RunResult
-    from agentfsm.runtime.replay import ReplayReport, areplay, replay
+    from agentfsm.replays.compare import ReplayReport, areplay, replay
     from agentfsm.runtime.tools import ToolRegistry
     from agentfsm.core.events import TranscriptEvent
     from agentfsm.runtime.transcript import read_events, read_transcript
@@ -47,19 +47,19 @@ _EXPORTS: dict[str, str] = {
     "Agent": "agentfsm.runtime.agent",
     "AgentFSMError": "agentfsm.core.errors",
     "AgentMachine": "agentfsm.core.machine",
-    "Answer": "agentfsm.core.engine",
-    "areplay": "agentfsm.runtime.replay",
+    "Answer": "agentfsm.engine.decide",
+    "areplay": "agentfsm.replays.compare",
     "AssistantMessage": "agentfsm.core.messages",
     "Backend": "agentfsm.backends",
     "BackendError": "agentfsm.core.errors",
-    "CallTools": "agentfsm.core.engine",
+    "CallTools": "agentfsm.engine.decide",
     "Capabilities": "agentfsm.backends",
     "Completion": "agentfsm.backends",
-    "Correct": "agentfsm.core.engine",
+    "Correct": "agentfsm.engine.decide",
     "create_backend": "agentfsm.backends",
     "derive_state": "agentfsm.core.states",
-    "EngineConfig": "agentfsm.core.engine",
-    "Fail": "agentfsm.core.engine",
+    "EngineConfig": "agentfsm.engine.decide",
+    "Fail": "agentfsm.engine.decide",
     "GenerationOptions": "agentfsm.backends",
     "get_dialect": "agentfsm.dialects",
     "InvalidTransition": "agentfsm.core.errors",
@@ -77,9 +77,9 @@ _EXPORTS: dict[str, str] = {
     "read_transcript": "agentfsm.runtime.transcript",
     "render_contract": "agentfsm.prompt.contract",
     "write_report": "agentfsm.report",
-    "replay": "agentfsm.runtime.replay",
+    "replay": "agentfsm.replays.compare",
     "ReplayBackend": "agentfsm.backends",
-    "ReplayReport": "agentfsm.runtime.replay",
+    "ReplayReport": "agentfsm.replays.compare",
     "RequestError": "agentfsm.core.errors",
     "RetryBudgetExceeded": "agentfsm.core.errors",
     "run_batch": "agentfsm.batch.controller",
@@ -89,7 +89,7 @@ _EXPORTS: dict[str, str] = {
     "RunResult": "agentfsm.runtime.agent",
     "ScriptedBackend": "agentfsm.backends",
     "State": "agentfsm.core.states",
-    "step": "agentfsm.core.engine",
+    "step": "agentfsm.engine.decide",
     "StreamParser": "agentfsm.dialects.stream",
     "SystemMessage": "agentfsm.core.messages",
     "TaskResult": "agentfsm.batch.controller",

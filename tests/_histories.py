@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, UserMessage
-from agentfsm.eval.tasks import add, get_capital, get_weather
+from agentfsm.eval.suite import add, get_capital, get_weather
 from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.testing.example_tools import convert_km_to_miles, multiply
 

@@ -29,7 +29,7 @@ from agentfsm.cli import app
 from agentfsm.dialects import get_dialect
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall
-from agentfsm.runtime.replay import replay
+from agentfsm.replays.compare import replay
 from agentfsm.testing import FakeReply, FakeUpstream, ScriptedBackend
 from agentfsm.runtime.transcript import read_transcript
 from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines

@@ -17,7 +17,7 @@ from agentfsm.batch.task import TaskSettings
 from agentfsm.cli import app
 from agentfsm.core._types import DialectName, EnforcementLevel
 from agentfsm.core.config import DEFAULTS, RunConfig, allowed_values
-from agentfsm.core.decisions import EngineConfig
+from agentfsm.engine.decisions import EngineConfig
 from agentfsm.core.errors import UsageError
 from agentfsm.core.events import AgentRunConfig, BatchRunConfig
 from agentfsm.dialects import DIALECTS

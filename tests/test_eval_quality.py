@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from agentfsm.backends.scripted import ScriptedBackend
 from agentfsm.cli import app
 from agentfsm.eval.quality import CATEGORIES, render_markdown, rows_from, run_tasks
-from agentfsm.eval.tasks import TASKS, answer_matches, calls_match, get_capital, get_weather, run_task
+from agentfsm.eval.suite import TASKS, answer_matches, calls_match, get_capital, get_weather, run_task
 
 
 def act(tool: str, **args: object) -> str:

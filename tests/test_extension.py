@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from agentfsm.core.backend import Capabilities, GenerationOptions, ListContinuation
-from agentfsm.core.engine import CallTools, EngineConfig
+from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.prompt.enforcement import action_item_schema
 from agentfsm.prompt.extension import CLOSE, MAX_EXTRA_CALLS, extension_options, extension_prefill, read_extension
 from agentfsm.core.messages import ToolCall, ToolSpec, UserMessage
-from agentfsm.runtime.replay import replay
+from agentfsm.replays.compare import replay
 from agentfsm.runtime.agent import Agent
 from agentfsm.testing import ScriptedBackend
 from agentfsm.runtime.transcript import read_transcript
@@ -86,7 +86,7 @@ def test_read_extension_adds_at_most_the_bound() -> None:
 
 
 def _config(parallel: bool = True) -> EngineConfig:
-    # the scripted artists are not in the requests: grounding (guards/grounding.py) is
+    # the scripted artists are not in the requests: grounding (policy/grounding.py) is
     # not what these tests are about
     return EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", parallel=parallel, grounding=False)
 

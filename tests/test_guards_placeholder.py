@@ -10,7 +10,7 @@ import pytest
 from agentfsm.core.backend import Capabilities, GenerationOptions
 from agentfsm.prompt.contract import render_contract
 from agentfsm.dialects.base import ParsedReply
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, conversation_text, step
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, conversation_text, step
 from agentfsm.prompt.enforcement import COMPACT_MAX_ITEMS, action_item_schema, build_action_schema
 from agentfsm.guards import GUARD_ORDER, placeholder, run_guards
 from agentfsm.guards.base import Accept, Correction
@@ -141,7 +141,7 @@ def test_after_made_up_calls_the_retry_grammar_offers_another_tool_then_the_answ
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
     assert _offered(opts.json_schema) == {"weather", "area"}
     decision = step(history, json.dumps({"action": {"tool": "weather", "args": {"city": "London"}}}), config)
-    # first, the other tool may fetch the missing value (guards/grounding.py fetch_tools)
+    # first, the other tool may fetch the missing value (policy/grounding.py fetch_tools)
     assert isinstance(decision, Correct) and decision.reason == "missing_value"
     history += [decision.assistant, decision.message]
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())

@@ -30,7 +30,7 @@ from agentfsm.core.events import (
     ToolCallEvent,
     event_fields,
 )
-from agentfsm.runtime.replay import replay
+from agentfsm.replays.compare import replay
 from agentfsm.runtime.transcript import read_events
 from agentfsm.testing import FakeUpstream, ScriptedBackend
 from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentfsm._lazy import lazy_exports
+from agentfsm.core._lazy import lazy_exports
 from agentfsm.core.backend import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, Usage
 from agentfsm.core.errors import UsageError
 
 if TYPE_CHECKING:
     from agentfsm.backends._transport import Timeouts
     from agentfsm.backends.openai_compat import JSONSchemaMode, OpenAICompatBackend
-    from agentfsm.backends.replay import ReplayBackend, read_model_outputs
+    from agentfsm.replays.backend import ReplayBackend, read_model_outputs
     from agentfsm.backends.scripted import ScriptedBackend, ScriptedRequest, ScriptExhausted
 
 __all__ = [
@@ -46,8 +46,8 @@ _LAZY = {
     "Timeouts": "agentfsm.backends._transport",
     "JSONSchemaMode": "agentfsm.backends.openai_compat",
     "OpenAICompatBackend": "agentfsm.backends.openai_compat",
-    "ReplayBackend": "agentfsm.backends.replay",
-    "read_model_outputs": "agentfsm.backends.replay",
+    "ReplayBackend": "agentfsm.replays.backend",
+    "read_model_outputs": "agentfsm.replays.backend",
     "ScriptedBackend": "agentfsm.backends.scripted",
     "ScriptedRequest": "agentfsm.backends.scripted",
     "ScriptExhausted": "agentfsm.backends.scripted",
@@ -76,7 +76,7 @@ def create_backend(kind: str, **kwargs: Any) -> Backend:
 
         return ScriptedBackend(**kwargs)
     if kind == "replay":
-        from agentfsm.backends.replay import ReplayBackend
+        from agentfsm.replays.backend import ReplayBackend
 
         return ReplayBackend(**kwargs)
     raise UsageError(f"unknown backend kind {kind!r}; expected one of {', '.join(BACKEND_KINDS)}")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from agentfsm.core.backend import Backend, GenerationOptions
     from agentfsm.eval.bfcl_data import BfclCase
     from agentfsm.eval.runner import CaseResult, EvalPlan
-    from agentfsm.eval.tasks import TaskResult
+    from agentfsm.eval.suite import TaskResult
 
 __all__ = ["bfcl", "eval_app", "quality", "register"]
 
@@ -218,7 +218,7 @@ def quality(
     from agentfsm.eval.bfcl_data import parse_categories
     from agentfsm.eval.host import machine_description, now_iso
     from agentfsm.eval.quality import CATEGORIES, render_markdown, rows_from, run_quality
-    from agentfsm.eval.tasks import TASKS
+    from agentfsm.eval.suite import TASKS
 
     console = Console(width=200) if not Console().is_terminal else Console()
     try:

@@ -53,7 +53,7 @@ class Capabilities(BaseModel):
     #: the model's context window in tokens (prompt and completion together); None: unknown
     context_tokens: int | None = None
     #: the model is small (the embedded SmolLM2): ``grounding="auto"`` turns the
-    #: grounding checks on (:mod:`agentfsm.guards.grounding`)
+    #: grounding checks on (:mod:`agentfsm.policy.grounding`)
     small_model: bool = False
 
 

@@ -62,7 +62,7 @@ class RunConfig:
         default=3, metadata=_doc("A call already made this many times in a row, each time with the same result, ends the turn (LoopDetected).", minimum=1)
     )
     #: under ``auto``, refuse calls with no value from the conversation or nothing new,
-    #: and answers after results that state none of them (:mod:`agentfsm.guards.grounding`);
+    #: and answers after results that state none of them (:mod:`agentfsm.policy.grounding`);
     #: ``auto`` turns it on for a backend that says its model is small
     #: (:attr:`~agentfsm.core.backend.Capabilities.small_model`): a capable model's call
     #: on a value it knows ("the weather where the Eiffel tower is") is not refused
@@ -72,7 +72,7 @@ class RunConfig:
     )
     #: after a refused first decision of a user turn, draw ``consensus_samples`` candidates of the same request at
     #: a sampling temperature and take the accepted decision most of them agree on, before
-    #: correcting (:mod:`agentfsm.core.consensus`); ``auto``: on for a small model
+    #: correcting (:mod:`agentfsm.engine.consensus`); ``auto``: on for a small model
     consensus: Literal["auto", "on", "off"] = field(
         default="auto",
         metadata=_doc("When the first decision of a user turn is refused, sample candidates of the same request and take the accepted call (or answer) most of them agree on, before sending a correction. auto: on for a small model (the embedded one), off otherwise."),

@@ -2,7 +2,7 @@
 
 :func:`run_case_turn` is the benchmark's decision path: the runner
 (:mod:`agentfsm.eval.runner`) scores what it decides, and replay
-(:mod:`agentfsm.runtime.rerun`) runs a recorded case through it again.
+(:mod:`agentfsm.replays.rerun`) runs a recorded case through it again.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from agentfsm.core._types import EnforcementLevel
 from agentfsm.core.backend import Backend, GenerationOptions
-from agentfsm.core.engine import CallTools, EngineConfig
+from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.core.errors import RunError
 from agentfsm.core.events import ModelRequestEvent, RetryEvent
 from agentfsm.core.messages import Message

@@ -17,7 +17,7 @@ from agentfsm.core.backend import Backend, GenerationOptions
 from agentfsm.eval.bfcl_data import CATEGORIES as BFCL_CATEGORIES
 from agentfsm.eval.bfcl_data import load_cases
 from agentfsm.eval.runner import CaseResult, EvalPlan, resolve_specs, run_eval
-from agentfsm.eval.tasks import TASKS, Task, TaskResult, run_task
+from agentfsm.eval.suite import TASKS, Task, TaskResult, run_task
 
 __all__ = ["CATEGORIES", "COLUMNS", "QualityRow", "render_markdown", "rows_from", "run_quality", "run_tasks"]
 

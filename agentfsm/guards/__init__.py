@@ -13,12 +13,12 @@ One module per guard, each with a ``check`` function:
 - :mod:`~agentfsm.guards.budget`: corrections per turn, counted from the history, each stricter;
 - :mod:`~agentfsm.guards.repeated_call`: the last round's call again -> told once per round;
 - :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop;
-- :mod:`~agentfsm.guards.grounding` and :mod:`~agentfsm.guards.coverage` (small models,
+- :mod:`~agentfsm.policy.grounding` and :mod:`~agentfsm.policy.coverage` (small models,
   ``auto``): calls take their values from the conversation, answers state the results
   and leave no part of the request unused;
-- :mod:`~agentfsm.guards.clauses` (small models): a call takes its values from the part
+- :mod:`~agentfsm.policy.clauses` (small models): a call takes its values from the part
   of the request that asks for its tool;
-- :mod:`~agentfsm.guards.relevance` (small models, ``auto``): the first call of a turn is
+- :mod:`~agentfsm.policy.relevance` (small models, ``auto``): the first call of a turn is
   to a tool the request is about.
 
 :func:`run_guards` runs the reply guards in this fixed order, the first verdict that
@@ -36,9 +36,9 @@ is not an accept wins:
    data (last: a call that is wrong anyway gets the more specific correction).
 
 The engine then applies :mod:`~agentfsm.guards.repeated_call`,
-:mod:`~agentfsm.guards.loops`, :mod:`~agentfsm.guards.clauses`,
-:mod:`~agentfsm.guards.grounding` and :mod:`~agentfsm.guards.relevance` to accepted calls,
-grounding's answer check and :mod:`~agentfsm.guards.coverage` to answers, and
+:mod:`~agentfsm.guards.loops`, :mod:`~agentfsm.policy.clauses`,
+:mod:`~agentfsm.policy.grounding` and :mod:`~agentfsm.policy.relevance` to accepted calls,
+grounding's answer check and :mod:`~agentfsm.policy.coverage` to answers, and
 :mod:`~agentfsm.guards.budget` to every correction, since they read the history.
 """
 

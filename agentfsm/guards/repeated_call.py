@@ -2,7 +2,7 @@
 
 Weak models often re-issue the call whose result they just got. They are told once per
 round, with the result quoted (under constrained decoding the retry's grammar also
-leaves the tools already called out, see :func:`agentfsm.core.engine.plan`); if they
+leaves the tools already called out, see :func:`agentfsm.engine.decide.plan`); if they
 insist, the call runs, and :mod:`~agentfsm.guards.loops` stops the turn after
 ``loop_threshold`` identical rounds.
 
@@ -19,7 +19,7 @@ from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMess
 from agentfsm.guards import loops
 from agentfsm.guards._history import told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards.grounding import results_so_far
+from agentfsm.policy.grounding import results_so_far
 
 __all__ = ["GUARD", "REASON", "check", "corrected_this_round"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core.answers import result_sentence
+from agentfsm.policy.answers import result_sentence
 from agentfsm.core._types import DialectName, ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.errors import UsageError

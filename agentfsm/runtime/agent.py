@@ -21,7 +21,7 @@ from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.backend import Backend, GenerationOptions, Usage
 from agentfsm.prompt.results import truncate_result
 from agentfsm.prompt.contract import contract_hash
-from agentfsm.core.engine import Answer, EngineConfig, TransitionRecord, dispatch, receive
+from agentfsm.engine.decide import Answer, EngineConfig, TransitionRecord, dispatch, receive
 from agentfsm.core.errors import AgentFSMError, MaxStepsExceeded
 from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
 from agentfsm.runtime.tally import Tally

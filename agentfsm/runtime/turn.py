@@ -8,7 +8,7 @@ for callers that want the result only.
 
 What happens once, here:
 
-- each attempt's request follows :func:`~agentfsm.core.engine.plan` (tool_choice,
+- each attempt's request follows :func:`~agentfsm.engine.decide.plan` (tool_choice,
   enforcement level, retry grammar, compaction, extension);
 - prose is *held* (not yielded while it arrives) when a call is required or under
   constrained decoding, where the model writes JSON; what of the accepted content the
@@ -34,18 +34,18 @@ from typing import Any
 from agentfsm.core._types import EnforcementLevel
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
-from agentfsm.core.decisions import Plan
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan, step
+from agentfsm.engine.decisions import Plan
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan, step
 from agentfsm.core.errors import MaxStepsExceeded
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.core.states import State, derive_state
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
-from agentfsm.guards import clauses, grounding
+from agentfsm.policy import clauses, grounding
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
 from agentfsm.prompt.projection import project_history
-from agentfsm.runtime.sampling import bounded, extend, usage_of, vote
+from agentfsm.runtime.model_calls import bounded, extend, usage_of, vote
 from agentfsm.runtime.tally import Tally
 
 __all__ = [

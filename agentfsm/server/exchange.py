@@ -22,7 +22,7 @@ from agentfsm.server.observe import RequestObserver
 from agentfsm.server.settings import Settings
 from agentfsm.server.wire import Wire
 from agentfsm.core.backend import Backend, Capabilities, GenerationOptions, Usage
-from agentfsm.core.engine import CallTools, EngineConfig
+from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.core.errors import BackendTimeout, ClientGone
 from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.prompt.contract import contract_hash

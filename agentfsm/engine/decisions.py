@@ -1,6 +1,6 @@
 """The engine's values: its configuration, the plan of a request, and its decisions.
 
-Frozen dataclasses, re-exported by :mod:`agentfsm.core.engine`, which makes them.
+Frozen dataclasses, re-exported by :mod:`agentfsm.engine.decide`, which makes them.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class EngineConfig:
     parallel: bool = DEFAULTS.parallel
     max_corrections: int = DEFAULTS.max_corrections
     loop_threshold: int = DEFAULTS.loop_threshold
-    #: run :mod:`~agentfsm.guards.grounding` (resolved from the run's ``grounding``)
+    #: run :mod:`~agentfsm.policy.grounding` (resolved from the run's ``grounding``)
     grounding: bool = False
     #: candidates drawn after a refused reply (0: none; resolved from the run's ``consensus``)
     consensus: int = 0

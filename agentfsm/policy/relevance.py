@@ -26,8 +26,8 @@ from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec
 from agentfsm.guards._history import told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards.clauses import name_words, words
-from agentfsm.guards.grounding import request_of
+from agentfsm.policy.clauses import name_words, words
+from agentfsm.policy.grounding import request_of
 
 __all__ = ["GUARD", "REASON", "about", "check", "retry_tools"]
 

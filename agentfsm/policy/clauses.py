@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 from agentfsm.core.messages import Message, ToolCall, ToolSpec
 from agentfsm.guards._history import called, results, told
-from agentfsm.guards._hold import hold, numbers_for
+from agentfsm.policy._hold import hold, numbers_for
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards.grounding import grounded, number_spans, numbers_in, request_of, values_of
+from agentfsm.policy.grounding import grounded, number_spans, numbers_in, request_of, values_of
 
 __all__ = ["GUARD", "REASON", "Misplaced", "Nested", "check", "clauses", "misplaced", "name_words", "nested",
            "retry_tools", "words"]

@@ -20,7 +20,7 @@ schema's, not the conversation's):
 
 Only under ``auto``, where answering is a valid outcome: the correction asks for the
 answer and the retry's grammar offers the answer only (see
-:func:`agentfsm.core.engine.plan`), except once per turn before any result, when other
+:func:`agentfsm.engine.decide.plan`), except once per turn before any result, when other
 tools are offered: a made-up value may be one another tool finds ("the weather in the
 capital of France" called as ``get_weather("Paris")``), so the retry offers the tools
 not called and the answer (``missing_value``, :func:`fetch_tools`). Under a required call the check does not run: a
@@ -39,7 +39,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agentfsm.core._types import ToolChoice
-from agentfsm.core.answers import latest_results
+from agentfsm.policy.answers import latest_results
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
@@ -245,7 +245,7 @@ def check(
 ) -> Verdict:
     """Correct the first of ``calls`` that is ungrounded or stale (under ``auto`` only).
 
-    ``conversation`` is the conversation's text (:func:`agentfsm.core.engine.conversation_text`).
+    ``conversation`` is the conversation's text (:func:`agentfsm.engine.decide.conversation_text`).
     """
     if tool_choice != "auto" or not calls:
         return ACCEPT

@@ -9,11 +9,11 @@ import pytest
 
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.config import RunConfig
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, plan, step
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, plan, step
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
-from agentfsm.guards import grounding
+from agentfsm.policy import grounding
 from agentfsm.guards.base import Accept, Correction
-from agentfsm.eval.tasks import get_capital, get_weather
+from agentfsm.eval.suite import get_capital, get_weather
 from agentfsm.testing.example_tools import TOOLS
 from agentfsm.runtime.tools import ToolRegistry
 

@@ -26,9 +26,9 @@ from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec
 from agentfsm.guards._history import results, told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards._hold import hold, numbers_for
-from agentfsm.guards.clauses import name_words
-from agentfsm.guards.grounding import numbers_in, request_of, results_so_far, values_of
+from agentfsm.policy._hold import hold, numbers_for
+from agentfsm.policy.clauses import name_words
+from agentfsm.policy.grounding import numbers_in, request_of, results_so_far, values_of
 
 __all__ = ["GUARD", "REASON", "check", "retry_tools", "uncovered"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm.core.answers import trim_repetition
-from agentfsm.core.engine import Answer, EngineConfig, step
+from agentfsm.policy.answers import trim_repetition
+from agentfsm.engine.decide import Answer, EngineConfig, step
 from agentfsm.core.messages import UserMessage
 
 

@@ -34,11 +34,12 @@ from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, Level, call_require
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
-from agentfsm.core.answers import results_stated, trim_repetition
-from agentfsm.guards import budget, clauses, coverage, grounding, injection, loops, relevance, repeated_call, run_guards
+from agentfsm.policy.answers import results_stated, trim_repetition
+from agentfsm.guards import budget, injection, loops, repeated_call, run_guards
+from agentfsm.policy import clauses, coverage, grounding, relevance
 from agentfsm.guards._history import called
 from agentfsm.guards.base import Correction, Stop
-from agentfsm.core.decisions import (
+from agentfsm.engine.decisions import (
     Answer,
     CallTools,
     Correct,
@@ -110,17 +111,17 @@ def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: 
 
     - after a ``repeated_call`` correction, the tools already called in this user turn
       are left out: the model must use the results (answer) or try another tool;
-    - after a :mod:`~agentfsm.guards.grounding` correction (``ungrounded_call``,
+    - after a :mod:`~agentfsm.policy.grounding` correction (``ungrounded_call``,
       ``stale_call``, ``unsupported_answer``; ``auto`` only) no tool is left: the model
       had no value from the conversation to call with, or has the results in hand, and
       answers; after ``missing_value`` (the first such call of a turn, before results)
       the tools it did not call are left, to fetch the value, and the answer;
-    - after ``misplaced_value`` (:mod:`~agentfsm.guards.clauses`), the tools of the part
+    - after ``misplaced_value`` (:mod:`~agentfsm.policy.clauses`), the tools of the part
       of the request the value came from, held to that part's numbers
-      (:func:`~agentfsm.guards.clauses.retry_tools`), and the answer;
-    - after ``irrelevant_tool`` (:mod:`~agentfsm.guards.relevance`), the tools the
+      (:func:`~agentfsm.policy.clauses.retry_tools`), and the answer;
+    - after ``irrelevant_tool`` (:mod:`~agentfsm.policy.relevance`), the tools the
       request is about, and the answer;
-    - after ``uncovered_request`` (:mod:`~agentfsm.guards.coverage`), every tool, held
+    - after ``uncovered_request`` (:mod:`~agentfsm.policy.coverage`), every tool, held
       to the values the request left unused and the turn's results, and the answer;
 
     When a call is mandatory the grammar keeps every offered tool: a correction never

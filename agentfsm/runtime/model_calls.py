@@ -3,7 +3,7 @@
 - :func:`extend`: the extension step of a parallel turn (:mod:`agentfsm.prompt.extension`),
   after a reply that is exactly one clean call;
 - :func:`vote`: consensus after a refused first decision of a user turn
-  (:mod:`agentfsm.core.consensus`), once per turn: the same request drawn ``config.consensus`` more times at a sampling temperature, each
+  (:mod:`agentfsm.engine.consensus`), once per turn: the same request drawn ``config.consensus`` more times at a sampling temperature, each
   candidate decided by the engine as the refused reply was, the accepted decision most
   candidates agree on taken. Candidates are part of the attempt they follow (they do not
   count against ``max_steps``); each is written as a ``model_request`` / ``model_output``
@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from agentfsm.core.backend import Backend, GenerationOptions, Usage
-from agentfsm.core.consensus import TEMPERATURE, choose
-from agentfsm.core.decisions import Decision, EngineConfig, Plan
-from agentfsm.core.engine import conversation_text, step
+from agentfsm.engine.consensus import TEMPERATURE, choose
+from agentfsm.engine.decisions import Decision, EngineConfig, Plan
+from agentfsm.engine.decide import conversation_text, step
 from agentfsm.core.errors import BackendTimeout
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.dialects import get_dialect

@@ -9,7 +9,7 @@ The producer is read from the run's ``run_start`` config:
   limit, one deciding turn, streamed or not as the client asked;
 - ``eval``: the benchmark's deciding turn (:func:`agentfsm.eval.case.run_case_turn`).
 
-Each returns today's events for the run; :mod:`agentfsm.runtime.replay` compares them.
+Each returns today's events for the run; :mod:`agentfsm.replays.compare` compares them.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from agentfsm.backends.replay import ReplayBackend
+from agentfsm.replays.backend import ReplayBackend
 from agentfsm.core.backend import Capabilities, GenerationOptions
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.engine import EngineConfig
+from agentfsm.engine.decide import EngineConfig
 from agentfsm.core.errors import AgentFSMError, ToolExecutionError, TranscriptError
 from agentfsm.core.events import (
     AgentRunConfig,

@@ -3,8 +3,9 @@ back once; and a repeated call is told its own result."""
 
 from __future__ import annotations
 
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, step
-from agentfsm.guards import coverage, repeated_call
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, step
+from agentfsm.guards import repeated_call
+from agentfsm.policy import coverage
 from agentfsm.guards.base import Accept, Correction
 
 from tests._histories import MATH, PLACES, after, call, two_weathers
@@ -51,7 +52,7 @@ def test_a_repeated_call_is_told_its_own_result_and_the_others() -> None:
 
 def test_the_retry_after_coverage_holds_parameters_to_what_the_request_left() -> None:
     from agentfsm.core.backend import Capabilities
-    from agentfsm.core.engine import plan
+    from agentfsm.engine.decide import plan
 
     config = EngineConfig(tools=PLACES, dialect="json-protocol", tool_choice="auto", grounding=True)
     history = after("What are the capitals of Peru and Kenya?", (call("get_capital", country="Kenya"), "Nairobi"))

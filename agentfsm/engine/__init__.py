@@ -1,0 +1,3 @@
+"""The engine: every decision of a run, above the guards, the prompt, the dialects and the policies."""
+
+__all__: list[str] = []
