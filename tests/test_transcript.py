@@ -10,6 +10,7 @@ from agentfsm.core.backend import GenerationOptions
 from agentfsm.core.errors import TranscriptError
 from agentfsm.core.events import (
     EVENT_MODELS,
+    LEGACY_POLICIES,
     SCHEMA_VERSION,
     AgentRunConfig,
     FinalEvent,
@@ -55,7 +56,7 @@ def test_every_event_type_is_written_typed_and_read_back_unchanged(tmp_path: Pat
     assert read == written
     assert [type(e) for e in read] == list(EVENT_MODELS.values())
     assert [e.seq for e in read] == list(range(len(EXAMPLES)))
-    assert all(e.v == SCHEMA_VERSION == 2 and e.run == "r1" and e.t.endswith("+00:00") for e in read)
+    assert all(e.v == SCHEMA_VERSION == 3 and e.run == "r1" and e.t.endswith("+00:00") for e in read)
     # the dict form is the same events, as written
     assert read_transcript(path) == [json.loads(line) for line in path.read_text().splitlines()]
     assert read_transcript(path)[8]["from"] == "first-decision"
@@ -147,9 +148,17 @@ def test_torn_last_line_is_skipped_but_corruption_inside_is_an_error(tmp_path: P
 
 
 def test_a_newer_schema_version_is_refused_by_name(tmp_path: Path) -> None:
-    event = {"v": 3, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "final", "content": "x"}
-    with pytest.raises(TranscriptError, match="schema version 3"):
+    event = {"v": 4, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "final", "content": "x"}
+    with pytest.raises(TranscriptError, match="schema version 4"):
         parse_event(event)
+
+
+def test_a_version_2_run_start_ran_the_legacy_policies() -> None:
+    """Before version 3 the policies were not recorded: they were the ones of that time."""
+    event = parse_event({"v": 2, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "run_start",
+                         "config": {"producer": "agent", "grounding": True}})
+    assert isinstance(event, RunStartEvent)
+    assert event.config.policies == LEGACY_POLICIES == ("refusal", "answers", "clauses", "grounding", "relevance", "coverage")
 
 
 def test_missing_file_is_a_typed_error(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ __all__ = [
     "DialectName",
     "EnforcementLevel",
     "DIALECT_NAMES",
+    "POLICY_NAMES",
+    "PolicyName",
 ]
 
 JSONValue: TypeAlias = Any
@@ -30,3 +32,8 @@ DialectName: TypeAlias = Literal["json-action", "json-protocol", "command", "smi
 DIALECT_NAMES: tuple[DialectName, ...] = get_args(DialectName)
 
 EnforcementLevel: TypeAlias = Literal["auto", "prompt", "prefill", "constrained"]
+
+#: the language policies (:mod:`agentfsm.policy`), in the order a run consults them by default
+PolicyName: TypeAlias = Literal["refusal", "answers", "clauses", "grounding", "relevance", "coverage"]
+#: the policy names in order; the registry in :mod:`agentfsm.policy` holds one of each
+POLICY_NAMES: tuple[PolicyName, ...] = get_args(PolicyName)

@@ -26,8 +26,11 @@ step of a parallel turn (:mod:`agentfsm.prompt.extension`); the field is written
 when true.
 
 Versions: 2 added ``producer``, ``max_corrections`` and ``loop_threshold`` to the run's
-config. Version-1 transcripts still read: their producer is inferred (the proxy's
-config names a ``protocol``) and the two limits take their defaults. This module does no IO;
+config; 3 added ``policies`` (the language policies that ran, in order). Version-1
+transcripts still read: their producer is inferred (the proxy's config names a
+``protocol``) and the two limits take their defaults; a config without ``policies``
+ran the policies of version 2 (:data:`LEGACY_POLICIES`), those for small models where
+``grounding`` was on. This module does no IO;
 :mod:`agentfsm.runtime.transcript` writes and reads the files.
 """
 
@@ -49,7 +52,7 @@ from pydantic import (
     model_validator,
 )
 
-from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, ToolChoice
+from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, PolicyName, ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import GenerationOptions, Usage
 from agentfsm.core.errors import TranscriptError
@@ -67,6 +70,7 @@ __all__ = [
     "EvalRunConfig",
     "FinalEvent",
     "GuardEvent",
+    "LEGACY_POLICIES",
     "ModelOutputEvent",
     "ModelRequestEvent",
     "ParseEvent",
@@ -88,9 +92,12 @@ __all__ = [
 ]
 
 #: the version this release writes
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: the versions this release reads
-READABLE_VERSIONS: tuple[int, ...] = (1, 2)
+READABLE_VERSIONS: tuple[int, ...] = (1, 2, 3)
+#: the language policies a run consulted before version 3 recorded them (in this order;
+#: clauses, grounding, relevance and coverage only where ``grounding`` was on)
+LEGACY_POLICIES: tuple[PolicyName, ...] = ("refusal", "answers", "clauses", "grounding", "relevance", "coverage")
 #: the envelope fields every event carries besides ``type``
 ENVELOPE: tuple[str, ...] = ("v", "run", "seq", "t")
 
@@ -120,8 +127,10 @@ class _RunConfigBase(BaseModel):
     max_corrections: int = DEFAULTS.max_corrections
     #: the same call this many times in a row stops the run
     loop_threshold: int = DEFAULTS.loop_threshold
-    #: the grounding guard ran (absent in transcripts written before it existed: off)
+    #: the policies for small models were on (absent in transcripts written before it existed: off)
     grounding: bool = False
+    #: the language policies that ran, in order (absent before version 3: :data:`LEGACY_POLICIES`)
+    policies: tuple[PolicyName, ...] = LEGACY_POLICIES
     #: candidates drawn after a refused reply (0: none; absent in older transcripts)
     consensus: int = 0
     #: model calls allowed in the whole run (None: one deciding turn, no run limit)

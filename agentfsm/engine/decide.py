@@ -29,14 +29,13 @@ from loguru import logger
 from agentfsm.core._types import EnforcementLevel, ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Capabilities
-from agentfsm.prompt.contract import render_call_template
+from agentfsm.prompt.contract import is_template, render_call_template
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, Level, call_required, choose_level
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.base import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
-from agentfsm.policy.answers import results_stated, trim_repetition
 from agentfsm.guards import budget, injection, loops, repeated_call, run_guards
-from agentfsm.policy import clauses, coverage, grounding, relevance
+from agentfsm.policy import Policies, policies_for
 from agentfsm.guards._history import called
 from agentfsm.guards.base import Correction, Stop
 from agentfsm.engine.decisions import (
@@ -76,9 +75,11 @@ __all__ = [
     "conversation_text",
     "dispatch",
     "plan",
+    "policies_of",
     "receive",
     "step",
     "tool_choice_now",
+    "wants_vote",
 ]
 
 
@@ -106,45 +107,37 @@ def _round_corrections(history: Sequence[Message]) -> list[tuple[str, AssistantM
     return found
 
 
-def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: ToolChoice) -> tuple[ToolSpec, ...]:
+def _retry_tools(
+    history: Sequence[Message], specs: Sequence[ToolSpec], choice: ToolChoice, policies: Policies
+) -> tuple[ToolSpec, ...]:
     """The tools the retry's grammar offers, after some corrections:
 
+    - after a language policy's correction, what that policy offers
+      (:meth:`~agentfsm.policy.base.Policy.retry_offer`);
     - after a ``repeated_call`` correction, the tools already called in this user turn
-      are left out: the model must use the results (answer) or try another tool;
-    - after a :mod:`~agentfsm.policy.grounding` correction (``ungrounded_call``,
-      ``stale_call``, ``unsupported_answer``; ``auto`` only) no tool is left: the model
-      had no value from the conversation to call with, or has the results in hand, and
-      answers; after ``missing_value`` (the first such call of a turn, before results)
-      the tools it did not call are left, to fetch the value, and the answer;
-    - after ``misplaced_value`` (:mod:`~agentfsm.policy.clauses`), the tools of the part
-      of the request the value came from, held to that part's numbers
-      (:func:`~agentfsm.policy.clauses.retry_tools`), and the answer;
-    - after ``irrelevant_tool`` (:mod:`~agentfsm.policy.relevance`), the tools the
-      request is about, and the answer;
-    - after ``uncovered_request`` (:mod:`~agentfsm.policy.coverage`), every tool, held
-      to the values the request left unused and the turn's results, and the answer;
+      are left out: the model must use the results (answer) or try another tool.
 
     When a call is mandatory the grammar keeps every offered tool: a correction never
     strands the model without a valid call.
     """
     if not history or not isinstance(history[-1], UserMessage) or call_required(choice):
         return tuple(specs)
-    if history[-1].correction in grounding.REASONS:
-        return ()
-    if history[-1].correction in (grounding.MISSING_REASON, clauses.REASON):
-        rejected = history[-2] if len(history) > 1 else None
-        text = rejected.content or "" if isinstance(rejected, AssistantMessage) else ""
-        refused = parse_reply(text, specs, CONSTRAINED_DIALECT).tool_calls
-        if history[-1].correction == clauses.REASON:
-            return clauses.retry_tools(history[:-2], refused, specs)  # the tools the value's clause asks for
-        # the model may fetch the missing value with another tool (not the one it called)
-        return grounding.fetch_tools(history[:-2], specs, {c.name for c in refused})
-    if history[-1].correction == relevance.REASON:
-        return relevance.retry_tools(history[:-2], specs)  # the tools the request is about, or none
-    if history[-1].correction == coverage.REASON:
-        return coverage.retry_tools(history[:-2], specs)  # held to the values the request left
+    offer = policies.retry_offer(history, specs, choice)
+    if offer is not None:
+        return offer
     dropped = called(history) if history[-1].correction == repeated_call.REASON else set()
     return tuple(s for s in specs if s.name not in dropped)
+
+
+def policies_of(config: EngineConfig) -> Policies:
+    """The language policies ``config`` consults, in order (:mod:`agentfsm.policy`)."""
+    return policies_for(config.policies, config.grounding)
+
+
+def wants_vote(config: EngineConfig, reason: str, first_decision: bool) -> bool:
+    """Whether consensus is worth drawing after a correction for ``reason``
+    (:meth:`~agentfsm.policy.base.Policies.wants_vote`)."""
+    return policies_of(config).wants_vote(reason, first_decision)
 
 
 def plan(
@@ -166,7 +159,7 @@ def plan(
         choice,
         level,
         CONSTRAINED_DIALECT,
-        _retry_tools(history, config.tools, choice),
+        _retry_tools(history, config.tools, choice, policies_of(config)),
         compact=any(reason == "truncated_action" for reason, _ in _round_corrections(history)),
         # where the backend extends a single call into a list, the reply itself is one call
         listed=config.parallel and not capabilities.list_continuation,
@@ -231,11 +224,12 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         len(parsed.problems),
         parsed.truncated,
     )
+    policies = policies_of(config)
     if choice == "none":
         # Tools are off: whatever the model wrote as an action is dropped, prose stays.
-        return _answer(machine, records, parsed, (), parsed.content or "", choice)
+        return _answer(machine, records, parsed, (), parsed.content or "", choice, policies)
 
-    turn = _Turn(machine, records, parsed, reply, history, config, choice)
+    turn = _Turn(machine, records, parsed, reply, history, config, choice, policies)
     # only calls are checked against it (guards, grounding): a prose reply need not gather it
     conversation = conversation_text(history) if parsed.tool_calls else ""
     dialect = get_dialect(config.dialect)
@@ -253,6 +247,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
             if parsed.tool_calls
             else frozenset()
         ),
+        refusals=policies.refusal,
     )
     if isinstance(verdict, Correction):
         return _refuse(turn, verdict, escalate=True)
@@ -261,13 +256,10 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if calls and not config.parallel:
         calls = calls[:1]
     if not calls:
-        if config.grounding:
-            unsupported = grounding.check_answer(history, parsed.content or "")
-            if not isinstance(unsupported, Correction):
-                unsupported = coverage.check(history, config.tools, choice)
-            if isinstance(unsupported, Correction):
-                return _refuse(turn, unsupported, escalate=False)
-        return _answer(machine, records, parsed, (), parsed.content or "", choice)
+        unsupported = policies.check_answer(history, parsed.content or "", config.tools, choice)
+        if isinstance(unsupported, Correction):
+            return _refuse(turn, unsupported, escalate=False)
+        return _answer(machine, records, parsed, (), parsed.content or "", choice, policies)
 
     base = _calls_so_far(history)
     minted = tuple(
@@ -285,15 +277,9 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         guard = GuardRecord(stop.guard, "stop", stop.reason, stop.detail)
         repeats = config.loop_threshold
         return Fail(parsed, tuple(records), (guard,), error=LoopDetected(minted[0].name, repeats))
-    if config.grounding:
-        # a misplaced value is in the request (so grounded): its correction is the more specific
-        unfounded = clauses.check(history, minted, config.tools)
-        if not isinstance(unfounded, Correction):
-            unfounded = grounding.check(history, minted, choice, config.tools, conversation)
-        if not isinstance(unfounded, Correction):
-            unfounded = relevance.check(history, minted, config.tools, choice)
-        if isinstance(unfounded, Correction):
-            return _refuse(turn, unfounded, escalate=False)
+    unfounded = policies.check_call(history, minted, config.tools, choice, conversation)
+    if isinstance(unfounded, Correction):
+        return _refuse(turn, unfounded, escalate=False)
     _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
     assistant = AssistantMessage(content=parsed.content, tool_calls=minted)
     return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
@@ -306,6 +292,7 @@ def _answer(
     guards: tuple[GuardRecord, ...],
     content: str,
     choice: ToolChoice,
+    policies: Policies,
     exhausted: bool = False,
 ) -> Answer:
     _fire(machine, "answer", records, answer_allowed=not call_required(choice))
@@ -313,7 +300,7 @@ def _answer(
         parsed,
         tuple(records),
         guards,
-        content=(content := trim_repetition(content)),
+        content=(content := policies.finish_answer(content)),
         assistant=AssistantMessage(content=content),
         exhausted=exhausted,
     )
@@ -330,6 +317,7 @@ class _Turn:
     history: Sequence[Message]
     config: EngineConfig
     choice: ToolChoice
+    policies: Policies
 
 
 def _refuse(turn: _Turn, verdict: Correction, *, escalate: bool) -> Correct | Answer | Fail:
@@ -372,30 +360,32 @@ def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
     spent = GuardRecord(budget.GUARD, "stop", "budget_spent", f"{used} correction(s) sent; last: {verdict.reason}")
     if not call_required(turn.choice):
         logger.info("correction budget spent ({}): answering with the best reply so far", verdict.reason)
-        content = _best_prose(turn.history, turn.parsed, turn.config)
+        content = _best_prose(turn.history, turn.parsed, turn.config, turn.policies)
         return _answer(
-            turn.machine, turn.records, turn.parsed, (guard, spent), content, turn.choice, exhausted=True
+            turn.machine, turn.records, turn.parsed, (guard, spent), content, turn.choice, turn.policies,
+            exhausted=True,
         )
     _fire(turn.machine, "abort", turn.records, must_stop=True)
     error = RetryBudgetExceeded(attempts=used + 1, last_reply=turn.reply, reason=verdict.reason)
     return Fail(turn.parsed, tuple(turn.records), (guard, spent), error=error)
 
 
-def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineConfig) -> str:
+def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineConfig, policies: Policies) -> str:
     """The latest prose of this round's replies (action text removed) that says
     something: not empty, not a copied ``<slot>`` of the contract. When the model wrote
-    none, the round's results stated plainly (the user asked, a tool answered: that
-    answer is not lost because the model could not phrase it)."""
-    if parsed.content and parsed.content.strip() and not grounding.is_template(parsed.content):
+    none, the policies' answer for a spent budget (``answers``: the round's results
+    stated plainly; the user asked, a tool answered: that answer is not lost because
+    the model could not phrase it)."""
+    if parsed.content and parsed.content.strip() and not is_template(parsed.content):
         return parsed.content
     for msg in reversed(history):
         if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
             break
         if isinstance(msg, AssistantMessage) and msg.content:
             prose = parse_reply(msg.content, config.tools, config.dialect).content
-            if prose and prose.strip() and not grounding.is_template(prose):
+            if prose and prose.strip() and not is_template(prose):
                 return prose
-    return results_stated(history)
+    return policies.spent_answer(history)
 
 
 def dispatch() -> TransitionRecord:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from agentfsm.core.backend import Capabilities
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName, PolicyName, ToolChoice
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RunError
 from agentfsm.core.messages import AssistantMessage, ToolCall, ToolSpec, UserMessage
@@ -40,7 +40,10 @@ class EngineConfig:
     parallel: bool = DEFAULTS.parallel
     max_corrections: int = DEFAULTS.max_corrections
     loop_threshold: int = DEFAULTS.loop_threshold
-    #: run :mod:`~agentfsm.policy.grounding` (resolved from the run's ``grounding``)
+    #: the language policies consulted, in order (:mod:`agentfsm.policy`)
+    policies: tuple[PolicyName, ...] = DEFAULTS.policies
+    #: run the policies for small models (clauses, grounding, relevance, coverage;
+    #: resolved from the run's ``grounding``)
     grounding: bool = False
     #: candidates drawn after a refused reply (0: none; resolved from the run's ``consensus``)
     consensus: int = 0
@@ -70,6 +73,7 @@ class EngineConfig:
             parallel=run.parallel if parallel is None else parallel,
             max_corrections=run.max_corrections,
             loop_threshold=run.loop_threshold,
+            policies=run.policies,
             grounding=_resolve(run.grounding, capabilities),
             consensus=run.consensus_samples if _resolve(run.consensus, capabilities) else 0,
             relax_after_results=relax_after_results,

@@ -27,7 +27,7 @@ from typing import Any
 from agentfsm.core._types import DIALECT_NAMES
 from agentfsm.core.backend import Backend, GenerationOptions
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.engine.decide import CallTools, EngineConfig
+from agentfsm.engine.decide import CallTools, EngineConfig, policies_of
 from agentfsm.prompt.enforcement import choose_level
 from agentfsm.core.errors import RunError, UsageError
 from agentfsm.eval.baseline import bfcl_prompt_messages, decode_ast_prompting
@@ -225,6 +225,7 @@ def _writer(transcripts_dir: Path | None, backend: Backend, case: BfclCase, spec
             max_corrections=config.max_corrections,
             loop_threshold=config.loop_threshold,
             grounding=config.grounding,
+            policies=policies_of(config).names,
             consensus=config.consensus,
         ),
     )

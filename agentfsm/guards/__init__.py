@@ -3,7 +3,8 @@
 One module per guard, each with a ``check`` function:
 
 - :mod:`~agentfsm.guards.json_valid`: an action that could not be read -> resend valid JSON;
-- :mod:`~agentfsm.guards.refusal`: "I don't have tools", refusals, limitations, deflections;
+- :mod:`~agentfsm.guards.refusal`: "I don't have tools", refusals, limitations, deflections
+  (the words are a language policy's: :mod:`agentfsm.policy.refusal`);
 - :mod:`~agentfsm.guards.tool_choice`: a forced call missing, the wrong tool, calls under ``none``;
 - :mod:`~agentfsm.guards.unknown_tool`: a tool name that was not offered;
 - :mod:`~agentfsm.guards.schema`: arguments that do not match the tool's JSON Schema;
@@ -12,14 +13,7 @@ One module per guard, each with a ``check`` function:
   or user content (data, not the model's own decision);
 - :mod:`~agentfsm.guards.budget`: corrections per turn, counted from the history, each stricter;
 - :mod:`~agentfsm.guards.repeated_call`: the last round's call again -> told once per round;
-- :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop;
-- :mod:`~agentfsm.policy.grounding` and :mod:`~agentfsm.policy.coverage` (small models,
-  ``auto``): calls take their values from the conversation, answers state the results
-  and leave no part of the request unused;
-- :mod:`~agentfsm.policy.clauses` (small models): a call takes its values from the part
-  of the request that asks for its tool;
-- :mod:`~agentfsm.policy.relevance` (small models, ``auto``): the first call of a turn is
-  to a tool the request is about.
+- :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop.
 
 :func:`run_guards` runs the reply guards in this fixed order, the first verdict that
 is not an accept wins:
@@ -35,11 +29,10 @@ is not an accept wins:
 7. ``injection``: a well-formed call that repeats an action found in the conversation's
    data (last: a call that is wrong anyway gets the more specific correction).
 
-The engine then applies :mod:`~agentfsm.guards.repeated_call`,
-:mod:`~agentfsm.guards.loops`, :mod:`~agentfsm.policy.clauses`,
-:mod:`~agentfsm.policy.grounding` and :mod:`~agentfsm.policy.relevance` to accepted calls,
-grounding's answer check and :mod:`~agentfsm.policy.coverage` to answers, and
-:mod:`~agentfsm.guards.budget` to every correction, since they read the history.
+The engine then applies :mod:`~agentfsm.guards.repeated_call` and
+:mod:`~agentfsm.guards.loops` to accepted calls, and :mod:`~agentfsm.guards.budget` to
+every correction, since they read the history; then the run's language policies
+(:mod:`agentfsm.policy`), which no guard here imports.
 """
 
 from __future__ import annotations
@@ -62,6 +55,7 @@ from agentfsm.guards import (
 )
 from agentfsm.guards import tool_choice as _choice  # the name `tool_choice` is also a parameter
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Stop, Verdict
+from agentfsm.guards.refusal import RefusalMatcher
 from agentfsm.core.messages import ToolSpec
 
 __all__ = [
@@ -105,17 +99,20 @@ def run_guards(
     example: str = "",
     source: str = "",
     injected: frozenset[str] = frozenset(),
+    refusals: RefusalMatcher | None = None,
 ) -> Verdict:
     """Run the reply guards in :data:`GUARD_ORDER`; the first non-accept verdict wins.
 
     ``source`` is the conversation's text, lowercased (the ``placeholder`` guard
     accepts a value the conversation contains); ``injected`` are the actions found in
-    its data (:func:`~agentfsm.guards.injection.data_actions`). When all accept, the notes they left (a schema not validated, a soft deflection
+    its data (:func:`~agentfsm.guards.injection.data_actions`); ``refusals`` reads a
+    refusal for the ``refusal`` guard (the run's language policies': without one, no
+    reply is read as a refusal). When all accept, the notes they left (a schema not validated, a soft deflection
     accepted) are joined into the returned :class:`Accept`'s ``detail``.
     """
     checks: tuple[Callable[[], Verdict], ...] = (
         lambda: json_valid.check(parsed, dialect_name, example=example),
-        lambda: refusal.check(parsed, tool_choice, tools, dialect_name=dialect_name),
+        lambda: refusal.check(parsed, tool_choice, tools, dialect_name=dialect_name, match=refusals),
         lambda: _choice.check(
             parsed, tool_choice, tools, dialect_name=dialect_name, example=example
         ),

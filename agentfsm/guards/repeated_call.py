@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage
 from agentfsm.guards import loops
-from agentfsm.guards._history import told
+from agentfsm.guards._history import results_so_far, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.policy.grounding import results_so_far
 
 __all__ = ["GUARD", "REASON", "check", "corrected_this_round"]
 

@@ -15,8 +15,10 @@ import re
 from collections.abc import Sequence
 
 from agentfsm.core.messages import Message, ToolMessage, ToolResult, UserMessage
+from agentfsm.policy.base import Policy
+from agentfsm.prompt.results import result_sentence
 
-__all__ = ["latest_results", "result_sentence", "results_stated", "trim_repetition"]
+__all__ = ["POLICY", "AnswersPolicy", "latest_results", "results_stated", "trim_repetition"]
 
 #: a sentence ends at . ! ? followed by white space (not inside "50.0"), or at a newline
 _BREAK = re.compile(r"((?<=[.!?])\s+|\n+)")
@@ -55,11 +57,6 @@ def latest_results(history: Sequence[Message]) -> list[ToolResult]:
     return results
 
 
-def result_sentence(subject: str, text: str) -> str:
-    """``The result of <subject> is <text>.`` (no second full stop after one in ``text``)."""
-    return f"The result of {subject} is {text}" + ("" if text.endswith((".", "!", "?")) else ".")
-
-
 def results_stated(history: Sequence[Message]) -> str:
     """The latest round's results, one sentence each (a tool that failed or found nothing
     is said so); empty when the round has none."""
@@ -74,3 +71,19 @@ def results_stated(history: Sequence[Message]) -> str:
         else:
             sentences.append(result_sentence(name, text))
     return " ".join(sentences)
+
+
+class AnswersPolicy(Policy):
+    """An answer that loops is cut where the loop starts; a spent budget without prose
+    answers with the latest results stated."""
+
+    name = "answers"
+
+    def finish_answer(self, content: str) -> str:
+        return trim_repetition(content)
+
+    def spent_answer(self, history: Sequence[Message]) -> str | None:
+        return results_stated(history)
+
+
+POLICY = AnswersPolicy()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,12 +23,20 @@ from agentfsm.core._memo import Memo, tools_key
 
 __all__ = [
     "contract_hash",
+    "is_template",
     "render_call_template",
     "render_contract",
     "summarize_schema",
 ]
 
 _MAX_DESCRIPTION = 300
+#: a reply that is only a slot of the contract's shapes (``<your answer>``), copied
+_TEMPLATE = re.compile(r"<[^<>\n]{1,40}>")
+
+
+def is_template(answer: str) -> bool:
+    """Whether ``answer`` is only a copied ``<slot>`` of the contract (no reply at all)."""
+    return _TEMPLATE.fullmatch(answer.strip()) is not None
 
 
 def _type_name(schema: Any) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.policy.answers import result_sentence
 from agentfsm.core._types import DialectName, ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.errors import UsageError
@@ -39,6 +38,7 @@ __all__ = [
     "frame_results",
     "neutralise_actions",
     "next_step",
+    "result_sentence",
     "truncate_result",
 ]
 
@@ -99,6 +99,11 @@ def neutralise_actions(
     if actions_in(text, tools, dialect_name):
         text = text.translate(_FULL_WIDTH)
     return text
+
+
+def result_sentence(subject: str, text: str) -> str:
+    """``The result of <subject> is <text>.`` (no second full stop after one in ``text``)."""
+    return f"The result of {subject} is {text}" + ("" if text.endswith((".", "!", "?")) else ".")
 
 
 def _label(result: ToolResult, tool_name: str | None) -> str:

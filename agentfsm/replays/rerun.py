@@ -137,6 +137,7 @@ def _decides_as(config: RunStartConfig) -> RunConfig:
         enforcement=config.enforcement,
         max_corrections=config.max_corrections,
         loop_threshold=config.loop_threshold,
+        policies=config.policies,
         grounding="on" if config.grounding else "off",
         consensus="on" if config.consensus else "off",
         consensus_samples=config.consensus or DEFAULTS.consensus_samples,

@@ -21,7 +21,7 @@ from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.backend import Backend, GenerationOptions, Usage
 from agentfsm.prompt.results import truncate_result
 from agentfsm.prompt.contract import contract_hash
-from agentfsm.engine.decide import Answer, EngineConfig, TransitionRecord, dispatch, receive
+from agentfsm.engine.decide import Answer, EngineConfig, TransitionRecord, dispatch, policies_of, receive
 from agentfsm.core.errors import AgentFSMError, MaxStepsExceeded
 from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
 from agentfsm.runtime.tally import Tally
@@ -70,7 +70,7 @@ class Agent:
     Without ``backend``, the embedded local model is used (needs ``agentfsm[local]``).
     How the run decides is ``config`` (:class:`~agentfsm.core.config.RunConfig`: dialect,
     enforcement, tool_choice, parallel, max_steps, max_corrections, loop_threshold,
-    grounding, result_max_chars); any of its fields may also be passed by name.
+    policies, grounding, consensus, result_max_chars); any of its fields may also be passed by name.
     ``event_types`` names the events ``on_event`` wants (default: all of them); without a
     ``transcript`` the others are then not built at all (a run that records nothing
     builds no events).
@@ -245,6 +245,7 @@ class Agent:
             "max_corrections": run.max_corrections,
             "loop_threshold": run.loop_threshold,
             "grounding": config.grounding,
+            "policies": policies_of(config).names,
             "consensus": config.consensus,
             **self.transcript_config,
         }

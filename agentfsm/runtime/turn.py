@@ -35,13 +35,12 @@ from agentfsm.core._types import EnforcementLevel
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
 from agentfsm.engine.decisions import Plan
-from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan, step
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan, step, wants_vote
 from agentfsm.core.errors import MaxStepsExceeded
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.core.states import State, derive_state
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
-from agentfsm.policy import clauses, grounding
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
 from agentfsm.prompt.projection import project_history
@@ -238,9 +237,8 @@ async def stream_turn(
     tally = tally if tally is not None else Tally()
     attempts = corrections = 0
     voted = False
-    # consensus decides the first decision of a user turn; after results, only a call
-    # with a made-up value (sampling may find the result's value): other refusals there
-    # are a model repeating itself, and their correction (answer now) is the way on
+    # consensus decides the first decision of a user turn; later, only where the policy
+    # that refused says so (engine.decide.wants_vote)
     first = derive_state(history) is State.FIRST_DECISION
     usage = Usage()
     while True:
@@ -284,7 +282,7 @@ async def stream_turn(
                 decision = alone
         record_decision(decision, emit, on_transition, tally)
         if (isinstance(decision, Correct) and config.consensus and not voted
-                and (first or decision.reason == grounding.REASON) and decision.reason != clauses.REASON):
+                and wants_vote(config, decision.reason, first)):
             voted = True  # a refused first decision's candidates, before its correction
             chosen, extra = await vote(
                 backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, config,

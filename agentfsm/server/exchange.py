@@ -22,7 +22,7 @@ from agentfsm.server.observe import RequestObserver
 from agentfsm.server.settings import Settings
 from agentfsm.server.wire import Wire
 from agentfsm.core.backend import Backend, Capabilities, GenerationOptions, Usage
-from agentfsm.engine.decide import CallTools, EngineConfig
+from agentfsm.engine.decide import CallTools, EngineConfig, policies_of
 from agentfsm.core.errors import BackendTimeout, ClientGone
 from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.prompt.contract import contract_hash
@@ -189,6 +189,7 @@ class Exchange:
                 "max_corrections": self.settings.run.max_corrections,
                 "loop_threshold": self.settings.run.loop_threshold,
                 "grounding": self.config.grounding,
+                "policies": policies_of(self.config).names,
                 "consensus": self.config.consensus,
             },
         )
