@@ -16,7 +16,8 @@ from loguru import logger
 from agentfsm.core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from agentfsm.backends import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, OpenAICompatBackend, ReplayBackend, ScriptedBackend, create_backend
+    from agentfsm.backends import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, OpenAICompatBackend, ScriptedBackend, create_backend
+    from agentfsm.replays.backend import ReplayBackend
     from agentfsm.batch.controller import TaskResult, run_batch, run_batch_sync
     from agentfsm.core.config import RunConfig
     from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, step
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from agentfsm.core.messages import AssistantMessage, Message, PromptMessage, SystemMessage, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
     from agentfsm.core.states import State, derive_state
     from agentfsm.dialects import get_dialect
-    from agentfsm.dialects.base import ParsedReply, Problem
+    from agentfsm.core.parsed import ParsedReply, Problem
     from agentfsm.dialects.parse import parse_reply
     from agentfsm.dialects.stream import StreamParser, TextDelta, ToolCallDelta
     from agentfsm.prompt.contract import render_contract
@@ -70,15 +71,15 @@ _EXPORTS: dict[str, str] = {
     "MissingExtraError": "agentfsm.core.errors",
     "OpenAICompatBackend": "agentfsm.backends",
     "parse_reply": "agentfsm.dialects.parse",
-    "ParsedReply": "agentfsm.dialects.base",
-    "Problem": "agentfsm.dialects.base",
+    "ParsedReply": "agentfsm.core.parsed",
+    "Problem": "agentfsm.core.parsed",
     "PromptMessage": "agentfsm.core.messages",
     "read_events": "agentfsm.runtime.transcript",
     "read_transcript": "agentfsm.runtime.transcript",
     "render_contract": "agentfsm.prompt.contract",
     "write_report": "agentfsm.report",
     "replay": "agentfsm.replays.compare",
-    "ReplayBackend": "agentfsm.backends",
+    "ReplayBackend": "agentfsm.replays.backend",
     "ReplayReport": "agentfsm.replays.compare",
     "RequestError": "agentfsm.core.errors",
     "RetryBudgetExceeded": "agentfsm.core.errors",

@@ -14,12 +14,11 @@ from agentfsm.backends import (
     Completion,
     GenerationOptions,
     OpenAICompatBackend,
-    ReplayBackend,
     ScriptedBackend,
     ScriptExhausted,
     create_backend,
-    read_model_outputs,
 )
+from agentfsm.replays.backend import ReplayBackend, read_model_outputs
 from agentfsm.core.backend import Backend
 from agentfsm.core.errors import BackendError, BackendTimeout, TranscriptError, UsageError
 from agentfsm.core.messages import PromptMessage

@@ -9,7 +9,7 @@ import pytest
 
 from agentfsm.core.backend import Capabilities, GenerationOptions
 from agentfsm.prompt.contract import render_contract
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, conversation_text, step
 from agentfsm.prompt.enforcement import COMPACT_MAX_ITEMS, action_item_schema, build_action_schema
 from agentfsm.guards import GUARD_ORDER, placeholder, run_guards

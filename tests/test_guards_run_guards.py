@@ -8,7 +8,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from agentfsm import guards
-from agentfsm.dialects.base import ParsedReply, Problem
+from agentfsm.core.parsed import ParsedReply, Problem
 from agentfsm.guards import ACCEPT, Accept, Correction, run_guards
 from agentfsm.core.messages import ToolCall, ToolSpec
 from agentfsm.policy import get_policy

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import tool_choice
 from agentfsm.guards.base import ACCEPT, Correction
 from agentfsm.core.messages import ToolCall, ToolSpec

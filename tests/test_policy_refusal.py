@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import refusal as guard
 from agentfsm.policy import refusal
 from agentfsm.guards.base import ACCEPT, Accept, Correction

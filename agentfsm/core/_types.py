@@ -12,6 +12,7 @@ __all__ = [
     "ResultStatus",
     "DialectName",
     "EnforcementLevel",
+    "Level",
     "DIALECT_NAMES",
     "POLICY_NAMES",
     "PolicyName",
@@ -32,6 +33,8 @@ DialectName: TypeAlias = Literal["json-action", "json-protocol", "command", "smi
 DIALECT_NAMES: tuple[DialectName, ...] = get_args(DialectName)
 
 EnforcementLevel: TypeAlias = Literal["auto", "prompt", "prefill", "constrained"]
+#: an enforcement level as used for one request (``auto`` resolved)
+Level: TypeAlias = Literal["prompt", "prefill", "constrained"]
 
 #: the language policies (:mod:`agentfsm.policy`), in the order a run consults them by default
 PolicyName: TypeAlias = Literal["refusal", "answers", "clauses", "grounding", "relevance", "coverage"]

@@ -21,6 +21,7 @@ __all__ = [
     "TextStream",
     "Usage",
     "counts_tokens",
+    "estimate_tokens",
 ]
 
 #: the optional fields of :class:`GenerationOptions` that carry a client's own sampling
@@ -33,6 +34,11 @@ SAMPLING_OPTIONS: tuple[str, ...] = (
     "response_format",
     "user",
 )
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count (about four characters a token) for upstreams that report none."""
+    return (len(text) + 3) // 4 if text else 0
 
 
 class Capabilities(BaseModel):
@@ -53,7 +59,7 @@ class Capabilities(BaseModel):
     #: the model's context window in tokens (prompt and completion together); None: unknown
     context_tokens: int | None = None
     #: the model is small (the embedded SmolLM2): ``grounding="auto"`` turns the
-    #: grounding checks on (:mod:`agentfsm.policy.grounding`)
+    #: policies for small models on (:mod:`agentfsm.policy`)
     small_model: bool = False
 
 

@@ -57,7 +57,7 @@ from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import GenerationOptions, Usage
 from agentfsm.core.errors import TranscriptError
 from agentfsm.core.messages import Message, PromptMessage, ToolCall, ToolResult, ToolSpec
-from agentfsm.dialects.base import Problem
+from agentfsm.core.parsed import Problem
 
 __all__ = [
     "AgentRunConfig",

@@ -17,7 +17,7 @@ from agentfsm.core._memo import Memo, tools_key
 from agentfsm.core._types import DialectName
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects._scan import Scanner
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.messages import ToolDefinition, ToolSpec
 
 __all__ = ["parse_reply"]

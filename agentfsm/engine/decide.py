@@ -26,13 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from loguru import logger
 
-from agentfsm.core._types import EnforcementLevel, ToolChoice
+from agentfsm.core._types import EnforcementLevel, Level, ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Capabilities
 from agentfsm.prompt.contract import is_template, render_call_template
-from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, Level, call_required, choose_level
+from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, call_required, choose_level
 from agentfsm.dialects import get_dialect
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
 from agentfsm.guards import budget, injection, loops, repeated_call, run_guards
 from agentfsm.policy import Policies, policies_for

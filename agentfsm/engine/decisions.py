@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from agentfsm.core.backend import Capabilities
-from agentfsm.core._types import DialectName, PolicyName, ToolChoice
+from agentfsm.core._types import DialectName, Level, PolicyName, ToolChoice
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RunError
 from agentfsm.core.messages import AssistantMessage, ToolCall, ToolSpec, UserMessage
 from agentfsm.core.states import State
-from agentfsm.dialects.base import ParsedReply
-from agentfsm.prompt.enforcement import Level
+from agentfsm.core.parsed import ParsedReply
 
 __all__ = [
     "Answer",

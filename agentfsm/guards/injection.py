@@ -32,7 +32,7 @@ from agentfsm.core.messages import (
     UserMessage,
 )
 from agentfsm.dialects._openers import FIRST
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentfsm.core._types import ToolChoice
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards.base import ACCEPT, Accept, Verdict
 from agentfsm.core.messages import ToolSpec
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agentfsm.core._types import DialectName, ToolChoice
 from agentfsm.core.config import DEFAULTS
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Verdict, action_format, action_name
 from agentfsm.core.messages import ToolSpec
 

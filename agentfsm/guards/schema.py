@@ -38,7 +38,7 @@ from referencing import Registry
 
 from agentfsm.core._memo import ByIdentity
 from agentfsm.core._types import JSONObject
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import _linear_regex
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Verdict
 from agentfsm.core.messages import ToolSpec

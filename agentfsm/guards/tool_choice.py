@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from agentfsm.core._types import DialectName, ToolChoice
 from agentfsm.core.config import DEFAULTS
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards.base import (
     ACCEPT,
     Correction,

@@ -9,9 +9,9 @@ Guards and retries run on top of every level.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, TypeAlias, get_args
+from typing import get_args
 
-from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, ToolChoice
+from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, Level, ToolChoice
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolSpec
@@ -30,7 +30,6 @@ __all__ = [
     "choose_level",
 ]
 
-Level: TypeAlias = Literal["prompt", "prefill", "constrained"]
 LEVELS: tuple[EnforcementLevel, ...] = get_args(EnforcementLevel)
 #: the most calls a listed action may hold under a grammar (a weak model, once it
 #: repeats, would otherwise repeat until the token limit)

@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict
 
 from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core.backend import estimate_tokens
 from agentfsm.core.errors import (
     AgentFSMError,
     BackendConnectionError,
@@ -169,11 +170,6 @@ def sse_event(data: Mapping[str, Any] | str, event: str | None = None) -> str:
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     head = f"event: {event}\n" if event is not None else ""
     return f"{head}data: {payload}\n\n"
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count (about four characters a token) for upstreams that report none."""
-    return (len(text) + 3) // 4 if text else 0
 
 
 def error_status(exc: AgentFSMError) -> int:

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from agentfsm.core.backend import Backend, GenerationOptions, Usage
+from agentfsm.core.backend import Backend, GenerationOptions, Usage, estimate_tokens
 from agentfsm.engine.consensus import TEMPERATURE, choose
 from agentfsm.engine.decisions import Decision, EngineConfig, Plan
 from agentfsm.engine.decide import conversation_text, step
@@ -29,7 +29,6 @@ from agentfsm.dialects import get_dialect
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
 from agentfsm.prompt.extension import extension_options, read_extension
-from agentfsm.protocols.common import estimate_tokens
 from agentfsm.runtime.tally import Tally
 
 __all__ = ["bounded", "extend", "usage_of", "vote"]
