@@ -17,6 +17,8 @@ from agentfsm.replays.compare import replay
 from agentfsm.runtime.agent import Agent
 from agentfsm.testing import ScriptedBackend
 from agentfsm.runtime.transcript import read_transcript
+from agentfsm.core.events import TranscriptEvent, event_fields
+from agentfsm.runtime.recorder import Recorder
 from agentfsm.runtime.turn import TurnResult, run_turn
 
 PLAY = ToolSpec(
@@ -93,10 +95,10 @@ def _config(parallel: bool = True) -> EngineConfig:
 
 async def _turn(backend: ScriptedBackend, request: str, config: EngineConfig) -> tuple[TurnResult, list[tuple[str, dict[str, Any]]]]:
     """One constrained turn for ``request``, and the events it emitted."""
-    events: list[tuple[str, dict[str, Any]]] = []
+    events: list[TranscriptEvent] = []
     result = await run_turn(backend, [UserMessage(content=request)], config=config, enforcement="constrained",
-                            emit=lambda kind, **fields: events.append((kind, fields)))
-    return result, events
+                            recorder=Recorder(on_event=events.append))
+    return result, [(e.type, event_fields(e)) for e in events]
 
 
 async def test_a_turn_extends_one_call_into_a_list() -> None:

@@ -36,8 +36,8 @@ ran the policies of version 2 (:data:`LEGACY_POLICIES`), those for small models 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, TypeAlias, get_args
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, ClassVar, Literal, ParamSpec, TypeAlias, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -66,6 +66,7 @@ __all__ = [
     "DECISION_TYPES",
     "ENVELOPE",
     "ErrorEvent",
+    "Event",
     "EVENT_MODELS",
     "EvalRunConfig",
     "FinalEvent",
@@ -87,7 +88,9 @@ __all__ = [
     "TransitionEvent",
     "ToolCallEvent",
     "ToolResultEvent",
+    "build_event",
     "event_fields",
+    "event_type",
     "parse_event",
 ]
 
@@ -180,15 +183,22 @@ RunStartConfig: TypeAlias = Annotated[
 # -- events ------------------------------------------------------------------------
 
 
-class _Event(BaseModel):
+class Event(BaseModel):
+    """What every event carries: the envelope (``v``, ``run``, ``seq``, ``t``) and ``type``.
+
+    A writer builds an event from its own fields only (``GuardEvent(guard=..., ...)``);
+    the :class:`~agentfsm.runtime.transcript.TranscriptWriter` stamps the envelope as it
+    writes. A transcript read back must carry the envelope (:func:`parse_event`).
+    """
+
     model_config = _FROZEN
     #: fields written only when they differ from their default (absent in most events)
     _sparse: ClassVar[frozenset[str]] = frozenset()
 
     v: int = SCHEMA_VERSION
-    run: str
-    seq: int
-    t: str
+    run: str = ""
+    seq: int = 0
+    t: str = ""
 
     @model_serializer(mode="wrap")
     def _omit_sparse_defaults(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
@@ -209,7 +219,7 @@ class _Event(BaseModel):
         return value
 
 
-class RunStartEvent(_Event):
+class RunStartEvent(Event):
     """The run begins: how it was configured."""
 
     type: Literal["run_start"] = "run_start"
@@ -227,7 +237,7 @@ class RunStartEvent(_Event):
         return data
 
 
-class RequestEvent(_Event):
+class RequestEvent(Event):
     """The conversation the run starts from, and the tools it offers."""
 
     type: Literal["request"] = "request"
@@ -239,7 +249,7 @@ class RequestEvent(_Event):
     normalized: JSONObject | None = None
 
 
-class ContractEvent(_Event):
+class ContractEvent(Event):
     """The contract (system prompt) rendered for the run."""
 
     type: Literal["contract"] = "contract"
@@ -247,7 +257,7 @@ class ContractEvent(_Event):
     text: str | None = None
 
 
-class ModelRequestEvent(_Event):
+class ModelRequestEvent(Event):
     """One call of the model: the prompt, the options and the enforcement level used."""
 
     _sparse = frozenset({"extension", "candidate"})
@@ -262,7 +272,7 @@ class ModelRequestEvent(_Event):
     candidate: int = 0
 
 
-class ModelOutputEvent(_Event):
+class ModelOutputEvent(Event):
     """What the model wrote (the prefill included)."""
 
     _sparse = frozenset({"extension", "candidate"})
@@ -276,7 +286,7 @@ class ModelOutputEvent(_Event):
     candidate: int = 0
 
 
-class ParseEvent(_Event):
+class ParseEvent(Event):
     """The parser's reading of a reply."""
 
     type: Literal["parse"] = "parse"
@@ -286,7 +296,7 @@ class ParseEvent(_Event):
     truncated: bool = False
 
 
-class GuardEvent(_Event):
+class GuardEvent(Event):
     """One guard verdict on a reply."""
 
     type: Literal["guard"] = "guard"
@@ -296,7 +306,7 @@ class GuardEvent(_Event):
     detail: str
 
 
-class RetryEvent(_Event):
+class RetryEvent(Event):
     """A correction sent to the model."""
 
     type: Literal["retry"] = "retry"
@@ -305,30 +315,31 @@ class RetryEvent(_Event):
     message: str
 
 
-class TransitionEvent(_Event):
+class TransitionEvent(Event):
     """One fired machine event (states as written in diagrams)."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
     type: Literal["transition"] = "transition"
     from_: str = Field(alias="from")
     event: str
     to: str
 
 
-class ToolCallEvent(_Event):
+class ToolCallEvent(Event):
     """A call decided (the agent runs it; the proxy hands it to the client)."""
 
     type: Literal["tool_call"] = "tool_call"
     call: ToolCall
 
 
-class ToolResultEvent(_Event):
+class ToolResultEvent(Event):
     """What a tool returned."""
 
     type: Literal["tool_result"] = "tool_result"
     result: ToolResult
 
 
-class FinalEvent(_Event):
+class FinalEvent(Event):
     """The final answer."""
 
     _sparse = frozenset({"exhausted"})
@@ -339,7 +350,7 @@ class FinalEvent(_Event):
     exhausted: bool = False
 
 
-class ErrorEvent(_Event):
+class ErrorEvent(Event):
     """The run ended in an error."""
 
     type: Literal["error"] = "error"
@@ -347,7 +358,7 @@ class ErrorEvent(_Event):
     message: str
 
 
-class RunEndEvent(_Event):
+class RunEndEvent(Event):
     """The run is over."""
 
     type: Literal["run_end"] = "run_end"
@@ -376,9 +387,10 @@ TranscriptEvent: TypeAlias = Annotated[
 ]
 
 #: event type -> its model, in the order a run writes them
-EVENT_MODELS: dict[str, type[_Event]] = {
+EVENT_MODELS: dict[str, type[Event]] = {
     model.model_fields["type"].default: model for model in get_args(get_args(TranscriptEvent)[0])
 }
+_TYPE_OF: dict[object, str] = {model: name for name, model in EVENT_MODELS.items()}
 
 #: the event types whose content is a decision of the code (what replay compares)
 DECISION_TYPES: frozenset[str] = frozenset(
@@ -388,15 +400,41 @@ DECISION_TYPES: frozenset[str] = frozenset(
 _ADAPTER: TypeAdapter[TranscriptEvent] = TypeAdapter(TranscriptEvent)
 
 
+def _misfit(kind: object, exc: ValidationError, skip: int) -> TranscriptError:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"][skip:]) or "event"
+    return TranscriptError(f"bad {kind or 'transcript'} event: {where}: {first['msg']}")
+
+
 def parse_event(data: Mapping[str, Any]) -> TranscriptEvent:
-    """Validate one event (a JSON object) into its model; a misfit is a :class:`TranscriptError`."""
+    """Validate one event (a JSON object, envelope included) into its model; a misfit is a
+    :class:`TranscriptError`."""
+    kind = data.get("type") if isinstance(data, Mapping) else None
+    missing = [name for name in ENVELOPE[1:] if isinstance(data, Mapping) and name not in data]
+    if missing:
+        raise TranscriptError(f"bad {kind or 'transcript'} event: {missing[0]}: Field required")
     try:
         return _ADAPTER.validate_python(data)
     except ValidationError as exc:
-        kind = data.get("type") if isinstance(data, Mapping) else None
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"][1:]) or "event"
-        raise TranscriptError(f"bad {kind or 'transcript'} event: {where}: {first['msg']}") from exc
+        raise _misfit(kind, exc, 1) from exc
+
+
+def event_type(kind: object) -> str:
+    """The ``type`` an event model writes (``GuardEvent`` -> ``guard``)."""
+    return _TYPE_OF[kind]
+
+
+_E = TypeVar("_E", bound=Event)
+_P = ParamSpec("_P")
+
+
+def build_event(kind: Callable[_P, _E], /, *args: _P.args, **fields: _P.kwargs) -> _E:
+    """``kind(**fields)``, the envelope left to the writer; a field that does not fit is a
+    :class:`TranscriptError` naming it (mypy checks the fields where they are written)."""
+    try:
+        return kind(*args, **fields)
+    except ValidationError as exc:
+        raise _misfit(_TYPE_OF.get(kind), exc, 0) from exc
 
 
 def event_fields(event: TranscriptEvent, *, envelope: bool = False) -> dict[str, Any]:

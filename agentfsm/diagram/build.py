@@ -18,7 +18,6 @@ import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 

@@ -6,9 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.core._types import DialectName, JSONObject
-from agentfsm.core.parsed import ParsedReply
-from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
+from agentfsm.core._types import JSONObject
+from agentfsm.core.messages import ToolCall, ToolSpec
 
 __all__ = [
     "EXAMPLE_NUMBER",

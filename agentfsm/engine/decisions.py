@@ -6,7 +6,7 @@ Frozen dataclasses, re-exported by :mod:`agentfsm.engine.decide`, which makes th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from agentfsm.core.backend import Capabilities
 from agentfsm.core._types import DialectName, Level, PolicyName, ToolChoice
@@ -98,7 +98,7 @@ class GuardRecord:
     """One guard verdict, for transcripts and logs."""
 
     guard: str
-    verdict: str
+    verdict: Literal["accept", "correct", "stop"]
     reason: str
     detail: str
 

@@ -27,7 +27,7 @@ from typing import Any
 from agentfsm.core._types import DIALECT_NAMES
 from agentfsm.core.backend import Backend, GenerationOptions
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.engine.decide import CallTools, EngineConfig, policies_of
+from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.prompt.enforcement import choose_level
 from agentfsm.core.errors import RunError, UsageError
 from agentfsm.eval.baseline import bfcl_prompt_messages, decode_ast_prompting
@@ -36,8 +36,8 @@ from agentfsm.eval.checker import check_case
 from agentfsm.core.messages import AssistantMessage, Message, PromptMessage, SystemMessage, UserMessage
 from agentfsm.batch.task import transcript_name
 from agentfsm.core.events import EvalRunConfig, GuardEvent, ModelOutputEvent, ParseEvent, TranscriptEvent
-from agentfsm.eval.case import run_case_turn
-from agentfsm.runtime.transcript import TranscriptWriter
+from agentfsm.runtime.recorder import Recorder, run_config_fields
+from agentfsm.runtime.turn import recorded_turn
 
 __all__ = [
     "BASELINE",
@@ -203,34 +203,22 @@ class _Recorder:
                 self.corrections[event.guard] += 1
 
 
-def _writer(transcripts_dir: Path | None, backend: Backend, case: BfclCase, spec: RunSpec,
-            config: EngineConfig, history: Sequence[Message], on_event: _Recorder) -> TranscriptWriter:
-    """The case's transcript (nowhere without a directory), its run_start and request written."""
+def _recorder(transcripts_dir: Path | None, backend: Backend, case: BfclCase, spec: RunSpec, run: RunConfig,
+              config: EngineConfig, history: Sequence[Message], on_event: _Recorder) -> Recorder:
+    """The case's recorder (a file only with a directory), its run_start and request written."""
     path = None
     if transcripts_dir is not None:
         path = Path(transcripts_dir) / transcript_name(f"{case.id}.{spec.dialect}.{spec.enforcement}")
         path.unlink(missing_ok=True)  # a re-run replaces the case's transcript
-    writer = TranscriptWriter(path, on_event=on_event)
-    writer.emit(
-        "run_start",
-        config=EvalRunConfig(
-            case=case.id,
-            category=case.category,
-            dialect=config.dialect,
-            tool_choice=config.tool_choice,
-            enforcement=spec.enforcement,
-            backend=backend.name,
-            tools=tuple(t.name for t in config.tools),
-            parallel=config.parallel,
-            max_corrections=config.max_corrections,
-            loop_threshold=config.loop_threshold,
-            grounding=config.grounding,
-            policies=policies_of(config).names,
-            consensus=config.consensus,
+    recorder = Recorder(path, on_event=on_event)
+    recorder.start(
+        lambda: EvalRunConfig(
+            **run_config_fields(config, run.enforcement, backend), case=case.id, category=case.category
         ),
+        config,
+        history,
     )
-    writer.emit("request", messages=list(history), tools=list(config.tools), tool_choice=config.tool_choice)
-    return writer
+    return recorder
 
 
 async def run_runtime_case(
@@ -241,7 +229,7 @@ async def run_runtime_case(
     config: RunConfig = DEFAULTS,
     transcripts_dir: Path | None = None,
 ) -> CaseResult:
-    """One case through :func:`run_case_turn` with ``spec``'s dialect and level; with
+    """One case through :func:`~agentfsm.runtime.turn.recorded_turn` with ``spec``'s dialect and level; with
     ``transcripts_dir``, its transcript is written there (``CASE.DIALECT.LEVEL.jsonl``)."""
     history = _history(case)
     run = config.replace(dialect=spec.dialect, enforcement=spec.enforcement)  # checked: a UsageError for the baseline
@@ -250,8 +238,11 @@ async def run_runtime_case(
     start = time.perf_counter()
     prompt_tokens = completion_tokens = 0
     decoded: Any
-    with _writer(transcripts_dir, backend, case, spec, engine, history, rec) as writer:
-        outcome = await run_case_turn(backend, history, engine, run.enforcement, options, writer)
+    recorder = _recorder(transcripts_dir, backend, case, spec, run, engine, history, rec)
+    try:
+        outcome = await recorded_turn(backend, history, engine, run.enforcement, options, recorder)
+    finally:
+        recorder.close()
     if isinstance(outcome, RunError):
         protocol_valid = False
         decoded = None if case.ground_truth is not None else (rec.last_calls or None)

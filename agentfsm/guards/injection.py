@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Final
 
 from agentfsm.core._memo import Memo, tools_key
 from agentfsm.core._types import DialectName
@@ -39,7 +40,7 @@ from agentfsm.guards.base import ACCEPT, Correction, Verdict
 __all__ = ["GUARD", "REASON", "actions_in", "check", "data_actions"]
 
 GUARD = "injection"
-REASON = "injected_action"
+REASON: Final = "injected_action"
 
 
 def _key(call: ToolCall) -> str:

@@ -13,6 +13,7 @@ answer, which the turn does not allow: it asks for a call with other arguments.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage
@@ -24,7 +25,7 @@ __all__ = ["GUARD", "REASON", "check", "corrected_this_round"]
 
 GUARD = "repeated_call"
 #: the correction reason, as written on the correction message of the history
-REASON = "repeated_call"
+REASON: Final = "repeated_call"
 _SHOWN = 300
 
 

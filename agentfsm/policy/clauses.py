@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import Message, ToolCall, ToolSpec
@@ -45,7 +46,7 @@ __all__ = ["GUARD", "POLICY", "REASON", "ClausesPolicy", "Misplaced", "Nested", 
            "retry_tools", "words"]
 
 GUARD = "clauses"
-REASON = "misplaced_value"
+REASON: Final = "misplaced_value"
 #: where a clause ends: punctuation, a full stop before a space or the end, a line break
 _CUT = re.compile(r"[;:!?\n]|,(?!\d)|\.(?!\d)")
 _WORD = re.compile(r"[a-z]+")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Final
 
 from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec
@@ -35,7 +36,7 @@ from agentfsm.policy.grounding import numbers_in, request_of, values_of
 __all__ = ["GUARD", "POLICY", "REASON", "CoveragePolicy", "check", "retry_tools", "uncovered"]
 
 GUARD = "coverage"
-REASON = "uncovered_request"
+REASON: Final = "uncovered_request"
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\w)")
 #: a capitalised word run inside a sentence (not the sentence's first word)
 _NAME = re.compile(r"(?<=[a-z0-9,;:] )[A-Z][\w'-]*(?: [A-Z][\w'-]*)*")

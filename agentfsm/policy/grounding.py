@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 from agentfsm.core._types import ToolChoice
 from agentfsm.policy.answers import latest_results
-from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
-from agentfsm.guards._history import calls_and_results, results_so_far, show_arguments
+from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
+from agentfsm.guards._history import calls_and_results, show_arguments
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.policy.base import Policy, correction_of, refused_calls
 from agentfsm.prompt.contract import is_template
@@ -50,14 +50,14 @@ __all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "POLICY", "GroundingPolic
            "request_of", "values_of"]
 
 GUARD = "grounding"
-REASON = "ungrounded_call"
+REASON: Final = "ungrounded_call"
 #: a call after results that carries only values earlier calls of the turn used
-STALE_REASON = "stale_call"
+STALE_REASON: Final = "stale_call"
 #: an answer after results that leaves out one of the latest results
-ANSWER_REASON = "unsupported_answer"
+ANSWER_REASON: Final = "unsupported_answer"
 #: a call with no value from the conversation, while another tool may find the value
 #: (the retry offers the other tools once, see :func:`fetch_tools`)
-MISSING_REASON = "missing_value"
+MISSING_REASON: Final = "missing_value"
 #: this guard's correction reasons after which the retry offers the answer only
 REASONS = frozenset({REASON, STALE_REASON, ANSWER_REASON})
 #: the longest result an answer is expected to restate

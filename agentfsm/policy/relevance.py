@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Final
 
 from agentfsm.core._types import ToolChoice
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec
@@ -33,7 +34,7 @@ from agentfsm.policy.grounding import request_of
 __all__ = ["GUARD", "POLICY", "REASON", "RelevancePolicy", "about", "check", "retry_tools"]
 
 GUARD = "relevance"
-REASON = "irrelevant_tool"
+REASON: Final = "irrelevant_tool"
 _SENTENCE = re.compile(r"(?<=[.!?])\s")
 #: words that say what a tool does in general, not what it is about
 _FILLER = frozenset(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core._types import JSONObject, ResultStatus, ToolChoice
 from agentfsm.core.errors import RequestError, ToolSpecError, UnsupportedContent
 from agentfsm.core.messages import ToolCall, ToolMessage, ToolResult, ToolSpec
 from agentfsm.protocols.client_json import load_client_json
@@ -237,5 +237,5 @@ def tool_answer(
         raise RequestError(
             f"{where}: {key} {call_id!r} answers no earlier {answers}", param=f"{where}.{key}"
         )
-    status = "error" if error else ("ok" if text.strip() else "empty")
+    status: ResultStatus = "error" if error else ("ok" if text.strip() else "empty")
     return ToolMessage(result=ToolResult(call_id=call_id, content=text, status=status, name=call.name))

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TypeVar
 
 from agentfsm.core.backend import Backend, GenerationOptions, Usage, estimate_tokens
@@ -24,16 +24,17 @@ from agentfsm.engine.consensus import TEMPERATURE, choose
 from agentfsm.engine.decisions import Decision, EngineConfig, Plan
 from agentfsm.engine.decide import conversation_text, step
 from agentfsm.core.errors import BackendTimeout
+from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
 from agentfsm.prompt.extension import extension_options, read_extension
+from agentfsm.runtime.recorder import Recorder
 from agentfsm.runtime.tally import Tally
 
 __all__ = ["bounded", "extend", "usage_of", "vote"]
 
-Emit = Callable[..., None]
 #: the fewest tokens a consensus candidate may use (more when the refused reply was longer)
 CANDIDATE_TOKENS = 96
 _T = TypeVar("_T")
@@ -68,7 +69,7 @@ async def extend(
     p: Plan,
     text: str,
     attempt: int,
-    emit: Emit,
+    recorder: Recorder,
     deadline: float | None,
 ) -> tuple[str, Usage]:
     """The extension step of a parallel turn (:mod:`agentfsm.prompt.extension`): after a
@@ -81,22 +82,15 @@ async def extend(
     opts = extension_options(options, first, p.tools, p.tool_choice)
     if opts is None:
         return text, Usage()
-    emit(
-        "model_request",
-        attempt=attempt,
-        messages=[m.model_dump(mode="json") for m in prompt],
-        options=opts.model_dump(mode="json"),
-        enforcement="constrained",
+    recorder.emit(
+        ModelRequestEvent, attempt=attempt, messages=tuple(prompt), options=opts, enforcement="constrained",
         extension=True,
     )
     completion = await bounded(backend.acomplete(prompt, opts), deadline)
     usage = usage_of(completion.usage, prompt, completion.text)
-    emit(
-        "model_output",
-        text=(opts.prefill or "") + completion.text,
-        usage=usage.model_dump(),
-        finish_reason=completion.finish_reason,
-        extension=True,
+    recorder.emit(
+        ModelOutputEvent, text=(opts.prefill or "") + completion.text, usage=usage,
+        finish_reason=completion.finish_reason, extension=True,
     )
     calls = read_extension(first, completion.text)
     if len(calls) == 1:
@@ -115,7 +109,7 @@ async def vote(
     config: EngineConfig,
     level: str,
     attempt: int,
-    emit: Emit,
+    recorder: Recorder,
     deadline: float | None,
     tally: Tally,
 ) -> tuple[Decision | None, Usage]:
@@ -131,12 +125,8 @@ async def vote(
         opts = options.model_copy(
             update={"temperature": TEMPERATURE, "seed": first_seed + number, "max_tokens": limit}
         )
-        emit(
-            "model_request",
-            attempt=attempt,
-            messages=[m.model_dump(mode="json") for m in prompt],
-            options=opts.model_dump(mode="json"),
-            enforcement=level,
+        recorder.emit(
+            ModelRequestEvent, attempt=attempt, messages=tuple(prompt), options=opts, enforcement=level,
             candidate=number,
         )
         completion = await bounded(backend.acomplete(prompt, opts), deadline)
@@ -144,22 +134,21 @@ async def vote(
         used = usage_of(completion.usage, prompt, completion.text)
         usage += used
         text = prefill + completion.text
-        emit(
-            "model_output", text=text, usage=used.model_dump(), finish_reason=completion.finish_reason,
-            candidate=number,
+        recorder.emit(
+            ModelOutputEvent, text=text, usage=used, finish_reason=completion.finish_reason, candidate=number,
         )
         decisions.append(step(history, text, config, completion.finish_reason))
     chosen = choose(decisions, conversation_text(history))
     drawn = len(decisions) - 1
     if chosen is None:
-        emit(
-            "guard", guard="consensus", verdict="correct", reason="no_consensus",
+        recorder.emit(
+            GuardEvent, guard="consensus", verdict="correct", reason="no_consensus",
             detail=f"the engine accepted none of {drawn} candidates",
         )
         tally.guarded("consensus")
         return None, usage
-    emit(
-        "guard", guard="consensus", verdict="accept", reason="consensus",
+    recorder.emit(
+        GuardEvent, guard="consensus", verdict="accept", reason="consensus",
         detail=(
             f"candidate {chosen.index}: {chosen.votes} of {chosen.voters} accepted candidates "
             f"({drawn} drawn) agree: {chosen.signature}"

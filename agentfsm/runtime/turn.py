@@ -36,32 +36,30 @@ from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
 from agentfsm.engine.decisions import Plan
 from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan, step, wants_vote
-from agentfsm.core.errors import MaxStepsExceeded
+from agentfsm.core.errors import MaxStepsExceeded, RunError
+from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.core.states import State, derive_state
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
 from agentfsm.prompt.contract import render_contract
-from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
+from agentfsm.prompt.enforcement import build_action_schema, call_required
 from agentfsm.prompt.projection import project_history
 from agentfsm.runtime.model_calls import bounded, extend, usage_of, vote
+from agentfsm.runtime.recorder import NO_RECORDER, Recorder
 from agentfsm.runtime.tally import Tally
 
 __all__ = [
-    "NO_EMIT",
     "Tally",
     "TurnResult",
     "bounded",
-    "contract_for",
-    "emit_transition",
     "prepare_request",
     "record_decision",
+    "recorded_turn",
     "run_turn",
     "stream_turn",
     "usage_of",
 ]
-
-Emit = Callable[..., None]
 
 
 @dataclass(frozen=True)
@@ -80,34 +78,6 @@ class TurnResult:
     def exhausted(self) -> bool:
         """The correction budget ran out: the answer is the model's best acceptable reply."""
         return isinstance(self.decision, Answer) and self.decision.exhausted
-
-
-def _noop(*_args: Any, **_kwargs: Any) -> None:
-    return None
-
-
-#: the ``emit`` that records nothing: the turn then builds no events (~15 µs a request)
-NO_EMIT: Emit = _noop
-
-
-def wants(emit: Emit, type_: str) -> bool:
-    """Whether ``emit`` records events of ``type_``, so their fields are worth building:
-    not :data:`NO_EMIT`; an emitter with a ``wants(type_)`` method says per type."""
-    if emit is NO_EMIT:
-        return False
-    check = getattr(emit, "wants", None)
-    return check is None or bool(check(type_))
-
-
-def contract_for(backend: Backend, config: EngineConfig, enforcement: EnforcementLevel) -> str | None:
-    """The contract the model is given for ``config`` on ``backend`` (None without tools)."""
-    if not config.tools:
-        return None
-    level = choose_level(enforcement, backend.capabilities, config.tool_choice)
-    dialect = CONSTRAINED_DIALECT if level == "constrained" else config.dialect
-    return render_contract(
-        config.tools, dialect, config.tool_choice, config.parallel, constrained=level == "constrained"
-    )
 
 
 def _request(
@@ -216,7 +186,7 @@ async def stream_turn(
     config: EngineConfig,
     enforcement: EnforcementLevel = DEFAULTS.enforcement,
     options: GenerationOptions | None = None,
-    emit: Emit = NO_EMIT,
+    recorder: Recorder = NO_RECORDER,
     on_transition: Callable[[TransitionRecord], None] | None = None,
     max_steps: int | None = None,
     steps_taken: int = 0,
@@ -248,14 +218,7 @@ async def stream_turn(
         prompt, opts, prefill = _request(history, config, p, options)
         attempts += 1
         tally.attempts += 1
-        if wants(emit, "model_request"):
-            emit(
-                "model_request",
-                attempt=attempts,
-                messages=[m.model_dump(mode="json") for m in prompt],
-                options=opts.model_dump(mode="json"),
-                enforcement=p.level,
-            )
+        recorder.emit(ModelRequestEvent, attempt=attempts, messages=tuple(prompt), options=opts, enforcement=p.level)
         hold = p.level == "constrained" or call_required(p.tool_choice)
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
@@ -264,11 +227,10 @@ async def stream_turn(
         tally.model_calls += 1
         usage += out.usage
         tally.usage += out.usage
-        if emit is not NO_EMIT:
-            emit("model_output", text=out.text, usage=out.usage.model_dump(), finish_reason=out.finish_reason)
+        recorder.emit(ModelOutputEvent, text=out.text, usage=out.usage, finish_reason=out.finish_reason)
         text = out.text
         if p.extend:
-            text, extra = await extend(backend, prompt, options, config, p, text, attempts, emit, deadline)
+            text, extra = await extend(backend, prompt, options, config, p, text, attempts, recorder, deadline)
             usage += extra
             tally.usage += extra
         decision = step(history, text, config, out.finish_reason)
@@ -277,26 +239,26 @@ async def stream_turn(
             # with a refused item falls back to its first call when that one is accepted
             alone = step(history, out.text, config, out.finish_reason)
             if not isinstance(alone, Correct):
-                emit("guard", guard="extension", verdict="accept", reason="first_call_alone",
-                     detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
+                recorder.emit(GuardEvent, guard="extension", verdict="accept", reason="first_call_alone",
+                              detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
                 decision = alone
-        record_decision(decision, emit, on_transition, tally)
+        record_decision(decision, recorder, on_transition, tally)
         if (isinstance(decision, Correct) and config.consensus and not voted
                 and wants_vote(config, decision.reason, first)):
             voted = True  # a refused first decision's candidates, before its correction
             chosen, extra = await vote(
                 backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, config,
-                p.level, attempts, emit, deadline, tally,
+                p.level, attempts, recorder, deadline, tally,
             )
             usage += extra
             tally.usage += extra
             if chosen is not None:
                 decision = chosen
-                record_decision(decision, emit, on_transition, tally)
+                record_decision(decision, recorder, on_transition, tally)
         if isinstance(decision, Correct):
             corrections += 1
             tally.corrections += 1
-            emit("retry", reason=decision.reason, attempt=decision.attempt, message=decision.message.content)
+            recorder.emit(RetryEvent, reason=decision.reason, attempt=decision.attempt, message=decision.message.content)
             history.extend([decision.assistant, decision.message])
             continue
         if isinstance(decision, Fail):
@@ -337,31 +299,49 @@ def _unsent(content: str, forwarded: str) -> str:
 
 def record_decision(
     decision: CallTools | Answer | Correct | Fail,
-    emit: Emit,
+    recorder: Recorder,
     on_transition: Callable[[TransitionRecord], None] | None,
     tally: Tally | None = None,
 ) -> None:
     """Write the parse result, guard verdicts and transitions of a decision; count its
     corrections and stops by guard on ``tally``."""
     parsed = decision.parsed
-    if wants(emit, "parse"):
-        emit(
-            "parse",
-            content=parsed.content,
-            tool_calls=[c.model_dump(mode="json") for c in parsed.tool_calls],
-            problems=[p.model_dump(mode="json") for p in parsed.problems],
-            truncated=parsed.truncated,
-        )
+    recorder.emit(ParseEvent, content=parsed.content, tool_calls=parsed.tool_calls, problems=parsed.problems,
+                  truncated=parsed.truncated)
     for g in decision.guards:
-        emit("guard", guard=g.guard, verdict=g.verdict, reason=g.reason, detail=g.detail)
+        recorder.emit(GuardEvent, guard=g.guard, verdict=g.verdict, reason=g.reason, detail=g.detail)
         if tally is not None and g.verdict in ("correct", "stop"):
             tally.guarded(g.guard)
     for rec in decision.transitions:
         if on_transition is not None:
             on_transition(rec)
-        emit_transition(emit, rec)
+        recorder.transition(rec)
 
 
-def emit_transition(emit: Emit, rec: TransitionRecord) -> None:
-    """Write one fired machine event to the transcript."""
-    emit("transition", **{"from": rec.source.value, "event": rec.event, "to": rec.dest.value})
+async def recorded_turn(
+    backend: Backend,
+    history: list[Message],
+    config: EngineConfig,
+    enforcement: EnforcementLevel,
+    options: GenerationOptions,
+    recorder: Recorder,
+) -> TurnResult | RunError:
+    """One deciding turn framed on ``recorder`` (after its ``start``): the contract, the
+    turn, then its calls (decided, not run), its answer, or the error that ended it, and
+    ``run_end``. The benchmark's decision path; replay runs a recorded eval case through
+    it again."""
+    recorder.contract(backend, config, enforcement)
+    tally = Tally()
+    try:
+        result = await run_turn(
+            backend, history, config=config, enforcement=enforcement, options=options, recorder=recorder, tally=tally
+        )
+    except RunError as exc:
+        recorder.end(tally, exc)
+        return exc
+    if isinstance(result.decision, CallTools):
+        recorder.calls(result.decision.calls)
+    else:
+        recorder.answer(result.decision.content, result.exhausted)
+    recorder.end(tally)
+    return result

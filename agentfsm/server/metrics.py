@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from agentfsm.core.events import GuardEvent, RetryEvent, TranscriptEvent
 from agentfsm.core.errors import AgentFSMError, BackendError, BackendHTTPError, BackendProtocolError, BackendTimeout
 from agentfsm.server.observe import outcome_of
 
@@ -81,13 +82,12 @@ class _RequestCounts:
     def wants(self, type_: str) -> bool:
         return type_ in _WANTED
 
-    def __call__(self, type_: str, **fields: Any) -> None:
-        if type_ == "guard":
-            if fields.get("verdict") != "accept":
-                self._guard[str(fields.get("reason"))] = str(fields.get("guard"))
-        elif type_ == "retry":
-            reason = str(fields.get("reason"))
-            self._metrics.corrections.labels(self._guard.get(reason, "unknown"), reason).inc()
+    def __call__(self, event: TranscriptEvent) -> None:
+        if isinstance(event, GuardEvent):
+            if event.verdict != "accept":
+                self._guard[event.reason] = event.guard
+        elif isinstance(event, RetryEvent):
+            self._metrics.corrections.labels(self._guard.get(event.reason, "unknown"), event.reason).inc()
 
     def end(self, ex: Exchange, reply: Reply | None, error: BaseException | None) -> None:
         m = self._metrics
