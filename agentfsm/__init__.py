@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from agentfsm.backends import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, OpenAICompatBackend, ScriptedBackend, create_backend
     from agentfsm.replays.backend import ReplayBackend
     from agentfsm.batch.controller import TaskResult, run_batch, run_batch_sync
+    from agentfsm.core.choice import ToolChoice
     from agentfsm.core.config import RunConfig
     from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, step
     from agentfsm.core.errors import AgentFSMError, BackendError, InvalidTransition, LoopDetected, MaxStepsExceeded, MissingExtraError, RequestError, RetryBudgetExceeded, RunError, UsageError
@@ -30,8 +31,10 @@ if TYPE_CHECKING:
     from agentfsm.dialects.parse import parse_reply
     from agentfsm.dialects.stream import StreamParser, TextDelta, ToolCallDelta
     from agentfsm.prompt.contract import render_contract
+    from agentfsm.policy import Policy, get_policy
     from agentfsm.report import write_report
     from agentfsm.runtime.agent import Agent, RunResult
+    from agentfsm.runtime.recorder import Recorder
     from agentfsm.replays.compare import ReplayReport, areplay, replay
     from agentfsm.runtime.tools import ToolRegistry
     from agentfsm.core.events import TranscriptEvent
@@ -71,6 +74,10 @@ _EXPORTS: dict[str, str] = {
     "MissingExtraError": "agentfsm.core.errors",
     "OpenAICompatBackend": "agentfsm.backends",
     "parse_reply": "agentfsm.dialects.parse",
+    "get_policy": "agentfsm.policy",
+    "Policy": "agentfsm.policy",
+    "Recorder": "agentfsm.runtime.recorder",
+    "ToolChoice": "agentfsm.core.choice",
     "ParsedReply": "agentfsm.core.parsed",
     "Problem": "agentfsm.core.parsed",
     "PromptMessage": "agentfsm.core.messages",
@@ -129,8 +136,10 @@ __all__ = [
     "MissingExtraError",
     "OpenAICompatBackend",
     "ParsedReply",
+    "Policy",
     "Problem",
     "PromptMessage",
+    "Recorder",
     "ReplayBackend",
     "ReplayReport",
     "RequestError",
@@ -146,6 +155,7 @@ __all__ = [
     "TextDelta",
     "ToolCall",
     "ToolCallDelta",
+    "ToolChoice",
     "ToolMessage",
     "ToolRegistry",
     "ToolResult",
@@ -157,6 +167,7 @@ __all__ = [
     "create_backend",
     "derive_state",
     "get_dialect",
+    "get_policy",
     "parse_reply",
     "read_events",
     "read_transcript",

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.backends.openai_compat import OpenAICompatBackend
 from agentfsm.batch.controller import (
     YOUNG_COLLECTION_THRESHOLD,
@@ -82,10 +83,10 @@ def test_task_ids_may_be_integers_and_tool_shapes_are_both_accepted() -> None:
                                 "tool_choice": {"type": "tool", "name": "calculate"}})
     assert task.id == "7"
     assert [s.name for s in task.specs() or ()] == ["calculate", "convert_units"]
-    assert task.choice("auto") == "calculate"
-    assert Task(id="x", prompt="p", tool_choice={"type": "any"}).choice("auto") == "required"
+    assert str(task.choice(ToolChoice.AUTO)) == "calculate"
+    assert Task(id="x", prompt="p", tool_choice={"type": "any"}).choice(ToolChoice.AUTO) is ToolChoice.REQUIRED
     fn_choice = {"type": "function", "function": {"name": "calculate"}}
-    assert Task(id="x", prompt="p", tool_choice=fn_choice).choice("auto") == "calculate"
+    assert Task(id="x", prompt="p", tool_choice=fn_choice).choice(ToolChoice.AUTO) == ToolChoice.of_tool("calculate")
 
 
 def test_openai_shaped_messages_become_a_history() -> None:

@@ -90,7 +90,7 @@ def test_every_entry_point_starts_from_the_same_defaults(monkeypatch: pytest.Mon
     assert DEFAULT_MAX_CHARS == DEFAULTS.result_max_chars
     recorded = AgentRunConfig().model_dump()
     for name in ("dialect", "enforcement", "tool_choice", "parallel", "max_steps", "max_corrections", "loop_threshold"):
-        assert recorded[name] == getattr(DEFAULTS, name), name
+        assert recorded[name] == DEFAULTS.as_dict()[name], name
     assert BatchRunConfig().max_steps == DEFAULTS.max_steps
 
 

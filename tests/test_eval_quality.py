@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from agentfsm.backends.scripted import ScriptedBackend
 from agentfsm.cli import app
 from agentfsm.eval.quality import CATEGORIES, render_markdown, rows_from, run_tasks
-from agentfsm.eval.suite import TASKS, answer_matches, calls_match, get_capital, get_weather, run_task
+from agentfsm.eval.suite import TASKS, answer_matches, calls_match, get_capital, get_weather, run_suite_task
 
 
 def act(tool: str, **args: object) -> str:
@@ -59,12 +59,12 @@ def test_fake_tools_are_deterministic() -> None:
 def test_a_task_passes_on_its_calls_and_answer_and_fails_otherwise(tmp_path: Path) -> None:
     task = next(t for t in TASKS if t.name == "chain_france")
     good = ScriptedBackend([act("get_capital", country="France"), act("get_weather", city="Paris"), "Sunny, 18 °C."])
-    result = asyncio.run(run_task(good, task, transcript=tmp_path / "t.jsonl", enforcement="prompt"))
+    result = asyncio.run(run_suite_task(good, task, transcript=tmp_path / "t.jsonl", enforcement="prompt"))
     assert result.valid and result.protocol_valid and result.attempts == 3
     assert result.calls == (("get_capital", {"country": "France"}), ("get_weather", {"city": "Paris"}))
     assert (tmp_path / "t.jsonl").is_file()
     wrong = ScriptedBackend([act("get_weather", city="France"), "It is overcast."])
-    bad = asyncio.run(run_task(wrong, task, enforcement="prompt"))
+    bad = asyncio.run(run_suite_task(wrong, task, enforcement="prompt"))
     assert not bad.valid and bad.why == "calls"
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Capabilities, GenerationOptions, ListContinuation
 from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.prompt.enforcement import action_item_schema
@@ -44,23 +45,23 @@ def test_prefill_opens_the_list_after_the_first_call() -> None:
 
 
 def test_options_constrain_a_list_continuation_of_the_offered_tools() -> None:
-    opts = extension_options(GenerationOptions(json_schema={"type": "object"}), SWIFT, [PLAY], "auto")
+    opts = extension_options(GenerationOptions(json_schema={"type": "object"}), SWIFT, [PLAY], ToolChoice.parse("auto"))
     assert opts is not None
     assert opts.json_schema is None
     assert opts.prefill == extension_prefill(SWIFT)
     assert opts.list_continuation == ListContinuation(
-        item_schema=action_item_schema([PLAY], "auto") or {}, max_items=MAX_EXTRA_CALLS, close=CLOSE
+        item_schema=action_item_schema([PLAY], ToolChoice.parse("auto")) or {}, max_items=MAX_EXTRA_CALLS, close=CLOSE
     )
-    assert extension_options(GenerationOptions(), SWIFT, [], "auto") is None
+    assert extension_options(GenerationOptions(), SWIFT, [], ToolChoice.parse("auto")) is None
     # only the first call's tool is offered: other tools are more likely a chain's next step
     other = ToolSpec(name="stop", description="Stop playing.", parameters={"type": "object", "properties": {}})
-    both = extension_options(GenerationOptions(), SWIFT, [other, PLAY], "auto")
+    both = extension_options(GenerationOptions(), SWIFT, [other, PLAY], ToolChoice.parse("auto"))
     assert both is not None and both.list_continuation is not None
-    assert both.list_continuation.item_schema == action_item_schema([PLAY], "auto")
-    assert extension_options(GenerationOptions(), SWIFT, [other], "auto") is None
+    assert both.list_continuation.item_schema == action_item_schema([PLAY], ToolChoice.parse("auto"))
+    assert extension_options(GenerationOptions(), SWIFT, [other], ToolChoice.parse("auto")) is None
     # the continuation's token bound scales with the first call, within the caller's
     assert 64 <= opts.max_tokens < GenerationOptions().max_tokens
-    small = extension_options(GenerationOptions(max_tokens=20), SWIFT, [PLAY], "auto")
+    small = extension_options(GenerationOptions(max_tokens=20), SWIFT, [PLAY], ToolChoice.parse("auto"))
     assert small is not None and small.max_tokens == 20
 
 

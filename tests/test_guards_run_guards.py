@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm import guards
 from agentfsm.core.parsed import ParsedReply, Problem
 from agentfsm.guards import ACCEPT, Accept, Correction, run_guards
@@ -43,7 +44,7 @@ def _reply(
 
 def _run(reply: ParsedReply, choice: str = "auto", *, phrases: bool = True) -> Any:
     return run_guards(
-        reply, tools=TOOLS, tool_choice=choice, dialect_name="json-action", example="EX",
+        reply, tools=TOOLS, tool_choice=ToolChoice.parse(choice), dialect_name="json-action", example="EX",
         refusals=get_policy("refusal").refusal if phrases else None,
     )
 

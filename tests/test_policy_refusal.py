@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import refusal as guard
 from agentfsm.policy import refusal
@@ -65,7 +66,7 @@ def test_scan_is_bounded() -> None:
 
 def _check(reply: ParsedReply, choice: str, tools: list[ToolSpec], **kwargs: Any) -> Any:
     """The refusal guard, reading refusals with the policy's phrases."""
-    return guard.check(reply, choice, tools, match=refusal.match, **kwargs)
+    return guard.check(reply, ToolChoice.parse(choice), tools, match=refusal.match, **kwargs)
 
 
 def _prose(text: str) -> ParsedReply:

@@ -59,7 +59,8 @@ def _parameter(field: dataclasses.Field[Any]) -> inspect.Parameter:
         annotation = Annotated[bool, typer.Option(f"{flag(name)}/{negative}", **common)]
     elif isinstance(default, int):
         annotation = Annotated[int, typer.Option(flag(name), min=field.metadata.get("minimum"), **common)]
-    else:
+    else:  # a string, or a value spelled as one (tool_choice)
+        default = str(default)
         annotation = Annotated[str, typer.Option(flag(name), **common)]
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 

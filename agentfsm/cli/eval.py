@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from agentfsm.core.backend import Backend, GenerationOptions
     from agentfsm.eval.bfcl_data import BfclCase
     from agentfsm.eval.runner import CaseResult, EvalPlan
-    from agentfsm.eval.suite import TaskResult
+    from agentfsm.eval.suite import SuiteResult
 
 __all__ = ["bfcl", "eval_app", "quality", "register"]
 
@@ -225,7 +225,7 @@ def quality(
         cats = () if categories == "none" else CATEGORIES if categories == "default" else parse_categories(categories)
         model_backend = make_backend(backend, base_url, model, api_key)
 
-        def on_task(r: TaskResult) -> None:
+        def on_task(r: SuiteResult) -> None:
             mark = "ok" if r.valid else f"x ({r.error or r.why})"
             calls = ", ".join(f"{n}{a}" for n, a in r.calls) or "no call"
             console.print(f"task {r.task.name}: {mark} [{calls}] -> {r.answer[:80]!r} ({r.seconds:.1f} s)",

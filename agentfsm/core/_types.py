@@ -1,4 +1,4 @@
-"""JSON aliases and shared literals."""
+"""JSON aliases and shared literals (``tool_choice`` is a value: :mod:`agentfsm.core.choice`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from typing import Any, Literal, TypeAlias, get_args
 __all__ = [
     "JSONObject",
     "JSONValue",
-    "ToolChoice",
-    "ToolChoiceMode",
     "ResultStatus",
     "DialectName",
     "EnforcementLevel",
@@ -20,11 +18,6 @@ __all__ = [
 
 JSONValue: TypeAlias = Any
 JSONObject: TypeAlias = dict[str, Any]
-
-ToolChoiceMode: TypeAlias = Literal["auto", "none", "required"]
-#: ``"auto" | "none" | "required"`` or the name of one tool that must be called.
-#: Anthropic's ``any`` is normalised to ``required``.
-ToolChoice: TypeAlias = str
 
 ResultStatus: TypeAlias = Literal["ok", "empty", "error", "truncated"]
 

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from agentfsm.core._types import POLICY_NAMES, DialectName, EnforcementLevel, PolicyName, ToolChoice
+from agentfsm.core._types import POLICY_NAMES, DialectName, EnforcementLevel, PolicyName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import UsageError
 
 __all__ = ["DEFAULTS", "RunConfig", "allowed_items", "allowed_values", "field_help"]
@@ -47,7 +48,7 @@ class RunConfig:
         metadata=_doc("How the format is enforced: auto picks the strongest the backend has (constrained, else prefill when a call is required, else prompt)."),
     )
     #: ``auto | none | required`` or the name of a tool that must be called
-    tool_choice: ToolChoice = field(default="auto", metadata=_doc("auto, none, required, or a tool name."))
+    tool_choice: ToolChoice = field(default=ToolChoice.AUTO, metadata=_doc("auto, none, required, or a tool name."))
     #: several calls in one reply are run (else only the first)
     parallel: bool = field(default=True, metadata=_doc("Run every call of a reply (else only the first)."))
     #: model calls allowed in one run (corrections and extension steps included)
@@ -103,6 +104,8 @@ class RunConfig:
             value = getattr(self, f.name)
             if isinstance(value, list) and allowed_items(f.name) is not None:
                 object.__setattr__(self, f.name, value := tuple(value))  # a list reads as the tuple
+            elif _HINTS[f.name] is ToolChoice:
+                object.__setattr__(self, f.name, value := ToolChoice.parse(value))  # its spelling reads as the value
             _check(f.name, value)
 
     def replace(self, **changes: Any) -> RunConfig:
@@ -114,7 +117,11 @@ class RunConfig:
 
     def as_dict(self) -> dict[str, Any]:
         """The settings by name (for transcripts and reports)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def _plain(value: Any) -> Any:
+    return str(value) if isinstance(value, ToolChoice) else value
 
 
 def allowed_values(name: str) -> tuple[str, ...] | None:
@@ -152,6 +159,8 @@ def _check(name: str, value: Any) -> None:
     elif hint is bool:
         if not isinstance(value, bool):
             raise UsageError(f"{name} must be true or false; got {value!r}")
+    elif hint is ToolChoice:
+        pass  # read by ToolChoice.parse in __post_init__, which names a bad spelling
     elif hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise UsageError(f"{name} must be an integer; got {value!r}")

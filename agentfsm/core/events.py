@@ -52,7 +52,8 @@ from pydantic import (
     model_validator,
 )
 
-from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, PolicyName, ToolChoice
+from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, PolicyName
+from agentfsm.core.choice import ToolChoice, ToolChoiceField
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import GenerationOptions, Usage
 from agentfsm.core.errors import TranscriptError
@@ -118,7 +119,7 @@ class _RunConfigBase(BaseModel):
     #: what wrote the transcript (each subclass fixes it)
     producer: Producer
     dialect: DialectName = DEFAULTS.dialect
-    tool_choice: ToolChoice = DEFAULTS.tool_choice
+    tool_choice: ToolChoiceField = DEFAULTS.tool_choice
     #: the enforcement asked for (``auto`` included); the level used is on each model_request
     enforcement: EnforcementLevel = DEFAULTS.enforcement
     #: the backend's name
@@ -243,7 +244,7 @@ class RequestEvent(Event):
     type: Literal["request"] = "request"
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    tool_choice: ToolChoice = "auto"
+    tool_choice: ToolChoiceField = ToolChoice.AUTO
     _sparse = frozenset({"normalized"})
     #: the proxy's normalized request, less messages and tools (protocol, stream, sampling ...)
     normalized: JSONObject | None = None

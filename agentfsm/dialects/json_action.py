@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Final
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.dialects._format import Format, Opened, Prose, Scan
 from agentfsm.dialects._readers import CloserReader, fence_verdict
 from agentfsm.dialects._render import dumps, example_call

@@ -10,7 +10,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.dialects._format import Format, Opened, Prose, Scan
 from agentfsm.dialects._readers import CloserReader, Verdict
 from agentfsm.dialects._render import dumps, example_call

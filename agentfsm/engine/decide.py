@@ -26,11 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from loguru import logger
 
-from agentfsm.core._types import EnforcementLevel, Level, ToolChoice
+from agentfsm.core._types import EnforcementLevel, Level
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Capabilities
 from agentfsm.prompt.contract import is_template, render_call_template
-from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, call_required, choose_level
+from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, choose_level
 from agentfsm.dialects import get_dialect
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
@@ -120,7 +121,7 @@ def _retry_tools(
     When a call is mandatory the grammar keeps every offered tool: a correction never
     strands the model without a valid call.
     """
-    if not history or not isinstance(history[-1], UserMessage) or call_required(choice):
+    if not history or not isinstance(history[-1], UserMessage) or choice.requires_call:
         return tuple(specs)
     offer = policies.retry_offer(history, specs, choice)
     if offer is not None:
@@ -151,7 +152,7 @@ def plan(
     choice = tool_choice_now(history, config)
     level: Level = choose_level(enforcement, capabilities, choice) if config.tools else "prompt"
     if level != "constrained":
-        prefill = level == "prefill" and call_required(choice)
+        prefill = level == "prefill" and choice.requires_call
         return Plan(choice, level, config.dialect, config.tools, prefill=prefill)
     # the grammar forces the json-protocol shape: teach and show that one format
     continues = config.parallel and capabilities.list_continuation
@@ -192,11 +193,11 @@ def tool_choice_now(history: Sequence[Message], config: EngineConfig) -> ToolCho
     wire protocols mean it.
     """
     choice = config.tool_choice
-    if not config.relax_after_results or choice == "none":
+    if not config.relax_after_results or choice == ToolChoice.NONE:
         return choice
     for msg in reversed(history):
         if isinstance(msg, ToolMessage):
-            return "auto"
+            return ToolChoice.AUTO
         if isinstance(msg, UserMessage) and msg.correction is None:
             break
     return choice
@@ -225,7 +226,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         parsed.truncated,
     )
     policies = policies_of(config)
-    if choice == "none":
+    if choice == ToolChoice.NONE:
         # Tools are off: whatever the model wrote as an action is dropped, prose stays.
         return _answer(machine, records, parsed, (), parsed.content or "", choice, policies)
 
@@ -233,7 +234,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     # only calls are checked against it (guards, grounding): a prose reply need not gather it
     conversation = conversation_text(history) if parsed.tool_calls else ""
     dialect = get_dialect(config.dialect)
-    shown = [t for t in config.tools if t.name == choice] or list(config.tools[:1])
+    shown = [t for t in config.tools if t.name == choice.name] or list(config.tools[:1])
     example = render_call_template(shown[0], dialect) if shown else ""
     verdict = run_guards(
         parsed,
@@ -275,8 +276,9 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if isinstance(stop, Stop):
         _fire(machine, "abort", records, must_stop=True)
         guard = GuardRecord(stop.guard, "stop", stop.reason, stop.detail)
-        repeats = config.loop_threshold
-        return Fail(parsed, tuple(records), (guard,), error=LoopDetected(minted[0].name, repeats))
+        # the looping call, which need not be the first of the reply
+        error = LoopDetected(stop.tool or minted[0].name, stop.repeats or config.loop_threshold)
+        return Fail(parsed, tuple(records), (guard,), error=error)
     unfounded = policies.check_call(history, minted, config.tools, choice, conversation)
     if isinstance(unfounded, Correction):
         return _refuse(turn, unfounded, escalate=False)
@@ -295,7 +297,7 @@ def _answer(
     policies: Policies,
     exhausted: bool = False,
 ) -> Answer:
-    _fire(machine, "answer", records, answer_allowed=not call_required(choice))
+    _fire(machine, "answer", records, answer_allowed=choice.allows_answer)
     return Answer(
         parsed,
         tuple(records),
@@ -358,7 +360,7 @@ def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
     used = budget.corrections_in_turn(turn.history)
     guard = GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail)
     spent = GuardRecord(budget.GUARD, "stop", "budget_spent", f"{used} correction(s) sent; last: {verdict.reason}")
-    if not call_required(turn.choice):
+    if turn.choice.allows_answer:
         logger.info("correction budget spent ({}): answering with the best reply so far", verdict.reason)
         content = _best_prose(turn.history, turn.parsed, turn.config, turn.policies)
         return _answer(

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from agentfsm.core.backend import Capabilities
-from agentfsm.core._types import DialectName, Level, PolicyName, ToolChoice
+from agentfsm.core._types import DialectName, Level, PolicyName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RunError
 from agentfsm.core.messages import AssistantMessage, ToolCall, ToolSpec, UserMessage
@@ -50,6 +51,10 @@ class EngineConfig:
     #: the agent's rule: ``tool_choice`` binds the first decision after each user
     #: message, and once results are in the model may answer (:func:`tool_choice_now`)
     relax_after_results: bool = False
+
+    def __post_init__(self) -> None:
+        # a spelling ("required", a tool's name) reads as the value
+        object.__setattr__(self, "tool_choice", ToolChoice.parse(self.tool_choice))
 
     @classmethod
     def of(

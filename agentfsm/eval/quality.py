@@ -17,7 +17,7 @@ from agentfsm.core.backend import Backend, GenerationOptions
 from agentfsm.eval.bfcl_data import CATEGORIES as BFCL_CATEGORIES
 from agentfsm.eval.bfcl_data import load_cases
 from agentfsm.eval.runner import CaseResult, EvalPlan, resolve_specs, run_eval
-from agentfsm.eval.suite import TASKS, Task, TaskResult, run_task
+from agentfsm.eval.suite import TASKS, SuiteResult, SuiteTask, run_suite_task
 
 __all__ = ["CATEGORIES", "COLUMNS", "QualityRow", "render_markdown", "rows_from", "run_quality", "run_tasks"]
 
@@ -62,7 +62,7 @@ def _row(category: str, valid: Sequence[bool], protocol: Sequence[bool], attempt
     )
 
 
-def rows_from(tasks: Sequence[TaskResult], cases: Sequence[CaseResult]) -> list[QualityRow]:
+def rows_from(tasks: Sequence[SuiteResult], cases: Sequence[CaseResult]) -> list[QualityRow]:
     """Rows by task kind, the whole suite (``tasks``), then by BFCL category, in first-seen order."""
     rows: list[QualityRow] = []
     kinds = list(dict.fromkeys(t.task.kind for t in tasks))
@@ -82,19 +82,19 @@ def rows_from(tasks: Sequence[TaskResult], cases: Sequence[CaseResult]) -> list[
 
 async def run_tasks(
     backend: Backend,
-    tasks: Sequence[Task] = TASKS,
+    tasks: Sequence[SuiteTask] = TASKS,
     transcripts_dir: Path | None = None,
-    on_result: Callable[[TaskResult], None] | None = None,
-) -> list[TaskResult]:
+    on_result: Callable[[SuiteResult], None] | None = None,
+) -> list[SuiteResult]:
     """Every task, in order (transcripts written as ``TASK.jsonl`` under ``transcripts_dir``)."""
-    out: list[TaskResult] = []
+    out: list[SuiteResult] = []
     for task in tasks:
         path = None
         if transcripts_dir is not None:
             transcripts_dir.mkdir(parents=True, exist_ok=True)
             path = transcripts_dir / f"{task.name}.jsonl"
             path.unlink(missing_ok=True)
-        result = await run_task(backend, task, transcript=path)
+        result = await run_suite_task(backend, task, transcript=path)
         out.append(result)
         if on_result is not None:
             on_result(result)
@@ -105,12 +105,12 @@ async def run_quality(
     backend: Backend,
     categories: Sequence[str] = CATEGORIES,
     limit: int = 15,
-    tasks: Sequence[Task] = TASKS,
+    tasks: Sequence[SuiteTask] = TASKS,
     transcripts_dir: Path | None = None,
-    on_task: Callable[[TaskResult], None] | None = None,
+    on_task: Callable[[SuiteResult], None] | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
     max_tokens: int = 256,
-) -> tuple[list[TaskResult], list[CaseResult]]:
+) -> tuple[list[SuiteResult], list[CaseResult]]:
     """The task suite, then the first ``limit`` cases of each BFCL category, with the defaults."""
     task_results = await run_tasks(
         backend, tasks, transcripts_dir / "tasks" if transcripts_dir else None, on_task

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.core._types import DIALECT_NAMES
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Backend, GenerationOptions
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.engine.decide import CallTools, EngineConfig
@@ -155,9 +156,9 @@ def resolve_specs(backend: Backend, dialects: str, enforcement: str, baseline: b
         levels: tuple[str, ...] = ("prompt", "constrained") if caps.json_schema else ("prompt",)
     else:
         requested = tuple(e.strip() for e in enforcement.split(",") if e.strip())
-        levels = tuple(dict.fromkeys(choose_level(e, caps, "auto") if e == "auto" else e for e in requested))
+        levels = tuple(dict.fromkeys(choose_level(e, caps, ToolChoice.AUTO) if e == "auto" else e for e in requested))
         for level in levels:
-            choose_level(level, caps, "auto")  # raises UsageError for a level the backend lacks
+            choose_level(level, caps, ToolChoice.AUTO)  # raises UsageError for a level the backend lacks
     if not names or not levels:
         raise UsageError("no dialect or enforcement level to run")
     specs = tuple(RunSpec(d, lvl) for d in names for lvl in levels)
@@ -233,7 +234,7 @@ async def run_runtime_case(
     ``transcripts_dir``, its transcript is written there (``CASE.DIALECT.LEVEL.jsonl``)."""
     history = _history(case)
     run = config.replace(dialect=spec.dialect, enforcement=spec.enforcement)  # checked: a UsageError for the baseline
-    engine = EngineConfig.of(run, case.tools, tool_choice="auto", parallel=True, capabilities=backend.capabilities)
+    engine = EngineConfig.of(run, case.tools, tool_choice=ToolChoice.AUTO, parallel=True, capabilities=backend.capabilities)
     rec = _Recorder()
     start = time.perf_counter()
     prompt_tokens = completion_tokens = 0

@@ -24,14 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentfsm.core._types import ToolChoice
 from agentfsm.core.backend import Backend, GenerationOptions
 from agentfsm.core.errors import AgentFSMError
 from agentfsm.core.events import ToolCallEvent, TranscriptEvent
 from agentfsm.testing.example_tools import convert_km_to_miles, multiply
 
-__all__ = ["TASKS", "TOOLS", "Task", "TaskResult", "add", "answer_matches", "calls_match", "get_capital",
-           "get_weather", "run_task"]
+__all__ = ["TASKS", "TOOLS", "SuiteResult", "SuiteTask", "add", "answer_matches", "calls_match", "get_capital",
+           "get_weather", "run_suite_task"]
 
 
 def add(a: float, b: float) -> float:
@@ -68,7 +67,7 @@ _ALL = _MATH + _PLACES
 
 
 @dataclass(frozen=True)
-class Task:
+class SuiteTask:
     """One request, the calls it needs and what its answer must say."""
 
     name: str
@@ -78,22 +77,23 @@ class Task:
     calls: tuple[tuple[str, dict[str, Any]], ...]
     #: every item must appear in the answer: a number, or words separated by ``|`` (any one)
     answer: tuple[float | str, ...] = ()
-    tool_choice: ToolChoice = "auto"
+    #: as the agent's ``tool_choice`` setting spells it
+    tool_choice: str = "auto"
 
 
 def _one(name: str, prompt: str, tools: tuple[str, ...], call: tuple[str, dict[str, Any]],
-         answer: tuple[float | str, ...], choice: ToolChoice = "auto") -> Task:
+         answer: tuple[float | str, ...], choice: str = "auto") -> SuiteTask:
     kind = "one call (auto)" if choice == "auto" else "one call (required)"
-    return Task(name, kind, prompt, tools, (call,), answer, choice)
+    return SuiteTask(name, kind, prompt, tools, (call,), answer, choice)
 
 
 def _held_out(name: str, prompt: str, tools: tuple[str, ...], call: tuple[str, dict[str, Any]],
-              answer: tuple[float | str, ...]) -> Task:
-    return Task(name, "first tasks (held out)", prompt, tools, (call,), answer)
+              answer: tuple[float | str, ...]) -> SuiteTask:
+    return SuiteTask(name, "first tasks (held out)", prompt, tools, (call,), answer)
 
 
 #: the suite (30 tasks, the last 6 held out)
-TASKS: tuple[Task, ...] = (
+TASKS: tuple[SuiteTask, ...] = (
     _one("multiply_named", "What is 12.5 times 4? Use the multiply tool.", _MATH, ("multiply", {"a": 12.5, "b": 4}), (50,)),
     _one("add_words", "Add 17 and 26.", _MATH, ("add", {"a": 17, "b": 26}), (43,)),
     _one("km_to_miles", "How many miles is 42 km?", _MATH, ("convert_km_to_miles", {"km": 42}), (26.1,)),
@@ -109,24 +109,24 @@ TASKS: tuple[Task, ...] = (
     _one("km_required", "Convert 100 km to miles.", _MATH, ("convert_km_to_miles", {"km": 100}), (62.14,), "required"),
     _one("weather_required", "Weather in Lima?", _PLACES, ("get_weather", {"city": "Lima"}), ("clear|24",), "required"),
     _one("multiply_tool_named", "Multiply 6 by 9.", _MATH, ("multiply", {"a": 6, "b": 9}), (54,), "multiply"),
-    Task("two_weathers", "two calls", "What is the weather in Oslo and in Paris?", _PLACES,
+    SuiteTask("two_weathers", "two calls", "What is the weather in Oslo and in Paris?", _PLACES,
          (("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Paris"})), ("snow|-3", "sunny|18")),
-    Task("two_sums", "two calls", "Multiply 3 by 7, and add 10 and 5.", _MATH,
+    SuiteTask("two_sums", "two calls", "Multiply 3 by 7, and add 10 and 5.", _MATH,
          (("multiply", {"a": 3, "b": 7}), ("add", {"a": 10, "b": 5})), (21, 15)),
-    Task("two_capitals", "two calls", "What are the capitals of Peru and Kenya?", _PLACES,
+    SuiteTask("two_capitals", "two calls", "What are the capitals of Peru and Kenya?", _PLACES,
          (("get_capital", {"country": "Peru"}), ("get_capital", {"country": "Kenya"})), ("Lima", "Nairobi")),
-    Task("chain_france", "chain", "What is the weather in the capital of France?", _PLACES,
+    SuiteTask("chain_france", "chain", "What is the weather in the capital of France?", _PLACES,
          (("get_capital", {"country": "France"}), ("get_weather", {"city": "Paris"})), ("sunny|18",)),
-    Task("chain_norway", "chain", "Find the capital of Norway, then tell me its weather.", _PLACES,
+    SuiteTask("chain_norway", "chain", "Find the capital of Norway, then tell me its weather.", _PLACES,
          (("get_capital", {"country": "Norway"}), ("get_weather", {"city": "Oslo"})), ("snow|-3",)),
-    Task("chain_multiply_convert", "chain", "Multiply 12.5 by 4, then convert the result from km to miles.", _MATH,
+    SuiteTask("chain_multiply_convert", "chain", "Multiply 12.5 by 4, then convert the result from km to miles.", _MATH,
          (("multiply", {"a": 12.5, "b": 4}), ("convert_km_to_miles", {"km": 50})), (31.07,)),
-    Task("chain_add_convert", "chain", "Add 30 and 12, then convert the sum from km to miles.", _MATH,
+    SuiteTask("chain_add_convert", "chain", "Add 30 and 12, then convert the sum from km to miles.", _MATH,
          (("add", {"a": 30, "b": 12}), ("convert_km_to_miles", {"km": 42})), (26.1,)),
-    Task("greeting", "no tool", "Hello! How are you today?", _ALL, ()),
-    Task("say_hello", "no tool", "Say hello to Maria.", _ALL, (), ("Maria",)),
-    Task("thanks", "no tool", "Thanks, that's all for now.", _ALL, ()),
-    Task("sea_sentence", "no tool", "Write one short sentence about the sea.", _ALL, (), ("sea|ocean",)),
+    SuiteTask("greeting", "no tool", "Hello! How are you today?", _ALL, ()),
+    SuiteTask("say_hello", "no tool", "Say hello to Maria.", _ALL, (), ("Maria",)),
+    SuiteTask("thanks", "no tool", "Thanks, that's all for now.", _ALL, ()),
+    SuiteTask("sea_sentence", "no tool", "Write one short sentence about the sea.", _ALL, (), ("sea|ocean",)),
     _held_out("held_multiply_please", "Please multiply 9 by 11.", _MATH, ("multiply", {"a": 9, "b": 11}), (99,)),
     _held_out("held_plus", "What's 8 plus 5?", _MATH, ("add", {"a": 8, "b": 5}), (13,)),
     _held_out("held_km_need", "I need 250 km in miles.", _MATH, ("convert_km_to_miles", {"km": 250}), (155.34,)),
@@ -190,10 +190,10 @@ def _has_number(numbers: Sequence[float], value: float) -> bool:
 
 
 @dataclass(frozen=True)
-class TaskResult:
+class SuiteResult:
     """How one task went."""
 
-    task: Task
+    task: SuiteTask
     valid: bool
     protocol_valid: bool
     attempts: int
@@ -204,13 +204,13 @@ class TaskResult:
     why: str = field(default="")
 
 
-async def run_task(
+async def run_suite_task(
     backend: Backend,
-    task: Task,
+    task: SuiteTask,
     options: GenerationOptions | None = None,
     transcript: Path | None = None,
     **agent_options: Any,
-) -> TaskResult:
+) -> SuiteResult:
     """Run ``task`` through an :class:`~agentfsm.runtime.agent.Agent` (defaults unless
     ``agent_options`` say otherwise) and check its calls and answer."""
     from agentfsm.runtime.agent import Agent  # the eval package loads the runtime lazily
@@ -235,12 +235,12 @@ async def run_task(
         result = await agent.arun(task.prompt)
     except AgentFSMError as exc:
         seconds = time.perf_counter() - start
-        return TaskResult(task, False, False, 0, seconds, tuple(made), error=type(exc).__name__, why=str(exc)[:200])
+        return SuiteResult(task, False, False, 0, seconds, tuple(made), error=type(exc).__name__, why=str(exc)[:200])
     seconds = time.perf_counter() - start
     calls_ok = calls_match(task.calls, made)
     answer_ok = answer_matches(result.content, task.answer)
     why = "" if calls_ok and answer_ok else ("calls" if not calls_ok else "answer")
-    return TaskResult(
+    return SuiteResult(
         task,
         valid=calls_ok and answer_ok,
         protocol_valid=not result.exhausted,

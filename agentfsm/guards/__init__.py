@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import (
     budget,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards.base import ACCEPT, Accept, Verdict
 from agentfsm.core.messages import ToolSpec

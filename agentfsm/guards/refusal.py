@@ -19,7 +19,8 @@ from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Verdict, action_format, action_name
@@ -61,10 +62,6 @@ class RefusalMatch(BaseModel):
 RefusalMatcher: TypeAlias = Callable[[str], RefusalMatch | None]
 
 
-def _forced(tool_choice: ToolChoice) -> bool:
-    return tool_choice not in ("auto", "none")
-
-
 def _message(
     found: RefusalMatch, tool_choice: ToolChoice, names: Sequence[str], dialect_name: DialectName
 ) -> str:
@@ -77,10 +74,10 @@ def _message(
     }[found.category]
     missing = f"Your last response did not include any {action_name(dialect_name)}."
     how = f"Write {action_format(dialect_name)}."
-    if tool_choice in ("required", "any"):
+    if tool_choice.mode == "required":
         ask = "You must call one tool now."
-    elif _forced(tool_choice):
-        ask = f"You must call {tool_choice} now."
+    elif tool_choice.name is not None:
+        ask = f"You must call {tool_choice.name} now."
     else:
         ask = "Call the tool that fits now; answer directly only if no tool fits."
     return f"{lead} {missing} {ask} {how}"
@@ -96,7 +93,7 @@ def check(
 ) -> Verdict:
     """Correct a reply without calls that refuses, or claims it has no tools, while tools
     exist; ``match`` reads the refusal (a language policy's; without one, nothing is)."""
-    if parsed.tool_calls or not tools or tool_choice == "none" or match is None:
+    if parsed.tool_calls or not tools or tool_choice.mode == "none" or match is None:
         return ACCEPT
     text = parsed.content or ""
     if not text and parsed.final is not None:
@@ -105,7 +102,7 @@ def check(
     if found is None:
         return ACCEPT
     detail = f"{found.category}: {found.phrase!r}"
-    if found.category == "soft_deflection" and not _forced(tool_choice):
+    if found.category == "soft_deflection" and not tool_choice.requires_call:
         return Accept(guard=GUARD, detail=f"{detail} accepted as an answer (tool_choice=auto)")
     names = [tool.name for tool in tools]
     return Correction(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage
 from agentfsm.guards import loops
 from agentfsm.guards._history import results_so_far, told
@@ -68,7 +68,7 @@ def check(history: Sequence[Message], calls: Sequence[ToolCall], tool_choice: To
             return ACCEPT
         then = (
             "Call the tool again only with different arguments."
-            if tool_choice not in ("auto", "none")
+            if tool_choice.requires_call
             else "Answer the user now, or call a different tool."
         )
         others = results_so_far(history)

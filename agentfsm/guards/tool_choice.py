@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards.base import (
@@ -26,14 +27,9 @@ from agentfsm.guards.base import (
 )
 from agentfsm.core.messages import ToolSpec
 
-__all__ = ["GUARD", "check", "forced_tool"]
+__all__ = ["GUARD", "check"]
 
 GUARD = "tool_choice"
-
-
-def forced_tool(tool_choice: ToolChoice) -> str | None:
-    """The tool a ``tool_choice`` names, or ``None`` for ``auto``, ``none`` and ``required``."""
-    return None if tool_choice in ("auto", "none", "required", "any") else tool_choice
 
 
 def check(
@@ -46,9 +42,9 @@ def check(
 ) -> Verdict:
     """Correct a reply that breaks ``tool_choice``."""
     calls = parsed.tool_calls
-    if tool_choice == "auto":
+    if tool_choice.mode == "auto":
         return ACCEPT
-    if tool_choice == "none":
+    if tool_choice.mode == "none":
         if not calls:
             return ACCEPT
         return Correction(
@@ -58,7 +54,7 @@ def check(
             detail=f"{len(calls)} call(s) under tool_choice=none",
             call_index=0,
         )
-    named = forced_tool(tool_choice)
+    named = tool_choice.name
     if named is None and not tools:
         return ACCEPT  # required, but nothing to call: nothing can satisfy it
     if not calls:

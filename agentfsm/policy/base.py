@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
-from agentfsm.core._types import PolicyName, ToolChoice
+from agentfsm.core._types import PolicyName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolSpec, UserMessage
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.guards.base import ACCEPT, Accept, Verdict

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import Message, ToolCall, ToolSpec
 from agentfsm.guards._history import called, results, told
 from agentfsm.policy._hold import hold, numbers_for

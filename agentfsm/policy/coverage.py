@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec
 from agentfsm.guards._history import results, told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
@@ -113,7 +113,7 @@ def retry_tools(history: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[
 def check(history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> Verdict:
     """Correct an answer after results while the request names something no call used
     (once per user turn, under ``auto`` only)."""
-    if tool_choice != "auto" or not any(isinstance(m, ToolMessage) for m in turn(history)) or told(history, REASON):
+    if tool_choice != ToolChoice.AUTO or not any(isinstance(m, ToolMessage) for m in turn(history)) or told(history, REASON):
         return ACCEPT
     left = uncovered(history, tools)
     if not left:

@@ -38,7 +38,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.policy.answers import latest_results
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards._history import calls_and_results, show_arguments
@@ -213,7 +213,7 @@ def check(
 
     ``conversation`` is the conversation's text (:func:`agentfsm.engine.decide.conversation_text`).
     """
-    if tool_choice != "auto" or not calls:
+    if tool_choice != ToolChoice.AUTO or not calls:
         return ACCEPT
     schemas = {t.name: t.parameters for t in tools}
     source = _Source(conversation)

@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec
 from agentfsm.guards._history import told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
@@ -78,7 +78,7 @@ def check(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence
           tool_choice: ToolChoice) -> Verdict:
     """Correct the first of ``calls`` to a tool the request is not about (the first
     decision of a user turn, under ``auto``, once per turn)."""
-    if tool_choice != "auto" or any(isinstance(m, ToolMessage) for m in turn(history)) or told(history, REASON):
+    if tool_choice != ToolChoice.AUTO or any(isinstance(m, ToolMessage) for m in turn(history)) or told(history, REASON):
         return ACCEPT
     request = request_of(history)
     by_name = {t.name: t for t in tools}

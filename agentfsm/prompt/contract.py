@@ -12,11 +12,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.core._types import DialectName, JSONObject, ToolChoice
+from agentfsm.core._types import DialectName, JSONObject
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.dialects import _render, get_dialect
 from agentfsm.dialects.base import Dialect
-from agentfsm.prompt.enforcement import call_required
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
 from agentfsm.core._memo import Memo, tools_key
@@ -110,15 +110,15 @@ def _template_names(parameters: JSONObject) -> list[str]:
 
 
 def _choice_rule(tool_choice: ToolChoice, names: Sequence[str]) -> str:
-    if tool_choice == "none":
+    if tool_choice.mode == "none":
         return "Tools are switched off for this turn: answer in plain prose and call no tool."
-    if tool_choice == "required":
+    if tool_choice.mode == "required":
         return "You MUST call at least one tool in this turn."
-    if tool_choice == "auto":
+    if tool_choice.mode == "auto":
         return "Call a tool when it helps answer; otherwise answer directly in prose."
-    if tool_choice not in names:
-        raise UsageError(f"tool_choice names {tool_choice!r}, which is not an offered tool")
-    return f"You MUST call the tool `{tool_choice}` in this turn."
+    if tool_choice.name not in names:
+        raise UsageError(f"tool_choice names {tool_choice.name!r}, which is not an offered tool")
+    return f"You MUST call the tool `{tool_choice.name}` in this turn."
 
 
 def _few_shot(dialect: Dialect) -> str:
@@ -141,7 +141,7 @@ def _constrained_contract(specs: Sequence[ToolSpec], tool_choice: ToolChoice, pa
     # the two shapes and the rules, and shows no values at all.
     lines = ["Reply with one JSON object."]
     lines.append('To call a tool: {"action": {"tool": <tool name>, "args": {<its parameters>}}}')
-    if not call_required(tool_choice):
+    if tool_choice.allows_answer:
         lines.append('To answer the user: {"final": {"content": <your answer>}}')
     lines += [
         "",
@@ -158,7 +158,7 @@ def _constrained_contract(specs: Sequence[ToolSpec], tool_choice: ToolChoice, pa
 def render_contract(
     tools: Sequence[ToolDefinition],
     dialect: DialectName = DEFAULTS.dialect,
-    tool_choice: ToolChoice = "auto",
+    tool_choice: ToolChoice | str = ToolChoice.AUTO,
     parallel: bool = DEFAULTS.parallel,
     *,
     constrained: bool = False,
@@ -169,18 +169,20 @@ def render_contract(
     the contract names the shapes and rules only, with no example.
 
     ``tools``: ToolSpecs, OpenAI or Anthropic tool dicts (or callables); anything else
-    is a :class:`~agentfsm.core.errors.ToolSpecError`.
+    is a :class:`~agentfsm.core.errors.ToolSpecError`. ``tool_choice``: the value, or its
+    spelling (``auto``, ``none``, ``required``, a tool's name).
     """
+    choice = ToolChoice.parse(tool_choice)
     specs = [ToolSpec.from_any(t) for t in tools]
     names = [t.name for t in specs]
     if len(set(names)) != len(names):
         raise UsageError("tool names must be unique")
     if not specs:
-        if call_required(tool_choice):
-            raise UsageError(f"tool_choice={tool_choice!r} but no tools are offered")
+        if choice.requires_call:
+            raise UsageError(f"tool_choice={str(choice)!r} but no tools are offered")
         return "Answer the user in plain prose."
-    key = (tools_key(specs), dialect, tool_choice, parallel, constrained)
-    return _CONTRACTS.get(key, lambda: _compose(specs, dialect, tool_choice, parallel, constrained))
+    key = (tools_key(specs), dialect, choice, parallel, constrained)
+    return _CONTRACTS.get(key, lambda: _compose(specs, dialect, choice, parallel, constrained))
 
 
 #: contracts by tool set and settings (the same for every request that offers them)
@@ -215,7 +217,7 @@ def _compose(specs: list[ToolSpec], dialect: DialectName, tool_choice: ToolChoic
         else "6. Write at most one action per reply."
     )
     parts.append(f"7. {_choice_rule(tool_choice, names)}")
-    if tool_choice != "none":
+    if tool_choice.mode != "none":
         parts.append("")
         parts.append(_few_shot(d))
     return "\n".join(parts)

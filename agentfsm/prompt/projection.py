@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.prompt.results import frame_results, neutralise_actions
 from agentfsm.prompt.contract import render_contract
@@ -36,7 +37,7 @@ def project_history(
     tools: Sequence[ToolSpec],
     *,
     dialect: DialectName = DEFAULTS.dialect,
-    tool_choice: ToolChoice = "auto",
+    tool_choice: ToolChoice = ToolChoice.AUTO,
     parallel: bool = DEFAULTS.parallel,
     contract: str | None = None,
 ) -> list[PromptMessage]:
@@ -44,7 +45,7 @@ def project_history(
     d = get_dialect(dialect)
     names: dict[str, str] = {}
     system_parts: list[str] = []
-    if tools or tool_choice != "auto":
+    if tools or tool_choice != ToolChoice.AUTO:
         system_parts.append(
             contract
             if contract is not None

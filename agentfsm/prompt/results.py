@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolResult, ToolSpec
@@ -156,12 +157,12 @@ def next_step(
     """
     how_call = action_format(dialect_name)
     how_answer = answer_format(dialect_name)
-    if tool_choice == "none":
+    if tool_choice.mode == "none":
         return f"Now answer the user in {how_answer}, using these results. Do not call a tool."
-    if tool_choice in ("required", "any"):
+    if tool_choice.mode == "required":
         return f"Now call the next tool, written as {how_call}."
-    if tool_choice != "auto":
-        return f"Now call {tool_choice}, written as {how_call}."
+    if tool_choice.mode == "tool":
+        return f"Now call {tool_choice.name}, written as {how_call}."
     hints = []
     if "error" in statuses:
         hints.append("If a call failed, fix its arguments and call again, or explain the failure.")

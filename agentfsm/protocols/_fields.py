@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentfsm.core._types import JSONObject, ResultStatus, ToolChoice
+from agentfsm.core._types import JSONObject, ResultStatus
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import RequestError, ToolSpecError, UnsupportedContent
 from agentfsm.core.messages import ToolCall, ToolMessage, ToolResult, ToolSpec
 from agentfsm.protocols.client_json import load_client_json
@@ -210,20 +211,20 @@ def choice_keyword(raw: str, tools: Sequence[ToolSpec], *, needs: str = "tools")
         )
     if raw == "required" and not tools:
         raise RequestError(f"tool_choice 'required' needs {needs}", param="tool_choice")
-    return raw
+    return ToolChoice.parse(raw)
 
 
 def chosen_tool(
     name: str, tools: Sequence[ToolSpec], *, among: str = "tools", param: str = "tool_choice"
-) -> str:
-    """The tool a ``tool_choice`` names, which must be one of ``tools``."""
+) -> ToolChoice:
+    """The choice of the tool a ``tool_choice`` names, which must be one of ``tools``."""
     names = [t.name for t in tools]
     if name not in names:
         raise RequestError(
             f"tool_choice names {name!r}, which is not among the {among} ({', '.join(names) or 'none'})",
             param=param,
         )
-    return name
+    return ToolChoice.of_tool(name)
 
 
 def tool_answer(

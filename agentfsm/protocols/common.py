@@ -15,7 +15,8 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core._types import JSONObject
+from agentfsm.core.choice import ToolChoice, ToolChoiceField
 from agentfsm.core.backend import estimate_tokens
 from agentfsm.core.errors import (
     AgentFSMError,
@@ -75,8 +76,8 @@ class NormalizedRequest(BaseModel):
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    #: ``"auto" | "none" | "required"`` or the name of the one tool that must be called
-    tool_choice: ToolChoice = "none"
+    #: which replies the request allows (parsed from the protocol's own spelling)
+    tool_choice: ToolChoiceField = ToolChoice.NONE
     #: several calls allowed in one reply (OpenAI ``parallel_tool_calls``,
     #: Anthropic ``not disable_parallel_tool_use``)
     parallel: bool = True

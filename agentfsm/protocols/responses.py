@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core._types import JSONObject
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Usage
 from agentfsm.core.errors import RequestError, UnsupportedContent
 from agentfsm.core.messages import (
@@ -183,10 +184,10 @@ def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec | None:
 
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tuple[ToolSpec, ...]]:
     if raw is None:
-        return ("auto" if tools else "none"), tools
+        return (ToolChoice.AUTO if tools else ToolChoice.NONE), tools
     if isinstance(raw, str):
         keyword = choice_keyword(raw, tools, needs="function tools")
-        return (keyword if tools else "none"), tools
+        return (keyword if tools else ToolChoice.NONE), tools
     choice = req_mapping(raw, "tool_choice")
     kind = choice.get("type")
     if kind == "function":
@@ -203,7 +204,7 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tup
             for i, t in enumerate(req_list(choice.get("tools"), "tool_choice.tools"))
         ]
         kept = tuple(t for t in tools if t.name in wanted)
-        return (mode, kept) if kept else ("none", tools)
+        return (ToolChoice.parse(mode), kept) if kept else (ToolChoice.NONE, tools)
     raise RequestError(
         f"tool_choice type {kind!r} is not supported (only function tools)", param="tool_choice"
     )

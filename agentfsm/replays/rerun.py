@@ -176,7 +176,7 @@ async def _rerun_proxy(run: RecordedRun, config: ProxyRunConfig) -> list[Transcr
     from agentfsm.protocols.common import NormalizedRequest
     from agentfsm.server.exchange import Exchange, Settings, complete
     from agentfsm.server.streaming import stream_events
-    from agentfsm.server.wire import Wire
+    from agentfsm.server.wire import wire_for
 
     request = run.request
     if request.normalized is None:
@@ -190,7 +190,7 @@ async def _rerun_proxy(run: RecordedRun, config: ProxyRunConfig) -> list[Transcr
     except ValidationError as exc:
         raise TranscriptError(f"run {run.run_id!r}: the proxy's normalized request does not read: {exc}") from exc
     events: list[TranscriptEvent] = []
-    ex = Exchange(run.backend(), normalized, Wire(normalized.protocol), Settings(run=_decides_as(config)))
+    ex = Exchange(run.backend(), normalized, wire_for(normalized.protocol), Settings(run=_decides_as(config)))
     ex.record(Recorder(run_id=run.run_id, on_event=events.append))
     try:
         if normalized.stream:

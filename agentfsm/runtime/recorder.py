@@ -26,7 +26,8 @@ from typing import Literal, ParamSpec, TypedDict, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, PolicyName, ToolChoice
+from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, PolicyName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Backend
 from agentfsm.core.errors import TranscriptError
 from agentfsm.core.events import (

@@ -43,7 +43,7 @@ from agentfsm.core.states import State, derive_state
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
 from agentfsm.prompt.contract import render_contract
-from agentfsm.prompt.enforcement import build_action_schema, call_required
+from agentfsm.prompt.enforcement import build_action_schema
 from agentfsm.prompt.projection import project_history
 from agentfsm.runtime.model_calls import bounded, extend, usage_of, vote
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder
@@ -219,7 +219,7 @@ async def stream_turn(
         attempts += 1
         tally.attempts += 1
         recorder.emit(ModelRequestEvent, attempt=attempts, messages=tuple(prompt), options=opts, enforcement=p.level)
-        hold = p.level == "constrained" or call_required(p.tool_choice)
+        hold = p.level == "constrained" or p.tool_choice.requires_call
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
         async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):

@@ -52,7 +52,7 @@ from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disco
 from agentfsm.server.fit import count_prompt_tokens, fit_exchange
 from agentfsm.server.observe import app_watches
 from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, Settings
-from agentfsm.server.wire import Wire, wire_for_path
+from agentfsm.server.wire import Wire, wire_for, wire_for_path
 from agentfsm.core.backend import Backend, counts_tokens
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import (
@@ -76,9 +76,9 @@ class JSONResponse(_StarletteJSON):
 
 
 _R = TypeVar("_R")
-_OPENAI = Wire("openai")
-_ANTHROPIC = Wire("anthropic")
-_RESPONSES = Wire("responses")
+_OPENAI = wire_for("openai")
+_ANTHROPIC = wire_for("anthropic")
+_RESPONSES = wire_for("responses")
 #: status sent when the client went away (nobody reads it; it marks the access log)
 _CLIENT_CLOSED = 499
 _PRIME_GRACE = 1.0

@@ -22,6 +22,7 @@ from agentfsm.server.observe import RequestObserver
 from agentfsm.server.settings import Settings
 from agentfsm.server.wire import Wire
 from agentfsm.core.backend import Backend, Capabilities, GenerationOptions, Usage
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.events import ModelOutputEvent, ModelRequestEvent, ProxyRunConfig
 from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.core.errors import BackendTimeout, ClientGone
@@ -129,7 +130,7 @@ class Exchange:
 
     def plain_prompt(self) -> list[PromptMessage]:
         """The history for a request without tools: no contract, nothing added."""
-        return project_history(self.request.messages, (), dialect=self.settings.run.dialect, tool_choice="auto")
+        return project_history(self.request.messages, (), dialect=self.settings.run.dialect, tool_choice=ToolChoice.AUTO)
 
     def plain_request(self) -> tuple[list[PromptMessage], GenerationOptions]:
         """The one model call of a request without tools: its prompt and options, counted

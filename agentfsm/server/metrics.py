@@ -181,9 +181,9 @@ def metrics_endpoint(metrics: ProxyMetrics, api_key: SecretStr | None) -> Callab
     from starlette.responses import JSONResponse, Response
 
     from agentfsm.server.auth import check_api_key
-    from agentfsm.server.wire import Wire
+    from agentfsm.server.wire import wire_for
 
-    wire = Wire("openai")
+    wire = wire_for("openai")
 
     async def serve_metrics(request: Request) -> Response:
         try:
