@@ -46,7 +46,8 @@ from agentfsm.core.events import (
     event_type,
 )
 from agentfsm.core.messages import Message, ToolCall
-from agentfsm.engine.decide import EngineConfig, TransitionRecord, policies_of
+from agentfsm.engine.decide import EngineConfig, TransitionRecord
+from agentfsm.engine.plan import policies_of
 from agentfsm.prompt.contract import contract_hash, render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, choose_level
 from agentfsm.runtime.tally import Tally

@@ -35,7 +35,8 @@ from agentfsm.core._types import EnforcementLevel
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
 from agentfsm.engine.decisions import Plan
-from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan, step, wants_vote
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, step
+from agentfsm.engine.plan import plan, wants_vote
 from agentfsm.core.errors import MaxStepsExceeded, RunError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
 from agentfsm.core.messages import Message, PromptMessage
