@@ -13,10 +13,21 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install clients chromium test demo quality diagrams bench bench-peers peers lint clean
 
+# pip's wheel cache is keyed by the source archive, not by CMAKE_ARGS: a wheel once built with
+# other flags (a native AMX build) would be reused silently. So llama-cpp-python is built here,
+# once, into a folder named by a hash of the flags, and installed from there.
+LLAMA_CPP := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)
+LLAMA_WHEELS := $(HOME)/.cache/agentfsm/wheels/$(shell printf '%s' "$(LLAMA_CPP) $(CMAKE_ARGS)" | sha256sum | cut -c1-16)
+
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	@echo "Installing agentfsm with its test and local-model extras (llama-cpp-python compiles once, ~7 min on 2 cores; pip caches it)..."
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || { \
+		echo "Building $(LLAMA_CPP) once for these flags (~7 min on 2 cores) into $(LLAMA_WHEELS)..."; \
+		$(PY) -m pip wheel -q --no-deps --no-cache-dir -w $(LLAMA_WHEELS).tmp '$(LLAMA_CPP)' && \
+		rm -rf $(LLAMA_WHEELS) && mv $(LLAMA_WHEELS).tmp $(LLAMA_WHEELS); }
+	$(PY) -m pip install --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
+	@echo "Installing agentfsm with its test and local-model extras..."
 	$(PY) -m pip install -e '.[local,test,mcp,eval,ray,clients,otel]'
 	@echo "Installing the BFCL data and checker without their heavy dependencies..."
 	$(PY) -m pip install --no-deps 'bfcl-eval==2026.3.23'

@@ -13,6 +13,11 @@ Sections (each a function of ``n``, the size of the run, returning counts):
 - ``load``: the proxy's RSS before and after ``10 n`` requests, and their failures;
 - ``injection``: action text in tool results and user content, before a scripted model
   that obeys it: calls the model did not author;
+- ``answers``: models that never give an acceptable reply (actions under
+  ``tool_choice: none``, a tool that is not offered, empty replies) and ones that do after
+  a correction, three protocols x stream and not: 200 answers with an empty assistant
+  message (:func:`agentfsm.testing.empty_answer`), and ``final`` events with nothing in
+  them in every transcript the run's proxies wrote so far;
 - ``secrets``: the canary client and upstream keys searched in every log, transcript,
   error body and response the run produced (forced 500s and echoed keys included).
 
@@ -48,7 +53,8 @@ import openai  # noqa: E402
 
 from _chaos_proxy import CLIENT_KEY, EXPLODE, UPSTREAM_KEY, Evidence, ServedProxy, rss_kib, serve  # noqa: E402
 from _chaos_inputs import BAD_INPUTS, FAULTS, shape_ok  # noqa: E402
-from agentfsm.testing import FakeUpstream, ReceivedRequest, drip, reply, status  # noqa: E402
+from agentfsm.testing import FakeUpstream, ReceivedRequest, drip, empty_answer, reply, status  # noqa: E402
+from agentfsm.runtime.transcript import read_transcript  # noqa: E402
 from fixtures.injections import INJECTED_TOOL, INJECTIONS, TOOLS_ANTHROPIC, TOOLS_OPENAI  # noqa: E402
 from fixtures.injections import conversation, repeating_model, wrap  # noqa: E402
 
@@ -65,7 +71,7 @@ MUST_BE_ZERO = frozenset({
     "untyped_exceptions", "calls_from_cut_input", "calls_with_unwritten_arguments",
     "stream_vs_whole_differences", "5xx", "shape_violations", "hangs", "bad_endings",
     "held_connections", "leaked_upstream_requests", "failed_requests", "calls_not_authored",
-    "canary_hits",
+    "canary_hits", "empty_200s", "empty_finals", "unexpected_outcomes",
 })
 _REQUEST_TIMEOUT = 2.0
 
@@ -265,6 +271,90 @@ def injection(n: int, evidence: Evidence) -> Counts:
     return counts
 
 
+#: case -> (the model's replies, attempt by attempt (the last repeats), tool_choice, how it must end)
+_ANSWER_CASES: dict[str, tuple[list[str], str, str]] = {
+    "none-actions": ([ACTION], "none", "give_up"),
+    "none-corrected": ([ACTION, "Sunny, I think."], "none", "answer"),
+    "unknown-tool": (['```json action\n{"tool": "search", "parameters": {"q": "x"}}\n```'], "auto", "give_up"),
+    "empty": ([""], "auto", "give_up"),
+    "empty-then-prose": (["", "It is sunny."], "auto", "answer"),
+    "prose-then-spent": (["Maybe sunny.\n" + ACTION.replace("get_weather", "nope")] + [ACTION.replace("get_weather", "nope")],
+                         "auto", "answer"),
+}
+
+
+def _answer_request(proxy: ServedProxy, protocol: str, case: str, stream: bool) -> httpx.Response:
+    choice = _ANSWER_CASES[case][1]
+    ask = f"case={case} weather in Paris?"
+    if protocol == "openai":
+        body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": ask}], "tools": TOOLS,
+                                "tool_choice": choice, "stream": stream}
+        return httpx.post(proxy.url + "/v1/chat/completions", json=body, headers=proxy.openai_headers, timeout=60)
+    if protocol == "responses":
+        tools = [{"type": "function", **t["function"]} for t in TOOLS]
+        body = {"model": "m", "input": ask, "tools": tools, "tool_choice": choice, "stream": stream}
+        return httpx.post(proxy.url + "/v1/responses", json=body, headers=proxy.openai_headers, timeout=60)
+    body = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": ask}], "tools": A_TOOLS,
+            "tool_choice": {"type": choice}, "stream": stream}
+    return httpx.post(proxy.url + "/v1/messages", json=body, headers=proxy.anthropic_headers, timeout=60)
+
+
+def _event_types(sse: str) -> set[str]:
+    """The kinds of events a stream sent: ``type`` fields, and ``error`` for an error object."""
+    kinds: set[str] = set()
+    for line in sse.splitlines():
+        if line.startswith("data: {"):
+            data = json.loads(line[6:])
+            kinds.add("error" if "error" in data or data.get("type") in ("error", "response.failed") else str(data.get("type")))
+    return kinds
+
+
+def answers(n: int, evidence: Evidence) -> Counts:
+    """Models that never answer acceptably, and ones that do late: never an empty 200."""
+    def script(request: ReceivedRequest) -> str:
+        text = str(request.messages[-1].get("content", "")) if request.messages else ""
+        asked = json.dumps(request.messages)
+        case = next(c for c in _ANSWER_CASES if f"case={c} " in asked)
+        replies = _ANSWER_CASES[case][0]
+        turns = sum(1 for m in request.messages if m.get("role") == "assistant")
+        return replies[min(turns, len(replies) - 1)] if text else ""
+
+    counts = {"requests": 0, "answered": 0, "gave_up": 0, "unexpected_outcomes": 0, "empty_200s": 0, "empty_finals": 0}
+    with FakeUpstream(script) as fake, serve(evidence, "answers", fake.base_url) as proxy:
+        def one(protocol: str, case: str, stream: bool) -> tuple[str, bool]:
+            response = _answer_request(proxy, protocol, case, stream)
+            evidence.keep(response)
+            path = {"openai": "/v1/chat/completions", "responses": "/v1/responses"}.get(protocol, "/v1/messages")
+            empty = response.status_code == 200 and empty_answer(path, response.text) is not None
+            # a give-up: the provider's server error, or a started stream's error event
+            failed = response.status_code == 500 or (stream and "error" in _event_types(response.text))
+            outcome = "give_up" if failed else "answer" if response.status_code == 200 else "other"
+            if outcome != _ANSWER_CASES[case][2]:
+                evidence.keep(f"answers: {protocol} {case} stream={stream}: {response.status_code} {response.text[:300]}")
+            return outcome, empty
+
+        jobs = [
+            (lambda p=protocol, c=case, s=stream: (c, one(p, c, s)))
+            for _ in range(max(1, n // 40))
+            for case in _ANSWER_CASES
+            for protocol in ("openai", "anthropic", "responses")
+            for stream in (False, True)
+        ]
+        for case, (outcome, empty) in _pool(jobs, workers=6):
+            counts["requests"] += 1
+            counts["answered"] += outcome == "answer"
+            counts["gave_up"] += outcome == "give_up"
+            counts["unexpected_outcomes"] += outcome != _ANSWER_CASES[case][2]
+            counts["empty_200s"] += empty
+    for path in sorted(evidence.root.rglob("*.jsonl")):
+        events = read_transcript(path)
+        called = any(e["type"] == "tool_call" for e in events)
+        counts["empty_finals"] += sum(
+            1 for e in events if e["type"] == "final" and not str(e.get("content") or "").strip() and not called
+        )
+    return counts
+
+
 def secrets(n: int, evidence: Evidence) -> Counts:
     """Forced 500s, wrong keys and an upstream echoing its key; then every text searched."""
     echo = status(401, body=f"invalid api key {UPSTREAM_KEY}")
@@ -298,6 +388,7 @@ SECTIONS: dict[str, Callable[[int, Evidence], Counts]] = {
     "slow_body": slow_body,
     "load": load,
     "injection": injection,
+    "answers": answers,
     "secrets": secrets,
 }
 

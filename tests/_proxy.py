@@ -26,9 +26,11 @@ import uvicorn
 from agentfsm.backends import OpenAICompatBackend, Timeouts
 from agentfsm.core.backend import Backend
 from agentfsm.server.app import create_app
-from agentfsm.testing import FakeUpstream
+from agentfsm.testing import FakeUpstream, empty_answer
+from agentfsm.testing.answers import ANSWER_PATHS
 
 __all__ = [
+    "EMPTY_ANSWERS",
     "TOOLS_ANTHROPIC",
     "TOOLS_OPENAI",
     "Served",
@@ -40,6 +42,7 @@ __all__ = [
     "serve_command",
     "upstream_backend",
     "wait_until_serving",
+    "watch_answers",
     "wire_snapshot",
     "wire_text",
 ]
@@ -83,10 +86,43 @@ def upstream_backend(
     )
 
 
+#: every 200 answer with no assistant message (no text, no call) that a proxy started by
+#: :func:`proxy` sent, as "PATH: why"; tests/conftest.py fails the test that caused one
+EMPTY_ANSWERS: list[str] = []
+
+
+def watch_answers(app: Any) -> Any:
+    """``app``, with each of its 200 answers checked by :func:`agentfsm.testing.empty_answer`
+    (a failure goes to :data:`EMPTY_ANSWERS`)."""
+
+    async def watched(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or not scope["path"].startswith(ANSWER_PATHS):
+            await app(scope, receive, send)
+            return
+        status = 0
+        body: list[bytes] = []
+
+        async def capture(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                body.append(message.get("body", b""))
+            await send(message)
+
+        await app(scope, receive, capture)
+        why = empty_answer(scope["path"], b"".join(body)) if status == 200 else None
+        if why is not None:
+            EMPTY_ANSWERS.append(f"{scope['path']}: {why}")
+
+    return watched
+
+
 @contextmanager
 def proxy(backend: Backend, **settings: Any) -> Iterator[str]:
-    """Run the proxy for ``backend`` on a free port; yields ``http://127.0.0.1:PORT``."""
-    app = create_app(backend, **settings)
+    """Run the proxy for ``backend`` on a free port; yields ``http://127.0.0.1:PORT``.
+    Every answer it sends is checked for an empty assistant message (:func:`watch_answers`)."""
+    app = watch_answers(create_app(backend, **settings))
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="none", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="agentfsm-proxy", daemon=True)
@@ -177,6 +213,7 @@ def wire_text(text: str) -> str:
     text = re.sub(r"chatcmpl-[A-Za-z0-9]{24}", "chatcmpl-<id>", text)
     text = re.sub(r'"(created|created_at)": ?\d+', r'"\1": 0', text)
     # token counts depend on the contract's wording, which is not what the snapshots pin
+    text = re.sub(r"call-usage=[\d/,]+", "call-usage=<n>", text)
     return re.sub(r'"(\w+_tokens)": ?\d+', r'"\1": 0', text)
 
 

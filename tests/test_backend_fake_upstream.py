@@ -105,3 +105,21 @@ def test_a_reply_with_a_lone_surrogate_is_sent_escaped() -> None:
         raw = httpx.post(f"{fake.base_url}/chat/completions", json=CHAT).content
     assert b"\\ud800" in raw
     assert json.loads(raw)["choices"][0]["message"]["content"] == "half \ud800 a pair"
+
+
+def test_it_can_keep_to_max_tokens_as_a_model_does() -> None:
+    with FakeUpstream(["x" * 100, "short"], honour_max_tokens=True) as fake:
+        body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+        cut = httpx.post(f"{fake.base_url}/chat/completions", json=body).json()["choices"][0]
+        whole = httpx.post(f"{fake.base_url}/chat/completions", json=body).json()["choices"][0]
+    assert (cut["message"]["content"], cut["finish_reason"]) == ("x" * 20, "length")
+    assert (whole["message"]["content"], whole["finish_reason"]) == ("short", "stop")
+
+
+def test_a_stream_ends_with_usage_when_asked() -> None:
+    with FakeUpstream(["hello there"]) as fake:
+        body = {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "hi"}]}
+        text = httpx.post(f"{fake.base_url}/chat/completions", json=body).text
+    chunks = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 2

@@ -6,18 +6,23 @@ because the backend's own total timeout raises BackendTimeout.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterator
 
 import pytest
 
 from agentfsm.backends import GenerationOptions, OpenAICompatBackend, Timeouts
+from agentfsm.core.backend import TextStream, Usage
+from agentfsm.core.messages import PromptMessage
 from agentfsm.core.errors import (
     BackendConnectionError,
     BackendError,
     BackendHTTPError,
     BackendProtocolError,
     BackendTimeout,
+    MaxTokensTooLarge,
+    PromptTooLong,
     UsageError,
 )
 from agentfsm.testing import (
@@ -270,3 +275,64 @@ def test_max_retries_zero_does_not_retry(many_resets: FakeUpstream) -> None:
     with backend_for(many_resets, max_retries=0) as backend, pytest.raises(BackendConnectionError):
         backend.complete(MESSAGES, OPTIONS)
     assert len(many_resets.chat_requests) == 1
+
+
+# -- limits the upstream says, usage it reports ------------------------------------------
+
+
+def test_no_max_tokens_sends_none(mode: str) -> None:
+    """No limit of ours: the upstream's own bound applies (512 was sent before)."""
+    with FakeUpstream(["hello"]) as fake, backend_for(fake) as backend:
+        assert call(backend, mode, GenerationOptions(max_tokens=None)) == "hello"
+    assert "max_tokens" not in fake.chat_requests[0].body
+
+
+def test_a_max_tokens_the_context_cannot_hold_is_sent_again_as_what_is_left(mode: str) -> None:
+    with FakeUpstream(["hello", "again"], context_tokens=1000) as fake, backend_for(fake) as backend:
+        assert backend.capabilities.context_tokens is None
+        assert call(backend, mode, GenerationOptions(max_tokens=128000)) == "hello"
+        # the context the upstream reported is the backend's now: the proxy fits to it
+        assert backend.capabilities.context_tokens == 1000
+    first, second = (r.body["max_tokens"] for r in fake.chat_requests)
+    prompt = sum(max(1, len(m.content) // 4) for m in MESSAGES)
+    assert (first, second) == (128000, 1000 - prompt)
+
+
+def test_a_prompt_the_context_cannot_hold_is_prompt_too_long_with_its_own_numbers(mode: str) -> None:
+    long = (PromptMessage(role="user", content="word " * 1000),)
+    with FakeUpstream([], context_tokens=100) as fake, backend_for(fake) as backend:
+        with pytest.raises(PromptTooLong) as caught:
+            call(backend, mode, GenerationOptions(max_tokens=10), messages=long)
+    assert not isinstance(caught.value, MaxTokensTooLarge)
+    assert (caught.value.tokens, caught.value.maximum) == (1250, 100)
+    assert len(fake.chat_requests) == 1
+
+
+def test_streams_ask_for_the_upstreams_usage() -> None:
+    async def run(backend: OpenAICompatBackend) -> TextStream:
+        stream = backend.astream(MESSAGES, OPTIONS)
+        assert isinstance(stream, TextStream)
+        assert "".join([d async for d in stream]) == "sunny and warm"
+        await backend.aclose()
+        return stream
+
+    with FakeUpstream(["sunny and warm"]) as fake, backend_for(fake) as backend:
+        ended = asyncio.run(run(backend))
+    assert fake.chat_requests[0].body["stream_options"] == {"include_usage": True}
+    prompt = sum(max(1, len(m.content) // 4) for m in MESSAGES)
+    assert ended.usage == Usage(prompt_tokens=prompt, completion_tokens=3)  # the upstream's own count
+
+
+def rejects_stream_options(request: ReceivedRequest) -> FakeReply | str:
+    if "stream_options" in request.body:
+        return status(400, body='{"error": {"message": "Unrecognized request argument: stream_options"}}')
+    return "ok"
+
+
+@pytest.mark.parametrize("mode", ["stream", "astream"])
+def test_an_upstream_that_refuses_stream_options_is_asked_without_them_once(mode: str) -> None:
+    with FakeUpstream(rejects_stream_options) as fake, backend_for(fake, max_retries=0) as backend:
+        assert call(backend, mode) == "ok"
+        assert call(backend, mode) == "ok"
+    sent = ["stream_options" in r.body for r in fake.chat_requests]
+    assert sent == [True, False, False]

@@ -167,15 +167,24 @@ SCHEMA = {"type": "object"}
 MESSAGES = [PromptMessage(role="user", content="hi")]
 
 
-def test_payload_always_bounds_generation() -> None:
+def test_payload_sends_max_tokens_when_set_and_asks_for_stream_usage() -> None:
     payload = build_payload(
         "m", MESSAGES, GenerationOptions(seed=None), stream=True, schema_form="auto",
         prefill=False, extra_body={},
     )
     assert payload == {
         "model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 512,
-        "temperature": 0.0, "stream": True,
+        "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True},
     }
+
+
+def test_payload_without_a_limit_sends_none() -> None:
+    """No max_tokens of ours: the upstream's own bound (what its context leaves) applies."""
+    payload = build_payload(
+        "m", MESSAGES, GenerationOptions(max_tokens=None), stream=False, schema_form="auto",
+        prefill=False, extra_body={},
+    )
+    assert "max_tokens" not in payload and "stream_options" not in payload
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 - under ``required``, ``any`` or a named tool, a correction keeps a valid call possible;
 - budget spent under ``auto``: the turn ends with the model's best prose (never the
-  rejected call), marked ``exhausted`` in the transcript;
+  rejected call), marked ``exhausted`` in the transcript; with no prose, it fails as a
+  required call does (the runtime never writes an answer for the model);
 - budget spent under a required call: ``RetryBudgetExceeded`` from the agent, and from
   the proxy the provider's server-side error (OpenAI 500 ``server_error``, Anthropic 500
   ``api_error``), streamed or not; after the first streamed event, the protocol's
@@ -218,14 +219,15 @@ def multiply(a: float, b: float) -> float:
 
 
 @pytest.mark.parametrize("last", ["<your answer>", '```json action\n{"tool": "multiply", "args": {"a": 12.5, "b": 4}}\n```'])
-def test_a_spent_budget_after_a_result_states_the_result_not_a_template(last: str) -> None:
-    # the call is right; every answer after its result is the contract's slot (or the same call)
+def test_a_spent_budget_without_prose_is_a_typed_failure_never_runtime_text(last: str) -> None:
+    """The call is right; every answer after its result is the contract's slot (or the
+    same call): the model wrote no acceptable prose, and the runtime does not write one
+    for it (no "The result of multiply is 50.0."): the turn fails as a required call does."""
     call = '```json action\n{"tool": "multiply", "args": {"a": 12.5, "b": 4}}\n```'
     backend = ScriptedBackend([call, "<your answer>", "<your answer>", "<your answer>", last])
-    result = Agent(backend, [multiply], max_corrections=3, grounding="on").run("What is 12.5 times 4? Use the multiply tool.")
-    assert result.exhausted
-    assert result.content == "The result of multiply is 50.0."
-    assert [c["result"]["content"] for c in result.tool_calls] == ["50.0"]
+    with pytest.raises(RetryBudgetExceeded) as info:
+        Agent(backend, [multiply], max_corrections=3, grounding="on").run("What is 12.5 times 4? Use the multiply tool.")
+    assert info.value.attempts == 4
 
 
 def test_a_spent_budget_keeps_the_models_own_prose_when_it_wrote_some() -> None:

@@ -36,6 +36,7 @@ def test_the_short_chaos_run_counts_nothing_wrong() -> None:
     assert results["bad_input"]["requests"] > 0 and results["upstream_faults"]["requests"] > 0
     assert results["slow_body"]["half_bodies"] > 0 and results["injection"]["requests"] > 0
     assert results["load"]["requests"] > 0
+    assert results["answers"]["gave_up"] > 0 and results["answers"]["answered"] > 0
     assert results["secrets"]["forced_500s"] > 0 and results["secrets"]["texts_searched"] > 0
 
 

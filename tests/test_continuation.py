@@ -115,10 +115,33 @@ def test_frame_results_several_with_hints() -> None:
 @pytest.mark.parametrize(
     ("choice", "dialect", "expected"),
     [
-        ("none", "json-protocol", 'Now answer the user in one JSON object {"final": {"content"'),
+        ("none", "json-protocol", "Now answer the user in plain prose, using these results."),
         ("required", "command", "Now call the next tool, written as one line: @tool NAME {json"),
         ("get_weather", "smiley", "Now call get_weather, written as the JSON"),
     ],
 )
 def test_next_step_follows_tool_choice(choice: str, dialect: str, expected: str) -> None:
     assert next_step(["ok"], dialect, ToolChoice.parse(choice)).startswith(expected)
+
+
+@pytest.mark.parametrize("dialect", ["json-action", "json-protocol", "command", "smiley"])
+def test_under_none_the_prompt_shows_no_action_text_and_no_tool_list(dialect: str) -> None:
+    """Tools off after a call: the earlier call is not replayed as action text (a model
+    shown one writes another), the result is framed by name, the contract lists nothing."""
+    from agentfsm.core.messages import AssistantMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
+    from agentfsm.dialects import get_dialect
+    from agentfsm.dialects.parse import parse_reply
+    from agentfsm.prompt.projection import project_history
+
+    weather = ToolSpec(name="get_weather", description="Weather in a city.",
+                       parameters={"type": "object", "properties": {"city": {"type": "string"}}})
+    call = ToolCall(id="call_0", name="get_weather", arguments={"city": "Paris"})
+    history = [UserMessage(content="Weather in Paris?"), AssistantMessage(tool_calls=(call,)),
+               ToolMessage(result=ToolResult(call_id="call_0", content="sunny", name="get_weather"))]
+    prompt = project_history(history, [weather], dialect=dialect, tool_choice=ToolChoice.NONE)
+    assert [m.role for m in prompt] == ["system", "user"]
+    text = "\n".join(m.content for m in prompt)
+    assert get_dialect(dialect).render_call(call) not in text
+    assert not parse_reply(text, [weather], dialect).tool_calls
+    assert "get_weather (call call_0)" in prompt[-1].content and "sunny" in prompt[-1].content
+    assert prompt[-1].content.endswith("Now answer the user in plain prose, using these results.")

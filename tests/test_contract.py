@@ -55,7 +55,7 @@ def test_schema_summary_marks_required_and_lists_enums() -> None:
 @pytest.mark.parametrize(
     ("tool_choice", "rule"),
     [
-        ("none", "answer in plain prose and call no tool"),
+        ("none", "Tools are switched off for this turn: answer the user in plain prose."),
         ("required", "You MUST call at least one tool"),
         ("get_time", "You MUST call the tool `get_time`"),
         ("auto", "otherwise answer directly in prose"),
@@ -124,3 +124,10 @@ def test_tools_may_be_openai_or_anthropic_dicts() -> None:
         assert render_contract([tool]) == render_contract([spec])
     with pytest.raises(UsageError, match="unrecognised tool definition"):
         render_contract([{"description": "no name"}])
+
+
+@pytest.mark.parametrize("dialect", DIALECT_NAMES)
+def test_under_none_the_contract_lists_no_tool_and_teaches_no_format(dialect: str) -> None:
+    text = render_contract(TOOLS, dialect=dialect, tool_choice="none")
+    assert "get_weather" not in text and "get_time" not in text
+    assert "action" not in text.lower() and "{" not in text and "```" not in text

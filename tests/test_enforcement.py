@@ -69,3 +69,26 @@ def test_required_drops_final_branch_and_named_keeps_one_tool() -> None:
 def test_grammar_hostile_keywords_are_dropped() -> None:
     schema = build_action_schema([WEATHER], ToolChoice.parse("required"))
     assert "pattern" not in str(schema)
+
+
+@pytest.mark.parametrize("choice", ["auto", "required"])
+def test_corrections_under_a_grammar_show_the_json_shape_it_enforces(choice: str) -> None:
+    """Under constrained decoding the model writes {"action": ...} JSON: the corrections
+    (and their stricter escalations) name that shape, never a ```json action``` block."""
+    from agentfsm import Agent
+    from agentfsm.backends import ScriptedBackend
+
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        return f"sunny in {city}"
+
+    unknown = '{"action": {"tool": "nope", "args": {}}}'
+    good = '{"action": {"tool": "get_weather", "args": {"city": "Paris"}}}'
+    final = '{"final": {"content": "Sunny in Paris."}}'
+    backend = ScriptedBackend([unknown, unknown, unknown, good, final], capabilities=Capabilities(json_schema=True))
+    result = Agent(backend, [get_weather], tool_choice=choice, grounding="off", consensus="off").run("Weather in Paris?")
+    assert result.content == "Sunny in Paris." and result.corrections == 3
+    corrections = [r.messages[-1].content for r in backend.requests[1:4]]
+    for text in corrections:
+        assert "json action" not in text and "```" not in text, text
+    assert all("JSON action object" in text for text in corrections[1:]), corrections

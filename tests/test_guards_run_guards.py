@@ -60,7 +60,7 @@ def test_without_a_language_policy_no_reply_reads_as_a_refusal() -> None:
 
 def test_order_is_documented() -> None:
     assert guards.GUARD_ORDER == (
-        "json_valid", "refusal", "tool_choice", "unknown_tool", "schema", "placeholder", "injection"
+        "json_valid", "refusal", "tool_choice", "empty", "unknown_tool", "schema", "placeholder", "injection"
     )
 
 
@@ -110,3 +110,16 @@ def test_verdicts_round_trip_as_json() -> None:
     adapter: TypeAdapter[guards.Verdict] = TypeAdapter(guards.Verdict)
     verdict = _run(_reply(content="Sure."), "required")
     assert adapter.validate_json(adapter.dump_json(verdict)) == verdict
+
+
+@pytest.mark.parametrize("text", ["", "   \n"])
+@pytest.mark.parametrize("choice", ["auto", "none"])
+def test_an_empty_reply_is_corrected_never_an_answer(text: str, choice: str) -> None:
+    verdict = _run(_reply(content=text or None), choice)
+    assert isinstance(verdict, Correction) and (verdict.guard, verdict.reason) == ("empty", "empty_reply")
+    assert "empty" in verdict.message
+
+
+def test_an_empty_reply_under_a_required_call_is_a_missing_call() -> None:
+    verdict = _run(_reply(content=None), "required")
+    assert isinstance(verdict, Correction) and verdict.reason == "missing_call"

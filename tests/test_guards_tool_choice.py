@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentfsm.core.choice import ToolChoice
-from agentfsm.core.parsed import ParsedReply
+from agentfsm.core.parsed import ParsedReply, Problem
 from agentfsm.guards import tool_choice
 from agentfsm.guards.base import ACCEPT, Correction
 from agentfsm.core.messages import ToolCall, ToolSpec
@@ -64,7 +64,14 @@ def test_calls_under_none_are_not_allowed() -> None:
     verdict = tool_choice.check(_reply("get_weather"), ToolChoice.parse("none"), TOOLS, dialect_name="json-protocol")
     assert isinstance(verdict, Correction)
     assert verdict.reason == "calls_not_allowed"
-    assert '{"final"' in verdict.message
+    assert "plain prose" in verdict.message and '{"final"' not in verdict.message
+
+
+def test_an_unreadable_action_under_none_asks_for_prose_not_valid_json() -> None:
+    broken = ParsedReply(content="Sure.", problems=(Problem(code="invalid_json", message="bad"),))
+    verdict = tool_choice.check(broken, ToolChoice.NONE, TOOLS)
+    assert isinstance(verdict, Correction) and verdict.reason == "calls_not_allowed"
+    assert "JSON" not in verdict.message and verdict.call_index is None
 
 
 def test_required_with_no_tools_cannot_be_satisfied_and_accepts() -> None:

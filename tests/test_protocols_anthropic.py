@@ -436,3 +436,20 @@ def test_a_stream_of_a_finished_reply_decodes_like_the_whole_response() -> None:
         )
     )
     assert streamed.model_dump(exclude_none=True) == whole.model_dump(exclude_none=True)
+
+
+def test_an_image_in_a_tool_result_is_a_placeholder_named_as_ignored() -> None:
+    """Claude Code's Read of a picture: a text-only model gets a placeholder naming the
+    image; the conversation goes on (it was a 400 for the whole request)."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/w/red.png"}}
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+    body = {"model": "m", "max_tokens": 64, "messages": [
+        {"role": "user", "content": "What is in red.png?"},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [image]}]},
+    ], "tools": [{"name": "Read", "input_schema": {"type": "object"}}]}
+    request = normalize_anthropic(body)
+    result = request.messages[-1]
+    assert isinstance(result, ToolMessage)
+    assert result.result.content == "[image (image/png) omitted: this model reads text only]"
+    assert request.ignored == ("tool_result.image",)

@@ -69,8 +69,10 @@ SCENARIOS = [
     Scenario("unknown-tool-correction", [call("multiply", a=2, b=3), call("add", a=2, b=3), "5"]),
     Scenario("refusal-correction", ["I'm sorry, but I don't have access to any tools.", call("add", a=1, b=1), "2"]),
     Scenario("tool-error-result", [call("lookup", key="k"), "The lookup failed."]),
-    # under auto a spent budget ends with the best acceptable reply; under required, an error
-    Scenario("budget-spent", [call("nope")] * 4),
+    # under auto a spent budget ends with the model's latest prose; without prose, and
+    # under required, an error (the runtime never writes the answer)
+    Scenario("budget-spent", [call("nope")] * 3 + ["I cannot find that tool.\n" + call("nope")]),
+    Scenario("budget-spent-no-prose", [call("nope")] * 4),
     Scenario("budget-spent-required", [call("nope")] * 4, {"tool_choice": "required"}),
     Scenario("loop-detected", [call("add", a=1, b=1)] * 5 + ["2"]),
     Scenario("max-steps", [call("add", a=1, b=1), call("add", a=2, b=2), "done"], {"max_steps": 2}),
@@ -80,7 +82,9 @@ SCENARIOS = [
     Scenario("constrained-auto", [call("add", a=4, b=4), "8"], {}, Capabilities(json_schema=True)),
     Scenario("backend-error", [call("add", a=1, b=2), BackendTimeout("upstream timed out")]),
     Scenario("no-parallel", [calls(("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})), "3"], {"parallel": False}),
-    Scenario("tool-choice-none", [call("add", a=1, b=2) + "\nNo tools today.", ], {"tool_choice": "none"}),
+    # under none an action is sent back for prose, never run
+    Scenario("tool-choice-none", [call("add", a=1, b=2) + "\nNo tools today.", "No tools today: 1 + 2 is 3."],
+             {"tool_choice": "none"}),
     Scenario("command-dialect", [call("add", "command", a=2, b=2), "4"], {"dialect": "command"}),
     Scenario("smiley-dialect", [call("add", "smiley", a=2, b=2), "4"], {"dialect": "smiley"}),
     Scenario("json-protocol-dialect", [call("add", "json-protocol", a=2, b=2), get_dialect("json-protocol").render_final("4")],
@@ -123,7 +127,9 @@ def test_the_scenarios_cover_corrections_errors_and_finals(tmp_path: Path) -> No
     assert "retry" in kinds["refusal-correction"] and "final" in kinds["refusal-correction"]
     assert "error" in kinds["backend-error"] and "error" in kinds["prefill-forced"]
     assert "final" in kinds["budget-spent"] and "error" not in kinds["budget-spent"]
-    assert "error" in kinds["budget-spent-required"]
+    assert "error" in kinds["budget-spent-required"] and "error" in kinds["budget-spent-no-prose"]
+    assert "retry" in kinds["tool-choice-none"] and "final" in kinds["tool-choice-none"]
+    assert "tool_call" not in kinds["tool-choice-none"]
     assert "error" in kinds["loop-detected"] and "error" in kinds["max-steps"]
     assert "tool_result" in kinds["parallel-calls"]
 

@@ -69,7 +69,9 @@ SCENARIOS: dict[str, tuple[list[str], dict[str, Any]]] = {
         {},
     ),
     "tool_error_result": ([act("fail_tool", reason="disk full"), "The tool failed: disk full."], {"extra_tools": [fail_tool]}),
-    "tool_choice_none_strips_calls": (["Sure. " + act("calculate", expression="1+1")], {"tool_choice": "none"}),
+    "tool_choice_none_corrects_calls": (
+        ["Sure. " + act("calculate", expression="1+1"), "1 + 1 is 2."], {"tool_choice": "none"}
+    ),
 }
 
 

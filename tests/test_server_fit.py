@@ -23,6 +23,7 @@ from agentfsm.backends._payload import context_error
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.messages import PromptMessage
 from agentfsm.prompt.compaction import MIN_COMPLETION_TOKENS
+from agentfsm.server.fit import EXACT_MARGIN, TEMPLATE_TOKENS_PER_MESSAGE
 from agentfsm.testing import FakeUpstream, status
 from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_backend
 
@@ -61,6 +62,14 @@ def _backend(context: int | None, reply: str = "It is sunny.") -> ScriptedBacken
     return ScriptedBackend(lambda _messages: reply, Capabilities(context_tokens=context))
 
 
+def _margin(prompt: Sequence[PromptMessage]) -> int:
+    """What a clamped max_tokens leaves unused for an estimated prompt (server/fit.py):
+    the chat template's tokens per message (the client's one, the contract, the reply's
+    opener) and a tenth of the estimate."""
+    tokens = sum((len(m.content) + 3) // 4 for m in prompt)
+    return EXACT_MARGIN + TEMPLATE_TOKENS_PER_MESSAGE * (len(USER) + 2) + tokens // 10
+
+
 def _count(url: str, tools: list[dict[str, Any]]) -> int:
     return _anthropic(url).messages.count_tokens(model="m", messages=USER, tools=tools).input_tokens  # type: ignore[arg-type]
 
@@ -82,7 +91,7 @@ def test_a_tool_set_too_large_for_the_context_is_compacted_not_dropped() -> None
     (call,) = backend.requests
     system = call.messages[0].content
     assert all(f"- {t['name']}" in system for t in tools)  # every tool still offered
-    assert call.options.max_tokens == context - counted  # 64000 clamped to what is left
+    assert call.options.max_tokens == context - counted - _margin(call.messages)  # 64000 clamped to what is left
 
 
 def test_max_tokens_is_clamped_on_openai_too() -> None:
@@ -90,7 +99,8 @@ def test_max_tokens_is_clamped_on_openai_too() -> None:
     with proxy(backend) as url:
         result = _openai(url).chat.completions.create(model="m", messages=USER, tools=TOOLS_OPENAI, max_tokens=64000)  # type: ignore[arg-type]
     assert result.usage is not None
-    assert backend.requests[0].options.max_tokens == 2000 - result.usage.prompt_tokens
+    sent = backend.requests[0]
+    assert sent.options.max_tokens == 2000 - result.usage.prompt_tokens - _margin(sent.messages)
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -163,7 +173,8 @@ def test_an_upstream_context_error_is_passed_on_as_400_not_502(body: str) -> Non
 def test_context_errors_are_recognised_in_each_upstreams_words() -> None:
     llama = "Requested tokens (10589) exceed context window of 4096"
     vllm = "This model's maximum context length is 2048 tokens. However, you requested 3000 tokens (2900 in the messages, 100 in the completion)."
-    for body, numbers in [(llama, (10589, 4096)), (vllm, (3000, 2048)), (_LLAMA_CPP_STYLE, (10589, 4096))]:
+    # the prompt's own count, not prompt + completion: the prompt alone does not fit
+    for body, numbers in [(llama, (10589, 4096)), (vllm, (2900, 2048)), (_LLAMA_CPP_STYLE, (10589, 4096))]:
         found = context_error(400, body)
         assert found is not None and (found.tokens, found.maximum) == numbers
     vague = context_error(400, '{"error": {"code": "context_length_exceeded", "message": "too long"}}')
@@ -202,7 +213,7 @@ def _script(replies: list[str]) -> ScriptedBackend:
     """The same replies for every request: attempt n of a request gets replies[n]."""
 
     def answer(messages: Sequence[PromptMessage]) -> str:
-        corrections = sum(1 for m in messages if m.role == "user" and "not valid" in m.content.lower())
+        corrections = sum(1 for m in messages if m.role == "assistant")  # each rejected reply
         return replies[min(corrections, len(replies) - 1)]
 
     return ScriptedBackend(answer)

@@ -82,7 +82,7 @@ def test_openai_plain_request_passes_everything_through(
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_openai_tool_request_keeps_sampling_and_reports_the_format(
+def test_openai_tool_request_keeps_sampling_and_holds_the_answer_to_the_format(
     served: tuple[FakeUpstream, str, Path], stream: bool
 ) -> None:
     fake, url, _ = served
@@ -97,8 +97,10 @@ def test_openai_tool_request_keeps_sampling_and_reports_the_format(
     assert len(bodies) == 2  # the correction carries the client's settings too
     for body in bodies:
         assert {k: body.get(k) for k in OPENAI_SAMPLING} == OPENAI_SAMPLING
+        # replies are actions: the format binds the final answer, described in the contract
         assert body["max_tokens"] == 99 and "response_format" not in body
-    assert raw.headers["x-agentfsm-ignored"] == "response_format"
+        assert '"required":["answer"]' in body["messages"][0]["content"]
+    assert "x-agentfsm-ignored" not in raw.headers
 
 
 ANTHROPIC_EXTRA = {
@@ -129,8 +131,9 @@ def test_anthropic_settings_pass_through(
     assert (body["stop"], body["max_tokens"], body["user"]) == (["END"], 321, "u-1")
     ignored = raw.headers["x-agentfsm-ignored"].split(",")
     assert sorted(ignored[:3]) == ["context_management", "output_config.effort", "thinking"]
-    if tools:
-        assert "response_format" not in body and ignored[3:] == ["output_config.format"]
+    if tools:  # the format binds the final answer (the contract quotes it), not the actions
+        assert "response_format" not in body and ignored[3:] == []
+        assert '"required":["answer"]' in body["messages"][0]["content"]
     else:
         expected = {"type": "json_schema", "json_schema": {"name": "output", "schema": SCHEMA}}
         assert body["response_format"] == expected and ignored[3:] == []

@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 from agentfsm.protocols import normalize_responses
-from agentfsm.core.errors import RequestError, UnsupportedContent
+from agentfsm.core.errors import RequestError
 from agentfsm.core.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from agentfsm.testing import FakeUpstream, stream_no_terminator
 from tests._proxy import action, base, fake, wire_snapshot  # base, fake: fixtures
@@ -238,8 +238,6 @@ def test_normalize_items() -> None:
     assert request.tools_recovered and [t.name for t in request.tools] == ["f"]
     assert request.top_p == 0.5 and request.protocol == "responses"
     assert request.ignored == ("include", "tools.web_search")
-    with pytest.raises(UnsupportedContent):
-        normalize_responses({"input": [{"type": "custom_tool_call", "call_id": "c", "name": "x", "input": ""}]})
     with pytest.raises(RequestError, match="stores none"):
         normalize_responses({"input": [{"type": "item_reference", "id": "msg_1"}]})
 
@@ -251,3 +249,110 @@ def test_wire_payloads_match_snapshot(fake: FakeUpstream, base: str, snapshot: A
     )
     body = {"model": "fake-model", "input": ASK, "tools": TOOLS}
     assert wire_snapshot(base, "/v1/responses", body) == snapshot
+
+
+# -- what real clients send: bookkeeping items, unknown items, custom tools, images ------------
+
+#: Codex CLI 0.169's request after create_goal (input[6] has no call_id: its own bookkeeping)
+CODEX_AFTER_GOAL: list[Any] = [
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Set a goal to create goal.txt"}]},
+    {"type": "function_call", "status": "completed", "id": "fc_1", "name": "create_goal",
+     "arguments": '{"objective":"Create the file goal.txt"}', "call_id": "call_1"},
+    {"type": "function_call_output", "id": "fco_1", "call_id": "call_1", "output": '{"goal":{"status":"active"}}'},
+    {"type": "function_call_output", "id": "fco_2", "name": "goal_objective", "namespace": "agent",
+     "output": "Create the file goal.txt"},
+]
+GOAL_TOOLS: list[Any] = [
+    {"type": "function", "name": "create_goal", "description": "Create a goal.",
+     "parameters": {"type": "object", "properties": {"objective": {"type": "string"}}, "required": ["objective"]}},
+    {"type": "function", "name": "exec_command", "description": "Runs a command.",
+     "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}},
+]
+
+
+def test_an_output_without_call_id_is_kept_as_context_not_a_400() -> None:
+    request = normalize_responses({"input": CODEX_AFTER_GOAL, "tools": GOAL_TOOLS})
+    kinds = [type(m) for m in request.messages]
+    assert kinds == [UserMessage, AssistantMessage, ToolMessage, SystemMessage]
+    note = request.messages[-1]
+    assert isinstance(note, SystemMessage) and note.content == "agent.goal_objective: Create the file goal.txt"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_codex_create_goal_history_is_answered(stream: bool, fake: FakeUpstream, client: openai.OpenAI) -> None:
+    fake.enqueue(action("exec_command", cmd="touch goal.txt"))
+    if stream:
+        with client.responses.stream(model="m", input=CODEX_AFTER_GOAL, tools=GOAL_TOOLS) as events:
+            final = events.get_final_response()
+    else:
+        final = client.responses.create(model="m", input=CODEX_AFTER_GOAL, tools=GOAL_TOOLS)
+    [call] = [i for i in final.output if i.type == "function_call"]
+    assert call.name == "exec_command"
+    system = fake.chat_requests[0].messages[0]["content"]
+    assert "agent.goal_objective: Create the file goal.txt" in system
+
+
+def test_unknown_input_items_are_passed_over_and_named() -> None:
+    request = normalize_responses({"input": [
+        {"role": "user", "content": "q"},
+        {"type": "local_shell_call", "call_id": "s1", "action": {"type": "exec", "command": ["ls"]}},
+        {"type": "compaction", "encrypted_content": "..."},
+    ]})
+    assert [type(m) for m in request.messages] == [UserMessage]
+    assert set(request.ignored) == {"input.local_shell_call", "input.compaction"}
+
+
+APPLY_PATCH: dict[str, Any] = {
+    "type": "custom", "name": "apply_patch",
+    "description": "Use the `apply_patch` tool to edit files. This is a FREEFORM tool.",
+    "format": {"type": "grammar", "syntax": "lark", "definition": 'start: begin_patch hunk+ end_patch\nbegin_patch: "*** Begin Patch" LF'},
+}
+PATCH = "*** Begin Patch\n*** Add File: hi.txt\n+hi\n*** End Patch\n"
+
+
+def test_a_custom_tool_is_offered_with_one_raw_text_parameter() -> None:
+    request = normalize_responses({"input": "edit", "tools": [APPLY_PATCH]})
+    [spec] = request.tools
+    assert spec.name == "apply_patch" and spec.parameters["required"] == ["input"]
+    assert spec.parameters["properties"]["input"]["type"] == "string"
+    assert "lark grammar" in spec.parameters["properties"]["input"]["description"]
+    assert request.custom_tools == ("apply_patch",) and "tools.custom" not in request.ignored
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_custom_tool_call_comes_back_as_a_custom_tool_call_item(
+    stream: bool, fake: FakeUpstream, client: openai.OpenAI
+) -> None:
+    fake.enqueue(action("apply_patch", input=PATCH))
+    tools: list[Any] = [APPLY_PATCH, *TOOLS]
+    if stream:
+        with client.responses.stream(model="m", input=ASK, tools=tools) as events:
+            kinds = [e.type for e in events]
+            final = events.get_final_response()
+        assert "response.custom_tool_call_input.done" in kinds
+        assert "response.function_call_arguments.delta" not in kinds
+    else:
+        final = client.responses.create(model="m", input=ASK, tools=tools)
+    [item] = final.output
+    assert item.type == "custom_tool_call" and item.name == "apply_patch" and item.input == PATCH
+    # the next request sends it back with its output: read as the call and its result
+    fake.enqueue("Patched.")
+    history = [{"role": "user", "content": ASK}, {"type": "custom_tool_call", "call_id": item.call_id, "name": "apply_patch", "input": PATCH},
+               {"type": "custom_tool_call_output", "call_id": item.call_id, "output": "Done!"}]
+    after = client.responses.create(model="m", input=history, tools=tools)
+    assert after.output_text == "Patched."
+    assert "Done!" in fake.chat_requests[-1].messages[-1]["content"]
+
+
+def test_an_image_in_a_tool_output_is_a_placeholder_named_in_the_header(fake: FakeUpstream, base: str) -> None:
+    fake.enqueue("It is a red square.")
+    body = {"model": "m", "tools": TOOLS, "input": [
+        {"role": "user", "content": ASK},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": [
+            {"type": "input_text", "text": "see picture"}, {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]},
+    ]}
+    response = httpx.post(f"{base}/v1/responses", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    assert "function_call_output.input_image" in response.headers["x-agentfsm-ignored"]
+    assert "[image omitted: this model reads text only]" in fake.chat_requests[0].messages[-1]["content"]

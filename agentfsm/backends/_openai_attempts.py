@@ -1,22 +1,25 @@
-"""One attempt at ``POST chat/completions`` (sync and async), and the json_schema fallback.
+"""One attempt at ``POST chat/completions`` (sync and async), and the fallbacks.
 
 An attempt sends one request and returns the answer (a parsed completion, or the open
 streamed response) or raises: the retry policy of :mod:`._transport` decides whether
-another attempt follows. A refusal of ``response_format: json_schema`` is raised as
-:class:`SchemaRejected`, which no policy retries; :func:`with_fallback` catches it,
-lets the backend switch its schema form once, and sends the rebuilt payload.
+another attempt follows. A refusal the request can be changed to avoid is raised as
+:class:`Rejected`, which no policy retries: ``response_format: json_schema`` (the
+backend switches its schema form), ``stream_options`` (it stops asking for stream
+usage), a ``max_tokens`` the context cannot hold (the request is sent again with what
+the upstream says is left). :func:`with_fallback` catches it, lets the backend decide
+the next payload, and sends it (each kind at most once per call).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import NoReturn, TypeVar
+from typing import Literal, NoReturn, TypeAlias, TypeVar
 
 import httpx
 from loguru import logger
 
-from agentfsm.backends._payload import context_error, rejects_json_schema
+from agentfsm.backends._payload import context_error, rejects_json_schema, rejects_stream_options
 from agentfsm.backends._sse import parse_chat_completion
 from agentfsm.backends._upstream import AsyncUpstream, UpstreamResponse
 from agentfsm.backends._transport import (
@@ -30,21 +33,32 @@ from agentfsm.backends._transport import (
 )
 from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import Completion
-from agentfsm.core.errors import BackendHTTPError
+from agentfsm.core.errors import BackendHTTPError, MaxTokensTooLarge
 
-__all__ = ["ChatAttempts", "SchemaRejected", "awith_fallback", "with_fallback"]
+__all__ = ["ChatAttempts", "Fallback", "Rejected", "awith_fallback", "with_fallback"]
 
 _T = TypeVar("_T")
 #: how much of an error answer is read (enough for any message; a flood is cut)
 _ERROR_BODY_LIMIT = 64 * 1024
 
 
-class SchemaRejected(Exception):
-    """Internal: the upstream refused ``response_format: json_schema`` (not retried)."""
+#: what an upstream refused that a changed request can do without
+RejectedPart: TypeAlias = Literal["json_schema", "stream_options", "max_tokens"]
 
-    def __init__(self, error: BackendHTTPError) -> None:
+
+class Rejected(Exception):
+    """Internal: the upstream refused a part of the request (not retried as it was).
+    ``error`` is what the client gets when no fallback applies."""
+
+    def __init__(self, part: RejectedPart, error: BackendHTTPError | MaxTokensTooLarge) -> None:
         super().__init__(str(error))
+        self.part = part
         self.error = error
+
+
+#: the backend's decision after a refusal: the next payload from the refused one, or None
+#: when it has none (the refusal is raised)
+Fallback: TypeAlias = Callable[[Rejected, JSONObject], "JSONObject | None"]
 
 
 @dataclass(frozen=True)
@@ -150,10 +164,14 @@ class ChatAttempts:
         text = self.redact(body.decode("utf-8", "replace"))
         error = BackendHTTPError(response.status_code, text, retry_after=retry_after)
         too_long = context_error(error.status_code, error.body)
+        if isinstance(too_long, MaxTokensTooLarge) and "max_tokens" in payload:
+            raise Rejected("max_tokens", too_long) from error
         if too_long is not None:
             raise too_long from error
         if self.falls_back and rejects_json_schema(error, payload):
-            raise SchemaRejected(error)
+            raise Rejected("json_schema", error)
+        if rejects_stream_options(error, payload):
+            raise Rejected("stream_options", error)
         call.retry_after = retry_after
         raise error
 
@@ -164,34 +182,34 @@ class ChatAttempts:
         )
 
 
-def with_fallback(
-    run: Callable[[JSONObject], _T],
-    payload: Callable[[], JSONObject],
-    fall_back: Callable[[SchemaRejected], None],
-) -> _T:
-    """``run(payload())``; on :class:`SchemaRejected`, ``fall_back`` and run a rebuilt
-    payload once (a second refusal raises the upstream's error)."""
-    try:
-        return run(payload())
-    except SchemaRejected as rejected:
-        fall_back(rejected)
-    try:
-        return run(payload())
-    except SchemaRejected as rejected:
+def _next(rejected: Rejected, sent: JSONObject, fall_back: Fallback, tried: set[str]) -> JSONObject:
+    """The payload after ``rejected``, or the refusal raised (a part refused twice, or one
+    the backend has no answer to)."""
+    payload = None if rejected.part in tried else fall_back(rejected, sent)
+    tried.add(rejected.part)
+    if payload is None:
         raise rejected.error from None
+    return payload
+
+
+def with_fallback(run: Callable[[JSONObject], _T], payload: JSONObject, fall_back: Fallback) -> _T:
+    """``run(payload)``; on :class:`Rejected`, run what ``fall_back`` makes of it (each
+    refused part once; a second refusal of it raises the upstream's error)."""
+    tried: set[str] = set()
+    while True:
+        try:
+            return run(payload)
+        except Rejected as rejected:
+            payload = _next(rejected, payload, fall_back, tried)
 
 
 async def awith_fallback(
-    run: Callable[[JSONObject], Awaitable[_T]],
-    payload: Callable[[], JSONObject],
-    fall_back: Callable[[SchemaRejected], None],
+    run: Callable[[JSONObject], Awaitable[_T]], payload: JSONObject, fall_back: Fallback
 ) -> _T:
     """Async :func:`with_fallback`."""
-    try:
-        return await run(payload())
-    except SchemaRejected as rejected:
-        fall_back(rejected)
-    try:
-        return await run(payload())
-    except SchemaRejected as rejected:
-        raise rejected.error from None
+    tried: set[str] = set()
+    while True:
+        try:
+            return await run(payload)
+        except Rejected as rejected:
+            payload = _next(rejected, payload, fall_back, tried)

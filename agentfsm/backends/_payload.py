@@ -8,14 +8,16 @@ from typing import Any, Literal, TypeAlias
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import GenerationOptions
-from agentfsm.core.errors import BackendHTTPError, PromptTooLong, UsageError
+from agentfsm.core.errors import BackendHTTPError, MaxTokensTooLarge, PromptTooLong, UsageError
 from agentfsm.core.messages import PromptMessage
+from agentfsm.protocols.sampling import format_schema as response_format_schema
 
 __all__ = [
     "JSONSchemaMode",
     "build_payload",
     "context_error",
     "rejects_json_schema",
+    "rejects_stream_options",
     "response_format_schema",
 ]
 
@@ -36,20 +38,24 @@ def build_payload(
     schema_form: JSONSchemaMode,
     prefill: bool,
     extra_body: Mapping[str, Any],
+    stream_usage: bool = True,
 ) -> JSONObject:
-    """The ``/chat/completions`` body. ``max_tokens`` is always sent: every generation is bounded."""
+    """The ``/chat/completions`` body. ``max_tokens`` is sent when the options set one (else
+    the upstream's own bound applies: its default, or what its context leaves). A streamed
+    request asks for the usage chunk (``stream_options.include_usage``), so that the
+    usage reported is the upstream's count, not an estimate."""
     wire: list[JSONObject] = [{"role": m.role, "content": m.content} for m in messages]
     if options.prefill:
         if not prefill:
             raise UsageError("this upstream was not declared to support prefill (prefill=True)")
         wire.append({"role": "assistant", "content": options.prefill})
-    payload: JSONObject = {
-        "model": model,
-        "messages": wire,
-        "max_tokens": options.max_tokens,
-        "temperature": options.temperature,
-        "stream": stream,
-    }
+    payload: JSONObject = {"model": model, "messages": wire}
+    if options.max_tokens is not None:
+        payload["max_tokens"] = options.max_tokens
+    payload["temperature"] = options.temperature
+    payload["stream"] = stream
+    if stream and stream_usage:
+        payload["stream_options"] = {"include_usage": True}
     if options.seed is not None:
         payload["seed"] = options.seed
     if options.stop:
@@ -74,20 +80,6 @@ def build_payload(
     return payload
 
 
-def response_format_schema(response_format: Mapping[str, Any]) -> JSONObject | None:
-    """The JSON schema a client's ``response_format`` asks for (``{"type": "object"}`` for
-    ``json_object``); None for ``text``."""
-    kind = response_format.get("type")
-    if kind == "json_schema":
-        spec = response_format.get("json_schema") or {}
-        schema = spec.get("schema") if isinstance(spec, Mapping) else None
-        return dict(schema) if isinstance(schema, Mapping) else {"type": "object"}
-    if kind == "json_object":
-        schema = response_format.get("schema")
-        return dict(schema) if isinstance(schema, Mapping) else {"type": "object"}
-    return None
-
-
 def _client_format(response_format: JSONObject, schema_form: JSONSchemaMode) -> JSONObject:
     """The client's format as sent: unchanged, except a ``json_schema`` one for an upstream
     that takes schemas only as llama.cpp's ``json_object`` + ``schema``."""
@@ -108,7 +100,7 @@ def rejects_json_schema(error: BackendHTTPError, payload: JSONObject) -> bool:
     )
 
 
-# how upstreams say that a prompt does not fit: OpenAI and vLLM, llama.cpp's server
+# how upstreams say that a request does not fit: OpenAI and vLLM, llama.cpp's server
 # (old and new), llama-cpp-python's server, and the code OpenAI sends
 _TOO_LONG_WORDS = (
     "context_length_exceeded",
@@ -117,20 +109,42 @@ _TOO_LONG_WORDS = (
     "exceed_context_size",
     "exceeds the available context size",
 )
+# where they give the numbers: (pattern, then the group of the prompt's tokens, of the
+# completion asked for (0: not given), of the context)
 _TOO_LONG_NUMBERS = (
-    (r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens", 2, 1),
-    (r"Requested tokens \((\d+)\) exceed context window of (\d+)", 1, 2),
-    (r'"n_prompt_tokens":\s*(\d+).*?"n_ctx":\s*(\d+)', 1, 2),
+    # OpenAI, older vLLM: "... is 32768 tokens. However, you requested 134758 tokens
+    # (6758 in the messages, 128000 in the completion)"
+    (r"maximum context length is (\d+) tokens.*?\((\d+) in the messages, (\d+) in the completion\)", 2, 3, 1),
+    # vLLM: "'max_tokens' ... is too large: 128000. This model's maximum context length is
+    # 32768 tokens and your request has 6758 input tokens"
+    (r"too large: (\d+)\. This model's maximum context length is (\d+) tokens and your request has (\d+) input", 3, 1, 2),
+    (r"maximum context length is (\d+) tokens.*?(?:resulted in|requested|has) (\d+) (?:input )?tokens", 2, 0, 1),
+    (r"Requested tokens \((\d+)\) exceed context window of (\d+)", 1, 0, 2),
+    (r'"n_prompt_tokens":\s*(\d+).*?"n_ctx":\s*(\d+)', 1, 0, 2),
 )
 
 
 def context_error(status_code: int, body: str) -> PromptTooLong | None:
-    """The upstream's own "prompt too long" error as :class:`PromptTooLong` (the client's
-    400, not a 502); None for any other error. The numbers are read where it gives them."""
+    """The upstream's own "does not fit" error, with its real cause: :class:`PromptTooLong`
+    when the prompt alone does not fit (or the upstream does not say),
+    :class:`MaxTokensTooLarge` when the prompt fits and the completion asked for does
+    not (the client's 400, not a 502); None for any other error."""
     if status_code not in (400, 413, 422) or not any(w in body for w in _TOO_LONG_WORDS):
         return None
-    for pattern, tokens, maximum in _TOO_LONG_NUMBERS:
+    for pattern, prompt, completion, maximum in _TOO_LONG_NUMBERS:
         found = re.search(pattern, body, re.S)
         if found:
-            return PromptTooLong(int(found[tokens]), int(found[maximum]))
+            tokens, context = int(found[prompt]), int(found[maximum])
+            if completion and tokens < context:
+                return MaxTokensTooLarge(tokens, int(found[completion]), context)
+            return PromptTooLong(tokens, context)
     return PromptTooLong(None, None, f"prompt is too long for the upstream model: {body[:300]}")
+
+
+def rejects_stream_options(error: BackendHTTPError, payload: JSONObject) -> bool:
+    """Whether ``error`` refuses the ``stream_options`` the payload asked usage with."""
+    return (
+        "stream_options" in payload
+        and error.status_code in (400, 422)
+        and "stream_options" in error.body
+    )

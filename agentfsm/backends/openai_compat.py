@@ -11,6 +11,13 @@ JSON-schema constrained output: ``json_schema_mode="auto"`` sends OpenAI's
 ``response_format: {"type": "json_schema"}`` and, if the upstream rejects it (as
 llama-cpp-python's server does), falls back once to
 ``{"type": "json_object", "schema": ...}`` and remembers that for this instance.
+
+Streamed requests ask for the upstream's usage (``stream_options.include_usage``); an
+upstream that refuses the field is asked again without it, and never again. A
+``max_tokens`` the upstream says does not fit its context beside the prompt ("6758 in
+the messages, 128000 in the completion") is sent again as what the context leaves, and
+the context it reported becomes :attr:`capabilities`' ``context_tokens``, so that the
+proxy fits later requests before sending them.
 """
 
 from __future__ import annotations
@@ -26,8 +33,8 @@ from loguru import logger
 from pydantic import SecretStr
 
 from agentfsm.core._types import JSONObject
-from agentfsm.backends._openai_attempts import ChatAttempts, SchemaRejected, awith_fallback, with_fallback
-from agentfsm.backends._payload import JSONSchemaMode, build_payload
+from agentfsm.backends._openai_attempts import ChatAttempts, Rejected, awith_fallback, with_fallback
+from agentfsm.backends._payload import JSONSchemaMode, build_payload, response_format_schema
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
 from agentfsm.backends._upstream import AsyncUpstream, HttpxUpstream, UpstreamResponse
 from agentfsm.backends._transport import (
@@ -40,7 +47,7 @@ from agentfsm.backends._transport import (
     read_body,
 )
 from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream
-from agentfsm.core.errors import BackendError, BackendHTTPError, UsageError
+from agentfsm.core.errors import BackendError, BackendHTTPError, MaxTokensTooLarge, UsageError
 from agentfsm.core.messages import PromptMessage
 
 __all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts"]
@@ -116,6 +123,10 @@ class OpenAICompatBackend:
         self._aclient: AsyncUpstream | None = None
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
         self._capabilities: tuple[tuple[bool, bool, int | None], Capabilities] | None = None
+        #: the context an upstream reported in a "does not fit" error (when none was declared)
+        self._reported_context: int | None = None
+        #: streamed requests ask for the usage chunk until the upstream refuses that once
+        self._stream_usage = True
         self._attempts = ChatAttempts(
             self.base_url, model, self.timeouts, falls_back=json_schema_mode == "auto",
             redact=self._redact, client=self._sync_client, aclient=self._async_client,
@@ -130,8 +141,9 @@ class OpenAICompatBackend:
     @property
     def capabilities(self) -> Capabilities:
         """Prefill as declared; JSON schema unless ``json_schema_mode="off"``; the context
-        as declared (``context_tokens``, else unknown)."""
-        key = (self._prefill, self.json_schema_mode != "off", self.context_tokens)
+        as declared (``context_tokens``), else as the upstream reported it in a "does not
+        fit" error, else unknown."""
+        key = (self._prefill, self.json_schema_mode != "off", self.context_tokens or self._reported_context)
         if self._capabilities is None or self._capabilities[0] != key:
             # read several times per request: built again only when what it reads changed
             prefill, json_schema, context_tokens = key
@@ -144,7 +156,7 @@ class OpenAICompatBackend:
         call = CallState(self.timeouts.total)
         return with_fallback(
             lambda payload: self._policy.sync(call)(self._attempts.complete, payload, call),
-            lambda: self._payload(messages, options, False), self._fall_back,
+            self._payload(messages, options, False), self._fall_back,
         )
 
     async def acomplete(
@@ -156,14 +168,14 @@ class OpenAICompatBackend:
         async def run(payload: JSONObject) -> Completion:
             return await self._policy.arun(call, self._attempts.acomplete, payload, call)
 
-        return await awith_fallback(run, lambda: self._payload(messages, options, False), self._fall_back)
+        return await awith_fallback(run, self._payload(messages, options, False), self._fall_back)
 
     def stream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Iterator[str]:
         """Text deltas over SSE; BackendProtocolError if the stream is cut short."""
         call = CallState(self.timeouts.total)
         response = with_fallback(
             lambda payload: self._policy.sync(call)(self._attempts.open_stream, payload, call),
-            lambda: self._payload(messages, options, True), self._fall_back,
+            self._payload(messages, options, True), self._fall_back,
         )
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
@@ -198,7 +210,7 @@ class OpenAICompatBackend:
         async def run(payload: JSONObject) -> UpstreamResponse:
             return await self._policy.arun(call, self._attempts.aopen_stream, payload, call)
 
-        response = await awith_fallback(run, lambda: self._payload(messages, options, True), self._fall_back)
+        response = await awith_fallback(run, self._payload(messages, options, True), self._fall_back)
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 whole = parse_chat_completion(await aread_body(response, call))
@@ -300,15 +312,33 @@ class OpenAICompatBackend:
     ) -> JSONObject:
         return build_payload(
             self.model, messages, options, stream=stream, schema_form=self._schema_form,
-            prefill=self._prefill, extra_body=self._extra_body,
+            prefill=self._prefill, extra_body=self._extra_body, stream_usage=self._stream_usage,
         )
 
-    def _fall_back(self, rejected: SchemaRejected) -> None:
+    def _fall_back(self, rejected: Rejected, sent: JSONObject) -> JSONObject | None:
+        """The payload to send after the upstream refused a part of ``sent`` (None: none)."""
+        if rejected.part == "max_tokens":
+            error = rejected.error
+            assert isinstance(error, MaxTokensTooLarge) and error.tokens is not None and error.maximum is not None
+            # the upstream said its context: later requests are fitted to it by the proxy
+            self._reported_context = error.maximum
+            left = error.maximum - error.tokens
+            logger.info(
+                "upstream {}: max_tokens {} does not fit its {}-token context with {} prompt tokens; sending {}",
+                self.base_url, error.max_tokens, error.maximum, error.tokens, left,
+            )
+            return {**sent, "max_tokens": left} if left > 0 else None
+        if rejected.part == "stream_options":
+            logger.info("upstream {} refused stream_options; streamed usage will be estimated", self.base_url)
+            self._stream_usage = False
+            return {k: v for k, v in sent.items() if k != "stream_options"}
         logger.info(
             "upstream {} rejected response_format json_schema (HTTP {}); using json_object+schema",
-            self.base_url, rejected.error.status_code,
+            self.base_url, rejected.error.status_code if isinstance(rejected.error, BackendHTTPError) else "?",
         )
         self._schema_form = "json_object"
+        schema = response_format_schema(sent["response_format"])
+        return {**sent, "response_format": {"type": "json_object", "schema": schema}}
 
     # -- connection pools (one attempt at a request: _openai_attempts) -----------------
     def _sync_client(self) -> httpx.Client:

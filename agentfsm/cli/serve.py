@@ -38,7 +38,7 @@ ContextOpt = Annotated[
         "--context-tokens",
         envvar="AGENTFSM_CONTEXT_TOKENS",
         min=1,
-        help="The model's context window in tokens: requests are fitted to it (compacted or refused with a 400) and max_tokens clamped. Default: local 8192 (SmolLM2's), openai unknown (not checked).",
+        help="The model's context window in tokens: requests are fitted to it (compacted or refused with a 400) and a client's max_tokens clamped, less a safety margin. Default: local 8192 (SmolLM2's); openai unknown until the upstream reports it in a context-length error (then learned).",
         show_default=False,
     ),
 ]

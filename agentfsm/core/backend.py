@@ -82,7 +82,9 @@ class GenerationOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
-    max_tokens: int = 512
+    #: the completion limit; ``None``: none of ours (the backend's own bound: an upstream's
+    #: default, or what the model's context leaves)
+    max_tokens: int | None = 512
     temperature: float = 0.0
     seed: int | None = 0
     stop: tuple[str, ...] = ()

@@ -18,6 +18,7 @@ Every error raised by agentfsm derives from :class:`AgentFSMError`. Foreign erro
     │   ├── BodyTooLarge            the body is over the proxy's limit (413)
     │   ├── BodyTimeout             the body did not arrive in time (408)
     │   ├── PromptTooLong           the prompt does not fit the model's context (400)
+    │   │   └── MaxTokensTooLarge   it fits, but not with the completion asked for (400)
     │   └── AuthError               no API key, or a wrong one (401)
     ├── RunError                    an agent run that ended without an answer
     │   ├── RetryBudgetExceeded     corrections exhausted (attempts, last reply, reason)
@@ -56,6 +57,7 @@ __all__ = [
     "LoopDetected",
     "MCPToolError",
     "MaxStepsExceeded",
+    "MaxTokensTooLarge",
     "MissingExtraError",
     "PromptTooLong",
     "RequestError",
@@ -147,6 +149,22 @@ class PromptTooLong(RequestError):
         self.tokens = tokens
         self.maximum = maximum
         super().__init__(message or f"prompt is too long: {tokens} tokens > {maximum} maximum")
+
+
+class MaxTokensTooLarge(PromptTooLong):
+    """The prompt fits the model's context, but not with the ``max_tokens`` asked for
+    (HTTP 400): ``tokens`` is the prompt's, ``max_tokens`` the completion asked for,
+    ``maximum`` the context. Worded as Anthropic words it (clients that read it lower
+    their ``max_tokens`` and retry)."""
+
+    def __init__(self, tokens: int, max_tokens: int, maximum: int) -> None:
+        self.max_tokens = max_tokens
+        super().__init__(
+            tokens,
+            maximum,
+            f"input length and `max_tokens` exceed context limit: {tokens} + {max_tokens} > {maximum}, "
+            "decrease input length or `max_tokens` and try again",
+        )
 
 
 class AuthError(RequestError):

@@ -13,7 +13,8 @@ Decisions:
 
 When the correction budget is spent and the turn does not require a call, the turn
 ends with the model's best acceptable reply: an :class:`Answer` with ``exhausted``
-set (the latest prose of the round, never a rejected call).
+set (the latest prose of the round, never a rejected call); when the model wrote no
+prose, with :class:`Fail` (:class:`RetryBudgetExceeded`), as under a required call.
 
 :func:`~agentfsm.engine.plan.plan` decides what the next request offers (re-exported
 here); :func:`step` decides what a reply means. Nothing else decides.
@@ -30,7 +31,8 @@ from agentfsm.prompt.contract import is_template, render_call_template
 from agentfsm.dialects import get_dialect
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
-from agentfsm.guards import budget, injection, loops, repeated_call, run_guards
+from agentfsm.guards import answer_schema, budget, empty, injection, loops, repeated_call, run_guards
+from agentfsm.guards import tool_choice as tool_choice_guard
 from agentfsm.policy import Policies
 from agentfsm.engine.plan import plan, policies_of, tool_choice_now, wants_vote
 from agentfsm.guards.base import Correction, Stop
@@ -126,11 +128,18 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         parsed.truncated,
     )
     policies = policies_of(config)
+    turn = _Turn(machine, records, parsed, reply, history, config, choice, policies)
     if choice == ToolChoice.NONE:
-        # Tools are off: whatever the model wrote as an action is dropped, prose stays.
+        # Tools are off: an action (or nothing at all) is sent back for prose, never run
+        # and never passed on as an empty answer.
+        off = tool_choice_guard.check(parsed, choice, config.tools, dialect_name=config.dialect)
+        if not isinstance(off, Correction):
+            off = empty.check(parsed, choice, config.dialect)
+        refused = off if isinstance(off, Correction) else _unfit_answer(parsed, config)
+        if refused is not None:
+            return _refuse(turn, refused, escalate=False)
         return _answer(machine, records, parsed, (), parsed.content or "", choice, policies)
 
-    turn = _Turn(machine, records, parsed, reply, history, config, choice, policies)
     # only calls are checked against it (guards, grounding): a prose reply need not gather it
     conversation = conversation_text(history) if parsed.tool_calls else ""
     dialect = get_dialect(config.dialect)
@@ -157,6 +166,9 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if calls and not config.parallel:
         calls = calls[:1]
     if not calls:
+        unfit = _unfit_answer(parsed, config)
+        if isinstance(unfit, Correction):
+            return _refuse(turn, unfit, escalate=False)
         unsupported = policies.check_answer(history, parsed.content or "", config.tools, choice)
         if isinstance(unsupported, Correction):
             return _refuse(turn, unsupported, escalate=False)
@@ -185,6 +197,14 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
     assistant = AssistantMessage(content=parsed.content, tool_calls=minted)
     return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
+
+
+def _unfit_answer(parsed: ParsedReply, config: EngineConfig) -> Correction | None:
+    """The correction for an answer that is not the JSON of the client's output schema."""
+    if config.answer_schema is None:
+        return None
+    verdict = answer_schema.check(parsed.content or "", config.answer_schema)
+    return verdict if isinstance(verdict, Correction) else None
 
 
 def _answer(
@@ -254,15 +274,16 @@ def _correct(turn: _Turn, verdict: Correction, *, escalate: bool) -> Correct | N
 
 
 def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
-    """The budget is spent on ``verdict``: under ``auto`` the turn ends with the model's
-    best acceptable reply (the latest prose of this round, never a rejected call, marked
-    ``exhausted``); under a required call it fails with :class:`RetryBudgetExceeded`."""
+    """The budget is spent on ``verdict``: when no call is required and the model wrote
+    prose this round, the turn ends with it (the latest, never a rejected call, marked
+    ``exhausted``); otherwise (a required call, or no prose: the runtime never answers
+    for the model) it fails with :class:`RetryBudgetExceeded`."""
     used = budget.corrections_in_turn(turn.history)
     guard = GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail)
     spent = GuardRecord(budget.GUARD, "stop", "budget_spent", f"{used} correction(s) sent; last: {verdict.reason}")
-    if turn.choice.allows_answer:
+    content = _best_prose(turn.history, turn.parsed, turn.config) if turn.choice.allows_answer else ""
+    if content:
         logger.info("correction budget spent ({}): answering with the best reply so far", verdict.reason)
-        content = _best_prose(turn.history, turn.parsed, turn.config, turn.policies)
         return _answer(
             turn.machine, turn.records, turn.parsed, (guard, spent), content, turn.choice, turn.policies,
             exhausted=True,
@@ -272,22 +293,28 @@ def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
     return Fail(turn.parsed, tuple(turn.records), (guard, spent), error=error)
 
 
-def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineConfig, policies: Policies) -> str:
+def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineConfig) -> str:
     """The latest prose of this round's replies (action text removed) that says
-    something: not empty, not a copied ``<slot>`` of the contract. When the model wrote
-    none, the policies' answer for a spent budget (``answers``: the round's results
-    stated plainly; the user asked, a tool answered: that answer is not lost because
-    the model could not phrase it)."""
-    if parsed.content and parsed.content.strip() and not is_template(parsed.content):
-        return parsed.content
+    something: not empty, not a copied ``<slot>`` of the contract, the client's output
+    schema's JSON where there is one; ``""`` when the model wrote none."""
+    if _acceptable(parsed.content, config):
+        return parsed.content or ""
     for msg in reversed(history):
         if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
             break
         if isinstance(msg, AssistantMessage) and msg.content:
             prose = parse_reply(msg.content, config.tools, config.dialect).content
-            if prose and prose.strip() and not is_template(prose):
-                return prose
-    return policies.spent_answer(history)
+            if _acceptable(prose, config):
+                return prose or ""
+    return ""
+
+
+def _acceptable(prose: str | None, config: EngineConfig) -> bool:
+    """Prose that can end a spent turn: it says something, is no copied ``<slot>``, and
+    is the JSON of the client's output schema where there is one."""
+    if not prose or not prose.strip() or is_template(prose):
+        return False
+    return config.answer_schema is None or not isinstance(answer_schema.check(prose, config.answer_schema), Correction)
 
 
 def dispatch() -> TransitionRecord:

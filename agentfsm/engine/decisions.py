@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from agentfsm.core.backend import Capabilities
-from agentfsm.core._types import DialectName, Level, PolicyName
+from agentfsm.core._types import DialectName, JSONObject, Level, PolicyName
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RunError
@@ -51,6 +51,8 @@ class EngineConfig:
     #: the agent's rule: ``tool_choice`` binds the first decision after each user
     #: message, and once results are in the model may answer (:func:`tool_choice_now`)
     relax_after_results: bool = False
+    #: the JSON Schema a final answer must match (a client's output schema), if any
+    answer_schema: JSONObject | None = None
 
     def __post_init__(self) -> None:
         # a spelling ("required", a tool's name) reads as the value
@@ -66,6 +68,7 @@ class EngineConfig:
         parallel: bool | None = None,
         relax_after_results: bool = False,
         capabilities: Capabilities | None = None,
+        answer_schema: JSONObject | None = None,
     ) -> EngineConfig:
         """The engine's view of ``run`` for ``tools``; the proxy passes the request's own
         ``tool_choice`` and ``parallel``. ``grounding`` and ``consensus`` at ``auto`` are
@@ -81,6 +84,7 @@ class EngineConfig:
             grounding=_resolve(run.grounding, capabilities),
             consensus=run.consensus_samples if _resolve(run.consensus, capabilities) else 0,
             relax_after_results=relax_after_results,
+            answer_schema=answer_schema,
         )
 
 

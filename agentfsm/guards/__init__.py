@@ -6,6 +6,9 @@ One module per guard, each with a ``check`` function:
 - :mod:`~agentfsm.guards.refusal`: "I don't have tools", refusals, limitations, deflections
   (the words are a language policy's: :mod:`agentfsm.policy.refusal`);
 - :mod:`~agentfsm.guards.tool_choice`: a forced call missing, the wrong tool, calls under ``none``;
+- :mod:`~agentfsm.guards.empty`: a reply with no call and no text;
+- :mod:`~agentfsm.guards.answer_schema`: a final answer that is not the JSON of the
+  client's output schema (the engine applies it to answers);
 - :mod:`~agentfsm.guards.unknown_tool`: a tool name that was not offered;
 - :mod:`~agentfsm.guards.schema`: arguments that do not match the tool's JSON Schema;
 - :mod:`~agentfsm.guards.placeholder`: arguments copied from the contract's example;
@@ -23,10 +26,11 @@ is not an accept wins:
    the tools (it runs before ``tool_choice`` so that the reason logged is ``refusal``);
 3. ``tool_choice``: a missing forced call, a call to another tool than the named one,
    or any call under ``none`` (before the argument checks, which would be moot);
-4. ``unknown_tool``;
-5. ``schema``;
-6. ``placeholder``: a well-formed call whose values are the example's placeholders;
-7. ``injection``: a well-formed call that repeats an action found in the conversation's
+4. ``empty``: a reply with no call and no text (never passed on as an empty answer);
+5. ``unknown_tool``;
+6. ``schema``;
+7. ``placeholder``: a well-formed call whose values are the example's placeholders;
+8. ``injection``: a well-formed call that repeats an action found in the conversation's
    data (last: a call that is wrong anyway gets the more specific correction).
 
 The engine then applies :mod:`~agentfsm.guards.repeated_call` and
@@ -44,6 +48,7 @@ from agentfsm.core.choice import ToolChoice
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import (
     budget,
+    empty,
     injection,
     json_valid,
     loops,
@@ -67,6 +72,7 @@ __all__ = [
     "Stop",
     "Verdict",
     "budget",
+    "empty",
     "injection",
     "json_valid",
     "loops",
@@ -84,6 +90,7 @@ GUARD_ORDER: tuple[str, ...] = (
     json_valid.GUARD,
     refusal.GUARD,
     _choice.GUARD,
+    empty.GUARD,
     unknown_tool.GUARD,
     schema.GUARD,
     placeholder.GUARD,
@@ -117,6 +124,7 @@ def run_guards(
         lambda: _choice.check(
             parsed, tool_choice, tools, dialect_name=dialect_name, example=example
         ),
+        lambda: empty.check(parsed, tool_choice, dialect_name),
         lambda: unknown_tool.check(parsed, tools),
         lambda: schema.check(parsed, tools),
         lambda: placeholder.check(parsed, tools, tool_choice, source),

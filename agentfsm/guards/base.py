@@ -56,6 +56,8 @@ CorrectionReason: TypeAlias = Literal[
     "stale_call",
     "unsupported_answer",
     "uncovered_request",
+    "empty_reply",
+    "invalid_answer",
 ]
 
 

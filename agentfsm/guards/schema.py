@@ -263,8 +263,9 @@ def _plain_validator(serialized: str) -> Validator | None:
     return _safe_class(_validator_class(schema))(schema, registry=Registry())
 
 
-def validate_arguments(arguments: JSONObject, parameters: JSONObject) -> SchemaCheck:
-    """Validate ``arguments`` against the tool's ``parameters`` schema, safely (see module doc)."""
+def validate_arguments(arguments: Any, parameters: JSONObject) -> SchemaCheck:
+    """Validate ``arguments`` (a call's, or any JSON value) against the ``parameters``
+    schema, safely (see module doc)."""
     try:
         schema_text = _schema_text(parameters)
         args_size = _size(arguments)

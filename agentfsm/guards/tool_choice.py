@@ -2,7 +2,8 @@
 
 - ``required`` (Anthropic ``any``) and no call: ``missing_call``.
 - a tool name and no call: ``missing_call``; a call to another tool: ``wrong_tool``.
-- ``none`` and a call: ``calls_not_allowed``.
+- ``none`` and a call, or an action that could not be read: ``calls_not_allowed``
+  (the retry asks for prose).
 - ``auto``: anything goes (the refusal guard judges prose that should have been a call).
 
 Having tool history never makes a call mandatory here: only ``tool_choice`` does.
@@ -22,7 +23,6 @@ from agentfsm.guards.base import (
     Verdict,
     action_format,
     action_name,
-    answer_format,
     with_example,
 )
 from agentfsm.core.messages import ToolSpec
@@ -30,6 +30,8 @@ from agentfsm.core.messages import ToolSpec
 __all__ = ["GUARD", "check"]
 
 GUARD = "tool_choice"
+#: parser problems that mean the reply held an action (one that could not be read)
+_ACTION_PROBLEMS = frozenset({"invalid_json", "truncated", "malformed_action"})
 
 
 def check(
@@ -45,14 +47,17 @@ def check(
     if tool_choice.mode == "auto":
         return ACCEPT
     if tool_choice.mode == "none":
-        if not calls:
+        # an action that could not be read is still an action: under none it is not
+        # resent as valid JSON, the model is asked for prose
+        unreadable = [p for p in parsed.rejected if p.code in _ACTION_PROBLEMS]
+        if not calls and not unreadable:
             return ACCEPT
         return Correction(
             guard=GUARD,
             reason="calls_not_allowed",
-            message=f"Do not call any tool now. Answer the user in {answer_format(dialect_name)}.",
-            detail=f"{len(calls)} call(s) under tool_choice=none",
-            call_index=0,
+            message="Do not call any tool now. Answer the user in plain prose, with no action.",
+            detail=f"{len(calls)} call(s), {len(unreadable)} unreadable action(s) under tool_choice=none",
+            call_index=0 if calls else None,
         )
     named = tool_choice.name
     if named is None and not tools:

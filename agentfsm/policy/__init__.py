@@ -8,7 +8,7 @@ any of them. Each lives in its own module, imported only when a run selects it, 
 - ``refusal`` (:mod:`~agentfsm.policy.refusal`): English refusal phrases, read for the
   refusal guard;
 - ``answers`` (:mod:`~agentfsm.policy.answers`): an answer that loops is cut where the
-  loop starts; a spent budget without prose answers with the results stated;
+  loop starts;
 - ``clauses``, ``grounding``, ``relevance``, ``coverage`` (small models: they run where
   the run's ``grounding`` setting is on): a call takes its values from the part of the
   request that asks for its tool, from the conversation at all, and is to a tool the

@@ -1,5 +1,4 @@
-"""Final answers: a reply that loops is cut where the loop starts; results stated plainly
-when the model could not answer with them.
+"""Final answers: a reply that loops is cut where the loop starts.
 
 Greedy decoding on a small model often ends an answer by repeating a sentence until the
 token limit ("The capital of Japan is Tokyo. The capital of Japan is Tokyo. The capi").
@@ -16,9 +15,8 @@ from collections.abc import Sequence
 
 from agentfsm.core.messages import Message, ToolMessage, ToolResult, UserMessage
 from agentfsm.policy.base import Policy
-from agentfsm.prompt.results import result_sentence
 
-__all__ = ["POLICY", "AnswersPolicy", "latest_results", "results_stated", "trim_repetition"]
+__all__ = ["POLICY", "AnswersPolicy", "latest_results", "trim_repetition"]
 
 #: a sentence ends at . ! ? followed by white space (not inside "50.0"), or at a newline
 _BREAK = re.compile(r"((?<=[.!?])\s+|\n+)")
@@ -57,33 +55,13 @@ def latest_results(history: Sequence[Message]) -> list[ToolResult]:
     return results
 
 
-def results_stated(history: Sequence[Message]) -> str:
-    """The latest round's results, one sentence each (a tool that failed or found nothing
-    is said so); empty when the round has none."""
-    sentences = []
-    for result in latest_results(history):
-        name = result.name or "the tool"
-        text = " ".join(result.content.split())
-        if result.status == "error":
-            sentences.append(f"{name} failed: {text}")
-        elif result.status == "empty" or not text:
-            sentences.append(f"{name} returned nothing.")
-        else:
-            sentences.append(result_sentence(name, text))
-    return " ".join(sentences)
-
-
 class AnswersPolicy(Policy):
-    """An answer that loops is cut where the loop starts; a spent budget without prose
-    answers with the latest results stated."""
+    """An answer that loops is cut where the loop starts."""
 
     name = "answers"
 
     def finish_answer(self, content: str) -> str:
         return trim_repetition(content)
-
-    def spent_answer(self, history: Sequence[Message]) -> str | None:
-        return results_stated(history)
 
 
 POLICY = AnswersPolicy()

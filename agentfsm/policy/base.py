@@ -83,11 +83,6 @@ class Policy:
         """The final answer's text, as this policy leaves it."""
         return content
 
-    def spent_answer(self, history: Sequence[Message]) -> str | None:
-        """The answer when the budget is spent and the model wrote no usable prose; None
-        when this policy has none."""
-        return None
-
 
 @dataclass(frozen=True)
 class Policies:
@@ -160,14 +155,6 @@ class Policies:
         for policy in self.policies:
             content = policy.finish_answer(content)
         return content
-
-    def spent_answer(self, history: Sequence[Message]) -> str:
-        """The first policy's answer for a spent budget without prose, else empty."""
-        for policy in self.policies:
-            answer = policy.spent_answer(history)
-            if answer is not None:
-                return answer
-        return ""
 
 
 def correction_of(history: Sequence[Message]) -> str | None:

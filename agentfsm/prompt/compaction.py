@@ -3,7 +3,10 @@
 Decided before the model is called. The prompt (contract, the client's system text,
 the history, the prefill) must leave room for a completion: ``max_tokens``, but at
 most :data:`MIN_COMPLETION_TOKENS` of it is *reserved*; a larger ``max_tokens`` (Claude
-Code sends 64,000) is clamped to what is left, not refused.
+Code sends 64,000) is clamped to what is left less a safety ``margin`` (the caller's:
+a count that is off by a few tokens, or an estimate that leaves out the chat
+template, must not make the upstream refuse), not refused. No ``max_tokens`` stays
+none: the backend's own bound (what the context leaves) applies.
 
 When the prompt does not fit, the tools are compacted, level by level, until it does.
 No tool is ever dropped, and no schema's structure changes (the grammar and the
@@ -54,8 +57,8 @@ class Fit:
     level: int
     #: tokens of the prompt the model will see (the first call's)
     prompt_tokens: int
-    #: the completion limit, clamped to what the context leaves
-    max_tokens: int
+    #: the completion limit, clamped to what the context leaves (None: none asked for)
+    max_tokens: int | None
     #: the context window; None when unknown (nothing was checked)
     context_tokens: int | None = None
 
@@ -64,22 +67,26 @@ def fit_prompt(
     tools: Sequence[ToolSpec],
     measure: Callable[[tuple[ToolSpec, ...]], int],
     context_tokens: int | None,
-    max_tokens: int,
+    max_tokens: int | None,
+    margin: Callable[[int], int] = lambda _tokens: 0,
 ) -> Fit:
     """The least compacted ``tools`` whose prompt (``measure(tools)`` tokens) leaves room
     for the reserved completion in ``context_tokens``; ``max_tokens`` clamped to what is
-    left. An unknown context (None) checks nothing. Raises :class:`PromptTooLong`."""
+    left less ``margin(prompt tokens)``. An unknown context (None) checks nothing.
+    Raises :class:`PromptTooLong`."""
     offered = tuple(tools)
     if context_tokens is None:
         return Fit(offered, 0, measure(offered), max_tokens)
-    reserve = max(1, min(max_tokens, MIN_COMPLETION_TOKENS))
+    reserve = MIN_COMPLETION_TOKENS if max_tokens is None else max(1, min(max_tokens, MIN_COMPLETION_TOKENS))
     limit = context_tokens - reserve
     tokens = 0
     for level in range(COMPACT_LEVELS + 1 if offered else 1):
         compacted = compact_tools(offered, level)
         tokens = measure(compacted)
         if tokens <= limit:
-            return Fit(compacted, level, tokens, min(max_tokens, context_tokens - tokens), context_tokens)
+            left = max(1, context_tokens - tokens - margin(tokens))
+            clamped = None if max_tokens is None else min(max_tokens, left)
+            return Fit(compacted, level, tokens, clamped, context_tokens)
     raise PromptTooLong(tokens, limit)
 
 

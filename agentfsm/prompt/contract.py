@@ -20,8 +20,10 @@ from agentfsm.dialects.base import Dialect
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
 from agentfsm.core._memo import Memo, tools_key
+from agentfsm.guards.answer_schema import describe
 
 __all__ = [
+    "NO_TOOLS",
     "contract_hash",
     "is_template",
     "render_call_template",
@@ -109,9 +111,11 @@ def _template_names(parameters: JSONObject) -> list[str]:
     return [n for n in props if isinstance(required, list) and n in required] or list(props)[:1]
 
 
+#: the whole contract under ``tool_choice="none"``
+NO_TOOLS = "Tools are switched off for this turn: answer the user in plain prose."
+
+
 def _choice_rule(tool_choice: ToolChoice, names: Sequence[str]) -> str:
-    if tool_choice.mode == "none":
-        return "Tools are switched off for this turn: answer in plain prose and call no tool."
     if tool_choice.mode == "required":
         return "You MUST call at least one tool in this turn."
     if tool_choice.mode == "auto":
@@ -136,13 +140,29 @@ def _few_shot(dialect: Dialect) -> str:
     )
 
 
-def _constrained_contract(specs: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool) -> str:
+def _answer_rule(answer_schema: str | None) -> str:
+    """The rule for the answer's own JSON, under a client's output schema."""
+    if answer_schema is None:
+        return ""
+    return (
+        "Your answer to the user (a reply with no tool call) must be only one JSON value matching "
+        f"this JSON Schema, with no other text: {answer_schema}"
+    )
+
+
+def _constrained_contract(
+    specs: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool, answer_schema: str | None
+) -> str:
     # Under a grammar the format is fixed by decoding itself: the contract only names
     # the two shapes and the rules, and shows no values at all.
     lines = ["Reply with one JSON object."]
     lines.append('To call a tool: {"action": {"tool": <tool name>, "args": {<its parameters>}}}')
     if tool_choice.allows_answer:
-        lines.append('To answer the user: {"final": {"content": <your answer>}}')
+        if answer_schema is None:
+            lines.append('To answer the user: {"final": {"content": <your answer>}}')
+        else:
+            lines.append('To answer the user: {"final": {"content": <your answer, one JSON value>}}')
+            lines.append(f"Your answer's JSON must match this JSON Schema: {answer_schema}")
     lines += [
         "",
         "Rules:",
@@ -162,11 +182,15 @@ def render_contract(
     parallel: bool = DEFAULTS.parallel,
     *,
     constrained: bool = False,
+    answer_schema: JSONObject | None = None,
 ) -> str:
     """Render the system prompt that teaches the model to call ``tools``.
 
     ``constrained``: decoding is held to the action grammar (json-protocol shape), so
-    the contract names the shapes and rules only, with no example.
+    the contract names the shapes and rules only, with no example. Under
+    ``tool_choice="none"`` it is :data:`NO_TOOLS`: no tool, no action format.
+    ``answer_schema`` (a client's output schema) is quoted: the final answer must be one
+    JSON value that matches it.
 
     ``tools``: ToolSpecs, OpenAI or Anthropic tool dicts (or callables); anything else
     is a :class:`~agentfsm.core.errors.ToolSpecError`. ``tool_choice``: the value, or its
@@ -177,12 +201,17 @@ def render_contract(
     names = [t.name for t in specs]
     if len(set(names)) != len(names):
         raise UsageError("tool names must be unique")
+    schema = None if answer_schema is None else describe(answer_schema)
+    if choice.mode == "none":
+        # tools are off: nothing to call, so no tool is listed and no action format is
+        # taught (a model shown them writes actions anyway)
+        return NO_TOOLS if schema is None else f"{NO_TOOLS}\n{_answer_rule(schema)}"
     if not specs:
         if choice.requires_call:
             raise UsageError(f"tool_choice={str(choice)!r} but no tools are offered")
         return "Answer the user in plain prose."
-    key = (tools_key(specs), dialect, choice, parallel, constrained)
-    return _CONTRACTS.get(key, lambda: _compose(specs, dialect, choice, parallel, constrained))
+    key = (tools_key(specs), dialect, choice, parallel, constrained, schema)
+    return _CONTRACTS.get(key, lambda: _compose(specs, dialect, choice, parallel, constrained, schema))
 
 
 #: contracts by tool set and settings (the same for every request that offers them)
@@ -190,7 +219,7 @@ _CONTRACTS: Memo[str] = Memo()
 
 
 def _compose(specs: list[ToolSpec], dialect: DialectName, tool_choice: ToolChoice, parallel: bool,
-            constrained: bool) -> str:
+            constrained: bool, answer_schema: str | None) -> str:
     d = get_dialect(dialect)
     names = [t.name for t in specs]
     parts = ["You can call tools. Available tools:"]
@@ -200,7 +229,7 @@ def _compose(specs: list[ToolSpec], dialect: DialectName, tool_choice: ToolChoic
         parts.extend(f"    {line}" for line in summarize_schema(tool.parameters))
     parts.append("")
     if constrained:
-        parts.append(_constrained_contract(specs, tool_choice, parallel))
+        parts.append(_constrained_contract(specs, tool_choice, parallel, answer_schema))
         return "\n".join(parts)
     parts.append(d.render_instructions(specs, tool_choice, parallel))
     parts.append(f"({_render.FORMAT_EXAMPLE.name} above is a made-up example: call only the tools listed.)")
@@ -217,9 +246,10 @@ def _compose(specs: list[ToolSpec], dialect: DialectName, tool_choice: ToolChoic
         else "6. Write at most one action per reply."
     )
     parts.append(f"7. {_choice_rule(tool_choice, names)}")
-    if tool_choice.mode != "none":
-        parts.append("")
-        parts.append(_few_shot(d))
+    if answer_schema is not None:
+        parts.append(f"8. {_answer_rule(answer_schema)}")
+    parts.append("")
+    parts.append(_few_shot(d))
     return "\n".join(parts)
 
 

@@ -8,6 +8,7 @@ Guards and retries run on top of every level.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import get_args
 
@@ -90,26 +91,34 @@ def action_item_schema(
 
 
 def build_action_schema(
-    tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool = False, compact: bool = False
+    tools: Sequence[ToolSpec],
+    tool_choice: ToolChoice,
+    parallel: bool = False,
+    compact: bool = False,
+    answer_schema: JSONObject | None = None,
 ) -> JSONObject:
     """The JSON schema of one reply under constrained decoding.
 
     ``{"action": X}`` where X is :func:`action_item_schema`, plus a final-answer branch
-    ``{"final": {"content": string}}`` unless ``tool_choice`` requires a call. With
+    ``{"final": {"content": string}}`` unless ``tool_choice`` requires a call (the
+    content held to ``answer_schema``, a client's output schema, where there is one). With
     ``parallel`` the action may also be a list of 2 to :data:`MAX_LISTED_ACTIONS` such
     calls (the json-protocol way to write several calls in one reply). The shape is the
     ``json-protocol`` dialect's, so the contract, the projected history and the
     grammar all show the model one format. ``compact``: see :func:`action_item_schema`.
     """
-    key = (tools_key(tools), tool_choice, parallel, compact)
-    return _SCHEMAS.get(key, lambda: _action_schema(tools, tool_choice, parallel, compact))
+    answer = None if answer_schema is None else json.dumps(answer_schema, sort_keys=True)
+    key = (tools_key(tools), tool_choice, parallel, compact, answer)
+    return _SCHEMAS.get(key, lambda: _action_schema(tools, tool_choice, parallel, compact, answer_schema))
 
 
 #: action schemas by tool set and settings (shared: not to be mutated)
 _SCHEMAS: Memo[JSONObject] = Memo()
 
 
-def _action_schema(tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool, compact: bool) -> JSONObject:
+def _action_schema(
+    tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool, compact: bool, answer: JSONObject | None
+) -> JSONObject:
     one = action_item_schema(tools, tool_choice, compact)
     branches: list[JSONObject] = []
     if one is not None:
@@ -132,7 +141,7 @@ def _action_schema(tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel:
                 "properties": {
                     "final": {
                         "type": "object",
-                        "properties": {"content": {"type": "string"}},
+                        "properties": {"content": {"type": "string"} if answer is None else grammar_schema(answer)},
                         "required": ["content"],
                         "additionalProperties": False,
                     }

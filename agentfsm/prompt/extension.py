@@ -62,7 +62,7 @@ def extension_options(
     return options.model_copy(
         update={
             "json_schema": None,
-            "max_tokens": min(options.max_tokens, bound),
+            "max_tokens": bound if options.max_tokens is None else min(options.max_tokens, bound),
             "prefill": prefill,
             "list_continuation": ListContinuation(item_schema=item, max_items=MAX_EXTRA_CALLS, close=CLOSE),
         }

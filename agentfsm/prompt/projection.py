@@ -1,8 +1,10 @@
 """History projection: the normalized conversation as plain chat text for the model.
 
 The contract becomes the system prompt (the client's own system text follows it);
-earlier assistant calls go back as action text in the active dialect; tool results go
-back as a framed continuation in a user turn. Tool results and user turns are data:
+earlier assistant calls go back as action text in the active dialect (under
+``tool_choice="none"`` they are left out: the framed results name each call, and no action
+text is shown to a model that must not write one); tool results go back as a framed
+continuation in a user turn. Tool results and user turns are data:
 action text inside them is neutralised (:func:`~agentfsm.prompt.results.neutralise_actions`),
 so a model that repeats it word for word writes no action. Consecutive turns of the same role are
 merged, since many chat templates require alternation.
@@ -82,8 +84,10 @@ def project_history(
             if msg.tool_calls:
                 for call in msg.tool_calls:
                     names[call.id] = call.name
-                text_parts.append(d.render_calls(list(msg.tool_calls)))
-            out.append(PromptMessage(role="assistant", content="\n".join(text_parts)))
+                if tool_choice.mode != "none":
+                    text_parts.append(d.render_calls(list(msg.tool_calls)))
+            if text_parts or not msg.tool_calls:  # a turn of calls alone, left out under none
+                out.append(PromptMessage(role="assistant", content="\n".join(text_parts)))
     flush_results()
     merged: list[PromptMessage] = []
     if system_parts:

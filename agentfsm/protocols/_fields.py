@@ -16,9 +16,11 @@ from agentfsm.core.messages import ToolCall, ToolMessage, ToolResult, ToolSpec
 from agentfsm.protocols.client_json import load_client_json
 
 __all__ = [
+    "IMAGE_PLACEHOLDER",
     "choice_keyword",
     "chosen_tool",
     "join_texts",
+    "media_placeholder",
     "opt_bool",
     "opt_int",
     "opt_number",
@@ -132,13 +134,34 @@ def join_texts(texts: Sequence[str]) -> str:
     return "\n".join(texts)
 
 
+#: what a text-only model reads where a tool result held an image
+IMAGE_PLACEHOLDER = "[{kind} omitted: this model reads text only]"
+
+
+def media_placeholder(part: Mapping[str, Any], kind: str) -> str:
+    """The text that stands for an image (or other media) part, naming its media type
+    when the part says it."""
+    source = part.get("source")
+    media = source.get("media_type") if isinstance(source, Mapping) else None
+    label = f"{kind} ({media})" if isinstance(media, str) and media else kind
+    return IMAGE_PLACEHOLDER.format(kind=label)
+
+
 def text_of_parts(
-    content: Any, where: str, *, text_types: Mapping[str, str], allow_null: bool = False
+    content: Any,
+    where: str,
+    *,
+    text_types: Mapping[str, str],
+    allow_null: bool = False,
+    media_types: Mapping[str, str] | None = None,
+    media_seen: list[str] | None = None,
 ) -> str | None:
     """The text of ``content``: a string, or an array of parts whose ``type`` is in ``text_types``.
 
-    ``text_types`` maps each accepted part type to the key holding its text; any other
-    part type is an :class:`UnsupportedContent` naming the type and where it was.
+    ``text_types`` maps each accepted part type to the key holding its text; a part type
+    in ``media_types`` (an image in a tool result) becomes a placeholder naming it
+    (:func:`media_placeholder`; the type is appended to ``media_seen``); any other part
+    type is an :class:`UnsupportedContent` naming the type and where it was.
     """
     if content is None:
         if allow_null:
@@ -155,6 +178,11 @@ def text_of_parts(
         if not isinstance(kind, str):
             raise RequestError(f"{part_where}.type must be a string", param=f"{part_where}.type")
         key = text_types.get(kind)
+        if key is None and media_types is not None and kind in media_types:
+            texts.append(media_placeholder(item, media_types[kind]))
+            if media_seen is not None:
+                media_seen.append(kind)
+            continue
         if key is None:
             raise UnsupportedContent(kind, part_where)
         texts.append(req_str(item.get(key), f"{part_where}.{key}"))

@@ -8,9 +8,13 @@ block is a caching hint and is passed over.
 
 Content blocks, exhaustively: ``text`` is read; ``tool_use`` (assistant) and
 ``tool_result`` (user; string or text-block content, ``is_error``) become calls and
-results; ``thinking`` and ``redacted_thinking`` are dropped, because they are another
-model's private reasoning that a text-only model can neither read nor must be shown;
-every other block (``image``, ``document``, server-tool blocks ...) is an
+results; an ``image`` or ``document`` block inside a ``tool_result`` (Claude Code's Read
+of a picture or a PDF) becomes a text placeholder naming it, reported as
+``tool_result.image`` / ``tool_result.document`` in :attr:`NormalizedRequest.ignored`
+(the model reads text only; the conversation goes on); ``thinking`` and
+``redacted_thinking`` are dropped, because they are another model's private reasoning
+that a text-only model can neither read nor must be shown; every other block
+(``image`` or ``document`` in a user's own turn, server-tool blocks ...) is an
 :class:`UnsupportedContent` naming its type and position.
 """
 
@@ -62,6 +66,8 @@ __all__ = [
 
 _TEXT = {"text": "text"}
 _DROPPED = frozenset({"thinking", "redacted_thinking"})
+#: media inside a tool result, read as a placeholder naming it
+_RESULT_MEDIA = {"image": "image", "document": "document"}
 
 #: our finish reasons -> Anthropic's ``stop_reason``
 ANTHROPIC_STOP_REASONS: Mapping[str, str] = {
@@ -79,9 +85,12 @@ def normalize_anthropic(body: Mapping[str, Any]) -> NormalizedRequest:
     :class:`UnsupportedContent` for blocks we do not handle.
     """
     body = req_mapping(body, "body")
-    messages = _messages(body.get("messages"), _system(body.get("system")))
+    media: list[str] = []
+    messages = _messages(body.get("messages"), _system(body.get("system")), media)
     tools, recovered = tools_or_recovered(tool_specs(body.get("tools"), _tool), messages)
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), tools)
+    settings = anthropic_settings(body)
+    settings["ignored"] = (*settings["ignored"], *(f"tool_result.{kind}" for kind in dict.fromkeys(media)))
     return NormalizedRequest(
         messages=messages,
         tools=tools,
@@ -95,7 +104,7 @@ def normalize_anthropic(body: Mapping[str, Any]) -> NormalizedRequest:
         temperature=opt_number(body, "temperature"),
         stop=stop_sequences(body, "stop_sequences"),
         protocol="anthropic",
-        **anthropic_settings(body),
+        **settings,
     )
 
 
@@ -106,9 +115,10 @@ def _system(raw: Any) -> list[str]:
     return [text] if text else []
 
 
-def _messages(raw: Any, system: list[str]) -> tuple[Message, ...]:
+def _messages(raw: Any, system: list[str], media: list[str]) -> tuple[Message, ...]:
     """The conversation, led by one system message: the top-level ``system`` and every
-    ``role: "system"`` message (Claude Code sends them mid-conversation), in order."""
+    ``role: "system"`` message (Claude Code sends them mid-conversation), in order.
+    The kinds of media found in tool results are appended to ``media``."""
     if raw is None:
         raise RequestError("'messages' is required", param="messages")
     out: list[Message] = []
@@ -118,7 +128,7 @@ def _messages(raw: Any, system: list[str]) -> tuple[Message, ...]:
         msg = req_mapping(item, where)
         role = msg.get("role")
         if role == "user":
-            out.extend(_user(msg.get("content"), f"{where}.content", calls))
+            out.extend(_user(msg.get("content"), f"{where}.content", calls, media))
         elif role == "assistant":
             assistant = _assistant(msg.get("content"), f"{where}.content")
             calls.update((call.id, call) for call in assistant.tool_calls)
@@ -151,7 +161,7 @@ def _blocks(content: Any, where: str) -> Sequence[tuple[str, str, Mapping[str, A
     return out
 
 
-def _user(content: Any, where: str, calls: Mapping[str, ToolCall]) -> list[Message]:
+def _user(content: Any, where: str, calls: Mapping[str, ToolCall], media: list[str]) -> list[Message]:
     if isinstance(content, str):
         return [UserMessage(content=content)]
     if content is None:
@@ -162,7 +172,7 @@ def _user(content: Any, where: str, calls: Mapping[str, ToolCall]) -> list[Messa
         if kind == "text":
             texts.append(req_str(block.get("text"), f"{block_where}.text"))
         elif kind == "tool_result":
-            results.append(_tool_result(block, block_where, calls))
+            results.append(_tool_result(block, block_where, calls, media))
         elif kind == "tool_use":
             raise RequestError(
                 f"{block_where}: tool_use blocks belong in assistant messages", param=block_where
@@ -177,7 +187,7 @@ def _user(content: Any, where: str, calls: Mapping[str, ToolCall]) -> list[Messa
 
 
 def _tool_result(
-    block: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall]
+    block: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall], media: list[str]
 ) -> ToolMessage:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
@@ -185,7 +195,9 @@ def _tool_result(
             f"{where}: a tool_result needs a tool_use_id", param=f"{where}.tool_use_id"
         )
     raw = block.get("content")
-    text = "" if raw is None else text_of_parts(raw, f"{where}.content", text_types=_TEXT) or ""
+    text = "" if raw is None else text_of_parts(
+        raw, f"{where}.content", text_types=_TEXT, media_types=_RESULT_MEDIA, media_seen=media
+    ) or ""
     is_error = opt_bool(block, "is_error", False, where=f"{where}.is_error")
     return tool_answer(
         calls, call_id, text, where=where, key="tool_use_id", answers="tool_use block", error=is_error

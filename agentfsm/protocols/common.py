@@ -83,6 +83,9 @@ class NormalizedRequest(BaseModel):
     parallel: bool = True
     #: tools were given, or recovered from the history: the contract applies
     tool_mode: bool = False
+    #: the offered tools that are custom (freeform: one raw text input), whose calls go
+    #: back as ``custom_tool_call`` items (Responses)
+    custom_tools: tuple[str, ...] = ()
     #: the tools were not in this request but rebuilt from the calls in its history
     tools_recovered: bool = False
     stream: bool = False

@@ -1,27 +1,36 @@
 """OpenAI Responses API (``POST /v1/responses``): request normalization and response encoding.
 
 Input items understood: ``message`` (roles user, assistant, system, developer; a bare
-``{"role", "content"}`` counts as one), ``function_call`` and ``function_call_output``;
-a string ``input`` is one user message, ``instructions`` a leading system message.
-``reasoning`` items are dropped (we never produce any; Codex may echo them back).
-Tools: ``function`` tools are used; hosted and other tool types (``web_search``,
-``namespace``, ``file_search`` ...) are ignored and reported as ``tools.TYPE`` in
-:attr:`NormalizedRequest.ignored` (Codex CLI sends some with every request). Nothing is stored:
-``previous_response_id`` and ``conversation`` are answered with a 400 asking for the
-whole conversation in ``input``. Errors use OpenAI's error shape
+``{"role", "content"}`` counts as one), ``function_call`` and ``function_call_output``,
+``custom_tool_call`` and ``custom_tool_call_output``; a string ``input`` is one user
+message, ``instructions`` a leading system message. ``reasoning`` items are dropped (we
+never produce any; Codex may echo them back). What a client sends for its own
+bookkeeping is kept, never refused: a ``function_call_output`` without a ``call_id``
+(Codex's ``{"name": "goal_objective", "namespace": "agent", "output": ...}`` after
+``create_goal``) answers no call, so its text joins the system prompt, labelled with its
+name; an item of any other type is passed over and reported as ``input.TYPE``. An image
+in a tool output becomes a text placeholder (reported as ``function_call_output.input_image``).
+
+Tools: ``function`` tools are used; ``custom`` (freeform) tools, such as Codex's
+``apply_patch``, are offered as a tool with one string parameter, ``input``, the raw
+text, and a call to one comes back as a ``custom_tool_call`` item; hosted and other tool
+types (``web_search``, ``namespace``, ``file_search`` ...) are ignored and reported as
+``tools.TYPE`` in :attr:`NormalizedRequest.ignored` (Codex CLI sends some with every
+request). Nothing is stored: ``previous_response_id`` and ``conversation`` are answered
+with a 400 asking for the whole conversation in ``input``. Errors use OpenAI's error shape
 (:func:`~agentfsm.protocols.openai.openai_error`). Streaming is in
 :mod:`agentfsm.protocols.responses_stream`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Usage
-from agentfsm.core.errors import RequestError, UnsupportedContent
+from agentfsm.core.errors import RequestError
 from agentfsm.core.messages import (
     AssistantMessage,
     Message,
@@ -50,7 +59,11 @@ from agentfsm.protocols.common import NormalizedRequest, dump_arguments, tools_o
 from agentfsm.protocols.sampling import responses_settings
 
 __all__ = [
+    "CUSTOM_INPUT",
     "encode_responses_response",
+    "call_item",
+    "custom_input",
+    "custom_tool_call_item",
     "function_call_item",
     "message_item",
     "normalize_responses",
@@ -58,6 +71,10 @@ __all__ = [
 ]
 
 _INPUT_TEXT = {"input_text": "text", "text": "text"}
+#: media inside a tool's output, read as a placeholder naming it
+_OUTPUT_MEDIA = {"input_image": "image", "input_file": "file"}
+#: the one parameter a custom (freeform) tool is offered with: its raw text input
+CUSTOM_INPUT = "input"
 _OUTPUT_TEXT = {"output_text": "text", "refusal": "refusal", "input_text": "text", "text": "text"}
 #: fields that need state this proxy does not keep
 _STATEFUL = ("previous_response_id", "conversation")
@@ -85,12 +102,18 @@ def normalize_responses(body: Mapping[str, Any]) -> NormalizedRequest:
         text = text_of_parts(instructions, "instructions", text_types=_INPUT_TEXT)
         if text:
             messages.append(SystemMessage(content=text))
-    messages += _input(body.get("input"))
+    passed_over: list[str] = []
+    messages += _input(body.get("input"), passed_over)
     if not messages:
         raise RequestError("'input' must hold at least one item", param="input")
 
     tools, recovered = tools_or_recovered(tool_specs(body.get("tools"), _tool), messages)
     tool_choice, tools = _tool_choice(body.get("tool_choice"), tools)
+    custom = _custom_names(body.get("tools"))
+    settings = responses_settings(body, _response_format(body.get("text")))
+    settings["ignored"] = tuple(
+        name for name in (*settings["ignored"], *dict.fromkeys(passed_over)) if name != "tools.custom"
+    )
     return NormalizedRequest(
         messages=tuple(messages),
         tools=tools,
@@ -104,11 +127,14 @@ def normalize_responses(body: Mapping[str, Any]) -> NormalizedRequest:
         max_tokens=opt_int(body, "max_output_tokens"),
         temperature=opt_number(body, "temperature"),
         protocol="responses",
-        **responses_settings(body, _response_format(body.get("text"))),
+        custom_tools=tuple(t.name for t in tools if t.name in custom),
+        **settings,
     )
 
 
-def _input(raw: Any) -> list[Message]:
+def _input(raw: Any, passed_over: list[str]) -> list[Message]:
+    """The conversation the items make; what is passed over (an unknown item type, an
+    image in a tool output) is named in ``passed_over``."""
     if raw is None:
         raise RequestError("'input' is required", param="input")
     if isinstance(raw, str):
@@ -121,12 +147,8 @@ def _input(raw: Any) -> list[Message]:
         kind = entry.get("type", "message")
         if kind == "message":
             out.append(_message(entry, where))
-        elif kind == "function_call":
-            call = ToolCall(
-                id=req_str(entry.get("call_id"), f"{where}.call_id"),
-                name=req_str(entry.get("name"), f"{where}.name"),
-                arguments=parse_arguments(entry.get("arguments", ""), f"{where}.arguments"),
-            )
+        elif kind in ("function_call", "custom_tool_call"):
+            call = _call(entry, where, custom=kind == "custom_tool_call")
             calls[call.id] = call
             last = out[-1] if out else None
             if isinstance(last, AssistantMessage):
@@ -134,8 +156,11 @@ def _input(raw: Any) -> list[Message]:
                 out[-1] = last.model_copy(update={"tool_calls": (*last.tool_calls, call)})
             else:
                 out.append(AssistantMessage(content=None, tool_calls=(call,)))
-        elif kind == "function_call_output":
-            out.append(_output(entry, where, calls))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            if entry.get("call_id") is None and kind == "function_call_output":
+                out.append(_note(entry, where, passed_over))  # the client's bookkeeping
+            else:
+                out.append(_output(entry, where, calls, str(kind), passed_over))
         elif kind == "reasoning":
             continue
         elif kind == "item_reference":
@@ -144,8 +169,31 @@ def _input(raw: Any) -> list[Message]:
                 param=f"{where}.type",
             )
         else:
-            raise UnsupportedContent(str(kind), where)
+            passed_over.append(f"input.{kind}" if isinstance(kind, str) else "input.type")
     return out
+
+
+def _call(entry: Mapping[str, Any], where: str, *, custom: bool) -> ToolCall:
+    """A ``function_call`` item, or a ``custom_tool_call`` one (its raw ``input`` as the
+    one argument, :data:`CUSTOM_INPUT`)."""
+    call_id = req_str(entry.get("call_id"), f"{where}.call_id")
+    name = req_str(entry.get("name"), f"{where}.name")
+    if custom:
+        text = req_str(entry.get("input", ""), f"{where}.input")
+        return ToolCall(id=call_id, name=name, arguments={CUSTOM_INPUT: text})
+    return ToolCall(
+        id=call_id, name=name, arguments=parse_arguments(entry.get("arguments", ""), f"{where}.arguments")
+    )
+
+
+def _note(entry: Mapping[str, Any], where: str, passed_over: list[str]) -> SystemMessage:
+    """A tool output that answers no call (no ``call_id``): a client's bookkeeping, kept
+    as context under its name (Codex: ``goal_objective`` in namespace ``agent``)."""
+    label = ".".join(
+        req_str(entry[key], f"{where}.{key}") for key in ("namespace", "name") if entry.get(key) is not None
+    )
+    text = _output_text(entry, where, "function_call_output", passed_over)
+    return SystemMessage(content=f"{label or 'note'}: {text}")
 
 
 def _message(entry: Mapping[str, Any], where: str) -> Message:
@@ -167,18 +215,73 @@ def _text(content: Any, where: str, types: Mapping[str, str]) -> str:
     return text_of_parts(content, f"{where}.content", text_types=types) or ""
 
 
-def _output(entry: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall]) -> ToolMessage:
+def _output(
+    entry: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall], kind: str, passed_over: list[str]
+) -> ToolMessage:
     call_id = req_str(entry.get("call_id"), f"{where}.call_id")
-    text = text_of_parts(entry.get("output"), f"{where}.output", text_types=_INPUT_TEXT) or ""
-    return tool_answer(calls, call_id, text, where=where, key="call_id", answers="function_call item")
+    text = _output_text(entry, where, kind, passed_over)
+    answers = "custom_tool_call item" if kind == "custom_tool_call_output" else "function_call item"
+    return tool_answer(calls, call_id, text, where=where, key="call_id", answers=answers)
+
+
+def _output_text(entry: Mapping[str, Any], where: str, kind: str, passed_over: list[str]) -> str:
+    """A tool output's text; an image in it becomes a placeholder (named in ``passed_over``)."""
+    media: list[str] = []
+    text = text_of_parts(
+        entry.get("output"), f"{where}.output", text_types=_INPUT_TEXT, media_types=_OUTPUT_MEDIA, media_seen=media
+    ) or ""
+    passed_over.extend(f"{kind}.{part}" for part in media)
+    return text
 
 
 def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec | None:
-    if tool.get("type", "function") != "function":
+    kind = tool.get("type", "function")
+    if kind == "custom":
+        return _custom_tool(tool, where)
+    if kind != "function":
         return None  # hosted tools (web_search, namespace ...): reported by responses_settings
     name = req_str(tool.get("name"), f"{where}.name")
     return ToolSpec.from_any(
         {"name": name, "description": tool.get("description"), "parameters": tool.get("parameters")}
+    )
+
+
+#: how long a custom tool's grammar may be, as shown to the model in its parameter's description
+_GRAMMAR_CHARS = 2000
+
+
+def _custom_tool(tool: Mapping[str, Any], where: str) -> ToolSpec:
+    """A custom (freeform) tool as a tool of one string parameter: its raw text input.
+    A grammar or regex format is described in that parameter (the model writes the text;
+    the call is checked as a string)."""
+    name = req_str(tool.get("name"), f"{where}.name")
+    about = "The tool's whole raw text input, as one JSON string (its text is not JSON)."
+    fmt = tool.get("format")
+    if isinstance(fmt, Mapping) and fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
+        definition = fmt["definition"]
+        if len(definition) > _GRAMMAR_CHARS:
+            definition = definition[:_GRAMMAR_CHARS] + "..."
+        syntax = fmt.get("syntax")
+        kind = f"{syntax} grammar" if isinstance(syntax, str) and syntax else "grammar"
+        about += f" It follows this {kind}:\n{definition}"
+    description = tool.get("description")
+    return ToolSpec(
+        name=name,
+        description=req_str(description, f"{where}.description") if description is not None else "",
+        parameters={
+            "type": "object",
+            "properties": {CUSTOM_INPUT: {"type": "string", "description": about}},
+            "required": [CUSTOM_INPUT],
+        },
+    )
+
+
+def _custom_names(raw: Any) -> frozenset[str]:
+    """The names of the custom (freeform) tools among ``raw`` (already validated)."""
+    if not isinstance(raw, list):
+        return frozenset()
+    return frozenset(
+        t["name"] for t in raw if isinstance(t, Mapping) and t.get("type") == "custom" and isinstance(t.get("name"), str)
     )
 
 
@@ -190,9 +293,9 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tup
         return (keyword if tools else ToolChoice.NONE), tools
     choice = req_mapping(raw, "tool_choice")
     kind = choice.get("type")
-    if kind == "function":
+    if kind in ("function", "custom"):
         name = req_str(choice.get("name"), "tool_choice.name")
-        return chosen_tool(name, tools, among="function tools"), tools
+        return chosen_tool(name, tools, among="function and custom tools"), tools
     if kind == "allowed_tools":
         mode = choice.get("mode", "auto")
         if mode not in ("auto", "required"):
@@ -240,16 +343,41 @@ def message_item(item_id: str, text: str, status: str = "completed") -> JSONObje
     return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
 
 
-def function_call_item(call: ToolCall, status: str = "completed", arguments: str | None = None) -> JSONObject:
-    """A ``function_call`` output item; its item id is derived from the call id (``fc_...``)."""
+def _item(call: ToolCall, kind: str, prefix: str, status: str, key: str, value: str) -> JSONObject:
+    """A call's output item; its item id is derived from the call id (``PREFIX_...``)."""
     return {
-        "id": "fc_" + call.id.removeprefix("call_"),
-        "type": "function_call",
+        "id": prefix + call.id.removeprefix("call_"),
+        "type": kind,
         "status": status,
         "call_id": call.id,
         "name": call.name,
-        "arguments": dump_arguments(call) if arguments is None else arguments,
+        key: value,
     }
+
+
+def function_call_item(call: ToolCall, status: str = "completed", arguments: str | None = None) -> JSONObject:
+    """A ``function_call`` output item (``fc_...``)."""
+    return _item(call, "function_call", "fc_", status, "arguments", dump_arguments(call) if arguments is None else arguments)
+
+
+def custom_input(call: ToolCall) -> str:
+    """The raw text input of a call to a custom tool (its one argument; other JSON as is)."""
+    value = call.arguments.get(CUSTOM_INPUT)
+    if isinstance(value, str) and set(call.arguments) == {CUSTOM_INPUT}:
+        return value
+    return dump_arguments(call)
+
+
+def custom_tool_call_item(call: ToolCall, status: str = "completed", text: str | None = None) -> JSONObject:
+    """A ``custom_tool_call`` output item (``ctc_...``): the call of a freeform tool, its raw text input."""
+    return _item(call, "custom_tool_call", "ctc_", status, "input", custom_input(call) if text is None else text)
+
+
+def call_item(call: ToolCall, custom: Collection[str], status: str = "completed") -> JSONObject:
+    """The output item of ``call``: ``custom_tool_call`` for a tool named in ``custom``, else ``function_call``."""
+    if call.name in custom:
+        return custom_tool_call_item(call, status)
+    return function_call_item(call, status)
 
 
 def responses_usage(usage: Usage) -> JSONObject:
@@ -273,8 +401,10 @@ def encode_responses_response(
     response_id: str,
     finish_reason: str = "stop",
     status: str | None = None,
+    custom_tools: Collection[str] = (),
 ) -> JSONObject:
-    """A ``response`` object: a ``message`` item for the prose, a ``function_call`` item per call.
+    """A ``response`` object: a ``message`` item for the prose, a ``function_call`` item per
+    call (``custom_tool_call`` for a tool named in ``custom_tools``).
 
     ``status`` defaults to ``completed`` (``incomplete`` when the reply was cut off by
     the token limit); the stream encoder passes ``in_progress`` with no usage for its
@@ -284,7 +414,7 @@ def encode_responses_response(
     if status is None or status != "in_progress":
         if content:
             output.append(message_item("msg_" + response_id.removeprefix("resp_"), content))
-        output += [function_call_item(call) for call in tool_calls]
+        output += [call_item(call, custom_tools) for call in tool_calls]
     if status is None:
         status = "incomplete" if finish_reason == "length" and not tool_calls else "completed"
     return {

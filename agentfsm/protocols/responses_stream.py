@@ -5,12 +5,15 @@ The sequence is: ``response.created`` and ``response.in_progress``; for prose, a
 ``response.output_text.delta`` ..., then ``.output_text.done``, ``.content_part.done``,
 ``.output_item.done``); for each call, a ``function_call`` item
 (``output_item.added``, ``response.function_call_arguments.delta`` / ``.done``,
-``output_item.done``); then ``response.completed`` (``response.incomplete`` when the
+``output_item.done``), or for a call of a custom (freeform) tool a ``custom_tool_call``
+item (``response.custom_tool_call_input.delta`` / ``.done``); then ``response.completed`` (``response.incomplete`` when the
 token limit cut the prose) carrying the whole response and its usage. A failure
 mid-stream ends it with an ``error`` event and ``response.failed``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import Usage
@@ -18,6 +21,8 @@ from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall
 from agentfsm.protocols.common import dump_arguments, sse_event
 from agentfsm.protocols.responses import (
+    custom_input,
+    custom_tool_call_item,
     encode_responses_response,
     function_call_item,
     message_item,
@@ -33,8 +38,10 @@ class ResponsesStreamEncoder:
     :meth:`error` the encoder is closed and any further call is a :class:`UsageError`.
     """
 
-    def __init__(self, model: str, response_id: str, created: int) -> None:
+    def __init__(self, model: str, response_id: str, created: int, custom_tools: Collection[str] = ()) -> None:
         self.model = model
+        #: the custom (freeform) tools, whose calls are ``custom_tool_call`` items
+        self.custom_tools = frozenset(custom_tools)
         self.response_id = response_id
         self.created = created
         self._seq = 0
@@ -68,6 +75,7 @@ class ResponsesStreamEncoder:
             response_id=self.response_id,
             finish_reason=finish_reason,
             status=status,
+            custom_tools=self.custom_tools,
         )
 
     def start(self) -> list[str]:
@@ -146,27 +154,40 @@ class ResponsesStreamEncoder:
         ]
 
     def tool_call(self, call: ToolCall) -> list[str]:
-        """A whole ``function_call`` item: added, its arguments (one delta), done."""
+        """A whole ``function_call`` item (``custom_tool_call`` for a custom tool): added,
+        its arguments or input (one delta), done."""
         out = self.start() + self._close_message()
         index = len(self._output)
-        arguments = dump_arguments(call)
-        opening = function_call_item(call, status="in_progress", arguments="")
-        item = function_call_item(call)
+        custom = call.name in self.custom_tools
+        if custom:
+            opening = custom_tool_call_item(call, status="in_progress", text="")
+            item = custom_tool_call_item(call)
+        else:
+            opening = function_call_item(call, status="in_progress", arguments="")
+            item = function_call_item(call)
         item_id = str(item["id"])
-        out += [
-            self._event("response.output_item.added", output_index=index, item=opening),
-            self._event(
-                "response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=arguments
-            ),
-            self._event(
-                "response.function_call_arguments.done",
-                item_id=item_id,
-                output_index=index,
-                name=call.name,
-                arguments=arguments,
-            ),
-            self._event("response.output_item.done", output_index=index, item=item),
-        ]
+        out.append(self._event("response.output_item.added", output_index=index, item=opening))
+        if custom:
+            text = custom_input(call)
+            out += [
+                self._event("response.custom_tool_call_input.delta", item_id=item_id, output_index=index, delta=text),
+                self._event("response.custom_tool_call_input.done", item_id=item_id, output_index=index, input=text),
+            ]
+        else:
+            arguments = dump_arguments(call)
+            out += [
+                self._event(
+                    "response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=arguments
+                ),
+                self._event(
+                    "response.function_call_arguments.done",
+                    item_id=item_id,
+                    output_index=index,
+                    name=call.name,
+                    arguments=arguments,
+                ),
+            ]
+        out.append(self._event("response.output_item.done", output_index=index, item=item))
         self._output.append(item)
         self._calls.append(call)
         return out

@@ -3,14 +3,14 @@ backend, and turned into :class:`~agentfsm.core.backend.GenerationOptions`.
 
 Passed on unchanged: ``temperature``, ``top_p``, ``top_k``, ``seed``, ``stop`` /
 ``stop_sequences``, ``max_tokens`` / ``max_completion_tokens``, the presence and
-frequency penalties, ``response_format`` (Anthropic: ``output_config.format``) for a
-request without tools, and ``user`` (Anthropic: ``metadata.user_id``). What cannot be
+frequency penalties, ``response_format`` (Anthropic: ``output_config.format``,
+Responses: ``text.format``) for a request without tools (with tools it is the schema of
+the final answer: :func:`answer_schema`), and ``user`` (Anthropic: ``metadata.user_id``). What cannot be
 honoured is never dropped silently: its name, as the client spelled it, goes into
 :attr:`NormalizedRequest.ignored`, which the proxy returns in the
 ``x-agentfsm-ignored`` header and writes to the transcript. That covers fields this
 proxy does not act on (``logit_bias``, ``thinking``, ``context_management`` ...),
-settings the backend does not take (:attr:`Capabilities.sampling`), and a
-``response_format`` on a request with tools, whose replies must be actions.
+and settings the backend does not take (:attr:`Capabilities.sampling`).
 
 Pure code: no IO.
 """
@@ -28,7 +28,9 @@ from agentfsm.protocols.common import NormalizedRequest, WireProtocol
 
 __all__ = [
     "IGNORED_HEADER",
+    "answer_schema",
     "anthropic_settings",
+    "format_schema",
     "generation_options",
     "openai_settings",
     "responses_settings",
@@ -194,16 +196,18 @@ def _client_name(protocol: WireProtocol, field: str) -> str:
 def settle(request: NormalizedRequest, capabilities: Capabilities) -> NormalizedRequest:
     """``request`` with the settings the backend cannot honour moved into ``ignored``.
 
-    A ``response_format`` on a request with tools is ignored too: the model's replies
-    there must be actions in the dialect, which a client's format would forbid.
+    A ``response_format`` on a request with tools is kept whatever the backend: it is
+    not sent as such (the model's replies there are actions) but becomes the schema the
+    final answer must match, described in the contract, enforced by the grammar's
+    final-answer branch under constrained decoding, and checked by the engine
+    (:func:`answer_schema`).
     """
     ignored = list(request.ignored)
     cleared: dict[str, Any] = {}
     for field in SAMPLING_OPTIONS:
-        if getattr(request, field) is None:
+        if getattr(request, field) is None or (field == "response_format" and request.tool_mode):
             continue
-        conflict = field == "response_format" and request.tool_mode
-        if conflict or field not in capabilities.sampling:
+        if field not in capabilities.sampling:
             ignored.append(_client_name(request.protocol, field))
             cleared[field] = None
     if not cleared:
@@ -211,11 +215,35 @@ def settle(request: NormalizedRequest, capabilities: Capabilities) -> Normalized
     return request.model_copy(update={**cleared, "ignored": tuple(ignored)})
 
 
-def generation_options(request: NormalizedRequest, default_max_tokens: int) -> GenerationOptions:
-    """The options for the model calls that answer ``request`` (our defaults where it names none)."""
+def answer_schema(request: NormalizedRequest) -> JSONObject | None:
+    """The JSON Schema a final answer must match: the client's ``response_format`` on a
+    request with tools (``json_object``: any JSON object); None without one."""
+    if not request.tool_mode or request.response_format is None:
+        return None
+    return format_schema(request.response_format)
+
+
+def format_schema(response_format: Mapping[str, Any]) -> JSONObject | None:
+    """The JSON schema a client's ``response_format`` asks for (``{"type": "object"}`` for
+    ``json_object``); None for ``text``."""
+    kind = response_format.get("type")
+    if kind == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        return dict(schema) if isinstance(schema, Mapping) else {"type": "object"}
+    if kind == "json_object":
+        schema = response_format.get("schema")
+        return dict(schema) if isinstance(schema, Mapping) else {"type": "object"}
+    return None
+
+
+def generation_options(request: NormalizedRequest) -> GenerationOptions:
+    """The options for the model calls that answer ``request``: its own settings; where it
+    names none, temperature 0 and seed 0 (a proxied turn decides the same way each time),
+    and no ``max_tokens`` (the backend's own bound)."""
     defaults = GenerationOptions()
     return GenerationOptions(
-        max_tokens=request.max_tokens or default_max_tokens,
+        max_tokens=request.max_tokens,
         temperature=request.temperature if request.temperature is not None else 0.0,
         seed=request.seed if request.seed is not None else defaults.seed,
         stop=request.stop,
@@ -223,6 +251,8 @@ def generation_options(request: NormalizedRequest, default_max_tokens: int) -> G
         top_k=request.top_k,
         presence_penalty=request.presence_penalty,
         frequency_penalty=request.frequency_penalty,
-        response_format=request.response_format,
+        # with tools the client's format binds the final answer (the engine's answer
+        # schema), not the model's replies, which are actions
+        response_format=None if request.tool_mode else request.response_format,
         user=request.user,
     )

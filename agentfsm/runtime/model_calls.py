@@ -71,17 +71,18 @@ async def extend(
     attempt: int,
     recorder: Recorder,
     deadline: float | None,
-) -> tuple[str, Usage]:
+) -> tuple[str, Usage | None]:
     """The extension step of a parallel turn (:mod:`agentfsm.prompt.extension`): after a
     reply that is exactly one clean call, let the model list more. Returns the reply
-    the engine sees (the list of calls kept, or ``text`` unchanged) and the step's usage."""
+    the engine sees (the list of calls kept, or ``text`` unchanged) and the step's usage
+    (None when no model call was made)."""
     parsed = parse_reply(text, config.tools, CONSTRAINED_DIALECT)
     if len(parsed.tool_calls) != 1 or parsed.rejected or parsed.truncated:
-        return text, Usage()
+        return text, None
     first = parsed.tool_calls[0]
     opts = extension_options(options, first, p.tools, p.tool_choice)
     if opts is None:
-        return text, Usage()
+        return text, None
     recorder.emit(
         ModelRequestEvent, attempt=attempt, messages=tuple(prompt), options=opts, enforcement="constrained",
         extension=True,
@@ -114,13 +115,15 @@ async def vote(
     tally: Tally,
 ) -> tuple[Decision | None, Usage]:
     """Consensus after a refused reply: the accepted candidate decision most candidates
-    agree on (None when the engine accepts none), and the candidates' usage (the
-    candidates are counted on ``tally`` as they answer; their usage is the caller's to add)."""
+    agree on (None when the engine accepts none), and the candidates' usage (each
+    candidate is counted and charged on ``tally`` as it answers)."""
     decisions: list[Decision] = [refused]
     usage = Usage()
     first_seed = options.seed or 0
     # a candidate as long as the refused reply, with room: one that rambles on is cut, not waited for
-    limit = min(options.max_tokens, max(CANDIDATE_TOKENS, 2 * refused_tokens))
+    limit = max(CANDIDATE_TOKENS, 2 * refused_tokens)
+    if options.max_tokens is not None:
+        limit = min(options.max_tokens, limit)
     for number in range(1, config.consensus + 1):
         opts = options.model_copy(
             update={"temperature": TEMPERATURE, "seed": first_seed + number, "max_tokens": limit}
@@ -132,6 +135,7 @@ async def vote(
         completion = await bounded(backend.acomplete(prompt, opts), deadline)
         tally.model_calls += 1
         used = usage_of(completion.usage, prompt, completion.text)
+        tally.charge(used)
         usage += used
         text = prefill + completion.text
         recorder.emit(

@@ -120,7 +120,8 @@ def contract_for(backend: Backend, config: EngineConfig, enforcement: Enforcemen
     level = choose_level(enforcement, backend.capabilities, config.tool_choice)
     dialect = CONSTRAINED_DIALECT if level == "constrained" else config.dialect
     return render_contract(
-        config.tools, dialect, config.tool_choice, config.parallel, constrained=level == "constrained"
+        config.tools, dialect, config.tool_choice, config.parallel, constrained=level == "constrained",
+        answer_schema=config.answer_schema,
     )
 
 

@@ -20,14 +20,21 @@ class Tally:
     attempts: int = 0
     #: corrections sent back to the model
     corrections: int = 0
-    #: tokens of every model call: attempts, extensions, consensus candidates
+    #: tokens of every model call: attempts, extensions, consensus candidates (their sum)
     usage: Usage = field(default_factory=Usage)
+    #: each model call's tokens, in the order they were made (:meth:`charge`)
+    call_usage: list[Usage] = field(default_factory=list)
     #: model calls answered: attempts and consensus candidates (an extension continues its call)
     model_calls: int = 0
     #: corrections and stops, by the guard that made them (``{"schema": 1}``)
     guards: dict[str, int] = field(default_factory=dict)
     #: the run's tool calls, each ``{"call": ..., "result": ...}`` (None until it has run)
     calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def charge(self, usage: Usage) -> None:
+        """Count one model call's tokens."""
+        self.call_usage.append(usage)
+        self.usage += usage
 
     def guarded(self, guard: str) -> None:
         """Count one correction or stop by ``guard``."""

@@ -28,7 +28,7 @@ ends the turn with the model's best acceptable reply (``TurnResult.exhausted``).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentfsm.core._types import EnforcementLevel
@@ -87,14 +87,17 @@ def _request(
     """The prompt, options and prefill that carry out plan ``p``."""
     prefill = ""
     if p.level == "constrained":
-        schema = build_action_schema(p.tools, p.tool_choice, p.listed, p.compact)
+        schema = build_action_schema(p.tools, p.tool_choice, p.listed, p.compact, config.answer_schema)
         options = options.model_copy(update={"json_schema": schema})
     elif p.prefill:
         prefill = get_dialect(config.dialect).opener
         options = options.model_copy(update={"prefill": prefill})
     constrained = p.level == "constrained"
     contract = (
-        render_contract(config.tools, p.dialect, p.tool_choice, config.parallel, constrained=constrained)
+        render_contract(
+            config.tools, p.dialect, p.tool_choice, config.parallel, constrained=constrained,
+            answer_schema=config.answer_schema,
+        )
         if config.tools else None
     )
     prompt = project_history(
@@ -220,25 +223,31 @@ async def stream_turn(
         attempts += 1
         tally.attempts += 1
         recorder.emit(ModelRequestEvent, attempt=attempts, messages=tuple(prompt), options=opts, enforcement=p.level)
-        hold = p.level == "constrained" or p.tool_choice.requires_call
+        # held: a required call's preamble, JSON under a grammar, and an answer that must be
+        # a client schema's JSON (checked whole before the client sees any of it)
+        hold = p.level == "constrained" or p.tool_choice.requires_call or config.answer_schema is not None
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
         async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
             yield text
         tally.model_calls += 1
         usage += out.usage
-        tally.usage += out.usage
+        tally.charge(out.usage)
         recorder.emit(ModelOutputEvent, text=out.text, usage=out.usage, finish_reason=out.finish_reason)
         text = out.text
         if p.extend:
-            text, extra = await extend(backend, prompt, options, config, p, text, attempts, recorder, deadline)
-            usage += extra
-            tally.usage += extra
-        decision = step(history, text, config, out.finish_reason)
+            text, extended = await extend(backend, prompt, options, config, p, text, attempts, recorder, deadline)
+            if extended is not None:
+                usage += extended
+                tally.charge(extended)
+        # the reply is read, and corrected, in the format this attempt asked for (under a
+        # grammar the json-protocol shape: a correction then shows that shape, not another)
+        deciding = config if p.dialect == config.dialect else replace(config, dialect=p.dialect)
+        decision = step(history, text, deciding, out.finish_reason)
         if text != out.text and isinstance(decision, Correct):
             # the extension may add calls, never refuse the call the model made: a list
             # with a refused item falls back to its first call when that one is accepted
-            alone = step(history, out.text, config, out.finish_reason)
+            alone = step(history, out.text, deciding, out.finish_reason)
             if not isinstance(alone, Correct):
                 recorder.emit(GuardEvent, guard="extension", verdict="accept", reason="first_call_alone",
                               detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
@@ -248,11 +257,10 @@ async def stream_turn(
                 and wants_vote(config, decision.reason, first)):
             voted = True  # a refused first decision's candidates, before its correction
             chosen, extra = await vote(
-                backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, config,
+                backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, deciding,
                 p.level, attempts, recorder, deadline, tally,
             )
-            usage += extra
-            tally.usage += extra
+            usage += extra  # the candidates are charged on the tally one by one
             if chosen is not None:
                 decision = chosen
                 record_decision(decision, recorder, on_transition, tally)

@@ -249,6 +249,7 @@ async def _serve(request: Request, wire: Wire, backend: Backend, settings: Setti
             response_id=ex.response_id,
             created=ex.created,
             finish_reason=reply.finish_reason,
+            custom_tools=ex.request.custom_tools,
         )
         return JSONResponse(body, headers=_headers(ex))
     except ClientGone:
@@ -329,6 +330,7 @@ async def _stream(request: Request, ex: Exchange, input_tokens: int) -> Response
         created=ex.created,
         include_usage=r.stream_include_usage,
         input_tokens=input_tokens,
+        custom_tools=r.custom_tools,
     )
     events = stream_events(ex, sink)
     # the stream bounds its own upstream waits by the deadline; the grace lets it say so first

@@ -29,10 +29,16 @@ from agentfsm.core.errors import BackendTimeout, ClientGone
 from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.prompt.projection import project_history
 from agentfsm.protocols import NormalizedRequest, estimate_tokens, generation_options, remint_ids
+from agentfsm.protocols.sampling import answer_schema
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder, run_config_fields
 from agentfsm.runtime.turn import Tally, TurnResult, run_turn
 
 __all__ = [
+    "ATTEMPTS_HEADER",
+    "CALL_USAGE_HEADER",
+    "CORRECTIONS_HEADER",
+    "DEFAULTS_HEADER",
+    "EXHAUSTED_HEADER",
     "ClientGone",
     "Exchange",
     "Reply",
@@ -44,8 +50,13 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-#: tokens for a generation when the client names no limit
-DEFAULT_MAX_TOKENS = 512
+#: response headers: how many deciding model calls, corrections, every model call's
+#: tokens, a spent budget, and the settings the proxy chose or changed for the client
+ATTEMPTS_HEADER = "x-agentfsm-attempts"
+CORRECTIONS_HEADER = "x-agentfsm-corrections"
+CALL_USAGE_HEADER = "x-agentfsm-call-usage"
+EXHAUSTED_HEADER = "x-agentfsm-exhausted"
+DEFAULTS_HEADER = "x-agentfsm-defaults"
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,10 @@ class Exchange:
     created: int = field(default_factory=lambda: int(time.time()))
     #: the request's events (nothing recorded until :meth:`record` or :meth:`open_transcript`)
     recorder: Recorder = field(default=NO_RECORDER, repr=False)
+    #: the answer is the model's prose after the correction budget ran out (``Reply.exhausted``)
+    exhausted: bool = False
+    #: the client's own ``max_tokens`` (fitting may lower the request's)
+    asked_max_tokens: int | None = field(default=None, init=False)
     _ended: bool = field(default=False, repr=False)
     #: :attr:`config` and :attr:`options`, with the request (and capabilities) they were
     #: made from: read several times per request, made again only when the request is
@@ -87,6 +102,7 @@ class Exchange:
     def __post_init__(self) -> None:
         if not self.response_id:
             self.response_id = self.wire.response_id(new_token())
+        self.asked_max_tokens = self.request.max_tokens
 
     @property
     def attempts(self) -> int:
@@ -116,17 +132,32 @@ class Exchange:
         if found is None or found[0] is not r or (found[1] is not caps and found[1] != caps):
             config = EngineConfig.of(
                 self.settings.run, r.tools, tool_choice=r.tool_choice, parallel=r.parallel, capabilities=caps,
+                answer_schema=answer_schema(r),
             )
             found = self._config = (r, caps, config)
         return found[2]
 
     @property
     def options(self) -> GenerationOptions:
-        """Generation options from the request (our defaults where it names none)."""
+        """Generation options from the request (our defaults where it names none, which
+        :meth:`defaults` reports)."""
         found = self._options
         if found is None or found[0] is not self.request:
-            found = self._options = (self.request, generation_options(self.request, DEFAULT_MAX_TOKENS))
+            found = self._options = (self.request, generation_options(self.request))
         return found[1]
+
+    def defaults(self) -> list[str]:
+        """The settings sent upstream that the client did not ask for, as ``name=value``:
+        a default where it named none, a ``max_tokens`` lowered to fit the context."""
+        r, options = self.request, self.options
+        chosen = []
+        if r.temperature is None:
+            chosen.append(f"temperature={options.temperature:g}")
+        if r.seed is None and options.seed is not None:
+            chosen.append(f"seed={options.seed}")
+        if options.max_tokens is not None and options.max_tokens != self.asked_max_tokens:
+            chosen.append(f"max_tokens={options.max_tokens}")
+        return chosen
 
     def plain_prompt(self) -> list[PromptMessage]:
         """The history for a request without tools: no contract, nothing added."""
@@ -143,18 +174,39 @@ class Exchange:
 
     def add_usage(self, prompt: int, completion: int) -> None:
         """Count one model call's tokens."""
-        self.tally.usage += Usage(prompt_tokens=prompt, completion_tokens=completion)
+        self.tally.charge(Usage(prompt_tokens=prompt, completion_tokens=completion))
 
     def remint(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
         """Parser-numbered calls with fresh, unguessable protocol-style ids."""
         return remint_ids(calls, self.request.protocol, new_token)
 
     def headers(self) -> dict[str, str]:
-        """Response headers: how many model calls the answer took."""
-        return {
-            "x-agentfsm-attempts": str(self.attempts),
-            "x-agentfsm-corrections": str(self.corrections),
-        }
+        """Response headers: how many model calls the answer took and what each cost, a
+        spent budget, and the settings the proxy chose (what is known so far)."""
+        headers = {ATTEMPTS_HEADER: str(self.attempts), CORRECTIONS_HEADER: str(self.corrections)}
+        if self.tally.call_usage:
+            headers[CALL_USAGE_HEADER] = self.call_usage()
+        if self.exhausted:
+            headers[EXHAUSTED_HEADER] = "true"
+        chosen = self.defaults()
+        if chosen:
+            headers[DEFAULTS_HEADER] = ",".join(chosen)
+        return headers
+
+    def call_usage(self) -> str:
+        """Each model call's tokens, ``prompt/completion``, comma-separated, in call order
+        (the response's usage is their sum)."""
+        return ",".join(f"{u.prompt_tokens}/{u.completion_tokens}" for u in self.tally.call_usage)
+
+    def trailer(self) -> str:
+        """What a stream's closing comment says: the counts, each call's tokens and a spent
+        budget, known only once the turn has ended."""
+        text = f"agentfsm attempts={self.attempts} corrections={self.corrections}"
+        if self.tally.call_usage:
+            text += f" call-usage={self.call_usage()}"
+        if self.exhausted:
+            text += " exhausted=true"
+        return text
 
     # -- transcript ----------------------------------------------------------
     def open_transcript(self) -> None:
@@ -216,6 +268,7 @@ def reply_for(ex: Exchange, result: TurnResult) -> Reply:
     if isinstance(decision, CallTools):
         return Reply(decision.assistant.content or None, ex.remint(decision.calls), "tool_calls")
     reason = "length" if result.finish_reason == "length" else "stop"
+    ex.exhausted = result.exhausted
     return Reply(decision.content or None, (), reason, exhausted=result.exhausted)
 
 

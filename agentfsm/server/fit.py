@@ -10,7 +10,7 @@ as sent, compacted, or :class:`~agentfsm.core.errors.PromptTooLong`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from loguru import logger
@@ -44,14 +44,30 @@ def _measure(ex: Exchange, tools: tuple[ToolSpec, ...]) -> int:
     return prompt_tokens(ex.backend, prompt, opts)
 
 
+#: tokens a clamped ``max_tokens`` leaves unused when the backend counts the prompt itself
+EXACT_MARGIN = 16
+#: ... and when the prompt is estimated (its characters / 4, without the chat template):
+#: the template's tokens per message, and a tenth of the estimate for the tokenizer's
+TEMPLATE_TOKENS_PER_MESSAGE = 8
+
+
+def _margin(ex: Exchange) -> Callable[[int], int]:
+    """What a clamped ``max_tokens`` leaves unused, for a prompt of so many tokens."""
+    if counts_tokens(ex.backend):
+        return lambda _tokens: EXACT_MARGIN
+    messages = len(ex.request.messages) + 2  # the contract's system turn and the reply's opener
+    return lambda tokens: EXACT_MARGIN + TEMPLATE_TOKENS_PER_MESSAGE * messages + tokens // 10
+
+
 def fit_exchange(ex: Exchange) -> Fit:
     """Fit ``ex.request`` to the backend's context: its tools compacted where needed and
-    ``max_tokens`` clamped to what is left (``ex.request`` is updated). Raises
-    :class:`PromptTooLong` when even the most compact prompt does not fit."""
+    ``max_tokens`` clamped to what is left, less a safety margin (``ex.request`` is
+    updated). Raises :class:`PromptTooLong` when even the most compact prompt does not fit."""
     request = ex.request
     wanted = ex.options.max_tokens
     fit = fit_prompt(
-        request.tools, lambda tools: _measure(ex, tools), ex.backend.capabilities.context_tokens, wanted
+        request.tools, lambda tools: _measure(ex, tools), ex.backend.capabilities.context_tokens, wanted,
+        _margin(ex),
     )
     update: dict[str, object] = {}
     if fit.level:

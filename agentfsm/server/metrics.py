@@ -15,8 +15,9 @@ per request, when it ends (:class:`ProxyMetrics` is a :class:`~agentfsm.server.o
 ``agentfsm_requests_in_flight``                        requests being answered now
 =====================================================  =======================================
 
-Outcomes: ``tool_calls``, ``answer``, ``exhausted`` (the budget ran out under ``auto``:
-the model's best prose), ``budget_spent`` (it ran out under a required call: an error),
+Outcomes: ``tool_calls``, ``answer``, ``exhausted`` (the budget ran out and the model's
+latest prose was the answer), ``budget_spent`` (it ran out with no acceptable prose, or
+under a required call: the give-up, an error),
 ``upstream_error``, ``client_error`` (a 4xx: a wrong key, a bad body), ``client_gone``,
 ``error``. The ``model`` label is the model the response names; past
 :data:`MODEL_LABELS` distinct names (a client can send any), further ones count as

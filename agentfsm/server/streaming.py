@@ -106,7 +106,7 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
     ended = upstream if isinstance(upstream, TextStream) else None
     finish = (ended.finish_reason if ended else None) or "stop"
     usage = usage_of(ended.usage if ended else None, prompt, text)
-    ex.tally.usage += usage
+    ex.tally.charge(usage)
     ex.recorder.emit(ModelOutputEvent, text=text, usage=usage, finish_reason=finish)
     reply = Reply(text or None, (), "length" if finish == "length" else "stop")
     ex.end(reply)
@@ -140,7 +140,7 @@ async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
 
 
 def _ending(ex: Exchange, sink: StreamSink, reply: Reply) -> list[str]:
-    out = [sink.comment(f"agentfsm attempts={ex.attempts} corrections={ex.corrections}")]
+    out = [sink.comment(ex.trailer())]
     out += sink.calls(reply.calls)
     out += sink.finish(reply.finish_reason, ex.usage)
     return out

@@ -86,11 +86,16 @@ class Wire(ABC):
         response_id: str,
         created: int,
         finish_reason: str,
+        custom_tools: Sequence[str] = (),
     ) -> JSONObject:
-        """A whole (non-streamed) response body."""
+        """A whole (non-streamed) response body (``custom_tools``: the Responses API's
+        freeform tools, whose calls are ``custom_tool_call`` items)."""
 
     @abstractmethod
-    def _encoder(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int) -> _Encoder:
+    def _encoder(
+        self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+        custom_tools: Sequence[str],
+    ) -> _Encoder:
         """A stream encoder for one response."""
 
     @abstractmethod
@@ -105,9 +110,10 @@ class Wire(ABC):
         created: int,
         include_usage: bool,
         input_tokens: int,
+        custom_tools: Sequence[str] = (),
     ) -> StreamSink:
         """A stream of one response."""
-        return StreamSink(self, self._encoder(model, response_id, created, include_usage, input_tokens))
+        return StreamSink(self, self._encoder(model, response_id, created, include_usage, input_tokens, custom_tools))
 
 
 class OpenAIWire(Wire):
@@ -119,11 +125,12 @@ class OpenAIWire(Wire):
         return normalize_openai(body)
 
     def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
-                 response_id: str, created: int, finish_reason: str) -> JSONObject:
+                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = ()) -> JSONObject:
         return encode_openai_response(model=model, content=content, tool_calls=calls, usage=usage, created=created,
                                       response_id=response_id, finish_reason=finish_reason)
 
-    def _encoder(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int) -> _Encoder:
+    def _encoder(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+                 custom_tools: Sequence[str]) -> _Encoder:
         return OpenAIStreamEncoder(model, response_id, created, include_usage=include_usage)
 
     def _call(self, encoder: _Encoder, index: int, call: ToolCall) -> list[str]:
@@ -140,12 +147,14 @@ class ResponsesWire(Wire):
         return normalize_responses(body)
 
     def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
-                 response_id: str, created: int, finish_reason: str) -> JSONObject:
+                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = ()) -> JSONObject:
         return encode_responses_response(model=model, content=content, tool_calls=calls, usage=usage,
-                                         created=created, response_id=response_id, finish_reason=finish_reason)
+                                         created=created, response_id=response_id, finish_reason=finish_reason,
+                                         custom_tools=custom_tools)
 
-    def _encoder(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int) -> _Encoder:
-        return ResponsesStreamEncoder(model, response_id, created)
+    def _encoder(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+                 custom_tools: Sequence[str]) -> _Encoder:
+        return ResponsesStreamEncoder(model, response_id, created, custom_tools)
 
     def _call(self, encoder: _Encoder, index: int, call: ToolCall) -> list[str]:
         assert isinstance(encoder, ResponsesStreamEncoder)
@@ -168,11 +177,12 @@ class AnthropicWire(Wire):
         return anthropic_error_for(exc)
 
     def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
-                 response_id: str, created: int, finish_reason: str) -> JSONObject:
+                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = ()) -> JSONObject:
         return encode_anthropic_response(model=model, content=content, tool_calls=calls, usage=usage,
                                          message_id=response_id, finish_reason=finish_reason)
 
-    def _encoder(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int) -> _Encoder:
+    def _encoder(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+                 custom_tools: Sequence[str]) -> _Encoder:
         return AnthropicStreamEncoder(model, response_id, input_tokens=input_tokens)
 
     def _call(self, encoder: _Encoder, index: int, call: ToolCall) -> list[str]:

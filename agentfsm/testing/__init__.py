@@ -4,11 +4,13 @@ Like ``httpx.MockTransport``: every seam ships its fake. :class:`FakeUpstream` i
 real OpenAI-compatible HTTP server on 127.0.0.1 that answers from a script and can
 stall, reset, throttle, fail or send garbage; :class:`ScriptedBackend` is an
 in-process backend that answers from a queue or a function of the conversation.
+:func:`empty_answer` says whether a proxy's 200 answer carries no assistant message.
 """
 
 from __future__ import annotations
 
 from agentfsm.backends.scripted import ScriptedBackend, ScriptExhausted
+from agentfsm.testing.answers import empty_answer
 from agentfsm.testing.fake_upstream import (
     FakeReply,
     FakeUpstream,
@@ -32,6 +34,7 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedBackend",
     "drip",
+    "empty_answer",
     "garbage",
     "latency",
     "reply",

@@ -11,8 +11,16 @@ or a function of the request) and answers it: a reply, or a fault::
         ...
         assert fake.requests[-1].headers["authorization"] == "Bearer sk-test"
 
-Requests with ``"stream": true`` are answered as SSE, others as one JSON body.
-The server is asyncio-based, so many concurrent requests with ``latency()`` overlap.
+Requests with ``"stream": true`` are answered as SSE, others as one JSON body; a stream
+ends with a usage chunk when the request asks for one (``stream_options.include_usage``),
+as OpenAI's does. The server is asyncio-based, so many concurrent requests with
+``latency()`` overlap.
+
+Like a real model, it can keep to limits: with ``honour_max_tokens`` a reply longer
+than the request's ``max_tokens`` (four characters a token) is cut there, with
+``finish_reason: "length"``; with ``context_tokens`` a request whose messages, or
+messages and ``max_tokens``, exceed that context is answered with OpenAI's own 400
+(``context_length_exceeded``, "... (P in the messages, C in the completion)").
 """
 
 from __future__ import annotations
@@ -66,11 +74,15 @@ class FakeReply:
     seconds: float = 0.0
     #: drip filler forever (whitespace / SSE comments) instead of ever finishing
     forever: bool = False
+    #: the usage to report, ``(prompt_tokens, completion_tokens)`` (default: counted, four
+    #: characters a token)
+    usage: tuple[int, int] | None = None
 
 
-def reply(text: str, finish_reason: str = "stop") -> FakeReply:
-    """A normal completion with ``text``."""
-    return FakeReply(text=text, finish_reason=finish_reason)
+def reply(text: str, finish_reason: str = "stop", usage: tuple[int, int] | None = None) -> FakeReply:
+    """A normal completion with ``text`` (reporting ``usage``, prompt and completion tokens,
+    when given)."""
+    return FakeReply(text=text, finish_reason=finish_reason, usage=usage)
 
 
 def latency(seconds: float, text: str = "ok") -> FakeReply:
@@ -157,9 +169,18 @@ class FakeUpstream:
     """
 
     def __init__(
-        self, script: Script = None, *, model: str = "fake-model", port: int = 0, keep_requests: bool = True
+        self,
+        script: Script = None,
+        *,
+        model: str = "fake-model",
+        port: int = 0,
+        keep_requests: bool = True,
+        honour_max_tokens: bool = False,
+        context_tokens: int | None = None,
     ) -> None:
         self.model = model
+        self.honour_max_tokens = honour_max_tokens
+        self.context_tokens = context_tokens
         self._keep = keep_requests
         self._function: Callable[[ReceivedRequest], FakeReply | str] | None = None
         self._queue: deque[FakeReply | str] = deque()
@@ -243,13 +264,43 @@ class FakeUpstream:
             self.in_flight -= 1
 
     def _next_step(self, request: ReceivedRequest) -> FakeReply:
+        too_long = self._context_error(request)
+        if too_long is not None:
+            return too_long
         if self._function is not None:
             step: FakeReply | str = self._function(request)
         elif self._queue:
             step = self._queue.popleft()
         else:
             step = status(500, body=_error_body("fake upstream script exhausted").decode())
-        return FakeReply(text=step) if isinstance(step, str) else step
+        step = FakeReply(text=step) if isinstance(step, str) else step
+        limit = request.body.get("max_tokens") if isinstance(request.body, dict) else None
+        if self.honour_max_tokens and isinstance(limit, int) and step.status == 200 and _count(step.text) > limit:
+            step = FakeReply(text=step.text[: 4 * limit], finish_reason="length", latency=step.latency, usage=step.usage)
+        return step
+
+    def _context_error(self, request: ReceivedRequest) -> FakeReply | None:
+        """OpenAI's 400 for a request that does not fit ``context_tokens`` (None: it fits)."""
+        if self.context_tokens is None:
+            return None
+        prompt = self._prompt_tokens(request)
+        limit = request.body.get("max_tokens") if isinstance(request.body, dict) else None
+        asked = limit if isinstance(limit, int) else 0
+        if prompt + asked <= self.context_tokens:
+            return None
+        head = f"This model's maximum context length is {self.context_tokens} tokens. However, "
+        if asked:
+            message = (f"{head}you requested {prompt + asked} tokens ({prompt} in the messages, {asked} in the "
+                       "completion). Please reduce the length of the messages or completion.")
+        else:
+            message = f"{head}your messages resulted in {prompt} tokens. Please reduce the length of the messages."
+        body = json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                     "param": "messages", "code": "context_length_exceeded"}})
+        return status(400, body=body)
+
+    @staticmethod
+    def _prompt_tokens(request: ReceivedRequest) -> int:
+        return sum(_count(str(m.get("content", ""))) for m in request.messages)
 
     async def _answer(self, request: ReceivedRequest, step: FakeReply, out: ResponseWriter) -> None:
         if step.fault == "reset":
@@ -318,9 +369,8 @@ class FakeUpstream:
         self._ids += 1
         return f"chatcmpl-fake-{self._ids}"
 
-    def _usage(self, request: ReceivedRequest, text: str) -> JSONObject:
-        prompt = sum(_count(str(m.get("content", ""))) for m in request.messages)
-        completion = _count(text)
+    def _usage(self, request: ReceivedRequest, step: FakeReply) -> JSONObject:
+        prompt, completion = step.usage or (self._prompt_tokens(request), _count(step.text))
         return {"prompt_tokens": prompt, "completion_tokens": completion,
                 "total_tokens": prompt + completion}
 
@@ -335,7 +385,7 @@ class FakeUpstream:
                 "message": {"role": "assistant", "content": step.text},
                 "finish_reason": step.finish_reason,
             }],
-            "usage": self._usage(request, step.text),
+            "usage": self._usage(request, step),
         }
 
     def _sse_events(self, request: ReceivedRequest, step: FakeReply, complete: bool) -> list[bytes]:
@@ -352,6 +402,11 @@ class FakeUpstream:
         events += [chunk({"content": text[i:i + 4]}, None) for i in range(0, len(text), 4)]
         if complete:
             events.append(chunk({}, step.finish_reason))
+            options = request.body.get("stream_options") if isinstance(request.body, dict) else None
+            if isinstance(options, dict) and options.get("include_usage"):
+                data = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": self.model,
+                        "choices": [], "usage": self._usage(request, step)}
+                events.append(b"data: " + _dumps(data) + b"\n\n")
             events.append(b"data: [DONE]\n\n")
         return events
 

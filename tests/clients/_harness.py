@@ -9,6 +9,13 @@ retries or side requests never shift the script. With ``evidence``, a later step
 only given when the tool's result is in the prompt (otherwise the model says it is
 missing), so a final answer proves the result made the round trip.
 
+The upstream keeps to limits as a model does: a reply longer than the request's
+``max_tokens`` is cut there (``finish_reason: length``), and a request that does not fit
+its context of :data:`UPSTREAM_CONTEXT` tokens gets OpenAI's own 400 ("6758 in the
+messages, 128000 in the completion"); the proxy is not told that context. Every answer
+the proxy gives is in a transcript, and no test may leave a ``final`` event with
+nothing in it (an empty 200).
+
 The Node clients (Claude Code, Codex CLI, the Vercel AI SDK) are installed by
 ``make clients`` into ``.clients/`` from ``tests/clients/js/package-lock.json``; the
 Python ones come with the ``clients`` extra. Every client runs as a subprocess and a
@@ -28,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from agentfsm.runtime.transcript import read_transcript
 from agentfsm.testing import FakeUpstream, ReceivedRequest
 from tests._proxy import free_port, wait_until_serving
 
@@ -36,6 +44,8 @@ HERE = Path(__file__).resolve().parent
 NODE_MODULES = ROOT / ".clients" / "node_modules"
 #: what every client subprocess may take, at most (seconds)
 CLIENT_TIMEOUT = 120
+#: the scripted model's context window (the proxy learns it from the upstream's errors)
+UPSTREAM_CONTEXT = 32768
 
 
 def action(tool: str, **arguments: object) -> str:
@@ -82,6 +92,20 @@ class Proxy:
     url: str
     upstream: Upstream
     log: Path
+    #: where the proxy writes one transcript per request
+    transcripts: Path
+
+    def empty_finals(self, skip: set[Path]) -> list[str]:
+        """The transcripts (other than ``skip``) whose request ended with an empty answer."""
+        found = []
+        for path in sorted(self.transcripts.glob("*.jsonl")):
+            if path in skip:
+                continue
+            events = read_transcript(path)
+            calls = any(e["type"] == "tool_call" for e in events)
+            if not calls and any(e["type"] == "final" and not str(e.get("content") or "").strip() for e in events):
+                found.append(path.name)
+        return found
 
     @property
     def openai_url(self) -> str:
@@ -93,16 +117,18 @@ class Proxy:
 def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
     """One proxy subprocess for the suite (its log is shown when it fails to start)."""
     holder = Upstream()
-    fake = FakeUpstream(holder.answer)
+    fake = FakeUpstream(holder.answer, honour_max_tokens=True, context_tokens=UPSTREAM_CONTEXT)
     holder.fake = fake
     log = tmp_path_factory.mktemp("proxy") / "serve.log"
+    transcripts = tmp_path_factory.mktemp("transcripts")
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("AGENTFSM_API_KEY", None)
     with fake, log.open("w") as sink:
         server = subprocess.Popen(
             [sys.executable, "-m", "agentfsm", "serve", "--backend", "openai",
-             "--base-url", fake.base_url, "--model", "fake-model", "--port", str(port)],
+             "--base-url", fake.base_url, "--model", "fake-model", "--port", str(port),
+             "--transcripts", str(transcripts)],
             stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
         )
         try:
@@ -111,7 +137,7 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
                 wait_until_serving(url, server, timeout=60)
             except RuntimeError:
                 pytest.fail(f"agentfsm serve did not start:\n{log.read_text()}")
-            yield Proxy(url, holder, log)
+            yield Proxy(url, holder, log, transcripts)
         finally:
             server.terminate()
             try:

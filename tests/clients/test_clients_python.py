@@ -27,6 +27,10 @@ AGENTS_NOTOOLS = ["output-chat-notools", "output-responses-notools"]
 PYDANTIC_AI = ["openai", "openai-stream", "openai-responses", "anthropic", "anthropic-stream"]
 LANGCHAIN = ["openai", "openai-stream", "openai-responses", "anthropic", "anthropic-stream", "langgraph"]
 LITELLM = ["whole", "stream", "responses"]
+#: a model that keeps calling a tool that is not offered: the budget is spent with no prose
+NEVER = action("search_the_web", query="weather in Paris")
+AGENTS_GIVEUP = ["giveup-responses", "giveup-chat"]
+PYDANTIC_AI_GIVEUP = ["giveup-openai", "giveup-openai-responses", "giveup-anthropic"]
 
 RunGroup = Callable[..., Group]
 
@@ -81,3 +85,36 @@ def test_langchain_and_langgraph(run_group: RunGroup, mode: str) -> None:
 def test_litellm(run_group: RunGroup, mode: str) -> None:
     result = _loop(run_group, "litellm_client.py", LITELLM, mode)
     assert result["final"] == ANSWER and result["tool_calls"] == 1
+
+
+@pytest.mark.parametrize("mode", AGENTS_OUTPUT)
+def test_openai_agents_output_type_a_prose_answer_is_corrected_to_the_schema(run_group: RunGroup, mode: str) -> None:
+    """With tools, openai-agents' output_type was only named in x-agentfsm-ignored: a model
+    answering in prose made the client raise. Now the schema is in the contract, and the
+    prose answer is corrected to its JSON."""
+    group = run_group("openai_agents.py", AGENTS_OUTPUT, (CALL, "It is 18 C and sunny in Paris.", WEATHER_JSON),
+                      evidence=RESULT)
+    assert group.result(mode)["final"] == {"city": "Paris", "temperature_c": 18}
+    contracts = [r.messages[0]["content"] for r in group.seen]
+    assert all('"temperature_c"' in c for c in contracts), group.ran.report(group.proxy)
+
+
+def _gave_up(ran_modes: dict[str, dict[str, object]], mode: str, report: str) -> str:
+    result = ran_modes.get(mode)
+    assert result is not None and "error" in result, f"{mode} did not raise\n{report}"
+    error = str(result["error"])
+    assert "InternalServerError" in error and "no acceptable reply after 4 attempts" in error, report
+    return error
+
+
+@pytest.mark.parametrize("mode", AGENTS_GIVEUP)
+def test_openai_agents_sees_a_spent_budget_as_an_error(run_group: RunGroup, mode: str) -> None:
+    """It got an empty message (final_output "") and reported success."""
+    group = run_group("openai_agents.py", AGENTS_GIVEUP, (NEVER,))
+    _gave_up(group.ran.by_mode(), mode, group.ran.report(group.proxy))
+
+
+@pytest.mark.parametrize("mode", PYDANTIC_AI_GIVEUP)
+def test_pydantic_ai_sees_a_spent_budget_as_an_error(run_group: RunGroup, mode: str) -> None:
+    group = run_group("pydantic_ai_client.py", PYDANTIC_AI_GIVEUP, (NEVER,))
+    _gave_up(group.ran.by_mode(), mode, group.ran.report(group.proxy))

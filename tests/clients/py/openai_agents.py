@@ -1,7 +1,8 @@
 """openai-agents against the proxy: the default Responses model, the chat-completions model, output_type.
 
 Usage: openai_agents.py MODE... (MODE: responses|responses-stream|chat|chat-stream|output-chat|output-responses)
-       (output-...-notools: the same agent without tools, so its response_format applies)
+       (output-...-notools: the same agent without tools, so its response_format applies;
+        giveup-responses|giveup-chat: the plain agent, for a model that never answers acceptably)
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ async def main(mode: str) -> None:
     client = AsyncOpenAI(base_url=OPENAI_URL, api_key=KEY, max_retries=0)
     set_default_openai_client(client, use_for_tracing=False)
     model: object = MODEL  # a name: the SDK's default model class, OpenAIResponsesModel
-    if mode.startswith(("chat", "output-chat")):
+    if mode.startswith(("chat", "output-chat", "giveup-chat")):
         model = OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
     output_type = Weather if mode.startswith("output") else None
     agent = Agent(

@@ -1,6 +1,7 @@
 """pydantic-ai against the proxy, with its OpenAI (chat and responses) and Anthropic providers.
 
-Usage: pydantic_ai_client.py MODE... (MODE: openai|openai-stream|openai-responses|anthropic|anthropic-stream)
+Usage: pydantic_ai_client.py MODE... (MODE: openai|openai-stream|openai-responses|anthropic|anthropic-stream,
+       each also as giveup-MODE: the same run, for a model that never answers acceptably)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from _common import KEY, MODEL, OPENAI_URL, QUESTION, URL, done, get_weather, ru
 
 
 async def main(mode: str) -> None:
+    mode = mode.removeprefix("giveup-")
     if mode.startswith("anthropic"):
         model: object = AnthropicModel(MODEL, provider=AnthropicProvider(base_url=URL, api_key=KEY))
     elif mode == "openai-responses":
