@@ -1,4 +1,6 @@
-"""Final answers: a reply that loops is cut where the loop starts.
+"""Final answers: a reply that loops is cut where the loop starts; short tool results
+are framed as sentences ("The result of NAME (call ID) is VALUE."), which a small model
+restates in its answer where it would copy another number from a bare value.
 
 Greedy decoding on a small model often ends an answer by repeating a sentence until the
 token limit ("The capital of Japan is Tokyo. The capital of Japan is Tokyo. The capi").
@@ -56,9 +58,11 @@ def latest_results(history: Sequence[Message]) -> list[ToolResult]:
 
 
 class AnswersPolicy(Policy):
-    """An answer that loops is cut where the loop starts."""
+    """An answer that loops is cut where the loop starts; short results reach the model
+    as sentences it can restate in its answer."""
 
     name = "answers"
+    result_sentences = True
 
     def finish_answer(self, content: str) -> str:
         return trim_repetition(content)

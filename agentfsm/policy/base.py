@@ -43,6 +43,9 @@ class Policy:
     name: ClassVar[PolicyName]
     #: runs only where the run's ``grounding`` setting is on (``auto``: a small model)
     needs_grounding: ClassVar[bool] = False
+    #: short tool results reach the model as English sentences ("The result of NAME is
+    #: VALUE."), which a small model restates (:func:`agentfsm.prompt.results.frame_result`)
+    result_sentences: ClassVar[bool] = False
 
     def refusal(self, text: str) -> RefusalMatch | None:
         """The refusal that a reply without calls makes (for :mod:`agentfsm.guards.refusal`)."""
@@ -95,6 +98,11 @@ class Policies:
     def names(self) -> tuple[PolicyName, ...]:
         """The policies' names, in order (as the transcript's ``run_start`` records them)."""
         return tuple(p.name for p in self.policies)
+
+    @property
+    def result_sentences(self) -> bool:
+        """Whether a policy frames short results as sentences."""
+        return any(p.result_sentences for p in self.policies)
 
     @cached_property
     def refusal(self) -> RefusalMatcher | None:

@@ -42,8 +42,10 @@ def project_history(
     tool_choice: ToolChoice = ToolChoice.AUTO,
     parallel: bool = DEFAULTS.parallel,
     contract: str | None = None,
+    sentences: bool = True,
 ) -> list[PromptMessage]:
-    """Turn ``history`` into the prompt sent to a text-only model."""
+    """Turn ``history`` into the prompt sent to a text-only model (``sentences``: short
+    results framed as sentences, :func:`~agentfsm.prompt.results.frame_result`)."""
     d = get_dialect(dialect)
     names: dict[str, str] = {}
     system_parts: list[str] = []
@@ -60,7 +62,8 @@ def project_history(
     def flush_results() -> None:
         if pending:
             text = frame_results(
-                list(pending), dialect_name=dialect, tool_choice=tool_choice, tools=tools, request=request
+                list(pending), dialect_name=dialect, tool_choice=tool_choice, tools=tools, request=request,
+                sentences=sentences,
             )
             out.append(PromptMessage(role="user", content=text))
             pending.clear()

@@ -36,7 +36,7 @@ from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
 from agentfsm.engine.decisions import Plan
 from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, step
-from agentfsm.engine.plan import plan, wants_vote
+from agentfsm.engine.plan import plan, policies_of, wants_vote
 from agentfsm.core.errors import MaxStepsExceeded, RunError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
 from agentfsm.core.messages import Message, PromptMessage
@@ -102,7 +102,7 @@ def _request(
     )
     prompt = project_history(
         history, config.tools, dialect=p.dialect, tool_choice=p.tool_choice, parallel=config.parallel,
-        contract=contract,
+        contract=contract, sentences=policies_of(config).result_sentences,
     )
     return prompt, options, prefill
 

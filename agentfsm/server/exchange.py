@@ -25,6 +25,7 @@ from agentfsm.core.backend import Backend, Capabilities, GenerationOptions, Usag
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.events import ModelOutputEvent, ModelRequestEvent, ProxyRunConfig
 from agentfsm.engine.decide import CallTools, EngineConfig
+from agentfsm.engine.plan import policies_of
 from agentfsm.core.errors import BackendTimeout, ClientGone
 from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.prompt.projection import project_history
@@ -161,7 +162,10 @@ class Exchange:
 
     def plain_prompt(self) -> list[PromptMessage]:
         """The history for a request without tools: no contract, nothing added."""
-        return project_history(self.request.messages, (), dialect=self.settings.run.dialect, tool_choice=ToolChoice.AUTO)
+        return project_history(
+            self.request.messages, (), dialect=self.settings.run.dialect, tool_choice=ToolChoice.AUTO,
+            sentences=policies_of(self.config).result_sentences,
+        )
 
     def plain_request(self) -> tuple[list[PromptMessage], GenerationOptions]:
         """The one model call of a request without tools: its prompt and options, counted
