@@ -17,13 +17,8 @@ from typer.testing import CliRunner
 
 from agentfsm.core.choice import ToolChoice
 from agentfsm.backends.openai_compat import OpenAICompatBackend
-from agentfsm.batch.controller import (
-    YOUNG_COLLECTION_THRESHOLD,
-    BatchStats,
-    batch_collector,
-    run_batch,
-    run_batch_sync,
-)
+from agentfsm.batch.controller import BatchStats, run_batch, run_batch_sync
+from agentfsm.batch.loop import YOUNG_COLLECTION_THRESHOLD, batch_collector
 from agentfsm.batch.task import Task, TaskResult, transcript_name
 from agentfsm.batch.io import ResultLog, load_tasks
 from agentfsm.cli import app
