@@ -9,8 +9,8 @@ which says everything that is its own, on top of the pure encoders in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Protocol, TypeAlias
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import Usage
@@ -49,6 +49,11 @@ class _Encoder(Protocol):
     def finish(self, reason: str, usage: Usage) -> list[str]: ...
 
     def error(self, message: str, type: str) -> list[str]: ...
+
+
+#: the events of one accepted call, the ``index``-th of the response (the stream
+#: encoder's own ``tool_call``, given the index where the protocol numbers its calls)
+CallWriter: TypeAlias = Callable[[int, ToolCall], list[str]]
 
 
 class Wire(ABC):
@@ -92,15 +97,11 @@ class Wire(ABC):
         freeform tools, whose calls are ``custom_tool_call`` items)."""
 
     @abstractmethod
-    def _encoder(
+    def _stream(
         self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
         custom_tools: Sequence[str],
-    ) -> _Encoder:
-        """A stream encoder for one response."""
-
-    @abstractmethod
-    def _call(self, encoder: _Encoder, index: int, call: ToolCall) -> list[str]:
-        """The events of one accepted call, the ``index``-th of the response."""
+    ) -> tuple[_Encoder, CallWriter]:
+        """A stream encoder for one response, and how it writes a call."""
 
     def sink(
         self,
@@ -113,7 +114,7 @@ class Wire(ABC):
         custom_tools: Sequence[str] = (),
     ) -> StreamSink:
         """A stream of one response."""
-        return StreamSink(self, self._encoder(model, response_id, created, include_usage, input_tokens, custom_tools))
+        return StreamSink(self, *self._stream(model, response_id, created, include_usage, input_tokens, custom_tools))
 
 
 class OpenAIWire(Wire):
@@ -129,13 +130,10 @@ class OpenAIWire(Wire):
         return encode_openai_response(model=model, content=content, tool_calls=calls, usage=usage, created=created,
                                       response_id=response_id, finish_reason=finish_reason)
 
-    def _encoder(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
-                 custom_tools: Sequence[str]) -> _Encoder:
-        return OpenAIStreamEncoder(model, response_id, created, include_usage=include_usage)
-
-    def _call(self, encoder: _Encoder, index: int, call: ToolCall) -> list[str]:
-        assert isinstance(encoder, OpenAIStreamEncoder)
-        return encoder.tool_call(index, call)
+    def _stream(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+                custom_tools: Sequence[str]) -> tuple[_Encoder, CallWriter]:
+        encoder = OpenAIStreamEncoder(model, response_id, created, include_usage=include_usage)
+        return encoder, encoder.tool_call  # chat completions number their tool_calls
 
 
 class ResponsesWire(Wire):
@@ -152,13 +150,10 @@ class ResponsesWire(Wire):
                                          created=created, response_id=response_id, finish_reason=finish_reason,
                                          custom_tools=custom_tools)
 
-    def _encoder(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
-                 custom_tools: Sequence[str]) -> _Encoder:
-        return ResponsesStreamEncoder(model, response_id, created, custom_tools)
-
-    def _call(self, encoder: _Encoder, index: int, call: ToolCall) -> list[str]:
-        assert isinstance(encoder, ResponsesStreamEncoder)
-        return encoder.tool_call(call)
+    def _stream(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+                custom_tools: Sequence[str]) -> tuple[_Encoder, CallWriter]:
+        encoder = ResponsesStreamEncoder(model, response_id, created, custom_tools)
+        return encoder, lambda _index, call: encoder.tool_call(call)
 
 
 class AnthropicWire(Wire):
@@ -181,13 +176,10 @@ class AnthropicWire(Wire):
         return encode_anthropic_response(model=model, content=content, tool_calls=calls, usage=usage,
                                          message_id=response_id, finish_reason=finish_reason)
 
-    def _encoder(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
-                 custom_tools: Sequence[str]) -> _Encoder:
-        return AnthropicStreamEncoder(model, response_id, input_tokens=input_tokens)
-
-    def _call(self, encoder: _Encoder, index: int, call: ToolCall) -> list[str]:
-        assert isinstance(encoder, AnthropicStreamEncoder)
-        return encoder.tool_call(call)
+    def _stream(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+                custom_tools: Sequence[str]) -> tuple[_Encoder, CallWriter]:
+        encoder = AnthropicStreamEncoder(model, response_id, input_tokens=input_tokens)
+        return encoder, lambda _index, call: encoder.tool_call(call)
 
 
 #: one wire per protocol
@@ -209,9 +201,10 @@ def wire_for_path(path: str) -> Wire:
 class StreamSink:
     """One streamed response: prose deltas, finished tool calls, the end or an error."""
 
-    def __init__(self, wire: Wire, encoder: _Encoder) -> None:
+    def __init__(self, wire: Wire, encoder: _Encoder, write_call: CallWriter) -> None:
         self.wire = wire
         self._encoder = encoder
+        self._write_call = write_call
         self._calls = 0
 
     @property
@@ -227,7 +220,7 @@ class StreamSink:
         """Accepted tool calls, each with its id and name first, then its arguments."""
         out: list[str] = []
         for call in calls:
-            out += self.wire._call(self._encoder, self._calls, call)
+            out += self._write_call(self._calls, call)
             self._calls += 1
         return out
 
