@@ -96,15 +96,20 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(evidence: Evidence, name: str, upstream: str, *options: str) -> Iterator[ServedProxy]:
-    """``agentfsm serve`` on a free port in front of ``upstream``; stops it afterwards."""
+def serve(
+    evidence: Evidence, name: str, upstream: str, *options: str, keyless: bool = False, transcripts: bool = True
+) -> Iterator[ServedProxy]:
+    """``agentfsm serve`` on a free port in front of ``upstream``; stops it afterwards
+    (``keyless``: without a client key, as the proxy runs by default on loopback;
+    ``transcripts``: writing one per request)."""
     port = _free_port()
     folder = evidence.root / name
     folder.mkdir(parents=True, exist_ok=True)
+    client_key = [] if keyless else ["--api-key", CLIENT_KEY]
     args = [
         "--port", str(port), "--backend", "openai", "--base-url", upstream, "--model", "chaos",
-        "--api-key", CLIENT_KEY, "--upstream-api-key", UPSTREAM_KEY,
-        "--transcripts", str(folder / "transcripts"), *options,
+        *client_key, "--upstream-api-key", UPSTREAM_KEY,
+        *(["--transcripts", str(folder / "transcripts")] if transcripts else []), *options,
     ]
     env = {k: v for k, v in os.environ.items() if not k.endswith("API_KEY")}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])

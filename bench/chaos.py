@@ -18,6 +18,12 @@ Sections (each a function of ``n``, the size of the run, returning counts):
   a correction, three protocols x stream and not: 200 answers with an empty assistant
   message (:func:`agentfsm.testing.empty_answer`), and ``final`` events with nothing in
   them in every transcript the run's proxies wrote so far;
+- the sections of ``bench/_chaos_attacks.py`` (from clients and data: distinct tool
+  lists vs RSS, injected actions by normalisation class, the key's forms in every
+  response path, Host/Origin/Content-Type, big integers, XML closers and quoted
+  commands) and ``bench/_chaos_edges.py`` (schema-validation and stream-parse stalls,
+  upstream size, slow headers and connection limits, two batches, the base URL,
+  tampered transcripts, passwords in transcripts), each with its size and seed;
 - ``secrets``: the canary client and upstream keys searched in every log, transcript,
   error body and response the run produced (forced 500s and echoed keys included).
 
@@ -53,6 +59,8 @@ import openai  # noqa: E402
 
 from _chaos_proxy import CLIENT_KEY, EXPLODE, UPSTREAM_KEY, Evidence, ServedProxy, rss_kib, serve  # noqa: E402
 from _chaos_inputs import BAD_INPUTS, FAULTS, shape_ok  # noqa: E402
+import _chaos_attacks  # noqa: E402
+import _chaos_edges  # noqa: E402
 from agentfsm.testing import FakeUpstream, ReceivedRequest, drip, empty_answer, reply, status  # noqa: E402
 from agentfsm.runtime.transcript import read_transcript  # noqa: E402
 from fixtures.injections import INJECTED_TOOL, INJECTIONS, TOOLS_ANTHROPIC, TOOLS_OPENAI  # noqa: E402
@@ -72,7 +80,7 @@ MUST_BE_ZERO = frozenset({
     "stream_vs_whole_differences", "5xx", "shape_violations", "hangs", "bad_endings",
     "held_connections", "leaked_upstream_requests", "failed_requests", "calls_not_authored",
     "canary_hits", "empty_200s", "empty_finals", "unexpected_outcomes",
-})
+}) | _chaos_attacks.MUST_BE_ZERO
 _REQUEST_TIMEOUT = 2.0
 
 
@@ -170,7 +178,7 @@ def _half_body(url: str) -> socket.socket:
     host, _, port = url.removeprefix("http://").partition(":")
     sock = socket.create_connection((host, int(port)))
     sock.sendall(
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
         b"authorization: Bearer " + CLIENT_KEY.encode() + b"\r\ncontent-length: 4000\r\n\r\n"
         b'{"model": "m", "messages": [{"role": "user", "content": "hel'
     )
@@ -389,6 +397,8 @@ SECTIONS: dict[str, Callable[[int, Evidence], Counts]] = {
     "load": load,
     "injection": injection,
     "answers": answers,
+    **_chaos_attacks.SECTIONS,
+    **_chaos_edges.SECTIONS,
     "secrets": secrets,
 }
 

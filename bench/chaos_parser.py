@@ -4,7 +4,7 @@
 any format the parser reads (``json action`` and ``json`` fences, json-protocol objects
 and action lists, ``@tool`` lines, smiley blocks, Hermes ``<tool_call>``, Mistral
 ``[TOOL_CALLS]`` both ways, Llama bare objects and arrays, pythonic lists, XML
-``<function=...>`` with and without its wrapper). Argument strings hold the closers of
+``<function=...>`` with and without its wrapper: without it, it is text and holds no call). Argument strings hold the closers of
 every format, actions copied from tool results, quotes, backslashes, ``\\u`` text and
 raw control characters; some JSON is written with raw newlines inside its strings;
 some arguments and ``{"final": ...}`` replies nest deeply. A reply may be cut at a
@@ -222,7 +222,8 @@ def _reply(rnd: random.Random) -> tuple[str, list[Action], list[ToolSpec]]:
             calls.append((name, args))
         raw = fmt not in ("pythonic",) and not fmt.startswith("xml") and rnd.random() < 0.25
         text = _one(fmt, calls, raw)
-        actions.append((pos, pos + len(text), calls, fmt))
+        # a bare <function=...> is text (XML is read only in its wrapped, well-formed block)
+        actions.append((pos, pos + len(text), [] if fmt == "xml" else calls, fmt))
         add(text)
         add("\n")
     if rnd.random() < 0.5:

@@ -119,11 +119,12 @@ def watch_answers(app: Any) -> Any:
 
 
 @contextmanager
-def proxy(backend: Backend, **settings: Any) -> Iterator[str]:
+def proxy(backend: Backend, *, http: Any = "auto", **settings: Any) -> Iterator[str]:
     """Run the proxy for ``backend`` on a free port; yields ``http://127.0.0.1:PORT``.
-    Every answer it sends is checked for an empty assistant message (:func:`watch_answers`)."""
+    Every answer it sends is checked for an empty assistant message (:func:`watch_answers`).
+    ``http``: uvicorn's HTTP protocol (``agentfsm serve`` runs a guarded one)."""
     app = watch_answers(create_app(backend, **settings))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="none", lifespan="on")
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="none", lifespan="on", http=http)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="agentfsm-proxy", daemon=True)
     thread.start()

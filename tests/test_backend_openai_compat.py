@@ -308,6 +308,25 @@ def test_a_prompt_the_context_cannot_hold_is_prompt_too_long_with_its_own_number
     assert len(fake.chat_requests) == 1
 
 
+@pytest.mark.parametrize("digits", [20, 5000])
+def test_a_context_error_with_impossible_counts_is_prompt_too_long_without_them(mode: str, digits: int) -> None:
+    # a hostile upstream's 20-digit count was fitted to (the context learned, max_tokens sent
+    # again from it); counts are read up to 12 digits, past a 4 KB head never (issue 29)
+    huge = "9" * digits
+    bodies = [
+        f"This model's maximum context length is {huge} tokens. However, you requested 5 tokens "
+        "(3 in the messages, 2 in the completion)",
+        '{"error": {"message": "exceeds the available context size", "n_prompt_tokens": ' + huge + ', "n_ctx": 100}}',
+    ]
+    for body in bodies:
+        with FakeUpstream([status(400, body=body)]) as fake, backend_for(fake, max_retries=0) as backend:
+            with pytest.raises(PromptTooLong) as caught:
+                call(backend, mode, GenerationOptions(max_tokens=10))
+            assert (caught.value.tokens, caught.value.maximum) == (None, None)
+            assert backend.capabilities.context_tokens is None
+        assert len(fake.chat_requests) == 1
+
+
 def test_streams_ask_for_the_upstreams_usage() -> None:
     async def run(backend: OpenAICompatBackend) -> TextStream:
         stream = backend.astream(MESSAGES, OPTIONS)
@@ -336,3 +355,48 @@ def test_an_upstream_that_refuses_stream_options_is_asked_without_them_once(mode
         assert call(backend, mode) == "ok"
     sent = ["stream_options" in r.body for r in fake.chat_requests]
     assert sent == [True, False, False]
+
+
+# --- the base URL: credentials refused at start-up, a query kept (issue 29, item 12) ----------
+
+
+@pytest.mark.parametrize("url", ["http://user:s3cret-pw@127.0.0.1:9/v1", "http://user@127.0.0.1:9/v1"])
+def test_a_base_url_with_a_user_or_password_is_refused_without_showing_it(url: str) -> None:
+    # defect: every request was a 500 and the password was in every DEBUG line
+    with pytest.raises(UsageError, match="user name or password") as caught:
+        OpenAICompatBackend(url, "m", api_key="sk-test")
+    assert "s3cret" not in str(caught.value) and "user@" not in str(caught.value)
+
+
+def test_serve_refuses_a_base_url_with_credentials_at_start_up() -> None:
+    from typer.testing import CliRunner
+
+    from agentfsm.cli import app
+
+    result = CliRunner().invoke(
+        app, ["serve", "--backend", "openai", "--base-url", "http://u:s3cret-pw@127.0.0.1:9/v1", "--upstream-api-key", "sk-x"]
+    )
+    assert result.exit_code == 2
+    assert "user name or password" in result.output and "s3cret" not in result.output
+
+
+def test_the_query_of_the_base_url_goes_with_every_request(mode: str) -> None:
+    # defect: '?api-version=...' was glued into the path (…/v1?api-version=x/chat/completions)
+    with FakeUpstream(["ok"]) as fake:
+        with OpenAICompatBackend(fake.base_url + "?api-version=2024-10-21", "m", api_key="sk-test", timeout=FAST) as backend:
+            assert call(backend, mode) == "ok"
+        sent = fake.chat_requests[0]
+        assert sent.path == "/v1/chat/completions" and sent.query == "api-version=2024-10-21"
+        assert backend.base_url == fake.base_url
+
+
+def test_the_query_of_the_base_url_goes_with_httpx_async_requests_too() -> None:
+    import httpx
+
+    with FakeUpstream(["ok"]) as fake:
+        backend = OpenAICompatBackend(
+            fake.base_url + "/?api-version=1&x=2", "m", api_key="sk-test", timeout=FAST,
+            async_transport=httpx.AsyncHTTPTransport(),
+        )
+        assert call(backend, "acomplete") == "ok"
+        assert fake.chat_requests[0].query == "api-version=1&x=2"

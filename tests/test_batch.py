@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,50 @@ def test_results_log_drop_rewrites_without_the_given_ids(tmp_path: Path) -> None
         log.append(_result("r1"))
     rows = _assert_exactly_once(out, {"r0", "r1", "r2"})
     assert all(r["ok"] for r in rows)
+
+
+def test_a_second_writer_on_one_results_file_is_refused_while_the_first_holds_it(tmp_path: Path) -> None:
+    # defect (issue 29, item 8): no lock; two batches on one file each ran and wrote every task
+    out = tmp_path / "out.jsonl"
+    with ResultLog(out) as first:
+        first.append(_result("a"))
+        with pytest.raises(UsageError, match="another batch is writing results to"):
+            ResultLog(out)
+        first.drop({"a"})  # the file is replaced: the new one is locked before it takes the path
+        with pytest.raises(UsageError, match="another batch is writing results to"):
+            ResultLog(out)
+        first.append(_result("b"))
+    with ResultLog(out) as again:  # released on close
+        assert set(again.done) == {"b"}
+
+
+def test_two_batch_processes_on_one_file_run_every_task_once(tmp_path: Path) -> None:
+    n = 60
+    tasks = _write(tmp_path / "tasks.jsonl", task_lines(n))
+    out = tmp_path / "out.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    script, gate = make_script(latency=0.01), threading.Event()
+
+    def held(request: Any) -> Any:  # the first batch waits, holding its file, until the second is done
+        gate.wait(120)
+        return script(request)
+
+    with FakeUpstream(held) as fake:
+        cmd = _batch_cmd(tasks, out, tmp_path / "runs", fake.base_url)
+        first = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while not fake.requests and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        second = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, timeout=120)
+        gate.set()
+        first_out, first_err = first.communicate(timeout=300)
+        model_calls = len(fake.chat_requests)
+    assert first.returncode == 0, first_err.decode()[-2000:]
+    assert second.returncode == 2, second.stdout
+    assert b"another batch is writing results to" in second.stderr and b"Traceback" not in second.stderr
+    assert json.loads(first_out)["done"] == n
+    _assert_exactly_once(out, {f"t{i}" for i in range(n)})
+    assert model_calls == 2 * n  # each task's two model calls, once
 
 
 # --- runs ----------------------------------------------------------------------------

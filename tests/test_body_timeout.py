@@ -47,7 +47,7 @@ def test_half_a_body_gets_408_in_the_clients_shape_and_a_closed_connection(
         with socket.create_connection((address.hostname, address.port)) as sock:
             started = time.monotonic()
             framing = b"transfer-encoding: chunked\r\n" if chunked else b"content-length: 1000\r\n"
-            sock.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n" + framing + b"\r\n")
+            sock.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n" + framing + b"\r\n")
             sock.sendall(b"%x\r\n" % len(HALF_BODY) + HALF_BODY + b"\r\n" if chunked else HALF_BODY)
             data = _read_all(sock, 10)
             elapsed = time.monotonic() - started
@@ -69,7 +69,7 @@ def test_a_slow_but_steady_body_within_the_timeout_is_served() -> None:
         address = urlparse(url)
         with socket.create_connection((address.hostname, address.port)) as sock:
             sock.sendall(
-                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n"
                 b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
             )
             for i in range(0, len(body), 16):

@@ -21,10 +21,15 @@ def _chaos() -> ModuleType:
     return module
 
 
+#: the new sections that run in seconds (each heavier one has regression tests of its own)
+_QUICK = {"big_integers", "host_origin", "xml_and_quotes", "base_url", "transcript_keys", "tool_lists"}
+
+
 @pytest.mark.slow
 def test_the_short_chaos_run_counts_nothing_wrong() -> None:
     chaos = _chaos()
-    results = chaos.run(10)
+    original = {"parser", "bad_input", "upstream_faults", "slow_body", "load", "injection", "answers", "secrets"}
+    results = chaos.run(10, only=original | _QUICK)
     wrong = {
         f"{section}.{name}": value
         for section, counts in results.items()
@@ -38,6 +43,16 @@ def test_the_short_chaos_run_counts_nothing_wrong() -> None:
     assert results["load"]["requests"] > 0
     assert results["answers"]["gave_up"] > 0 and results["answers"]["answered"] > 0
     assert results["secrets"]["forced_500s"] > 0 and results["secrets"]["texts_searched"] > 0
+    assert results["big_integers"]["requests"] > 0 and results["host_origin"]["requests"] > 0
+    assert results["xml_and_quotes"]["replies"] > 0 and results["transcript_keys"]["runs"] > 0
+    assert results["base_url"]["starts"] > 0 and results["tool_lists"]["requests"] >= 3
+
+
+def test_every_section_is_listed_and_every_zero_count_is_one_a_section_makes() -> None:
+    chaos = _chaos()
+    assert set(chaos.SECTIONS) >= _QUICK | {"injection_variants", "key_forms", "schema_stall", "stream_stall",
+                                             "upstream_size", "slow_headers", "two_batches", "tampered_transcripts"}
+    assert list(chaos.SECTIONS)[-1] == "secrets"  # it searches what the others left
 
 
 def test_the_table_marks_a_count_that_should_be_zero() -> None:

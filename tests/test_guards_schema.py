@@ -194,3 +194,96 @@ def test_arguments_past_the_size_bound_are_noted_not_validated() -> None:
     found = schema.validate_arguments(huge, WEATHER.parameters).mismatch
     assert found is not None and found.keyword == "maximum"
     assert schema.validate_arguments({1: "x"}, {"type": "object"}).note == ""
+
+
+# --- no quadratic keyword (issue 29, item 5) ----------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from jsonschema import Draft201909Validator, Draft202012Validator  # noqa: E402
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, -0.0, 2.5]) | st.sampled_from(["a", "b", ""]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_json, max_size=6))
+def test_linear_unique_items_gives_jsonschemas_verdicts(items: list[Any]) -> None:
+    from jsonschema._utils import uniq
+
+    from agentfsm.guards._keywords import unique
+
+    assert unique(items) == uniq(items)
+
+
+_SCHEMAS_UNEVALUATED = [
+    {"prefixItems": [{"type": "integer"}], "unevaluatedItems": False},
+    {"prefixItems": [{}], "contains": {"type": "string"}, "unevaluatedItems": False},
+    {"anyOf": [{"prefixItems": [{}, {}]}, {"items": {"type": "integer"}}], "unevaluatedItems": False},
+    {"properties": {"a": {}}, "unevaluatedProperties": False},
+    {"properties": {"a": {}}, "patternProperties": {"^b": {}}, "unevaluatedProperties": {"type": "integer"}},
+    {"allOf": [{"properties": {"a": {}}}], "anyOf": [{"properties": {"b": {"type": "string"}}}], "unevaluatedProperties": False},
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(_SCHEMAS_UNEVALUATED), _json, st.sampled_from([Draft202012Validator, Draft201909Validator]))
+def test_linear_unevaluated_keywords_give_jsonschemas_verdicts(schema: dict[str, Any], instance: Any, base: Any) -> None:
+    from agentfsm.guards.schema import _safe_class
+
+    original = base(schema)
+    linear = _safe_class(base)(schema)
+    assert [e.message for e in linear.iter_errors(instance)] == [e.message for e in original.iter_errors(instance)]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True}}},
+        {"type": "object", "properties": {"xs": {"type": "array", "prefixItems": [{}], "unevaluatedItems": {"type": "object"}}}},
+        {"type": "object", "properties": {"xs": {"type": "object", "properties": {"k0": {}}, "unevaluatedProperties": {"type": "integer"}}}},
+    ],
+    ids=["uniqueItems", "unevaluatedItems", "unevaluatedProperties"],
+)
+def test_validation_work_grows_linearly_with_the_arguments(schema: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # defect: a 51 KB array stalled every client 11 s, 213 KB took 255 s (pairwise comparisons,
+    # membership tests in lists); counted here in comparisons and descents, not in seconds
+    import jsonschema._keywords
+    import jsonschema._utils
+
+    calls = {"equal": 0, "scanned": 0}
+    real_equal = jsonschema._utils.equal
+
+    def counting_equal(one: Any, two: Any) -> bool:
+        calls["equal"] += 1
+        return bool(real_equal(one, two))
+
+    class Scanned(list[Any]):
+        def __contains__(self, item: object) -> bool:
+            calls["scanned"] += len(self)  # a membership test in a list reads it all
+            return super().__contains__(item)
+
+    monkeypatch.setattr(jsonschema._utils, "equal", counting_equal)
+    for name in ("find_evaluated_item_indexes_by_schema", "find_evaluated_property_keys_by_schema"):
+        real = getattr(jsonschema._utils, name)
+        counting = lambda *args, real=real: Scanned(real(*args))  # noqa: E731
+        monkeypatch.setattr(jsonschema._keywords, name, counting, raising=False)
+        monkeypatch.setattr(jsonschema._utils, name, counting)
+    n = 3000
+    if "uniqueItems" in str(schema):
+        arguments: dict[str, Any] = {"xs": [{"i": i, "v": [i]} for i in range(n)]}
+    elif "unevaluatedItems" in str(schema):
+        arguments = {"xs": [{"i": i} for i in range(n)]}
+    else:
+        arguments = {"xs": {f"k{i}": i for i in range(n)}}
+    from agentfsm.guards.schema import validate_arguments
+
+    outcome = validate_arguments(arguments, schema)
+    assert outcome.mismatch is None and outcome.note == ""
+    assert calls["equal"] <= 2 * n and calls["scanned"] <= 2 * n, calls
+    duplicate = validate_arguments({"xs": [{"a": 1, "b": [1.0]}, {"b": [1], "a": 1}]}, schema) if "unique" in str(schema) else None
+    if duplicate is not None:
+        assert duplicate.mismatch is not None and duplicate.mismatch.keyword == "uniqueItems"

@@ -104,7 +104,7 @@ def test_a_call_the_model_made_before_the_data_echoed_it_is_its_own() -> None:
         AssistantMessage(content=None, tool_calls=(own,)),
         ToolMessage(result=ToolResult(call_id="call_0", name=INJECTED_TOOL, content="log: " + INJECTIONS["bare json"])),
     ]
-    assert injection.data_actions(history, TOOLS, "json-action") == frozenset()
+    assert not injection.data_actions(history, TOOLS, "json-action")
 
 
 def test_the_runtimes_corrections_are_not_data() -> None:
@@ -112,7 +112,7 @@ def test_the_runtimes_corrections_are_not_data() -> None:
         UserMessage(content="Summarise my notes."),
         UserMessage(content="Write it as " + INJECTIONS["json-action fence"], correction="invalid_json"),
     ]
-    assert injection.data_actions(history, TOOLS, "json-action") == frozenset()
+    assert not injection.data_actions(history, TOOLS, "json-action")
 
 
 @pytest.mark.parametrize("retype", [False, True], ids=["copied", "retyped"])

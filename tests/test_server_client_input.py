@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 import pytest
 
-from agentfsm.protocols.client_json import MAX_JSON_DEPTH, load_client_json
+from agentfsm.core.client_json import MAX_JSON_DEPTH, load_client_json
 from agentfsm.core.errors import RequestError
 from agentfsm.testing import FakeUpstream
 from tests._proxy import proxy, upstream_backend

@@ -100,7 +100,8 @@ def test_metrics_sit_behind_the_api_key_and_count_refused_requests(fake: FakeUps
         assert httpx.get(f"{base}/metrics", headers={"authorization": "Bearer wrong"}).status_code == 401
         refused = httpx.post(f"{base}/v1/chat/completions", json={"model": "m", "messages": ASK})
         assert refused.status_code == 401
-        bad = httpx.post(f"{base}/v1/chat/completions", content=b"{not json", headers={"x-api-key": "sk-proxy"})
+        bad = httpx.post(f"{base}/v1/chat/completions", content=b"{not json",
+                         headers={"x-api-key": "sk-proxy", "content-type": "application/json"})
         assert bad.status_code == 400
         samples = scrape(base, authorization="Bearer sk-proxy")
         assert value(samples, "agentfsm_requests_total", protocol="openai", model="", outcome="client_error") == 2

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -167,3 +168,30 @@ def test_seed_outside_int64_is_the_clients_400() -> None:
     with pytest.raises(RequestError, match="seed must be at most"):
         normalize_openai({"messages": USER, "seed": 2**63})
     assert normalize_openai({"messages": USER, "seed": -(2**63)}).seed == -(2**63)
+
+
+@pytest.mark.parametrize(
+    ("path", "field", "extra"),
+    [
+        ("/v1/chat/completions", "max_tokens", {}),
+        ("/v1/chat/completions", "max_completion_tokens", {}),
+        ("/v1/chat/completions", "top_k", {}),
+        ("/v1/messages", "max_tokens", {}),
+        ("/v1/messages", "top_k", {"max_tokens": 5}),
+        ("/v1/responses", "max_output_tokens", {}),
+    ],
+)
+@pytest.mark.parametrize("value", [2**63, 2**64, 10**40])
+def test_an_integer_past_64_bits_is_a_typed_400_not_a_500(
+    served: tuple[FakeUpstream, str, Path], path: str, field: str, extra: dict[str, Any], value: int
+) -> None:
+    # defect: orjson refused to write the upstream payload, and the client got a 500
+    fake, url, _ = served
+    body: dict[str, Any] = {"model": "m", **extra, field: value}
+    body["input" if path == "/v1/responses" else "messages"] = USER
+    response = httpx.post(url + path, json=body, timeout=30)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert field in error["message"] and "at most" in error["message"]
+    assert error["type"] == "invalid_request_error"
+    assert fake.chat_requests == []

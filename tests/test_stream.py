@@ -195,3 +195,136 @@ def test_a_long_fence_info_string_ending_a_chunk(size: int, after: str) -> None:
     fx = ReplyFixture("long-info", text, {})
     _check(fx, ([text[:i], text[i:]] for i in range(len(text) + 1)))
     assert parse_reply(text).tool_calls == ()
+
+
+# --- streamed parsing costs a bounded amount per character (issue 29, item 14) -------------
+
+_OPENER_PIECES = ["[", "{", "<", "`", "@", "\U0001f60a", "[TOOL_CALLS]", "<tool_call>", "<function=", "@tool", "```",
+                  "json action", " ", "\n", "\t", "a", "f", "_", "(", "=", ">", '"', ":", "T", "ARGS", "]"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_OPENER_PIECES), max_size=12).map("".join))
+def test_the_prefix_regex_answers_as_the_token_walk(text: str) -> None:
+    from agentfsm.dialects._registry import FORMATS
+    from agentfsm.dialects._tokens import _prefix
+
+    for fmt in FORMATS:
+        for opener in fmt.openers:
+            for start in range(len(text) + 1):
+                assert (opener.prefix_regex.fullmatch(text, start) is not None) == _prefix(opener.toks, 0, text, start)
+
+
+@pytest.mark.parametrize("text", ["[" * 20_000, "{" * 20_000, "<" * 20_000, ("\U0001f60a" * 13 + " ") * 1500,
+                                  '{"a": "' + "\\" * 20_000, "`" * 20_000])
+def test_each_position_is_tried_for_an_opener_once_however_the_stream_is_chunked(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # defect: ~8 µs a character of such text (a 1 MB reply stalled the proxy's other clients
+    # 3.7 s): the work stays one try per opener and position (its cost: bench/chaos.py)
+    from agentfsm.dialects._tokens import OpenerDef
+
+    calls = [0]
+    real = OpenerDef.could_grow
+
+    def counting(self: OpenerDef, buf: str, start: int) -> bool:
+        calls[0] += 1
+        return real(self, buf, start)
+
+    monkeypatch.setattr(OpenerDef, "could_grow", counting)
+    parser = StreamParser()
+    for i in range(0, len(text), 3):
+        parser.feed(text[i : i + 3])
+    parser.close()
+    assert parser.result() == parse_reply(text)
+    assert calls[0] <= 6 * len(text), calls[0]  # the openers of one first character, once per position
+
+
+async def test_a_long_streamed_reply_gives_the_event_loop_turns_while_it_is_parsed() -> None:
+    import asyncio
+
+    from agentfsm.core.backend import GenerationOptions
+    from agentfsm.core.messages import PromptMessage
+    from agentfsm.runtime.turn import _Attempt, _generate
+    from agentfsm.testing import ScriptedBackend
+
+    reply = "[" * 300_000  # every character an opener's first: the slowest text to scan
+    backend = ScriptedBackend([reply])
+    ticks = [0]
+
+    async def ticker() -> None:
+        while True:
+            ticks[0] += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(ticker())
+    out = _Attempt()
+    prompt = [PromptMessage(role="user", content="hi")]
+    async for _ in _generate(backend, prompt, GenerationOptions(), "", out, parser=StreamParser(), hold=False, deadline=None):
+        pass
+    task.cancel()
+    assert out.text == reply and ticks[0] > 1  # others ran while the reply was parsed
+
+
+async def test_a_long_reply_is_decided_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # attempts (runtime.turn) and consensus candidates (runtime.model_calls.vote) both decide through it
+    import threading
+
+    from agentfsm.core.config import DEFAULTS
+    from agentfsm.engine.decide import EngineConfig
+    from agentfsm.core.messages import UserMessage
+    from agentfsm.runtime import model_calls
+
+    seen: list[str] = []
+    real = model_calls.step
+
+    def recording(*args: object, **kwargs: object) -> object:
+        seen.append(threading.current_thread().name)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(model_calls, "step", recording)
+    config = EngineConfig.of(DEFAULTS, [])
+    history = [UserMessage(content="hi")]
+    await model_calls.decide(history, "short", config, "stop")
+    await model_calls.decide(history, "x" * model_calls.OFF_LOOP_CHARS, config, "stop")
+    assert seen[0] == threading.current_thread().name and seen[1] != seen[0]
+
+
+# --- the stream decides as the whole text does, however it is cut (issue 29, item 13) -----
+
+_FRAGMENTS = ["<tool_call>", "</tool_call>", "<function=l>", "<function=e>", "</function>", "<parameter=a>",
+              "</parameter>", "\n", " ", "x", "{", "}", '"', "```", "```json action\n", "[TOOL_CALLS]", "@tool l {}",
+              '{"name": "l", "arguments": {}}', "<", "/", "t", "\U0001f60a" * 14, "[", "]"]
+
+
+def _streamed(text: str, cuts: list[int]) -> tuple[ParsedReply, tuple[ToolCall, ...]]:
+    parser = StreamParser()
+    events: list[StreamEvent] = []
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    for a, b in zip([0, *points], [*points, len(text)], strict=True):
+        events += parser.feed(text[a:b])
+    events += parser.close()
+    return parser.result(), tuple(e.call for e in events if isinstance(e, ToolCallDelta))
+
+
+def test_the_minimal_disagreement_of_the_issue_is_gone() -> None:
+    text = "<tool_call><function=l></function><tool_call><function=e></function>"
+    whole = parse_reply(text)
+    for size in range(1, len(text) + 1):
+        result, emitted = _streamed(text, list(range(size, len(text), size)))
+        assert result == whole and emitted == whole.tool_calls, size
+
+
+_XML = ["<tool_call>", "</tool_call>", "<function=l>", "</function>", "<parameter=a>", "</parameter>", "\n", "x", "<", "{}"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.one_of(st.lists(st.sampled_from(_FRAGMENTS), max_size=14), st.lists(st.sampled_from(_XML), max_size=10)).map("".join),
+    st.lists(st.integers(0, 400), max_size=12),
+    st.integers(1, 12),
+)
+def test_stream_parser_and_parse_reply_agree_on_any_chunking(text: str, cuts: list[int], size: int) -> None:
+    whole = parse_reply(text)
+    for points in (cuts, list(range(size, len(text), size))):  # cut anywhere, and every ``size``
+        result, emitted = _streamed(text, points)
+        assert result == whole
+        assert emitted == whole.tool_calls

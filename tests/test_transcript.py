@@ -1,6 +1,8 @@
 """Transcripts: typed events validated at write time, read back typed; version-1 files still read."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +219,88 @@ def test_the_proxy_config_knows_every_wire_protocol() -> None:
     from agentfsm.protocols import WireProtocol
 
     assert set(get_args(ProxyRunConfig.model_fields["protocol"].annotation)) == set(get_args(WireProtocol))
+
+
+def _tampered(tmp_path: Path, raw_content: str) -> Path:
+    """A transcript whose ``final`` event's content is ``raw_content`` (raw JSON text)."""
+    path = tmp_path / "tampered.jsonl"
+    with TranscriptWriter(path) as writer:
+        writer.write(FinalEvent(content="a"))
+    good = path.read_text().splitlines()[0]
+    path.write_text(good.replace('"content": "a"', f'"content": {raw_content}') + "\n" + good + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ("7" * 5000, "5000 digits"),
+        ("[" * 100_000 + "]" * 100_000, "nests deeper than"),
+        ('"\\ud800"', "lone surrogate"),
+        ("NaN", "not a JSON number"),
+    ],
+    ids=["5000-digit integer", "100k deep", "lone surrogate", "NaN"],
+)
+def test_a_tampered_line_is_an_error_naming_it_in_the_reader_and_in_replay(tmp_path: Path, raw: str, says: str) -> None:
+    # defect: `agentfsm replay` printed a traceback for each of these
+    path = _tampered(tmp_path, raw)
+    with pytest.raises(TranscriptError, match=f"tampered.jsonl:1: .*{says}"):
+        read_events(path)
+    done = subprocess.run([sys.executable, "-m", "agentfsm", "replay", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and says in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_value_as_deep_as_the_proxy_accepts_still_reads_inside_its_event(tmp_path: Path) -> None:
+    deep: Any = "x"
+    for _ in range(127):
+        deep = {"k": deep}
+    path = tmp_path / "deep.jsonl"
+    with TranscriptWriter(path) as writer:
+        writer.write(RequestEvent.model_validate({"messages": [{"role": "assistant", "content": None,
+                     "tool_calls": [{"id": "c", "name": "f", "arguments": deep}]}], "tools": [], "tool_choice": "auto"}))
+    assert len(read_events(path)) == 1
+
+
+# --- redaction by key name reaches the raw text of the same file (issue 29, item 15) --------
+
+_PASSWORD = "hunter2-correct-horse"
+
+
+def login(user: str, password: str) -> str:
+    """Log in."""
+    return f"logged in as {user}"
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        '```json action\n{"tool": "login", "parameters": {"user": "bob", "password": "PW"}}\n```',
+        "<tool_call>\n<function=login>\n<parameter=user>\nbob\n</parameter>\n<parameter=password>\nPW\n</parameter>\n</function>\n</tool_call>",
+        "[login(user='bob', password='PW')]",
+        '@tool login {"user": "bob", "password": "PW"}',
+    ],
+    ids=["json-action", "xml", "pythonic", "command"],
+)
+def test_a_password_in_a_call_is_in_no_event_of_the_file(tmp_path: Path, written: str) -> None:
+    # defect: the tool_call event said [redacted] while model_output and the prompts of
+    # later model requests carried the value in their raw text
+    from agentfsm import Agent
+    from agentfsm.backends.scripted import ScriptedBackend
+
+    path = tmp_path / "run.jsonl"
+    backend = ScriptedBackend([written.replace("PW", _PASSWORD), f"Done: logged in (password {_PASSWORD})."])
+    result = Agent(backend, [login], transcript=path).run("log me in as bob")
+    assert result.content and backend.remaining == 0
+    text = path.read_text()
+    assert _PASSWORD not in text
+    events = read_transcript(path)
+    call = next(e for e in events if e["type"] == "tool_call")
+    assert call["call"]["arguments"] == {"user": "bob", "password": "[redacted]"}
+    assert any("[redacted]" in e.get("text", "") for e in events if e["type"] == "model_output")
+
+
+def test_a_value_written_beside_a_secret_key_is_redacted_in_any_string() -> None:
+    path_less = TranscriptWriter(None)
+    event = path_less.write(FinalEvent(content='{"api_key": "sk-1234567", "x": 1} and token=abcd&y=2 and max_tokens=5'))
+    assert event.content == '{"api_key": "[redacted]", "x": 1} and token=[redacted]&y=2 and max_tokens=5'  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ Imported lazily (aiohttp costs ~100 ms to import), on the first async request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import NoReturn
 
 import aiohttp
@@ -71,15 +71,8 @@ class AioResponse:
         self.status_code: int = response.status
         self.headers: CIMultiDictProxy[str] = response.headers
 
-    async def aread(self) -> bytes:
-        """The whole body (decompressed)."""
-        try:
-            return await self._response.read()
-        except Exception as exc:  # noqa: BLE001 - re-raised as its httpx type
-            _raise_mapped(exc)
-
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body, each chunk as soon as it arrives."""
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as sent (the session does not decompress), each chunk as soon as it arrives."""
         try:
             async for chunk in self._response.content.iter_any():
                 yield chunk
@@ -96,8 +89,13 @@ class AioUpstream:
     """One upstream's pool: ``limit`` connections, kept alive ``keepalive`` seconds;
     ``headers`` on every request; the environment's proxy for ``base_url``."""
 
-    def __init__(self, base_url: str, headers: Mapping[str, str], *, limit: int, keepalive: float) -> None:
+    def __init__(
+        self, base_url: str, headers: Mapping[str, str], *, limit: int, keepalive: float,
+        params: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self._base = base_url.rstrip("/") + "/"
+        #: the base URL's query parameters, sent with every request
+        self._params = tuple(params)
         self._headers = {**headers, "content-type": "application/json"}
         self._limit = limit
         self._keepalive = keepalive
@@ -112,6 +110,7 @@ class AioUpstream:
             connector=connector,
             headers=self._headers,
             cookie_jar=aiohttp.DummyCookieJar(),  # an API client keeps no cookies
+            auto_decompress=False,  # decoded within the reply's bound (backends._body)
         )
         return self._session
 
@@ -120,7 +119,8 @@ class AioUpstream:
         session = self._session or self._open()
         url = self._urls.get(path)
         if url is None:
-            url = self._urls[path] = URL(self._base + path)
+            url = URL(self._base + path)
+            url = self._urls[path] = url.update_query(self._params) if self._params else url
         body = orjson.dumps(payload)  # compact UTF-8 (GenerationOptions refuses NaN, which orjson writes as null)
         timeout = aiohttp.ClientTimeout(
             total=None, connect=timeouts.pool, sock_connect=timeouts.connect, sock_read=timeouts.read

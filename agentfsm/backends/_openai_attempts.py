@@ -22,20 +22,19 @@ from loguru import logger
 from agentfsm.backends._payload import context_error, rejects_json_schema, rejects_stream_options
 from agentfsm.backends._sse import parse_chat_completion
 from agentfsm.backends._upstream import AsyncUpstream, UpstreamResponse
+from agentfsm.backends._body import aread_body, read_body, reply_limit
 from agentfsm.backends._transport import (
     CallState,
     Timeouts,
-    aread_body,
     bounded,
     map_transport_error,
     parse_retry_after,
-    read_body,
 )
 from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import Completion
 from agentfsm.core.errors import BackendHTTPError, MaxTokensTooLarge
 
-__all__ = ["ChatAttempts", "Fallback", "Rejected", "awith_fallback", "with_fallback"]
+__all__ = ["ChatAttempts", "Fallback", "Rejected", "awith_fallback", "limit_for", "with_fallback"]
 
 _T = TypeVar("_T")
 #: how much of an error answer is read (enough for any message; a flood is cut)
@@ -65,7 +64,7 @@ Fallback: TypeAlias = Callable[[Rejected, JSONObject], "JSONObject | None"]
 class ChatAttempts:
     """Single attempts against one upstream; the backend owns the pools and the key.
 
-    ``falls_back``: a json_schema refusal raises :class:`SchemaRejected` (mode ``auto``)
+    ``falls_back``: a json_schema refusal raises :class:`Rejected` (mode ``auto``)
     instead of the HTTP error. ``redact`` removes the key from any text that leaves.
     """
 
@@ -95,11 +94,11 @@ class ChatAttempts:
                 "POST", self._chat_url(client), json=payload, timeout=call.httpx_timeout(self.timeouts)
             ) as response:
                 if response.status_code >= 400:
-                    self._fail(response, read_body(response, call, _ERROR_BODY_LIMIT), payload, call)
-                body = read_body(response, call)
+                    self._fail(response, read_body(response, call, _ERROR_BODY_LIMIT, cut=True), payload, call)
+                body = read_body(response, call, limit_for(payload))
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, self.redact) from exc
-        return parse_chat_completion(body)
+        return parse_chat_completion(body, self.redact)
 
     def open_stream(self, payload: JSONObject, call: CallState) -> httpx.Response:
         """One blocking request, its successful response left open for streaming."""
@@ -113,7 +112,7 @@ class ChatAttempts:
             response = client.send(request, stream=True)
             if response.status_code >= 400:
                 try:
-                    body = read_body(response, call, _ERROR_BODY_LIMIT)
+                    body = read_body(response, call, _ERROR_BODY_LIMIT, cut=True)
                 finally:
                     response.close()
                 self._fail(response, body, payload, call)
@@ -135,7 +134,7 @@ class ChatAttempts:
             response = await upstream.post_json("chat/completions", payload, timeouts)
             if response.status_code >= 400:
                 try:
-                    body = await aread_body(response, call, _ERROR_BODY_LIMIT)
+                    body = await aread_body(response, call, _ERROR_BODY_LIMIT, cut=True)
                 finally:
                     await response.aclose()
                 self._fail(response, body, payload, call)
@@ -150,12 +149,12 @@ class ChatAttempts:
     async def _acomplete(self, payload: JSONObject, call: CallState) -> Completion:
         response = await self._aopen(payload, call)
         try:
-            body = await response.aread()
+            body = await aread_body(response, call, limit_for(payload))
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, self.redact) from exc
         finally:
             await response.aclose()
-        return parse_chat_completion(body)
+        return parse_chat_completion(body, self.redact)
 
     def _fail(
         self, response: UpstreamResponse, body: bytes, payload: JSONObject, call: CallState
@@ -180,6 +179,13 @@ class ChatAttempts:
             "POST {}/chat/completions model={} stream={} max_tokens={}",
             self.base_url, self.model, payload.get("stream"), payload.get("max_tokens"),
         )
+
+
+def limit_for(payload: JSONObject) -> int:
+    """The most bytes the answer to ``payload`` may take (without a ``max_tokens``, the
+    upstream's own bound applies, and ours is the cap)."""
+    max_tokens = payload.get("max_tokens")
+    return reply_limit(max_tokens if isinstance(max_tokens, int) else None, bool(payload.get("stream")))
 
 
 def _next(rejected: Rejected, sent: JSONObject, fall_back: Fallback, tried: set[str]) -> JSONObject:

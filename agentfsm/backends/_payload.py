@@ -109,19 +109,24 @@ _TOO_LONG_WORDS = (
     "exceed_context_size",
     "exceeds the available context size",
 )
-# where they give the numbers: (pattern, then the group of the prompt's tokens, of the
-# completion asked for (0: not given), of the context)
+#: where they give the numbers: (pattern, then the group of the prompt's tokens, of the
+#: completion asked for (0: not given), of the context); a count has at most 12 digits (a
+#: longer one, from a hostile or broken upstream, is not read as one)
 _TOO_LONG_NUMBERS = (
     # OpenAI, older vLLM: "... is 32768 tokens. However, you requested 134758 tokens
     # (6758 in the messages, 128000 in the completion)"
-    (r"maximum context length is (\d+) tokens.*?\((\d+) in the messages, (\d+) in the completion\)", 2, 3, 1),
+    (r"maximum context length is (\d{1,12})(?!\d) tokens.*?\((\d{1,12})(?!\d) in the messages, (\d{1,12})(?!\d) in the completion\)", 2, 3, 1),
     # vLLM: "'max_tokens' ... is too large: 128000. This model's maximum context length is
     # 32768 tokens and your request has 6758 input tokens"
-    (r"too large: (\d+)\. This model's maximum context length is (\d+) tokens and your request has (\d+) input", 3, 1, 2),
-    (r"maximum context length is (\d+) tokens.*?(?:resulted in|requested|has) (\d+) (?:input )?tokens", 2, 0, 1),
-    (r"Requested tokens \((\d+)\) exceed context window of (\d+)", 1, 0, 2),
-    (r'"n_prompt_tokens":\s*(\d+).*?"n_ctx":\s*(\d+)', 1, 0, 2),
+    (r"too large: (\d{1,12})(?!\d)\. This model's maximum context length is (\d{1,12})(?!\d) tokens and your request has (\d{1,12})(?!\d) input", 3, 1, 2),
+    (r"maximum context length is (\d{1,12})(?!\d) tokens.*?(?:resulted in|requested|has) (\d{1,12})(?!\d) (?:input )?tokens", 2, 0, 1),
+    (r"Requested tokens \((\d{1,12})(?!\d)\) exceed context window of (\d{1,12})(?!\d)", 1, 0, 2),
+    (r'"n_prompt_tokens":\s*(\d{1,12})(?!\d).*?"n_ctx":\s*(\d{1,12})(?!\d)', 1, 0, 2),
 )
+
+
+#: how much of an error body the numbers are looked for in
+_TOO_LONG_SCAN = 4096
 
 
 def context_error(status_code: int, body: str) -> PromptTooLong | None:
@@ -131,8 +136,9 @@ def context_error(status_code: int, body: str) -> PromptTooLong | None:
     not (the client's 400, not a 502); None for any other error."""
     if status_code not in (400, 413, 422) or not any(w in body for w in _TOO_LONG_WORDS):
         return None
+    head = body[:_TOO_LONG_SCAN]  # the message is near the start; a long body is not searched
     for pattern, prompt, completion, maximum in _TOO_LONG_NUMBERS:
-        found = re.search(pattern, body, re.S)
+        found = re.search(pattern, head, re.S)
         if found:
             tokens, context = int(found[prompt]), int(found[maximum])
             if completion and tokens < context:

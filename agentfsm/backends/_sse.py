@@ -1,9 +1,14 @@
-"""Decoding OpenAI chat-completion bodies and SSE streams (pure: bytes in, values out)."""
+"""Decoding OpenAI chat-completion bodies and SSE streams (pure: bytes in, values out).
+
+Every error message quoting the upstream's bytes is built from text passed through the
+caller's ``redact`` first (the key in any escaped form), and only then cut to an excerpt.
+"""
 
 from __future__ import annotations
 
 import codecs
 import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -14,7 +19,16 @@ from agentfsm.core.errors import BackendProtocolError
 __all__ = ["ChatStreamState", "SSEDecoder", "parse_chat_completion"]
 
 
-def _excerpt(text: str, limit: int = 200) -> str:
+Redact = Callable[[str], str]
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _excerpt(text: str, redact: Redact, limit: int = 200) -> str:
+    """The start of ``text``, redacted before it is cut (a cut secret would not match)."""
+    text = redact(text)
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -27,29 +41,30 @@ def _usage(data: Any) -> Usage:
     )
 
 
-def _upstream_error(data: dict[str, Any]) -> BackendProtocolError:
+def _upstream_error(data: dict[str, Any], redact: Redact) -> BackendProtocolError:
     error = data["error"]
     message = error.get("message") if isinstance(error, dict) else error
-    return BackendProtocolError(f"upstream reported an error: {_excerpt(str(message))}")
+    return BackendProtocolError(f"upstream reported an error: {_excerpt(str(message), redact)}")
 
 
-def parse_chat_completion(body: bytes) -> Completion:
-    """A ``chat.completion`` JSON body to a :class:`Completion`, or BackendProtocolError."""
+def parse_chat_completion(body: bytes, redact: Redact = _same) -> Completion:
+    """A ``chat.completion`` JSON body to a :class:`Completion`, or BackendProtocolError
+    (whose message quotes the body through ``redact``)."""
     text = body.decode("utf-8", errors="replace")
     try:
         data = orjson.loads(text)
     except orjson.JSONDecodeError:
         try:  # what orjson refuses and Python reads (NaN, a lone surrogate's escape)
             data = json.loads(text)
-        except ValueError as exc:
-            raise BackendProtocolError(f"upstream body is not JSON: {_excerpt(text)!r}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise BackendProtocolError(f"upstream body is not JSON: {_excerpt(text, redact)!r}") from exc
     if not isinstance(data, dict):
-        raise BackendProtocolError(f"upstream body is not a JSON object: {_excerpt(text)!r}")
+        raise BackendProtocolError(f"upstream body is not a JSON object: {_excerpt(text, redact)!r}")
     if "error" in data and not data.get("choices"):
-        raise _upstream_error(data)
+        raise _upstream_error(data, redact)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise BackendProtocolError(f"upstream answer has no choices: {_excerpt(text)!r}")
+        raise BackendProtocolError(f"upstream answer has no choices: {_excerpt(text, redact)!r}")
     message = choices[0].get("message")
     if not isinstance(message, dict):
         raise BackendProtocolError("upstream choice has no message")
@@ -122,7 +137,8 @@ class SSEDecoder:
 class ChatStreamState:
     """Follows a ``chat.completion.chunk`` stream: text deltas out, end checked."""
 
-    def __init__(self) -> None:
+    def __init__(self, redact: Redact = _same) -> None:
+        self._redact = redact
         self.done = False
         self.finish_reason: str | None = None
         self.usage = Usage()
@@ -135,14 +151,14 @@ class ChatStreamState:
             return ""
         try:
             chunk = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise BackendProtocolError(
-                f"upstream stream event is not JSON: {_excerpt(data)!r}"
+                f"upstream stream event is not JSON: {_excerpt(data, self._redact)!r}"
             ) from exc
         if not isinstance(chunk, dict):
-            raise BackendProtocolError(f"upstream stream event is not an object: {_excerpt(data)!r}")
+            raise BackendProtocolError(f"upstream stream event is not an object: {_excerpt(data, self._redact)!r}")
         if "error" in chunk:
-            raise _upstream_error(chunk)
+            raise _upstream_error(chunk, self._redact)
         if isinstance(chunk.get("model"), str):
             self.model = chunk["model"]
         if chunk.get("usage"):

@@ -33,12 +33,10 @@ __all__ = [
     "CallState",
     "RetryPolicy",
     "Timeouts",
-    "aread_body",
     "bounded",
     "is_retryable",
     "map_transport_error",
     "parse_retry_after",
-    "read_body",
 ]
 
 _T = TypeVar("_T")
@@ -149,19 +147,6 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, BackendTimeout) and isinstance(exc.__cause__, httpx.ConnectTimeout)
 
 
-def read_body(response: httpx.Response, call: CallState, limit: int | None = None) -> bytes:
-    """A streamed response's body, checking the deadline after every chunk (a drip ends)."""
-    parts: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        parts.append(chunk)
-        size += len(chunk)
-        if limit is not None and size >= limit:
-            break
-        call.check()
-    return b"".join(parts)
-
-
 async def bounded(start: Callable[[], Awaitable[_T]], call: CallState) -> _T:
     """Await ``start()``, but never past the call's deadline (BackendTimeout)."""
     left = call.check()
@@ -170,24 +155,6 @@ async def bounded(start: Callable[[], Awaitable[_T]], call: CallState) -> _T:
             return await start()
     except TimeoutError as exc:
         raise BackendTimeout(f"no complete answer within the total timeout of {call.total:g}s") from exc
-
-
-async def aread_body(response: UpstreamResponse, call: CallState, limit: int | None = None) -> bytes:
-    """Async :func:`read_body`: the whole read (or, with a ``limit``, every wait for a
-    chunk) is bounded by the deadline."""
-    if limit is None:
-        return await bounded(response.aread, call)
-    parts: list[bytes] = []
-    size = 0
-    chunks = response.aiter_bytes()
-    while limit is None or size < limit:
-        try:
-            chunk = await bounded(lambda: anext(chunks), call)
-        except StopAsyncIteration:
-            break
-        parts.append(chunk)
-        size += len(chunk)
-    return b"".join(parts)
 
 
 @dataclass(frozen=True)

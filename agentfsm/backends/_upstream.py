@@ -39,11 +39,9 @@ class UpstreamResponse(Protocol):
     def headers(self) -> Mapping[str, str]:
         """The response headers (names case-insensitive)."""
 
-    def aread(self) -> Awaitable[bytes]:
-        """The whole body."""
-
-    def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body, chunk by chunk as it arrives."""
+    def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as sent, chunk by chunk as it arrives (not decompressed:
+        :class:`~agentfsm.backends._body.BoundedBody` decodes it within its bound)."""
 
     def aclose(self) -> Awaitable[None]:
         """Release the connection (closed when the body was not read to its end)."""
@@ -59,6 +57,24 @@ class AsyncUpstream(Protocol):
         """Close every connection of the pool."""
 
 
+class _ReadAlready:
+    """An httpx response whose body was read before it was handed over (a transport that
+    answers with content, as ``MockTransport`` does): its body, decoded, as the raw one."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.status_code = response.status_code
+        self.headers = {k: v for k, v in response.headers.items() if k.lower() != "content-encoding"}
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The content, once."""
+        yield self._response.content
+
+    async def aclose(self) -> None:
+        """Close the response."""
+        await self._response.aclose()
+
+
 class HttpxUpstream:
     """:class:`AsyncUpstream` over an ``httpx.AsyncClient``."""
 
@@ -67,7 +83,7 @@ class HttpxUpstream:
         #: resolved URLs by path (a relative URL is parsed twice per request otherwise)
         self._urls: dict[str, httpx.URL] = {}
 
-    async def post_json(self, path: str, payload: JSONObject, timeouts: AttemptTimeouts) -> httpx.Response:
+    async def post_json(self, path: str, payload: JSONObject, timeouts: AttemptTimeouts) -> UpstreamResponse:
         """Send the request; the response is left open for its body to be read."""
         url = self._urls.get(path)
         if url is None:
@@ -76,7 +92,8 @@ class HttpxUpstream:
             connect=timeouts.connect, read=timeouts.read, write=timeouts.read, pool=timeouts.pool
         )
         request = self.client.build_request("POST", url, json=payload, timeout=timeout)
-        return await self.client.send(request, stream=True)
+        response = await self.client.send(request, stream=True)
+        return response if not response.is_stream_consumed else _ReadAlready(response)
 
     async def aclose(self) -> None:
         """Close the client's pool."""

@@ -23,6 +23,7 @@ proxy fits later requests before sending them.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -33,6 +34,7 @@ from loguru import logger
 from pydantic import SecretStr
 
 from agentfsm.core._types import JSONObject
+from agentfsm.backends._body import ACCEPT_ENCODING, MODELS_LIMIT, BoundedBody, aread_body, raw_of, read_body, reply_limit
 from agentfsm.backends._openai_attempts import ChatAttempts, Rejected, awith_fallback, with_fallback
 from agentfsm.backends._payload import JSONSchemaMode, build_payload, response_format_schema
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
@@ -41,19 +43,41 @@ from agentfsm.backends._transport import (
     CallState,
     RetryPolicy,
     Timeouts,
-    aread_body,
     bounded,
     map_transport_error,
-    read_body,
 )
 from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream
 from agentfsm.core.errors import BackendError, BackendHTTPError, MaxTokensTooLarge, UsageError
+from agentfsm.core.redaction import Redactor
 from agentfsm.core.messages import PromptMessage
 
-__all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts"]
+__all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts", "split_base_url"]
 
 def _env_key() -> str | None:
     return os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+
+def split_base_url(base_url: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The base URL without its query, and the query's parameters (sent with every request,
+    as Azure's ``?api-version=`` must be); a user name or password in it is refused.
+
+    Credentials in a URL travel in clear in every log line that shows the URL, and clash
+    with the key's own ``Authorization`` header: the key is given apart (``api_key``).
+    """
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL as exc:
+        raise UsageError(f"the base URL is not a URL: {exc}") from None
+    if url.userinfo:
+        shown = url.copy_with(username=None, password=None, query=None)
+        raise UsageError(
+            f"the base URL {str(shown)!r} holds a user name or password; give the upstream's key "
+            "apart (--upstream-api-key or $AGENTFSM_UPSTREAM_API_KEY), not in the URL"
+        )
+    if url.scheme not in ("http", "https") or not url.host:
+        raise UsageError(f"the base URL must be http(s)://HOST[:PORT][/PATH], got {str(url.copy_with(query=None))!r}")
+    params = tuple(url.params.multi_items())
+    return str(url.copy_with(query=None, fragment=None)).rstrip("/"), params
 
 
 class OpenAICompatBackend:
@@ -94,7 +118,8 @@ class OpenAICompatBackend:
             raise UsageError(f"unknown json_schema_mode {json_schema_mode!r}")
         if max_retries < 0:
             raise UsageError("max_retries must be >= 0")
-        self.base_url = base_url.rstrip("/")
+        #: without its query, whose parameters go with every request (``_params``)
+        self.base_url, self._params = split_base_url(base_url)
         self.model = model
         self.timeouts = timeout or Timeouts()
         self.json_schema_mode: JSONSchemaMode = json_schema_mode
@@ -112,7 +137,10 @@ class OpenAICompatBackend:
         # a SecretStr shows as '**********' in reprs, vars() and tracebacks' locals
         raw_key = api_key if api_key is not None else _env_key()
         self._key = SecretStr(raw_key) if raw_key else None
-        self._headers = {"accept": "application/json", **(extra_headers or {})}
+        #: the key in every form an upstream may echo it (escaped, URL-encoded ...)
+        self._redact = Redactor([raw_key])
+        # only what backends._body decodes within the reply's bound
+        self._headers = {"accept": "application/json", "accept-encoding": ACCEPT_ENCODING, **(extra_headers or {})}
         self._extra_body = dict(extra_body or {})
         self._limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
@@ -137,6 +165,11 @@ class OpenAICompatBackend:
     def name(self) -> str:
         """``openai:<model>``."""
         return f"openai:{self.model}"
+
+    @property
+    def max_connections(self) -> int:
+        """The size of the connection pool to the upstream (one per request at once)."""
+        return self._limits.max_connections or 0
 
     @property
     def capabilities(self) -> Capabilities:
@@ -177,20 +210,23 @@ class OpenAICompatBackend:
             lambda payload: self._policy.sync(call)(self._attempts.open_stream, payload, call),
             self._payload(messages, options, True), self._fall_back,
         )
+        limit = reply_limit(options.max_tokens, stream=True)
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                yield parse_chat_completion(read_body(response, call)).text
+                yield parse_chat_completion(read_body(response, call, limit), self._redact).text
                 return
-            decoder, state = SSEDecoder(), ChatStreamState()
+            decoder, state = SSEDecoder(), ChatStreamState(self._redact)
+            headers, chunks = raw_of(response)
+            body = BoundedBody(headers, limit)
             try:
-                for chunk in response.iter_bytes():
-                    for data in decoder.feed(chunk):
+                for raw in chunks:
+                    for data in decoder.feed(body.feed(raw)):
                         if delta := state.accept(data):
                             yield delta
                     call.check()
             except httpx.HTTPError as exc:
                 raise map_transport_error(exc, self._redact) from exc
-            for data in decoder.close():
+            for data in [*decoder.feed(body.close()), *decoder.close()]:
                 if delta := state.accept(data):
                     yield delta
             state.finish()
@@ -211,26 +247,28 @@ class OpenAICompatBackend:
             return await self._policy.arun(call, self._attempts.aopen_stream, payload, call)
 
         response = await awith_fallback(run, self._payload(messages, options, True), self._fall_back)
+        limit = reply_limit(options.max_tokens, stream=True)
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                whole = parse_chat_completion(await aread_body(response, call))
+                whole = parse_chat_completion(await aread_body(response, call, limit), self._redact)
                 yield whole.text
                 end.finish_reason, end.usage = whole.finish_reason, whole.usage
                 return
-            decoder, state = SSEDecoder(), ChatStreamState()
-            chunks = response.aiter_bytes()
+            decoder, state = SSEDecoder(), ChatStreamState(self._redact)
+            body = BoundedBody(response.headers, limit)
+            chunks = response.aiter_raw()
             try:
                 while True:
                     try:
-                        chunk = await bounded(lambda: anext(chunks), call)
+                        raw = await bounded(lambda: anext(chunks), call)
                     except StopAsyncIteration:
                         break
-                    for data in decoder.feed(chunk):
+                    for data in decoder.feed(body.feed(raw)):
                         if delta := state.accept(data):
                             yield delta
             except httpx.HTTPError as exc:
                 raise map_transport_error(exc, self._redact) from exc
-            for data in decoder.close():
+            for data in [*decoder.feed(body.close()), *decoder.close()]:
                 if delta := state.accept(data):
                     yield delta
             state.finish()
@@ -244,13 +282,14 @@ class OpenAICompatBackend:
         """The model ids the upstream lists at ``GET /models``."""
         call = CallState(self.timeouts.total)
         try:
-            response = self._sync_client().get("models", timeout=call.httpx_timeout(self.timeouts))
+            with self._sync_client().stream("GET", "models", timeout=call.httpx_timeout(self.timeouts)) as response:
+                body = read_body(response, call, MODELS_LIMIT, cut=response.status_code >= 400)
         except httpx.HTTPError as exc:
             raise map_transport_error(exc, self._redact) from exc
         if response.status_code >= 400:
-            raise BackendHTTPError(response.status_code, self._redact(response.text))
+            raise BackendHTTPError(response.status_code, self._redact(body.decode("utf-8", "replace")))
         try:
-            data = response.json()
+            data = json.loads(body)
             return [str(item["id"]) for item in data["data"]]
         except (ValueError, KeyError, TypeError) as exc:
             raise BackendError("upstream /models answer is not a model list") from exc
@@ -296,10 +335,6 @@ class OpenAICompatBackend:
         return f"OpenAICompatBackend(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
 
     # -- requests ------------------------------------------------------------------
-    def _redact(self, text: str) -> str:
-        key = self._key.get_secret_value() if self._key else None
-        return text.replace(key, "***") if key else text
-
     def _client_headers(self) -> httpx.Headers:
         # httpx masks authorization in its own reprs; we keep the key out of ours
         headers = httpx.Headers(self._headers)
@@ -345,7 +380,7 @@ class OpenAICompatBackend:
         if self._client is None:
             self._client = httpx.Client(
                 base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
-                transport=self._transport,
+                transport=self._transport, params=self._params,
             )
         return self._client
 
@@ -356,7 +391,7 @@ class OpenAICompatBackend:
             if self._async_transport is not None:
                 self._aclient = HttpxUpstream(httpx.AsyncClient(
                     base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
-                    transport=self._async_transport,
+                    transport=self._async_transport, params=self._params,
                 ))
             else:
                 from agentfsm.backends._aio_transport import AioUpstream
@@ -364,7 +399,7 @@ class OpenAICompatBackend:
                 keepalive = self._limits.keepalive_expiry
                 self._aclient = AioUpstream(
                     self.base_url, self._client_headers(), limit=self._limits.max_connections or 0,
-                    keepalive=keepalive if keepalive is not None else 5.0,
+                    keepalive=keepalive if keepalive is not None else 5.0, params=self._params,
                 )
             self._aclient_loop = loop
         return self._aclient

@@ -11,12 +11,17 @@ duplicates nothing.
 - A process kill does not lose written lines (they are in the kernel's page cache);
   ``fsync`` every ``fsync_every`` lines and on close bounds what a power loss can
   lose to the last few lines, which are then simply run again (never duplicated).
+- One writer per file: the file is locked (``flock``, exclusive) while it is open, and
+  a second batch on the same file is refused at once. Two controllers would each read
+  the same done set and run, and write, every remaining task twice. The lock goes with
+  the process (a killed one leaves none behind).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +32,37 @@ from agentfsm.batch.task import Task, TaskResult
 from agentfsm.core.errors import UsageError
 
 __all__ = ["ResultLog", "load_tasks"]
+
+if sys.platform != "win32":
+    import fcntl
+
+
+def _open_locked(path: Path) -> int:
+    """``path`` opened for appending and locked for this process alone (a UsageError
+    when another process holds it). The lock is taken on the file the path names *after*
+    locking: a file replaced meanwhile (:meth:`ResultLog.drop`) is opened again."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        if sys.platform == "win32":  # no flock: one writer per file is the caller's to keep
+            return fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(
+                f"another batch is writing results to {path}: two runs on one file would run "
+                "and write every task twice; wait for it to finish, or give this run another output"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the file was replaced between open and lock: lock the new one
 
 
 def _describe(exc: ValidationError) -> str:
@@ -93,7 +129,7 @@ class ResultLog:
         #: whether a torn last line was cut off when the file was opened
         self.repaired = False
         self._unsynced = 0
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = _open_locked(self.path)
         try:
             self._recover()
         except BaseException:
@@ -143,14 +179,20 @@ class ResultLog:
             return
         kept = [r for r in self.done.values() if r.id not in ids]
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            for result in kept:
-                fh.write(json.dumps(result.model_dump(mode="json"), ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        new = _open_locked(tmp)  # locked before it takes the path: never an unlocked moment
+        try:
+            os.ftruncate(new, 0)
+            with os.fdopen(os.dup(new), "w", encoding="utf-8") as fh:
+                for result in kept:
+                    fh.write(json.dumps(result.model_dump(mode="json"), ensure_ascii=False) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(new)
+            raise
         os.close(self._fd)
-        os.replace(tmp, self.path)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = new
         self.done = {r.id: r for r in kept}
 
     def close(self) -> None:

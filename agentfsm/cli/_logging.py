@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 import re
 import sys
-import threading
 from typing import TYPE_CHECKING, TextIO
 
 from loguru import logger
+
+from agentfsm.core.redaction import REDACTED, Redactor
 
 if TYPE_CHECKING:
     from loguru import Message, Record
@@ -27,11 +28,8 @@ __all__ = ["REDACTED", "RedactingFilter", "configure_logging", "redact", "regist
 #: standard-library loggers that write to stderr themselves (uvicorn's tracebacks ...)
 _STDLIB_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "httpx", "httpcore")
 
-#: what a secret is replaced with
-REDACTED = "***"
-
-_secrets: set[str] = set()
-_lock = threading.Lock()
+#: every registered secret, matched in any escaped form (JSON ``\u``/``\/``, URL, HTML)
+_secrets = Redactor()
 # a bearer token or an x-api-key header value, however it was written down
 _CREDENTIAL = re.compile(
     r"(?i)(\bbearer\s+|\bx-api-key['\"]?\s*[:=,]\s*['\"]?|\bapi[_-]key['\"]?\s*[:=]\s*['\"]?)"
@@ -41,19 +39,12 @@ _CREDENTIAL = re.compile(
 
 def register_secret(value: str | None) -> None:
     """Redact ``value`` from every log record from now on (None and empty are ignored)."""
-    if value and value.strip():
-        with _lock:
-            _secrets.add(value.strip())
+    _secrets.add(value)
 
 
 def redact(text: str) -> str:
-    """``text`` with every registered secret and credential value replaced by ``***``."""
-    with _lock:
-        secrets = sorted(_secrets, key=len, reverse=True)
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
+    """``text`` with every registered secret (in any form) and credential value replaced by ``***``."""
+    return _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, _secrets(text))
 
 
 def _patch(record: Record) -> None:

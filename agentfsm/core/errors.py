@@ -19,7 +19,10 @@ Every error raised by agentfsm derives from :class:`AgentFSMError`. Foreign erro
     │   ├── BodyTimeout             the body did not arrive in time (408)
     │   ├── PromptTooLong           the prompt does not fit the model's context (400)
     │   │   └── MaxTokensTooLarge   it fits, but not with the completion asked for (400)
-    │   └── AuthError               no API key, or a wrong one (401)
+    │   ├── AuthError               no API key, or a wrong one (401)
+    │   ├── NotAllowedOrigin        a Host or Origin not on the proxy's allow-list (403)
+    │   ├── UnsupportedMediaType    a body not sent as JSON (415)
+    │   └── TooManyTools            more tools in one request than the proxy takes (400)
     ├── RunError                    an agent run that ended without an answer
     │   ├── RetryBudgetExceeded     corrections exhausted (attempts, last reply, reason)
     │   ├── LoopDetected            the same call after the same result, N times
@@ -59,15 +62,18 @@ __all__ = [
     "MaxStepsExceeded",
     "MaxTokensTooLarge",
     "MissingExtraError",
+    "NotAllowedOrigin",
     "PromptTooLong",
     "RequestError",
     "RetryBudgetExceeded",
     "RunError",
     "ScriptExhausted",
+    "TooManyTools",
     "ToolExecutionError",
     "ToolSpecError",
     "TranscriptError",
     "UnsupportedContent",
+    "UnsupportedMediaType",
     "UsageError",
 ]
 
@@ -174,6 +180,43 @@ class AuthError(RequestError):
 
     def __init__(self) -> None:
         super().__init__("invalid or missing API key (send 'Authorization: Bearer KEY' or 'x-api-key: KEY')")
+
+
+class NotAllowedOrigin(RequestError):
+    """A request whose ``Host`` or ``Origin`` is not on the proxy's allow-list (HTTP 403):
+    a web page reaching a loopback proxy by DNS rebinding, or posting to it from another
+    site, is refused before the body is read."""
+
+    status_code = 403
+
+    def __init__(self, header: str, value: str) -> None:
+        self.header = header
+        shown = value if len(value) <= 100 else value[:100] + "..."
+        super().__init__(
+            f"{header} {shown!r} is not allowed by this proxy (a request from a web page or "
+            "through an unknown name); allow it with --allowed-hosts / --allowed-origins"
+        )
+
+
+class UnsupportedMediaType(RequestError):
+    """A body not declared as JSON (HTTP 415): a form or ``text/plain`` body is what a web
+    page can send to another site without asking first."""
+
+    status_code = 415
+
+    def __init__(self, content_type: str | None) -> None:
+        self.content_type = content_type
+        got = repr(content_type[:100]) if content_type else "none"
+        super().__init__(f"the request body must be sent as JSON (Content-Type: application/json), got {got}")
+
+
+class TooManyTools(RequestError):
+    """A request offering more tools than the proxy takes (HTTP 400, param ``tools``)."""
+
+    def __init__(self, count: int, limit: int) -> None:
+        self.count = count
+        self.limit = limit
+        super().__init__(f"the request offers {count} tools; this proxy takes at most {limit}", param="tools")
 
 
 class RunError(AgentFSMError):

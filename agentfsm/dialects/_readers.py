@@ -44,6 +44,9 @@ class Reader:
         self.exceeded = False
         #: a value decoded while reading (bracket fast path), else MISSING
         self.value: Any = MISSING
+        #: text read in an earlier feed that turned out to follow the block's end (its
+        #: closer was only settled by later text): the scanner reads it again
+        self.given_back = ""
 
     def _keep(self, text: str, start: int, end: int) -> None:
         """Record ``text[start:end]`` as part of the block."""
@@ -177,6 +180,13 @@ class CloserReader(Reader):
         # a value read by the C decoder is kept only when its closer came in the same text
         self._decoded, self._decoded_end = MISSING, -1
         if stop is not None:
+            if stop < off:
+                # the block ended inside text kept already (``</function>``, then text that
+                # turned out not to be the wrapper's ``</tool_call>``): give that text back
+                self.given_back = s[stop:off]
+                raw = self.raw
+                self._parts = [raw[: len(raw) - len(self.given_back)]]
+                return start - len(self.given_back)
             end = stop - off + start
             self._keep(text, start, end)
             return end

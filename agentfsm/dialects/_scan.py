@@ -16,14 +16,15 @@ from pydantic import BaseModel
 
 from agentfsm.dialects._decode import Block, Context, Outcome, problem
 from agentfsm.dialects._format import Opened
-from agentfsm.dialects._json import MISSING
+from agentfsm.dialects._json import MAX_REPAIR_CHARS, MISSING, RepairBudget
 from agentfsm.dialects._openers import BY_FIRST, FAMILIES, FIRST, GROUP_KIND, PRIORITY, WINDOW, Family
 from agentfsm.dialects._readers import Reader
 from agentfsm.dialects._registry import FORMAT_OF_BLOCK, FORMAT_OF_OPENER
 from agentfsm.core.parsed import ParsedReply, Problem
+from agentfsm.dialects.xml_function import STRAY_CLOSER
 from agentfsm.core.messages import ToolCall
 
-__all__ = ["MAX_BLOCKS", "Scanner"]
+__all__ = ["MAX_BLOCKS", "DataScan", "Scanner"]
 
 #: after this many action blocks (or fences) in one reply, the rest is not parsed
 MAX_BLOCKS: Final = 512
@@ -33,14 +34,34 @@ _set = object.__setattr__
 TEXT, CALL = 0, 1
 
 
+class DataScan:
+    """How a scan of data (a tool result, a user's pasted text) went.
+
+    Data is read for every action a model could copy out of it: no block suppresses the
+    ones after it (a broken one, a 513th), each block gets a repair budget of its own,
+    and each block's text is read again from just after its opener, so that an unclosed
+    fence or ``<tool_call>`` that swallows the rest of the text hides nothing. That
+    rereading is bounded by :attr:`budget` characters (four times the text, plus 64 KB);
+    past it, :attr:`incomplete_from` says from where the text was not read in full.
+    """
+
+    __slots__ = ("budget", "incomplete_from", "repaired", "work")
+
+    def __init__(self) -> None:
+        self.work = 0
+        self.repaired = 0
+        self.budget = 65_536
+        self.incomplete_from: int | None = None
+
+
 class Scanner:
     """Incremental reply scanner: ``feed`` text, then ``result``."""
 
     __slots__ = (
-        "_actions", "_base", "_blocks", "_broken", "_buf", "_cache", "_calls", "_ctx", "_dropped",
-        "_fed", "_final", "_last", "_next", "_pending", "_pos", "_prev", "_problems",
-        "_prose_at", "_reader", "_stream", "_texts", "_truncated", "_until", "events",
-        "strict",
+        "_actions", "_base", "_blocks", "_broken", "_buf", "_cache", "_calls", "_ctx", "_dead", "_dropped",
+        "_fed", "_final", "_held", "_last", "_next", "_pending", "_pos", "_prev", "_problems",
+        "_prose_at", "_reader", "_stray", "_stream", "_tail", "_texts", "_truncated", "_until", "_xml_from",
+        "data", "events", "strict",
     )  # fmt: skip
 
     def __init__(
@@ -50,8 +71,11 @@ class Scanner:
         strict: bool,
         stream: bool = False,
         schemas: dict[str, Any] | None = None,
+        data: bool = False,
     ) -> None:
         self._ctx = Context(known, protocol, schemas)
+        #: reading data, not a reply (whole text only): see :class:`DataScan`
+        self.data: DataScan | None = DataScan() if data else None
         #: keep ``events`` (a whole-text parse only needs the result)
         self._stream = stream
         #: json-protocol strict mode: calls are only known at the end
@@ -59,6 +83,8 @@ class Scanner:
         self._buf = ""
         self._pos = 0
         self._base = 0
+        #: absolute offset before which no position can grow into an opener any more
+        self._dead = 0
         self._prev = ""
         self._last = ""
         self._fed = 0
@@ -82,24 +108,41 @@ class Scanner:
         #: an action could not be read: where its text ends (and what follows begins) is a
         #: guess, so no later action becomes a call
         self._broken = False
+        #: the index of the first call from an XML block (None: none yet); from there on,
+        #: a stream's call events wait for the end (``_held``), when a stray XML closer in
+        #: the prose (``_stray``; ``_tail`` spans prose pieces) refuses them all
+        self._xml_from: int | None = None
+        self._held: list[tuple[int, Any]] = []
+        self._stray = False
+        self._tail = ""
 
     # -- feeding -----------------------------------------------------------------
 
     def feed(self, chunk: str, final: bool = False) -> None:
         """Scan ``chunk``; ``final`` when it is the last (the reply ends after it)."""
+        self._feed(chunk, final)
+        if final:
+            self._settle_xml()
+
+    def _feed(self, chunk: str, final: bool) -> None:
         start = self._fed
         self._fed += len(chunk)
         if self._dropped:
             return
         if self._reader is not None:
-            end = self._reader.feed(chunk, 0, final)
+            reader = self._reader
+            end = reader.feed(chunk, 0, final)
             if end is None:
                 if final:
                     self._finish_reader(final=True)
                 self._last = chunk[-1:] or self._last
                 return
             self._finish_reader(final=False)
-            self._buf, self._base, self._pos, self._prev = chunk, start, end, self._last
+            back = reader.given_back
+            if back:  # the block ended in an earlier chunk: read what followed it again
+                self._buf, self._base, self._pos, self._prev = back + chunk, start - len(back), 0, reader.raw[-1:]
+            else:
+                self._buf, self._base, self._pos, self._prev = chunk, start, end, self._last
         else:
             self._buf += chunk
         self._cache.clear()
@@ -146,7 +189,7 @@ class Scanner:
                 return
             p, kind, end = cand
             self._prose(pos, p)
-            if self._blocks >= MAX_BLOCKS:
+            if self._blocks >= MAX_BLOCKS and self.data is None:
                 self._drop(p)
                 return
             if self._open(buf, p, kind, end, final) == _NEED:
@@ -154,6 +197,25 @@ class Scanner:
             self._blocks += 1
             if self._reader is not None:
                 return
+            if self.data is not None:
+                self._rescan(p)
+
+    def _rescan(self, p: int) -> None:
+        """Data: read the text of the block at ``p`` again, from just after its first
+        character (an action inside it, or after a prefix that swallowed the rest, is
+        still found), within the data's work budget."""
+        data = self.data
+        assert data is not None
+        wasted = self._pos - (p + 1)
+        if wasted <= 0:
+            return
+        if data.work + wasted > data.budget:
+            if data.incomplete_from is None:
+                data.incomplete_from = self._base + p
+            return
+        data.work += wasted
+        self._pos = p + 1
+        self._until = ""
 
     def _drop(self, p: int) -> None:
         message = (
@@ -174,6 +236,7 @@ class Scanner:
             return
         text = self._buf[i:j]
         self._pos = j
+        self._watch(text)
         if self._prose_at is None and not text.isspace():
             self._prose_at = self._base + i + len(text) - len(text.lstrip())
         self._texts.append(text)
@@ -225,14 +288,23 @@ class Scanner:
         return buf[i - 1] if i > 0 else self._prev
 
     def _hold(self, buf: str, pos: int, limit: int) -> int | None:
-        """The first position from which the tail could still grow into an opener."""
+        """The first position from which the tail could still grow into an opener.
+
+        A position that cannot grow into an opener never will (more text only makes the
+        tail longer), so each is tried once over the whole stream (``_dead``), each
+        opener with one regex match (:attr:`~agentfsm.dialects._tokens.OpenerDef.prefix_regex`;
+        a walk of the tokens in Python cost ~8 µs a character of text made of openers'
+        first characters)."""
         n = len(buf)
-        for m in FIRST.finditer(buf, max(pos, n - WINDOW), min(limit, n)):
+        end = min(limit, n)
+        for m in FIRST.finditer(buf, max(pos, n - WINDOW, self._dead - self._base), end):
             i = m.start()
             for d, fmt in BY_FIRST[m.group()]:
                 # text longer than the opener would already have matched in full, or not at all
                 if fmt.holds(self, buf, i, d):
+                    self._dead = self._base + i
                     return i
+        self._dead = max(self._dead, self._base + end)
         return None
 
     def _outranked(self, buf: str, p: int, kind: str) -> bool:
@@ -285,13 +357,22 @@ class Scanner:
 
     def _block(self, block: Block) -> None:
         fmt = FORMAT_OF_BLOCK[block.kind]
+        data = self.data
+        if data is not None:  # each block of data has the repair budget of a reply of its own
+            self._ctx.budget = RepairBudget()
         out: Outcome = fmt.decode(block, self._ctx)
+        if data is not None:
+            data.repaired += MAX_REPAIR_CHARS - self._ctx.budget.remaining
+            if data.repaired > data.budget and data.incomplete_from is None:
+                data.incomplete_from = block.start  # no more repairs: what follows is unread
+                self._ctx.budget = RepairBudget(remaining=0, calls=0)
         if out.prose and fmt.closer and block.state == "closed":
             body = block.raw[block.body : block.body_end]
             # a JSON body holding its own closer that cannot be read: cut there, probably
             self._broken = self._broken or (body.lstrip()[:1] in ("{", "[") and fmt.closer in body)
         if out.prose:
             self._texts.append(block.raw)
+            self._watch(block.raw)
             if self._stream:
                 self.events.append((TEXT, block.raw))
             if self._prose_at is None and not block.raw.isspace():
@@ -302,21 +383,54 @@ class Scanner:
             self._texts.append(out.text)
             if self._stream:
                 self.events.append((TEXT, out.text))
-        if self._broken and out.calls:
+        if self._broken and out.calls and data is None:
             message = "an action after one that could not be read; it was not run"
             out.problems.append(problem("invalid_json", message, block.start, fmt.sources[block.kind]))
             out.calls = []
         self._broken = self._broken or any(p.code == "invalid_json" and p.rejected for p in out.problems)
+        if block.kind == "xml" and self._xml_from is None:
+            self._xml_from = len(self._calls)
         for name, args in out.calls:
             values = {"id": f"call_{len(self._calls)}", "name": name, "arguments": args}
             call = _construct(ToolCall, values)
             self._calls.append(call)
             if self._stream:
-                self.events.append((CALL, call))
+                (self.events if self._xml_from is None else self._held).append((CALL, call))
         self._problems.extend(out.problems)
         self._truncated = self._truncated or out.truncated
         if out.final is not MISSING and self._final is MISSING:
             self._final = out.final
+
+    def _watch(self, prose: str) -> None:
+        """Note a stray XML closer in prose (a piece may end inside one: keep a tail)."""
+        if self._stray:
+            return
+        text = self._tail + prose
+        if "</" in text and STRAY_CLOSER.search(text) is not None:
+            self._stray = True
+        self._tail = text[-12:]
+
+    def _settle_xml(self) -> None:
+        """At the end: the calls from the first XML block on, refused or released."""
+        start = self._xml_from
+        if start is None:
+            return
+        if self._stray and start < len(self._calls) and self.data is None:
+            message = (
+                "an XML parameter value held </parameter> or </function> (a closer followed in the "
+                "text): no call from the first <tool_call> on was run; write such a value in a JSON "
+                "object body, <function=NAME>{...}</function>"
+            )
+            self._problems.append(
+                Problem.model_construct(
+                    code="malformed_action", message=message, position=None, rejected=True, source="xml-function"
+                )
+            )
+            del self._calls[start:]
+        elif self._stream:
+            self.events.extend(self._held)
+        self._held = []
+        self._xml_from = None
 
     # -- the result --------------------------------------------------------------------
 

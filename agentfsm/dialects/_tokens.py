@@ -66,17 +66,34 @@ class OpenerDef:
         """The longest text an opener of this kind can span."""
         return sum(max(map(len, t.lits)) if t.lits else t.hi for t in self.toks)
 
+    @cached_property
+    def prefix_regex(self) -> re.Pattern[str]:
+        """Matches (in full) exactly the prefixes of this kind's openers: the tokens
+        nested as ``(?:T1(?:T2(?:...)|prefix of T2)|prefix of T1)`` (bounded
+        quantifiers, so one match is linear in the short tail it is given)."""
+        inner = ""
+        for tok in reversed(self.toks):
+            if tok.lits:
+                cut = sorted({a[:k] for a in tok.lits for k in range(len(a))}, key=len, reverse=True)
+                part = "|".join(re.escape(c) for c in cut if c)
+                partial = f"(?:{part})?" if part else ""
+            else:
+                partial = f"{tok.char_class}{{0,{tok.hi}}}"
+            inner = f"(?:{tok.pattern()}{inner}|{partial})"
+        return re.compile(inner)
+
     def could_grow(self, text: str, start: int) -> bool:
-        """True when ``text[start:]`` is a proper prefix of some opener (more text could complete it)."""
+        """True when ``text[start:]`` is a prefix of some opener (more text could complete it)."""
         head = self.toks[0].lits
-        if len(head) == 1:  # the usual case, settled without recursion when it fails
+        if len(head) == 1:  # the usual case, settled without a match when it fails
             rest = text[start : start + len(head[0])]
             if not head[0].startswith(rest):
                 return False
-        return _prefix(self.toks, 0, text, start)
+        return self.prefix_regex.fullmatch(text, start) is not None
 
 
 def _prefix(toks: tuple[Tok, ...], k: int, s: str, i: int) -> bool:
+    """The reference for :attr:`OpenerDef.prefix_regex` (tests compare the two)."""
     if i == len(s):
         return True
     if k == len(toks):

@@ -83,13 +83,19 @@ class CommandDialect:
 COMMAND_TAIL: Final = 170
 
 
+#: a command written right after one of these is quoted, not written: inline code
+#: (`` `@tool f {}` ``) or a quotation (``"@tool f {}"``) in prose
+_QUOTED_BY = "_@`\"'\u2018\u201c\u00ab\u2039"
+
+
 def _word_boundary(scan: Scan, buf: str, i: int) -> bool:
     c = scan.before(buf, i)
-    return not c or not (c.isalnum() or c in "_@")
+    return not c or not (c.isalnum() or c in _QUOTED_BY)
 
 
 class CommandFormat(Format):
-    """``@tool NAME {json}`` lines (not after a word character or ``@``: ``me@tool x``)."""
+    """``@tool NAME {json}`` lines (not after a word character or ``@``: ``me@tool x``;
+    nor after a backtick or an opening quote: quoted in prose, not written)."""
 
     sources = {"command": "command"}
     openers = (COMMAND,)

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
-from agentfsm.core._memo import Memo, tools_key
+from agentfsm.core._memo import JSON_OBJECT_FACTOR, Memo, tools_key
 from agentfsm.core._types import DialectName
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects._scan import Scanner
 from agentfsm.core.parsed import ParsedReply
-from agentfsm.core.messages import ToolDefinition, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
 
-__all__ = ["parse_reply"]
+__all__ = ["parse_reply", "scan_data"]
 
 
 def scanner_for(
@@ -28,17 +28,21 @@ def scanner_for(
     dialect: DialectName | None,
     strict: bool,
     stream: bool = False,
+    data: bool = False,
 ) -> Scanner:
-    """A fresh scanner configured for ``tools``, ``dialect`` and ``strict``."""
+    """A fresh scanner configured for ``tools``, ``dialect`` and ``strict`` (``data``: a
+    scan of data for every action in it, :class:`~agentfsm.dialects._scan.DataScan`)."""
     protocol = dialect is not None and get_dialect(dialect).name == "json-protocol"
     if tools is None:
-        return Scanner(None, protocol, strict, stream)
+        return Scanner(None, protocol, strict, stream, data=data)
     if _all_specs(tools):
         # read once per tool set's content: the proxy builds new specs for every request
-        known, schemas = _KNOWN.get(tools_key(tools), lambda: _known(tools))
+        key = tools_key(tools)
+        # the schemas are the specs' own: kept, they keep about their content's size alive
+        known, schemas = _KNOWN.get(key, lambda: _known(tools), lambda _: key.size * JSON_OBJECT_FACTOR)
     else:
         known, schemas = _known(tools)
-    return Scanner(known, protocol, strict, stream, schemas)
+    return Scanner(known, protocol, strict, stream, schemas, data=data)
 
 
 def _all_specs(tools: Sequence[ToolDefinition]) -> TypeGuard[Sequence[ToolSpec]]:
@@ -51,7 +55,7 @@ def _known(tools: Sequence[ToolDefinition]) -> tuple[frozenset[str], dict[str, A
     return frozenset(schemas), schemas
 
 
-_KNOWN: Memo[tuple[frozenset[str], dict[str, Any]]] = Memo(64)
+_KNOWN: Memo[tuple[frozenset[str], dict[str, Any]]] = Memo(64, max_bytes=8 << 20)
 
 
 def parse_reply(
@@ -74,3 +78,16 @@ def parse_reply(
     scanner = scanner_for(tools, dialect, strict)
     scanner.feed(text, final=True)
     return scanner.result()
+
+
+def scan_data(
+    text: str, tools: Sequence[ToolDefinition] | None = None, dialect: DialectName | None = None
+) -> tuple[tuple[ToolCall, ...], int | None]:
+    """Every call a model could copy out of ``text`` (data: a tool result, pasted text),
+    and where the text stopped being read in full (None: it was), see
+    :class:`~agentfsm.dialects._scan.DataScan`."""
+    scanner = scanner_for(tools, dialect, False, data=True)
+    assert scanner.data is not None
+    scanner.data.budget += 4 * len(text)
+    scanner.feed(text, final=True)
+    return scanner.result().tool_calls, scanner.data.incomplete_from

@@ -11,7 +11,12 @@
     </function>
     </tool_call>
 
-The ``<tool_call>`` wrapper is optional. A parameter's value is raw text (one newline
+Only a **well-formed** block is read: ``<tool_call>``, one ``<function=NAME>`` holding
+nothing but ``<parameter=KEY>`` elements (or one JSON object), ``</function>``, then
+``</tool_call>``. A bare ``<function=NAME>`` (no wrapper) is text up to its ``</function>`` outside a
+parameter (nothing in it is read, as in a code fence), and so is the format
+when the contract taught another (it never teaches this one: it is read only in the
+well-formed block the models that use it were trained to write). A parameter's value is raw text (one newline
 after its opening tag and one before its closing tag are layout, not value); where the
 tool's schema gives the parameter a type (integer, number, boolean, null, object,
 array), the text is read as that type, and is kept as written when it does not read as
@@ -22,7 +27,11 @@ A **native format**, like Hermes: recognised in every reply whatever dialect the
 contract asked for, but never asked for by the contract (models that use it were
 trained on it; the ones the contract teaches are better served by JSON). The block
 ends at ``</function>`` outside a parameter, so ``</function>`` or ``</tool_call>``
-inside a value does not end it; a value cannot hold ``</parameter>``.
+inside a value does not end it; a value cannot hold ``</parameter>``. A value that holds
+``</parameter></function>`` ends the block early and leaves the rest of the value as text
+with closers of its own: the scanner refuses every call from the first XML block on when
+such a stray closer follows (:data:`STRAY_CLOSER`); a value with closers is written as a
+JSON object body instead (``<function=f>{"a": "...</parameter>..."}</function>``).
 """
 
 from __future__ import annotations
@@ -37,15 +46,18 @@ from agentfsm.dialects._json import RepairBudget, read_json
 from agentfsm.dialects._readers import CloserReader, Verdict, fixed_verdict
 from agentfsm.dialects._tokens import OpenerDef, cls, lit
 
-__all__ = ["FORMATS", "XML_FUNCTION", "XML_WRAPPED", "XmlFunctionFormat", "coerce_value"]
+__all__ = ["FORMATS", "STRAY_CLOSER", "XML_FUNCTION", "XML_WRAPPED", "XmlFunctionFormat", "coerce_value"]
 
 _NAME = (cls("[A-Za-z_]"), cls(r"[\w.\-]", 0, 127))
 #: ``<tool_call>`` then ``<function=NAME>``
 XML_WRAPPED: Final = OpenerDef(
     "xml-wrapped", (lit("<tool_call>"), cls(r"\s", 0, 32), lit("<function="), *_NAME, lit(">"))
 )
-#: ``<function=NAME>`` alone
-XML_FUNCTION: Final = OpenerDef("xml", (lit("<function="), *_NAME, lit(">")))
+#: ``<function=NAME>`` alone: text, up to its ``</function>`` (nothing in it is read, as
+#: in a code fence; an unclosed one is text to the end)
+XML_FUNCTION: Final = OpenerDef("xml-bare", (lit("<function="), *_NAME, lit(">")))
+#: an XML closer in the prose of a reply: a sign that a value held one (see module doc)
+STRAY_CLOSER: Final = re.compile(r"</(?:parameter|function|tool_call)>")
 _HEAD: Final = re.compile(r"(?:<tool_call>\s{0,32})?<function=([A-Za-z_][\w.\-]{0,127})>")
 _CLOSER: Final = "</function>"
 _TAIL: Final = re.compile(r"\s{0,32}</tool_call>")
@@ -140,17 +152,19 @@ class XmlFunctionFormat(Format):
     """``<function=NAME><parameter=KEY>value</parameter>...</function>``, optionally in
     ``<tool_call>``; always an action (like Hermes), whatever the tools."""
 
-    sources = {"xml": "xml-function"}
+    sources = {"xml": "xml-function", "xml-bare": "xml-function"}
     openers = (XML_WRAPPED, XML_FUNCTION)
     cut = {"xml": "<function=...> without </function>"}
     closer = _CLOSER
 
     def open(self, scan: Scan, buf: str, p: int, kind: str, end: int, final: bool) -> Opened | Prose | None:
-        """The body runs to ``</function>`` outside a parameter (or a JSON string)."""
+        """The body runs to ``</function>`` outside a parameter (or a JSON string); a bare
+        ``<function=NAME>`` is text up to its ``</function>``."""
         m = _HEAD.match(buf, p)
         assert m is not None  # the opener matched the same text
-        reader = _XmlReader(buf, p, wrapped=kind == "xml-wrapped")
-        return Opened("xml", end, reader, name=m.group(1))
+        bare = kind == XML_FUNCTION.kind
+        reader = _XmlReader(buf, p, wrapped=not bare)
+        return Opened("xml-bare" if bare else "xml", end, reader, name=m.group(1))
 
     def body_end(self, block: Block) -> int | None:
         """Before the last ``</function>``."""
@@ -158,10 +172,15 @@ class XmlFunctionFormat(Format):
 
     def decode(self, block: Block, ctx: Context) -> Outcome:
         """Parameters (typed by the tool's schema), or a JSON object body."""
+        if block.kind == "xml-bare":
+            return Outcome(prose=True)  # text, whatever it holds (see the module doc)
         out = settled(block, ctx, self)
         if out is not None:
             return out
         name = block.name or ""
+        if not block.raw.rstrip().endswith("</tool_call>"):
+            message = f"<function={name}> must be followed by </tool_call> (the block is not well-formed); it was not run"
+            return Outcome(problems=[problem("malformed_action", message, block.start, "xml-function")])
         body = block.raw[block.body : block.body_end]
         if body.lstrip().startswith("{"):
             return decode_json(block, ctx, self)

@@ -140,6 +140,12 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
             return _refuse(turn, refused, escalate=False)
         return _answer(machine, records, parsed, (), parsed.content or "", choice, policies)
 
+    injected = (
+        injection.data_actions(history, config.tools, config.dialect) if parsed.tool_calls else injection.NO_DATA_ACTIONS
+    )
+    # a reply that quotes a data action and makes its own call keeps its own call
+    parsed = injection.without_quoted(parsed, injected)
+    turn = _Turn(machine, records, parsed, reply, history, config, choice, policies)
     # only calls are checked against it (guards, grounding): a prose reply need not gather it
     conversation = conversation_text(history) if parsed.tool_calls else ""
     dialect = get_dialect(config.dialect)
@@ -152,11 +158,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         dialect_name=config.dialect,
         example=example,
         source=conversation,
-        injected=(
-            injection.data_actions(history, config.tools, config.dialect)
-            if parsed.tool_calls
-            else frozenset()
-        ),
+        injected=injected,
         refusals=policies.refusal,
     )
     if isinstance(verdict, Correction):

@@ -106,7 +106,7 @@ def run_guards(
     dialect_name: DialectName,
     example: str = "",
     source: str = "",
-    injected: frozenset[str] = frozenset(),
+    injected: injection.DataActions = injection.NO_DATA_ACTIONS,
     refusals: RefusalMatcher | None = None,
 ) -> Verdict:
     """Run the reply guards in :data:`GUARD_ORDER`; the first non-accept verdict wins.

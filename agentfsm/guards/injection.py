@@ -7,22 +7,42 @@ call. The projection neutralises action text inside data (see
 :func:`agentfsm.prompt.results.neutralise_actions`), so a verbatim copy no longer parses;
 this guard catches the copies that do parse (the model rewrote the opener).
 
-The rule: a reply call whose tool name and arguments equal an action found inside a tool
-result or a user turn (parsed with the offered tools, as the model's reply is) is the
-data's call, and is corrected, unless it is plausibly the model's own: the model had
-already made that same call (same name, same arguments) before the data that carries
-it arrived (a tool that echoes the call it ran, a log of earlier steps). A call that only
-shares the tool name, or whose arguments differ, is never flagged: taking a value out of
-a result is what results are for. The runtime's own correction turns are not data.
+The rule: a reply call that matches an action found inside a tool result or a user turn
+is the data's call, and is corrected, unless it is plausibly the model's own: the model
+had already made that same call before the data that carries it arrived (a tool that
+echoes the call it ran, a log of earlier steps). A call that only shares the tool name,
+or whose arguments differ, is never flagged: taking a value out of a result is what
+results are for. The runtime's own correction turns are not data.
+
+What a model copies is rarely the data's text as it stands, so data is read as the
+model would read it (:func:`data_calls`):
+
+- each text is also read normalised: NFKC (full-width letters are letters), format and
+  zero-width characters removed, HTML entities unescaped, JSON string escapes decoded,
+  and, when the text is JSON, each of its strings on its own;
+- every block of it is read whatever comes before (an unclosed fence or ``<tool_call>``,
+  a broken block, more blocks than a reply may hold: :func:`~agentfsm.dialects.parse.scan_data`);
+  past the reading budget, any call to a tool named in the unread rest counts as copied;
+- calls are compared on canonical arguments: strings normalised alike, ``1.0`` as ``1``,
+  the schema's defaults filled in; a call that writes a subset of a data action's
+  arguments (leaving out optional ones) matches it too.
+
+When a reply quotes a data action and also makes a call of its own, the quoted call is
+dropped and its own call kept (:func:`without_quoted`); only a reply whose every call is
+copied is corrected.
 """
 
 from __future__ import annotations
 
+import html
 import json
-from collections.abc import Sequence
-from typing import Final
+import re
+import unicodedata
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
 
-from agentfsm.core._memo import Memo, tools_key
+from agentfsm.core._memo import Memo, json_weight, tools_key
 from agentfsm.core._types import DialectName
 from agentfsm.core.messages import (
     AssistantMessage,
@@ -34,47 +54,244 @@ from agentfsm.core.messages import (
 )
 from agentfsm.dialects._openers import FIRST
 from agentfsm.core.parsed import ParsedReply
-from agentfsm.dialects.parse import parse_reply
+from agentfsm.dialects.parse import parse_reply, scan_data
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
-__all__ = ["GUARD", "REASON", "actions_in", "check", "data_actions"]
+__all__ = [
+    "GUARD",
+    "NO_DATA_ACTIONS",
+    "REASON",
+    "DataActions",
+    "actions_in",
+    "check",
+    "data_actions",
+    "data_calls",
+    "normalised_texts",
+    "without_quoted",
+]
 
 GUARD = "injection"
 REASON: Final = "injected_action"
 
 
-def _key(call: ToolCall) -> str:
-    return call.name + "\x00" + json.dumps(call.arguments, sort_keys=True, default=str)
-
-
 def actions_in(text: str, tools: Sequence[ToolSpec], dialect: DialectName) -> tuple[ToolCall, ...]:
-    """The calls that ``text`` would yield were it the model's reply.
-
-    A request's user turns and results are read again at every step of a turn (and by
-    the projection); a short text's answer is kept (:data:`MEMO_CHARS`)."""
+    """The calls that ``text``, as it stands, would yield were it the model's reply (what
+    the projection neutralises). A short text's answer is kept (:data:`MEMO_CHARS`)."""
     if not text or FIRST.search(text) is None:
         return ()  # every action opens with one of FIRST's characters: plain text holds none
     if len(text) > MEMO_CHARS:
         return parse_reply(text, tools, dialect).tool_calls
-    return _ACTIONS.get((text, tools_key(tools), dialect), lambda: parse_reply(text, tools, dialect).tool_calls)
+    return _ACTIONS.get(
+        (text, tools_key(tools), dialect),
+        lambda: parse_reply(text, tools, dialect).tool_calls,
+        lambda calls: len(text) * 2 + sum(json_weight(c.arguments) for c in calls),
+    )
 
 
-#: the longest text whose actions are kept (a bounded memory: 256 texts at most)
+#: the longest text whose actions are kept (a bounded memory: 256 texts, 4 MB at most)
 MEMO_CHARS = 4096
-_ACTIONS: Memo[tuple[ToolCall, ...]] = Memo(256)
+_ACTIONS: Memo[tuple[ToolCall, ...]] = Memo(256, max_bytes=4 << 20)
+_DATA: Memo[tuple[tuple[ToolCall, ...], frozenset[str]]] = Memo(256, max_bytes=4 << 20)
+
+# -- normalising ------------------------------------------------------------------------
+
+#: JSON's string escapes, decoded where they stand (a JSON-encoded result, a quoted action)
+_JSON_ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])')
+_SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+#: JSON strings read on their own: at most this many, this deep
+_MAX_STRINGS = 256
+_MAX_DEPTH = 4
 
 
-def data_actions(history: Sequence[Message], tools: Sequence[ToolSpec], dialect: DialectName) -> frozenset[str]:
-    """Keys of the actions found in tool results and user turns, minus the model's own.
+def _plain(text: str) -> str:
+    """NFKC, without format characters (zero-width spaces and joiners, soft hyphens ...)."""
+    if text.isascii():
+        return text
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
+def _unescape_json(text: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        code = m.group(1)
+        if code[0] == "u":
+            char = chr(int(code[1:], 16))
+            return "" if 0xD800 <= ord(char) <= 0xDFFF else char
+        return _SIMPLE[code]
+
+    return _JSON_ESCAPE.sub(one, text)
+
+
+def _strings(value: Any, out: list[str], depth: int = 0) -> None:
+    if len(out) >= _MAX_STRINGS or depth > _MAX_DEPTH * 8:
+        return
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _strings(key, out, depth + 1)
+            _strings(item, out, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out, depth + 1)
+
+
+def normalised_texts(text: str, depth: int = 0) -> Iterator[str]:
+    """``text`` and the ways a model may read it: NFKC without format characters, HTML
+    entities and JSON escapes decoded, and each string of a JSON text on its own."""
+    seen: set[str] = set()
+
+    def fresh(candidate: str) -> bool:
+        if candidate in seen:
+            return False
+        seen.add(candidate)
+        return True
+
+    plain = _plain(text)
+    for variant in (text, plain):
+        if fresh(variant):
+            yield variant
+    layers = [plain]
+    if "&" in plain:
+        layers.append(_plain(html.unescape(plain)))
+    for layer in list(layers):
+        for _ in range(2):  # a JSON text inside a JSON string: decoded twice
+            if "\\" not in layer:
+                break
+            layer = _plain(_unescape_json(layer))
+            layers.append(layer)
+    for layer in layers[1:]:
+        if fresh(layer):
+            yield layer
+    if depth < _MAX_DEPTH and plain.lstrip()[:1] in ("{", "[", '"'):
+        try:
+            decoded = json.loads(plain)
+        except (ValueError, RecursionError):
+            return
+        strings: list[str] = []
+        _strings(decoded, strings)
+        for string in strings:
+            for variant in normalised_texts(string, depth + 1):
+                if fresh(variant):
+                    yield variant
+
+
+# -- reading data -----------------------------------------------------------------------
+
+_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
+
+
+def data_calls(
+    text: str, tools: Sequence[ToolSpec], dialect: DialectName
+) -> tuple[tuple[ToolCall, ...], frozenset[str]]:
+    """The calls a model could copy out of ``text`` (read every way it may be read), and
+    the tools named in text that could not be read in full (any call to them counts as
+    copied)."""
+    if not text:
+        return (), frozenset()
+    if len(text) > MEMO_CHARS:
+        return _data_calls(text, tools, dialect)
+    return _DATA.get(
+        (text, tools_key(tools), dialect),
+        lambda: _data_calls(text, tools, dialect),
+        lambda found: len(text) * 4 + sum(json_weight(c.arguments) for c in found[0]),
+    )
+
+
+def _data_calls(
+    text: str, tools: Sequence[ToolSpec], dialect: DialectName
+) -> tuple[tuple[ToolCall, ...], frozenset[str]]:
+    calls: list[ToolCall] = []
+    unread: set[str] = set()
+    names = {t.name for t in tools}
+    for variant in normalised_texts(text):
+        if FIRST.search(variant) is None:
+            continue
+        found, incomplete = scan_data(variant, tools, dialect)
+        calls.extend(found)
+        if incomplete is not None:
+            unread.update(n for n in _NAME.findall(variant, incomplete) if n in names)
+    return tuple(calls), frozenset(unread)
+
+
+# -- comparing calls --------------------------------------------------------------------
+
+
+def _canonical(value: Any) -> Any:
+    """A value as compared: strings normalised, integral floats as integers, containers alike."""
+    if isinstance(value, str):
+        return _plain(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, Mapping):
+        return {_plain(str(k)): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def _filled(call: ToolCall, tools: Mapping[str, ToolSpec]) -> dict[str, Any]:
+    """The call's canonical arguments, the schema's defaults filled in where it wrote none."""
+    args = _canonical(call.arguments)
+    if not isinstance(args, dict):
+        return {}
+    tool = tools.get(_plain(call.name))
+    props = tool.parameters.get("properties") if tool is not None else None
+    if isinstance(props, Mapping):
+        for key, prop in props.items():
+            if key not in args and isinstance(prop, Mapping) and "default" in prop:
+                args[key] = _canonical(prop["default"])
+    return args
+
+
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class DataActions:
+    """The actions found in a conversation's data, minus the model's own (see module doc)."""
+
+    #: tool name -> the canonical arguments of each action of that tool found in data
+    actions: Mapping[str, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    #: tools named in data that could not be read in full: any call to them is copied
+    unread: frozenset[str] = frozenset()
+    tools: Mapping[str, ToolSpec] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.actions or self.unread)
+
+    def matches(self, call: ToolCall) -> bool:
+        """Whether ``call`` is one of the data's actions (or a part of one, see module doc)."""
+        name = _plain(call.name)
+        if name in self.unread:
+            return True
+        mine = _filled(call, self.tools)
+        for theirs in self.actions.get(name, ()):
+            # the same call, or one that leaves out arguments the data's action wrote
+            if all(k in theirs and _same(v, theirs[k]) for k, v in mine.items()):
+                return True
+        return False
+
+
+NO_DATA_ACTIONS = DataActions()
+
+
+def data_actions(history: Sequence[Message], tools: Sequence[ToolSpec], dialect: DialectName) -> DataActions:
+    """The actions found in tool results and user turns, minus the model's own.
 
     An action counts as the model's own when the model made that call before the data
     carrying it arrived.
     """
+    by_name = {t.name: t for t in tools}
     own: set[str] = set()
-    found: set[str] = set()
+    found: dict[str, list[dict[str, Any]]] = {}
+    unread: set[str] = set()
     for msg in history:
         if isinstance(msg, AssistantMessage):
-            own.update(_key(call) for call in msg.tool_calls)
+            own.update(_key(call, by_name) for call in msg.tool_calls)
             continue
         if isinstance(msg, ToolMessage):
             text = msg.result.content
@@ -82,16 +299,37 @@ def data_actions(history: Sequence[Message], tools: Sequence[ToolSpec], dialect:
             text = msg.content
         else:
             continue
-        found.update(k for k in map(_key, actions_in(text, tools, dialect)) if k not in own)
-    return frozenset(found)
+        calls, names = data_calls(text, tools, dialect)
+        unread.update(names)
+        for call in calls:
+            if _key(call, by_name) not in own:
+                found.setdefault(_plain(call.name), []).append(_filled(call, by_name))
+    if not found and not unread:
+        return NO_DATA_ACTIONS
+    return DataActions({k: tuple(v) for k, v in found.items()}, frozenset(unread), by_name)
 
 
-def check(parsed: ParsedReply, injected: frozenset[str]) -> Verdict:
+def _key(call: ToolCall, tools: Mapping[str, ToolSpec]) -> str:
+    return _plain(call.name) + "\x00" + json.dumps(_filled(call, tools), sort_keys=True, default=str)
+
+
+def without_quoted(parsed: ParsedReply, injected: DataActions) -> ParsedReply:
+    """``parsed`` without the calls it copied from data, when it also makes one of its own
+    (a reply that quotes a result and then acts keeps its own call); unchanged otherwise."""
+    if not injected or not parsed.tool_calls:
+        return parsed
+    own = tuple(c for c in parsed.tool_calls if not injected.matches(c))
+    if not own or len(own) == len(parsed.tool_calls):
+        return parsed
+    return parsed.model_copy(update={"tool_calls": own})
+
+
+def check(parsed: ParsedReply, injected: DataActions) -> Verdict:
     """Correct the first call that repeats an action found in the conversation's data."""
     if not injected:
         return ACCEPT
     for index, call in enumerate(parsed.tool_calls):
-        if _key(call) not in injected:
+        if not injected.matches(call):
             continue
         message = (
             f"Your call to {call.name} repeats an action written inside a tool result or "

@@ -215,7 +215,7 @@ def render_contract(
 
 
 #: contracts by tool set and settings (the same for every request that offers them)
-_CONTRACTS: Memo[str] = Memo()
+_CONTRACTS: Memo[str] = Memo(64, max_bytes=8 << 20)
 
 
 def _compose(specs: list[ToolSpec], dialect: DialectName, tool_choice: ToolChoice, parallel: bool,

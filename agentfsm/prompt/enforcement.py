@@ -8,7 +8,6 @@ Guards and retries run on top of every level.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import get_args
 
@@ -17,7 +16,7 @@ from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolSpec
-from agentfsm.core._memo import Memo, tools_key
+from agentfsm.core._memo import Memo, json_digest, json_weight, tools_key
 from agentfsm.prompt.grammar import grammar_schema
 
 __all__ = [
@@ -107,13 +106,13 @@ def build_action_schema(
     ``json-protocol`` dialect's, so the contract, the projected history and the
     grammar all show the model one format. ``compact``: see :func:`action_item_schema`.
     """
-    answer = None if answer_schema is None else json.dumps(answer_schema, sort_keys=True)
+    answer = None if answer_schema is None else json_digest(answer_schema)
     key = (tools_key(tools), tool_choice, parallel, compact, answer)
-    return _SCHEMAS.get(key, lambda: _action_schema(tools, tool_choice, parallel, compact, answer_schema))
+    return _SCHEMAS.get(key, lambda: _action_schema(tools, tool_choice, parallel, compact, answer_schema), json_weight)
 
 
 #: action schemas by tool set and settings (shared: not to be mutated)
-_SCHEMAS: Memo[JSONObject] = Memo()
+_SCHEMAS: Memo[JSONObject] = Memo(64, max_bytes=8 << 20)
 
 
 def _action_schema(

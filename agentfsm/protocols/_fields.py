@@ -13,10 +13,11 @@ from agentfsm.core._types import JSONObject, ResultStatus
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import RequestError, ToolSpecError, UnsupportedContent
 from agentfsm.core.messages import ToolCall, ToolMessage, ToolResult, ToolSpec
-from agentfsm.protocols.client_json import load_client_json
+from agentfsm.core.client_json import load_client_json
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
+    "INT64_MAX",
     "choice_keyword",
     "chosen_tool",
     "join_texts",
@@ -92,19 +93,31 @@ def opt_bool(body: Mapping[str, Any], key: str, default: bool, *, where: str | N
     return value
 
 
+#: the largest integer a field takes unless it names its own bound: what every upstream
+#: (and the JSON encoder of its payload) reads as a signed 64-bit integer
+INT64_MAX = 2**63 - 1
+
+
+def _shown(value: int) -> str:
+    """An integer for an error message: a 4,000-digit one is shown by its length."""
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+
+
 def opt_int(
-    body: Mapping[str, Any], key: str, *, minimum: int = 1, maximum: int | None = None
+    body: Mapping[str, Any], key: str, *, minimum: int = 1, maximum: int = INT64_MAX
 ) -> int | None:
-    """An optional integer field of at least ``minimum`` (and at most ``maximum``)."""
+    """An optional integer field of at least ``minimum`` and at most ``maximum`` (by
+    default the 64-bit range: a larger one could not be sent upstream)."""
     value = body.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise RequestError(f"{key} must be an integer, got {_kind(value)}", param=key)
     if value < minimum:
-        raise RequestError(f"{key} must be at least {minimum}, got {value}", param=key)
-    if maximum is not None and value > maximum:
-        raise RequestError(f"{key} must be at most {maximum}, got {value}", param=key)
+        raise RequestError(f"{key} must be at least {minimum}, got {_shown(value)}", param=key)
+    if value > maximum:
+        raise RequestError(f"{key} must be at most {maximum}, got {_shown(value)}", param=key)
     return value
 
 

@@ -9,6 +9,8 @@
   count against ``max_steps``); each is written as a ``model_request`` / ``model_output``
   pair numbered ``candidate``, and the outcome as a ``consensus`` guard verdict, so a
   replay serves them back in order and decides the same;
+- :func:`decide`: the engine's decision on a reply, in a worker thread when the reply is
+  long (attempts and candidates alike: parsing and validating it must not hold the loop);
 - :func:`bounded` (a wait bounded by a deadline) and :func:`usage_of` (usage, estimated
   where the backend reports none).
 """
@@ -33,8 +35,10 @@ from agentfsm.prompt.extension import extension_options, read_extension
 from agentfsm.runtime.recorder import Recorder
 from agentfsm.runtime.tally import Tally
 
-__all__ = ["bounded", "extend", "usage_of", "vote"]
+__all__ = ["OFF_LOOP_CHARS", "bounded", "decide", "extend", "usage_of", "vote"]
 
+#: replies at least this long are decided (parsed, guarded, validated) in a worker thread
+OFF_LOOP_CHARS = 16_384
 #: the fewest tokens a consensus candidate may use (more when the refused reply was longer)
 CANDIDATE_TOKENS = 96
 _T = TypeVar("_T")
@@ -49,6 +53,14 @@ async def bounded(work: Awaitable[_T], deadline: float | None) -> _T:
             return await work
     except TimeoutError as exc:
         raise BackendTimeout("the request did not finish within the proxy's request timeout") from exc
+
+
+async def decide(history: Sequence[Message], text: str, config: EngineConfig, finish_reason: str) -> Decision:
+    """The engine's decision on ``text``; off the event loop for a long reply (``history``
+    is not changed while the turn awaits it)."""
+    if len(text) < OFF_LOOP_CHARS:
+        return step(history, text, config, finish_reason)
+    return await asyncio.to_thread(step, history, text, config, finish_reason)
 
 
 def usage_of(reported: Usage | None, prompt: Sequence[PromptMessage], text: str) -> Usage:
@@ -141,7 +153,7 @@ async def vote(
         recorder.emit(
             ModelOutputEvent, text=text, usage=used, finish_reason=completion.finish_reason, candidate=number,
         )
-        decisions.append(step(history, text, config, completion.finish_reason))
+        decisions.append(await decide(history, text, config, completion.finish_reason))
     chosen = choose(decisions, conversation_text(history))
     drawn = len(decisions) - 1
     if chosen is None:

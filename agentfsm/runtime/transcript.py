@@ -10,13 +10,18 @@ every version this release knows (:data:`~agentfsm.core.events.READABLE_VERSIONS
 that want the raw shape.
 
 Secrets never reach a transcript: keys that look like credentials are redacted by
-:func:`redact` before an event is written (and handed to ``on_event``).
+:func:`redact` before an event is written (and handed to ``on_event``), and so is their
+value wherever else the same file would carry it (:class:`_SecretText`): in raw text that
+writes the key beside its value (a model's reply ``{"password": "..."}``,
+``<parameter=password>``, ``password=...``), and, once a value was seen under such a key,
+in every later string of the file.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -26,7 +31,8 @@ from typing import IO, Any, cast
 
 from pydantic import BaseModel
 
-from agentfsm.core.errors import TranscriptError
+from agentfsm.core.errors import RequestError, TranscriptError
+from agentfsm.core.redaction import Redactor
 from agentfsm.core.events import (
     EVENT_MODELS,
     SCHEMA_VERSION,
@@ -35,6 +41,7 @@ from agentfsm.core.events import (
     event_fields,
     parse_event,
 )
+from agentfsm.core.client_json import MAX_JSON_DEPTH, load_client_json
 
 __all__ = [
     "EVENT_TYPES",
@@ -56,6 +63,11 @@ EVENT_TYPES: dict[str, tuple[str, ...]] = {
     for name, model in EVENT_MODELS.items()
 }
 
+#: the deepest line read: a client's (or a model's) value as deep as the proxy accepts,
+#: inside the event that records it (a tool schema inside the action schema of a
+#: ``model_request``, arguments inside a message inside a ``request``)
+MAX_LINE_DEPTH = MAX_JSON_DEPTH + 64
+
 _SECRET_KEYS = frozenset(
     {"api_key", "apikey", "authorization", "x-api-key", "api-key", "password", "secret", "token"}
 )
@@ -65,37 +77,96 @@ _SECRET_KEYS = frozenset(
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
-def redact(value: Any) -> Any:
-    """Return ``value`` as plain data with every credential-like mapping key's value replaced."""
+def redact(value: Any, found: list[str] | None = None) -> Any:
+    """Return ``value`` as plain data with every credential-like mapping key's value
+    replaced (the replaced scalars appended to ``found`` when given)."""
     # plain JSON by exact type first, leaves without a call: every event passes through
     # here, and the ABC checks below (Mapping) cost ~10x more per value
     kind = type(value)
     if kind in _LEAVES:
         return value
     if kind is dict:
-        return _redact_dict(value)
+        return _redact_dict(value, found)
     if kind is list:
-        return [v if type(v) in _LEAVES else redact(v) for v in value]
+        return [v if type(v) in _LEAVES else redact(v, found) for v in value]
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json", by_alias=True)
     if isinstance(value, Mapping):
-        return {
-            k: ("[redacted]" if str(k).lower() in _SECRET_KEYS else redact(v))
-            for k, v in value.items()
-        }
+        return _redact_dict(dict(value), found)
     if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
+        return [redact(v, found) for v in value]
     return value
 
 
-def _redact_dict(value: dict[Any, Any]) -> dict[Any, Any]:
+def _redact_dict(value: dict[Any, Any], found: list[str] | None) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
     for k, v in value.items():
         if (k if type(k) is str else str(k)).lower() in _SECRET_KEYS:
             out[k] = "[redacted]"
+            if found is not None and type(v) in (str, int, float):
+                found.append(str(v))
         else:
-            out[k] = v if type(v) in _LEAVES else redact(v)
+            out[k] = v if type(v) in _LEAVES else redact(v, found)
     return out
+
+
+_KEY_NAMES = "|".join(sorted((re.escape(k) for k in _SECRET_KEYS), key=len, reverse=True))
+#: a secret key written beside its value in text: JSON (also escaped inside a JSON string),
+#: an XML parameter, or ``key=value``; group ``v`` is the value
+_KEYED_VALUE = re.compile(
+    rf"""(?ix)
+    (?:(?P<q>\\?["'])(?:{_KEY_NAMES})(?P=q)\s*:\s*          # "password": or \"password\":
+       (?P<v>(?P=q)(?:(?!(?P=q)).){{0,4096}}?(?P=q)|[^\s,}}\]]{{1,4096}})
+     | <parameter=\s*(?:{_KEY_NAMES})\s*>(?P<x>.{{0,4096}}?)</parameter>
+     | (?<![\w.-])(?:{_KEY_NAMES})\s*=\s*(?P<k>"[^"]{{0,4096}}"|'[^']{{0,4096}}'|[^\s,)&;]{{1,4096}})
+    )""",
+    re.DOTALL,
+)
+#: a secret key's name as a whole word (not ``max_tokens``): what a string must hold to be searched
+_KEY_HINT = re.compile(rf"(?i)(?<![\w.-])(?:{_KEY_NAMES})(?![\w-])")
+
+
+def _hide_value(m: re.Match[str]) -> str:
+    group = next(g for g in ("v", "x", "k") if m.group(g) is not None)
+    start, end = m.span(group)
+    value = m.group(group)
+    quote = value[0] if value[:1] in ('"', "'") and len(value) > 1 else ""
+    if m.group("q") and value.startswith(m.group("q")):
+        quote = m.group("q")
+    kept = m.group()[: start - m.start()]
+    return kept + quote + "[redacted]" + quote + m.group()[end - m.start():]
+
+
+class _SecretText:
+    """Redaction by key name carried into the raw text of the same file."""
+
+    def __init__(self) -> None:
+        self._seen = Redactor()
+
+    def learn(self, values: list[str]) -> None:
+        """Remember values written under a secret key (:func:`redact`'s ``found``)."""
+        for value in values:
+            self._seen.add(value)
+
+    def scrub(self, value: Any) -> Any:
+        """``value`` (plain data from :func:`redact`) with its strings scrubbed."""
+        kind = type(value)
+        if kind is str:
+            return self.text(value) if len(value) > 6 else value  # "token=x" is 7
+        if kind is dict:
+            return {k: v if type(v) in _NOT_TEXT else self.scrub(v) for k, v in value.items()}
+        if kind is list:
+            return [v if type(v) in _NOT_TEXT else self.scrub(v) for v in value]
+        return value
+
+    def text(self, text: str) -> str:
+        """``text`` without the values written beside a secret key, nor any value seen under one."""
+        if _KEY_HINT.search(text) is not None:
+            text = _KEYED_VALUE.sub(_hide_value, text)
+        return self._seen(text) if self._seen else text
+
+
+_NOT_TEXT = frozenset({int, float, bool, type(None)})
 
 
 class TranscriptWriter:
@@ -113,6 +184,7 @@ class TranscriptWriter:
         self.path = Path(path) if path is not None else None
         self.on_event = on_event
         self._seq = 0
+        self._secrets = _SecretText()
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
         if self.path is not None:
@@ -131,8 +203,11 @@ class TranscriptWriter:
                 "t": datetime.now(UTC).isoformat(timespec="milliseconds"),
             }))
             fields = event_fields(stamped, envelope=True)
-            clean = redact(fields)
-            if clean != fields:  # a credential-like key: the event is what was written
+            found: list[str] = []
+            plain = redact(fields, found)
+            self._secrets.learn(found)
+            clean = self._secrets.scrub(plain)
+            if clean != fields:  # a secret: the event is what was written
                 stamped = parse_event(clean)
             self._seq += 1
             if self._fh is not None:
@@ -160,7 +235,10 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
     """Yield the typed events of a transcript. A torn last line (a killed writer) is skipped.
 
     A line that is not JSON, not an event, or an event that does not fit its type
-    is a :class:`TranscriptError` naming the file and line.
+    is a :class:`TranscriptError` naming the file and line. Lines are decoded within a
+    client body's limits (:func:`~agentfsm.core.client_json.load_client_json`:
+    nesting, integer length, finite numbers, no lone surrogates): a tampered file is
+    an error that says what is wrong, never a crash.
     """
     p = Path(path)
     try:
@@ -173,11 +251,11 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
+            data = load_client_json(line, "the line", max_depth=MAX_LINE_DEPTH)
+        except RequestError as exc:
             if i == last:
-                return  # torn final line: the writer was killed mid-write
-            raise TranscriptError(f"{p}:{i + 1}: not a JSON line: {exc.msg}") from exc
+                return  # torn final line (no newline after it): the writer was killed mid-write
+            raise TranscriptError(f"{p}:{i + 1}: {exc}") from None
         if not isinstance(data, dict) or "type" not in data:
             raise TranscriptError(f"{p}:{i + 1}: not a transcript event")
         try:

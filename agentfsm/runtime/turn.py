@@ -20,6 +20,12 @@ What happens once, here:
 - corrections are appended to ``history`` (the rejected reply and the correction), so
   the budget is counted from the history, as a stateless proxy counts it.
 
+The event loop is never held long by one reply: a streamed reply's parsing gives the
+loop a turn every few milliseconds (:data:`YIELD_EVERY`), and the engine decides a long
+reply (:data:`~agentfsm.runtime.model_calls.OFF_LOOP_CHARS`; :func:`~agentfsm.runtime.model_calls.decide`)
+in a worker thread, where parsing and validating it
+cannot stall the proxy's other clients.
+
 The turn ends with tool calls or an answer; a spent budget under a required call, a
 loop, or ``max_steps`` raise the engine's typed error. Under ``auto`` a spent budget
 ends the turn with the model's best acceptable reply (``TurnResult.exhausted``).
@@ -27,6 +33,8 @@ ends the turn with the model's best acceptable reply (``TurnResult.exhausted``).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,7 +43,7 @@ from agentfsm.core._types import EnforcementLevel
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
 from agentfsm.engine.decisions import Plan
-from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, step
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord
 from agentfsm.engine.plan import plan, policies_of, wants_vote
 from agentfsm.core.errors import MaxStepsExceeded, RunError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
@@ -46,7 +54,7 @@ from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import build_action_schema
 from agentfsm.prompt.projection import project_history
-from agentfsm.runtime.model_calls import bounded, extend, usage_of, vote
+from agentfsm.runtime.model_calls import bounded, decide, extend, usage_of, vote
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder
 from agentfsm.runtime.tally import Tally
 
@@ -61,6 +69,9 @@ __all__ = [
     "stream_turn",
     "usage_of",
 ]
+
+#: seconds of stream parsing after which the loop is given a turn
+YIELD_EVERY = 0.005
 
 
 @dataclass(frozen=True)
@@ -152,6 +163,7 @@ async def _generate(
     parts = [prefill]
     pending: list[StreamEvent] = parser.feed(prefill) if prefill else []
     source = backend.astream(prompt, opts)
+    since = time.monotonic()
     try:
         while True:
             try:
@@ -163,6 +175,10 @@ async def _generate(
             for text in _prose(pending, hold, out):
                 yield text
             pending = []
+            if time.monotonic() - since > YIELD_EVERY:
+                # the upstream's chunks may all be buffered already: parse no longer at a stretch
+                await asyncio.sleep(0)
+                since = time.monotonic()
     finally:
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
@@ -243,11 +259,11 @@ async def stream_turn(
         # the reply is read, and corrected, in the format this attempt asked for (under a
         # grammar the json-protocol shape: a correction then shows that shape, not another)
         deciding = config if p.dialect == config.dialect else replace(config, dialect=p.dialect)
-        decision = step(history, text, deciding, out.finish_reason)
+        decision = await decide(history, text, deciding, out.finish_reason)
         if text != out.text and isinstance(decision, Correct):
             # the extension may add calls, never refuse the call the model made: a list
             # with a refused item falls back to its first call when that one is accepted
-            alone = step(history, out.text, deciding, out.finish_reason)
+            alone = await decide(history, out.text, deciding, out.finish_reason)
             if not isinstance(alone, Correct):
                 recorder.emit(GuardEvent, guard="extension", verdict="accept", reason="first_call_alone",
                               detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")

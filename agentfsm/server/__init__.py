@@ -1,7 +1,9 @@
 """The HTTP proxy (imported on its own, so library users do not load Starlette).
 
 ``create_app`` builds the app (:mod:`agentfsm.server.app`); the request's way through
-it: :mod:`~agentfsm.server.auth` (key, body), :mod:`~agentfsm.server.exchange` (one
+it: :mod:`~agentfsm.server.auth` (Host, Origin, key, body), :mod:`~agentfsm.server.limits`
+(header deadline, connections, each client's share of the upstream),
+:mod:`~agentfsm.server.exchange` (one
 request, non-streamed answers), :mod:`~agentfsm.server.streaming` (streamed answers),
 :mod:`~agentfsm.server.wire` (the client's protocol shapes). Its settings and their
 defaults are in :mod:`~agentfsm.server.settings`, which loads no server library; the

@@ -20,7 +20,7 @@ fitted to the backend's context (:mod:`agentfsm.server.fit`): tool descriptions
 compacted where needed, ``max_tokens`` clamped, or a 400 "prompt is too long".
 
 Safety: an API key (``Authorization: Bearer`` or ``x-api-key``) when one is set; a
-capped body (413); JSON decoded within limits (:mod:`agentfsm.protocols.client_json`);
+capped body (413); JSON decoded within limits (:mod:`agentfsm.core.client_json`);
 errors in the caller's protocol shape, 4xx for client mistakes, never a 500 for them;
 a client that disconnects cancels the upstream call; a ``request_timeout`` bounds each
 whole request. With ``transcripts_dir`` every request writes a JSONL transcript named
@@ -46,12 +46,13 @@ from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from agentfsm.server.auth import check_api_key, read_json_body
+from agentfsm.server.auth import check_api_key, check_host_and_origin, read_json_body
+from agentfsm.server.limits import ClientShare
 from agentfsm.server.streaming import stream_events
 from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disconnect
 from agentfsm.server.fit import count_prompt_tokens, fit_exchange
 from agentfsm.server.observe import app_watches
-from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, Settings
+from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOLS, Settings
 from agentfsm.server.wire import Wire, wire_for, wire_for_path
 from agentfsm.core.backend import Backend, counts_tokens
 from agentfsm.core.config import DEFAULTS, RunConfig
@@ -61,11 +62,12 @@ from agentfsm.core.errors import (
     BodyTimeout,
     BodyTooLarge,
     RequestError,
+    TooManyTools,
     UsageError,
 )
 from agentfsm.protocols import IGNORED_HEADER, NormalizedRequest, settle
 
-__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "Settings", "create_app"]
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TOOLS", "Settings", "create_app"]
 
 
 class JSONResponse(_StarletteJSON):
@@ -109,6 +111,10 @@ def create_app(
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     metrics: bool = False,
     tracer_provider: Any = None,
+    allowed_hosts: tuple[str, ...] | None = None,
+    allowed_origins: tuple[str, ...] = (),
+    max_tools: int = DEFAULT_MAX_TOOLS,
+    client_share: int | None = None,
     **run_settings: Any,
 ) -> Starlette:
     """The proxy as an ASGI app serving ``backend``.
@@ -121,7 +127,15 @@ def create_app(
     finishes would otherwise hold its connection forever). ``metrics`` serves Prometheus
     metrics at ``GET /metrics`` (behind ``api_key`` too; :mod:`agentfsm.server.metrics`);
     ``tracer_provider`` (an OpenTelemetry one; the ``otel`` extra) gets a span per request
-    (:mod:`agentfsm.server.tracing`).
+    (:mod:`agentfsm.server.tracing`). ``allowed_hosts`` and
+    ``allowed_origins`` extend the loopback names a request's ``Host`` and ``Origin`` may
+    carry (:func:`~agentfsm.server.auth.check_host_and_origin`; by default any host is
+    allowed once an ``api_key`` is set). A request offering more than ``max_tools`` tools
+    is the client's 400. ``client_share`` bounds the requests one client (address) has at
+    the upstream at once; its others wait (default: half the backend's connection pool,
+    when it has one). Slow headers and the number of connections are the HTTP server's
+    to bound: ``agentfsm serve`` runs uvicorn with
+    :func:`~agentfsm.server.limits.guarded_protocol`.
     """
     run = config.replace(**run_settings) if run_settings else config  # a UsageError now, not per request
     if max_body_bytes < 1:
@@ -130,6 +144,14 @@ def create_app(
         raise UsageError("request_timeout must be positive")
     if body_timeout <= 0:
         raise UsageError("body_timeout must be positive")
+    if max_tools < 1:
+        raise UsageError("max_tools must be positive")
+    if client_share is None:
+        pool = getattr(backend, "max_connections", None)
+        client_share = max(1, pool // 2) if isinstance(pool, int) and pool > 0 else None
+    elif client_share < 1:
+        raise UsageError("client_share must be positive")
+    share = ClientShare(client_share)
     proxy_metrics, watch = app_watches(metrics, tracer_provider)
     settings = Settings(
         run=run,
@@ -140,6 +162,10 @@ def create_app(
         request_timeout=request_timeout,
         body_timeout=body_timeout,
         watch=watch,
+        allowed_hosts=tuple(allowed_hosts) if allowed_hosts is not None else (None if api_key else ()),
+        allowed_origins=tuple(allowed_origins),
+        max_tools=max_tools,
+        client_share=client_share,
     )
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -159,7 +185,7 @@ def create_app(
         anthropic = "anthropic-version" in request.headers
         wire = _ANTHROPIC if anthropic else _OPENAI
         try:
-            check_api_key(request, settings.api_key)
+            _check_client(request, settings)
         except RequestError as exc:
             return _error(wire, exc, None)
         name = settings.model_name or backend.name
@@ -176,23 +202,23 @@ def create_app(
 
     async def chat_completions(request: Request) -> Response:
         """OpenAI chat completions, with tool calls for a model that has none."""
-        return await _serve(request, _OPENAI, backend, settings)
+        return await _serve(request, _OPENAI, backend, settings, share)
 
     async def responses(request: Request) -> Response:
         """OpenAI Responses API (stateless), with ``function_call`` items for a model that has none."""
-        return await _serve(request, _RESPONSES, backend, settings)
+        return await _serve(request, _RESPONSES, backend, settings, share)
 
     async def messages(request: Request) -> Response:
         """Anthropic messages, with ``tool_use`` for a model that has none."""
-        return await _serve(request, _ANTHROPIC, backend, settings)
+        return await _serve(request, _ANTHROPIC, backend, settings, share)
 
     async def count_tokens(request: Request) -> Response:
         """Anthropic token counting: the input tokens of the prompt the model would see
         (contract included, compacted as a real request would be)."""
         try:
-            check_api_key(request, settings.api_key)
+            _check_client(request, settings)
             body = await read_json_body(request, settings.max_body_bytes, settings.body_timeout)
-            normalized = _normalize(_ANTHROPIC, body)
+            normalized = _normalize(_ANTHROPIC, body, settings)
             ex = Exchange(backend, settle(normalized, backend.capabilities), _ANTHROPIC, settings)
             return JSONResponse({"input_tokens": await _off_loop(ex, count_prompt_tokens)})
         except AgentFSMError as exc:
@@ -221,11 +247,13 @@ def create_app(
     return app
 
 
-async def _serve(request: Request, wire: Wire, backend: Backend, settings: Settings) -> Response:
+async def _serve(request: Request, wire: Wire, backend: Backend, settings: Settings, share: ClientShare) -> Response:
     ex: Exchange | None = None
+    client = request.client.host if request.client is not None else ""
+    place = _Place(share, client)
     try:
-        check_api_key(request, settings.api_key)
-        normalized = _normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout))
+        _check_client(request, settings)
+        normalized = _normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout), settings)
         normalized = settle(normalized, backend.capabilities)
         deadline = None
         if settings.request_timeout is not None:
@@ -234,12 +262,15 @@ async def _serve(request: Request, wire: Wire, backend: Backend, settings: Setti
         ex.open_transcript()
         if normalized.stream:
             fit = await _off_loop(ex, fit_exchange)  # compacted, clamped, or PromptTooLong
-            return await _stream(request, ex, fit.prompt_tokens)
+            await until_disconnect(request, place.take(), deadline)
+            return await _stream(request, ex, fit.prompt_tokens, place)
         if backend.capabilities.context_tokens is not None:
             # in an unknown context nothing is compacted, clamped or refused: the fit would
             # only measure the prompt (built in full, ~0.1 ms), which a whole answer never reports
             await _off_loop(ex, fit_exchange)
+        await until_disconnect(request, place.take(), deadline)
         reply = await until_disconnect(request, complete(ex), deadline)
+        place.give_back()
         ex.end(reply)
         body = wire.response(
             model=ex.model,
@@ -271,6 +302,49 @@ async def _serve(request: Request, wire: Wire, backend: Backend, settings: Setti
         if ex is not None:
             ex.end(error=exc)
         return JSONResponse(wire.error(500, "internal error in the proxy"), status_code=500)
+    finally:
+        if not place.handed:
+            place.give_back()
+
+
+class _Place:
+    """This request's place in its client's share of the upstream (see ClientShare)."""
+
+    __slots__ = ("client", "handed", "held", "share")
+
+    def __init__(self, share: ClientShare, client: str) -> None:
+        self.share, self.client = share, client
+        self.held = self.handed = False
+
+    async def take(self) -> None:
+        await self.share.enter(self.client)
+        self.held = True
+
+    def give_back(self) -> None:
+        if self.held:
+            self.held = False
+            self.share.leave(self.client)
+
+
+class _StreamWithPlace(StreamingResponse):
+    """A stream that gives its request's place back when it ends, however it ends."""
+
+    def __init__(self, *args: Any, place: _Place, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._place = place
+        place.handed = True
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._place.give_back()
+
+
+def _check_client(request: Request, settings: Settings) -> None:
+    """Host and Origin on the allow-lists, then the API key (when one is set)."""
+    check_host_and_origin(request, settings.allowed_hosts, settings.allowed_origins)
+    check_api_key(request, settings.api_key)
 
 
 async def _off_loop(ex: Exchange, measure: Callable[[Exchange], _R]) -> _R:
@@ -282,8 +356,12 @@ async def _off_loop(ex: Exchange, measure: Callable[[Exchange], _R]) -> _R:
     return measure(ex)
 
 
-def _normalize(wire: Wire, body: Any) -> NormalizedRequest:
-    """The body as a normalized request; whatever it gets wrong is the client's 400."""
+def _normalize(wire: Wire, body: Any, settings: Settings) -> NormalizedRequest:
+    """The body as a normalized request; whatever it gets wrong is the client's 400 (more
+    tools than ``settings.max_tools`` too, counted before any is read)."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    if isinstance(tools, list) and len(tools) > settings.max_tools:
+        raise TooManyTools(len(tools), settings.max_tools)
     try:
         return wire.normalize(body)
     except RequestError:
@@ -321,7 +399,7 @@ def _headers(ex: Exchange) -> dict[str, str]:
     return headers
 
 
-async def _stream(request: Request, ex: Exchange, input_tokens: int) -> Response:
+async def _stream(request: Request, ex: Exchange, input_tokens: int, place: _Place) -> Response:
     """Prime the stream (so that an early failure is a plain HTTP error), then stream on."""
     r = ex.request
     sink = ex.wire.sink(
@@ -340,7 +418,7 @@ async def _stream(request: Request, ex: Exchange, input_tokens: int) -> Response
     except StopAsyncIteration:
         first = None
     headers = {**_headers(ex), "cache-control": "no-cache", "x-accel-buffering": "no"}
-    return StreamingResponse(_chain(first, events), media_type="text/event-stream", headers=headers)
+    return _StreamWithPlace(_chain(first, events), media_type="text/event-stream", headers=headers, place=place)
 
 
 async def _chain(first: str | None, rest: AsyncIterator[str]) -> AsyncIterator[str]:

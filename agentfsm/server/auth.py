@@ -1,4 +1,13 @@
-"""The proxy's safety edge: API-key checks, a capped body reader, and the bind rule.
+"""The proxy's safety edge: Host/Origin allow-lists, API-key checks, a capped JSON body
+reader, and the bind rule.
+
+A web page can reach a proxy on this machine two ways: by DNS rebinding (its own name
+resolving to 127.0.0.1, so the request carries ``Host: evil.example``) and by posting to
+it from another site (a form or ``text/plain`` body, which needs no CORS preflight).
+Both would spend the user's upstream key. So a request's ``Host`` must be a loopback
+name or an allowed one (any, when clients must send an API key: a page cannot), its
+``Origin``, when a browser sent one, must be a loopback origin or an allowed one, and its
+body must be declared JSON (415 otherwise).
 
 Keys are compared in constant time and never logged; a body larger than the cap is
 refused as soon as its declared or received length passes it, before it is decoded,
@@ -15,8 +24,16 @@ from typing import Any
 from pydantic import SecretStr
 from starlette.requests import Request
 
-from agentfsm.core.errors import AuthError, BodyTimeout, BodyTooLarge, RequestError, UsageError
-from agentfsm.protocols.client_json import load_client_json
+from agentfsm.core.errors import (
+    AuthError,
+    BodyTimeout,
+    BodyTooLarge,
+    NotAllowedOrigin,
+    RequestError,
+    UnsupportedMediaType,
+    UsageError,
+)
+from agentfsm.core.client_json import load_client_json
 
 __all__ = [
     "AuthError",
@@ -24,6 +41,8 @@ __all__ = [
     "BodyTooLarge",
     "check_api_key",
     "check_bind",
+    "check_host_and_origin",
+    "host_allowed",
     "is_loopback",
     "presented_key",
     "read_json_body",
@@ -52,15 +71,71 @@ def check_api_key(request: Request, expected: SecretStr | None) -> None:
         raise AuthError()
 
 
+def _name_of(host: str) -> str:
+    """The host name of a ``Host`` value or of an origin's authority (no port, lower case)."""
+    host = host.strip().lower()
+    if host.startswith("["):  # [::1]:8765
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _loopback_name(name: str) -> bool:
+    return name == "localhost" or name.endswith(".localhost") or is_loopback(name)
+
+
+def host_allowed(name: str, allowed: tuple[str, ...]) -> bool:
+    """Whether host ``name`` is a loopback name or matches ``allowed`` (names, ``*.suffix``, ``*``)."""
+    if _loopback_name(name):
+        return True
+    for pattern in allowed:
+        pattern = pattern.strip().lower()
+        if pattern == "*" or pattern == name or (pattern.startswith("*.") and name.endswith(pattern[1:])):
+            return True
+    return False
+
+
+def check_host_and_origin(
+    request: Request, allowed_hosts: tuple[str, ...] | None, allowed_origins: tuple[str, ...]
+) -> None:
+    """Raise :class:`NotAllowedOrigin` for a ``Host`` or ``Origin`` not allowed.
+
+    ``allowed_hosts`` None: any host (clients must send a key), else loopback names and
+    those listed. An ``Origin`` is allowed when its host is a loopback name or it is
+    listed in ``allowed_origins`` (an origin such as ``https://app.example``, or ``*``).
+    """
+    host = request.headers.get("host")
+    if host is not None and allowed_hosts is not None and not host_allowed(_name_of(host), allowed_hosts):
+        raise NotAllowedOrigin("Host", host)
+    origin = request.headers.get("origin")
+    if origin is None:
+        return  # not a browser, or a same-origin GET
+    value = origin.strip().lower().rstrip("/")
+    if "*" in allowed_origins or value in (o.strip().lower().rstrip("/") for o in allowed_origins):
+        return
+    scheme, sep, authority = value.partition("://")
+    if not (sep and scheme in ("http", "https") and _loopback_name(_name_of(authority))):
+        raise NotAllowedOrigin("Origin", origin)
+
+
+def _check_json_type(request: Request) -> None:
+    """A body declared JSON (``application/json`` or ``application/*+json``), else 415."""
+    declared = request.headers.get("content-type")
+    media = (declared or "").split(";", 1)[0].strip().lower()
+    if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+        raise UnsupportedMediaType(declared)
+
+
 async def read_json_body(request: Request, limit: int, timeout: float | None = None) -> Any:
-    """The request body decoded as JSON; :class:`BodyTooLarge` past ``limit`` bytes.
+    """The request body decoded as JSON; :class:`BodyTooLarge` past ``limit`` bytes;
+    :class:`UnsupportedMediaType` unless it is declared JSON.
 
     :class:`BodyTimeout` when the whole body has not arrived within ``timeout`` seconds:
     a sender that stalls mid-body would otherwise hold its connection forever.
 
-    Decoded within the limits of :func:`~agentfsm.protocols.client_json.load_client_json`
+    Decoded within the limits of :func:`~agentfsm.core.client_json.load_client_json`
     (depth, integer length, finite numbers, no lone surrogates): a :class:`RequestError` otherwise.
     """
+    _check_json_type(request)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(limit)

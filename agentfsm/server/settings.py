@@ -18,12 +18,19 @@ if TYPE_CHECKING:
 
     from agentfsm.server.observe import Watch
 
-__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "Settings"]
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_HEADER_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TOOLS", "Settings"]
 
 #: the largest request body accepted by default (4 MiB)
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 #: seconds a client may take to send its whole body by default
 DEFAULT_BODY_TIMEOUT = 30.0
+#: seconds a client may take to send a request's line and headers by default (the HTTP
+#: server's bound: :func:`agentfsm.server.limits.guarded_protocol`)
+DEFAULT_HEADER_TIMEOUT = 10.0
+#: the most tools one request may offer by default (OpenAI's own API takes 128; the
+#: contract, grammar and parser of a tool set are built per distinct set, in memory
+#: bounded in bytes, and a set of thousands costs seconds to build)
+DEFAULT_MAX_TOOLS = 2048
 
 
 @dataclass(frozen=True)
@@ -46,3 +53,12 @@ class Settings:
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     #: what watches every request (metrics, tracing: :mod:`agentfsm.server.observe`); None: nothing
     watch: Watch | None = None
+    #: host names a request's ``Host`` may carry besides loopback names (``*.suffix``,
+    #: ``*`` for any); None: loopback names only without an API key, any host with one
+    allowed_hosts: tuple[str, ...] | None = None
+    #: origins a browser request may come from besides loopback ones (``*`` for any)
+    allowed_origins: tuple[str, ...] = ()
+    #: the most tools one request may offer (a 400 above)
+    max_tools: int = DEFAULT_MAX_TOOLS
+    #: requests one client (address) may have at the upstream at once (None: no bound)
+    client_share: int | None = None

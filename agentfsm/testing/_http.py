@@ -37,12 +37,14 @@ _REASONS = {
 
 @dataclass(frozen=True)
 class HTTPRequest:
-    """One request as received: method, path, lower-cased headers, raw body."""
+    """One request as received: method, path, lower-cased headers, raw body, query string."""
 
     method: str
     path: str
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
+    #: the target's query string, without its ``?`` ('' when none)
+    query: str = ""
 
     def json(self) -> Any:
         """The body parsed as JSON, or None when it is empty or not JSON."""
@@ -159,7 +161,8 @@ async def _read_request(reader: asyncio.StreamReader) -> HTTPRequest | None:
         body = b"".join(parts)
     else:
         body = b""
-    return HTTPRequest(method=method, path=target.split("?")[0], headers=headers, body=body)
+    path, _, query = target.partition("?")
+    return HTTPRequest(method=method, path=path, headers=headers, body=body, query=query)
 
 
 class ThreadedHTTPServer:

@@ -21,8 +21,10 @@ __all__ = [
     "ReceivedRequest",
     "Script",
     "drip",
+    "flood",
     "garbage",
     "latency",
+    "raw_body",
     "reply",
     "reset",
     "stall",
@@ -30,7 +32,7 @@ __all__ = [
     "stream_no_terminator",
 ]
 
-Fault: TypeAlias = Literal["stall", "reset", "garbage", "no_terminator", "drip"]
+Fault: TypeAlias = Literal["stall", "reset", "garbage", "no_terminator", "drip", "raw", "flood"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,11 @@ class FakeReply:
     #: the usage to report, ``(prompt_tokens, completion_tokens)`` (default: counted, four
     #: characters a token)
     usage: tuple[int, int] | None = None
+    #: the raw body of a ``raw`` reply, and its content type
+    raw: bytes = b""
+    content_type: str = "application/json"
+    #: headers of a ``raw`` reply (``content-encoding`` ...)
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def reply(text: str, finish_reason: str = "stop", usage: tuple[int, int] | None = None) -> FakeReply:
@@ -86,6 +93,24 @@ def garbage() -> FakeReply:
     return FakeReply(fault="garbage")
 
 
+def raw_body(
+    body: bytes | str, content_type: str = "application/json", *, status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> FakeReply:
+    """Exactly ``body`` as the response (whatever the request asked for), with its
+    ``content_type``, ``status`` and ``headers``: HTML, an error object with a 200, an SSE
+    body written by hand, a gzip bomb with ``content-encoding: gzip``."""
+    data = body.encode() if isinstance(body, str) else body
+    return FakeReply(fault="raw", status=status, raw=data, content_type=content_type,
+                     headers=tuple((headers or {}).items()))
+
+
+def flood(text: str = "x" * 1000) -> FakeReply:
+    """A 200 that never ends, as fast as the client reads: ``text`` as one SSE delta after
+    another (streamed), or a JSON completion whose content never closes."""
+    return FakeReply(text=text, fault="flood")
+
+
 def stream_no_terminator(text: str = "partial") -> FakeReply:
     """SSE deltas, then a clean end of body with neither finish_reason nor ``[DONE]``.
 
@@ -109,6 +134,8 @@ class ReceivedRequest:
     body: Any
     #: time.monotonic() when it arrived
     received_at: float = field(default=0.0, compare=False)
+    #: the query string of the request's target, without its ``?``
+    query: str = ""
 
     @property
     def stream(self) -> bool:

@@ -133,7 +133,7 @@ class FakeUpstream:
     # serving ---------------------------------------------------------------
     async def _handle(self, raw: HTTPRequest, out: ResponseWriter) -> None:
         request = ReceivedRequest(
-            raw.method, raw.path, dict(raw.headers), raw.json(), time.monotonic()
+            raw.method, raw.path, dict(raw.headers), raw.json(), time.monotonic(), raw.query
         )
         if self._keep:
             self.requests.append(request)
@@ -199,6 +199,10 @@ class FakeUpstream:
         elif step.fault == "stall":
             await asyncio.sleep(step.seconds)
             out.close()
+        elif step.fault == "raw":
+            await out.send(step.status, step.raw, step.content_type, dict(step.headers))
+        elif step.fault == "flood":
+            await self._flood(request, step, out)
         elif step.status != 200:
             headers = {} if step.retry_after is None else {"retry-after": str(step.retry_after)}
             body = step.body.encode() if step.body is not None else _error_body(
@@ -254,6 +258,18 @@ class FakeUpstream:
             else:
                 await out.chunk(event)
         await out.end_chunked()
+
+    async def _flood(self, request: ReceivedRequest, step: FakeReply, out: ResponseWriter) -> None:
+        if request.stream:
+            await out.start_chunked(200, "text/event-stream")
+            data = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": step.text}}]}
+            event = b"data: " + _dumps(data) + b"\n\n"
+        else:
+            await out.start_chunked(200, "application/json")
+            await out.chunk(b'{"object": "chat.completion", "choices": [{"message": {"content": "')
+            event = step.text.encode()
+        while True:  # until the client goes away
+            await out.chunk(event * 16)
 
     # payloads --------------------------------------------------------------
     def _new_id(self) -> str:

@@ -73,9 +73,10 @@ def _number(text: str) -> float:
     return value
 
 
-def load_client_json(data: bytes | str, where: str = "the request body") -> Any:
-    """``data`` decoded as JSON within the limits above; :class:`RequestError` otherwise."""
-    fast = _fast(data, where)
+def load_client_json(data: bytes | str, where: str = "the request body", *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``data`` decoded as JSON within the limits above (nesting at most ``max_depth``
+    levels); :class:`RequestError` otherwise."""
+    fast = _fast(data, where, max_depth)
     if fast is not _NO_VALUE:
         return fast
     try:
@@ -85,17 +86,17 @@ def load_client_json(data: bytes | str, where: str = "the request body") -> Any:
     except _Refused as exc:
         raise RequestError(f"{where} is not acceptable JSON: {exc}") from None
     except RecursionError:
-        raise RequestError(f"{where} nests deeper than {MAX_JSON_DEPTH} levels") from None
+        raise RequestError(f"{where} nests deeper than {max_depth} levels") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RequestError(f"{where} is not valid JSON: {exc}") from None
-    check_client_value(value, where, strings=_SURROGATE_ESCAPE.search(text) is not None)
+    check_client_value(value, where, strings=_SURROGATE_ESCAPE.search(text) is not None, max_depth=max_depth)
     return value
 
 
 _NO_VALUE: Any = object()
 
 
-def _fast(data: bytes | str, where: str) -> Any:
+def _fast(data: bytes | str, where: str, max_depth: int) -> Any:
     """``data`` read by orjson, or ``_NO_VALUE`` for the strict reader to decide."""
     if isinstance(data, bytes):
         if _LONG_DIGITS.search(data) is not None:
@@ -109,14 +110,15 @@ def _fast(data: bytes | str, where: str) -> Any:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return _NO_VALUE
-    if brackets > MAX_JSON_DEPTH:
-        check_client_value(value, where, strings=False)  # orjson refused any lone surrogate
+    if brackets > max_depth:
+        check_client_value(value, where, strings=False, max_depth=max_depth)  # orjson refused any lone surrogate
     return value
 
 
-def check_client_value(value: Any, where: str, *, strings: bool = True) -> None:
-    """Refuse ``value`` if it nests deeper than :data:`MAX_JSON_DEPTH` or (when ``strings``)
-    holds a lone surrogate. Iterative, so any depth is measured without recursion."""
+def check_client_value(value: Any, where: str, *, strings: bool = True, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Refuse ``value`` if it nests deeper than ``max_depth`` (:data:`MAX_JSON_DEPTH`) or
+    (when ``strings``) holds a lone surrogate. Iterative, so any depth is measured without
+    recursion."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -131,8 +133,8 @@ def check_client_value(value: Any, where: str, *, strings: bool = True) -> None:
             if strings and isinstance(item, str):
                 _check_text(item, where)
             continue
-        if depth > MAX_JSON_DEPTH:
-            raise RequestError(f"{where} nests deeper than {MAX_JSON_DEPTH} levels")
+        if depth > max_depth:
+            raise RequestError(f"{where} nests deeper than {max_depth} levels")
         stack.extend((child, depth + 1) for child in children)
 
 
