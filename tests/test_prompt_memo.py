@@ -85,7 +85,7 @@ def test_memos_stay_within_their_bytes_however_many_distinct_tool_sets_arrive() 
         for i in range(12):
             tools = _tools(100 + i, 400)
             render_contract(tools, "json-action")
-            build_action_schema(tools, "auto", True)
+            build_action_schema(tools, ToolChoice.AUTO, True)
             parse.parse_reply('```json action\n{"tool": "t0", "parameters": {}}\n```', tools)
             injection.actions_in('see {"tool": "x"}', tools, "json-action")
             del tools
