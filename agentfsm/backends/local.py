@@ -24,6 +24,7 @@ from typing import Any
 
 from loguru import logger
 
+from agentfsm.backends._llama_kv import score_continuations
 from agentfsm.backends._payload import context_error, response_format_schema
 from agentfsm.core.backend import (
     SAMPLING_OPTIONS,
@@ -193,7 +194,7 @@ class LocalBackend:
             json_schema=True,
             list_continuation=True,
             sampling=frozenset(SAMPLING_OPTIONS) - {"user"},  # nobody to report the end user to
-            context_tokens=self.n_ctx, small_model=True,
+            context_tokens=self.n_ctx, small_model=True, scoring=True,
         )
 
     def count_tokens(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> int:
@@ -381,6 +382,27 @@ class LocalBackend:
         finally:
             cancelled.set()
             await worker
+
+    def score(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """The log-probability of each continuation after the prompt (see
+        :class:`~agentfsm.core.backend.ScoresContinuations`): the prompt is evaluated once,
+        its prefix reused, and each continuation is one batched decode."""
+        model = self._model
+        prompt = render_chatml(messages, options.prefill, self.default_system)
+        with model.lock:
+            try:
+                scores, _ = score_continuations(model.llama, prompt, continuations)
+            except ValueError as exc:
+                raise context_error(400, str(exc)) or BackendError(f"local scoring failed: {exc}") from exc
+        return scores
+
+    async def ascore(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """:meth:`score` in a worker thread."""
+        return await asyncio.to_thread(self.score, messages, options, continuations)
 
     def __repr__(self) -> str:
         return f"LocalBackend(model_path={str(self.model_path)!r}, n_ctx={self.n_ctx})"

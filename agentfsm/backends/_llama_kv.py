@@ -1,0 +1,119 @@
+"""What one llama.cpp context holds, and the decodes the embedded backend runs on it itself.
+
+``llama-cpp-python`` keeps, beside the context, the tokens whose keys and values are in
+it (``input_ids[:n_tokens]``); its ``generate`` reuses their longest common prefix with
+the next prompt. The functions here keep that pair consistent while they evaluate a
+prefix themselves (so that a generation re-reads only what differs) or decode a
+continuation with the logits of every position (to score it). Every use of
+``llama-cpp-python``'s private attributes is in this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["common_prefix", "evaluate_prefix", "score_continuations", "tokenize", "truncate"]
+
+
+def tokenize(llama: Any, text: str) -> list[int]:
+    """``text``'s tokens as ``create_completion`` makes them from a text prompt (special
+    tokens parsed; this model adds no BOS)."""
+    tokens: list[int] = llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    return tokens
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _held(llama: Any) -> list[int]:
+    held: list[int] = llama.input_ids[: llama.n_tokens].tolist()
+    return held
+
+
+def truncate(llama: Any, n: int) -> None:
+    """Drop every evaluated token from position ``n`` on (the next sample needs a decode)."""
+    llama._ctx.kv_cache_seq_rm(-1, n, -1)
+    llama.n_tokens = n
+    llama._requires_eval = True
+
+
+def evaluate_prefix(llama: Any, tokens: Sequence[int]) -> int:
+    """Make the context hold exactly ``tokens``, evaluating only what follows their longest
+    common prefix with what it holds; the number of tokens evaluated."""
+    keep = common_prefix(_held(llama), tokens)
+    truncate(llama, keep)
+    rest = list(tokens[keep:])
+    if rest:
+        llama.eval(rest)
+        llama._requires_eval = True  # the logits are of the last prefix token, not sampled after
+    return len(rest)
+
+
+def _log_softmax(rows: np.ndarray) -> np.ndarray:
+    rows = rows.astype(np.float64)
+    top = rows.max(axis=1, keepdims=True)
+    shifted = rows - top
+    result: np.ndarray = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return result
+
+
+def _decode_rows(llama: Any, tokens: Sequence[int], n_past: int) -> np.ndarray:
+    """Decode ``tokens`` at positions ``n_past...`` and return the logits of every one
+    (a row per token), keeping ``input_ids``/``n_tokens`` in step with the context."""
+    n_vocab = llama.n_vocab()
+    rows: list[np.ndarray] = []
+    for start in range(0, len(tokens), llama.n_batch):
+        chunk = list(tokens[start : start + llama.n_batch])
+        at = n_past + start
+        llama._batch.set_batch(batch=chunk, n_past=at, logits_all=True)
+        llama._ctx.decode(llama._batch)
+        logits = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(len(chunk) * n_vocab,))
+        rows.append(logits.reshape(len(chunk), n_vocab).copy())
+        llama.input_ids[at : at + len(chunk)] = chunk
+        llama.n_tokens = at + len(chunk)
+    llama._requires_eval = True
+    return np.concatenate(rows) if rows else np.empty((0, n_vocab), dtype=np.float32)
+
+
+def score_continuations(llama: Any, prompt: str, continuations: Sequence[str]) -> tuple[list[float], int]:
+    """The natural-log probability of each continuation right after ``prompt``, summed over
+    its tokens, and the number of tokens evaluated to get them.
+
+    ``prompt + continuation`` is tokenized whole, and the tokens past its common prefix
+    with the prompt's own tokens are scored (a BPE merge across the boundary is then the
+    continuation's). The prompt is evaluated once (its prefix reused); each continuation
+    is one batched decode from where it leaves the prompt. The context is left holding
+    the prompt's tokens up to the last continuation's divergence, so a generation from
+    the same prompt re-reads at most a few of them.
+    """
+    base = tokenize(llama, prompt)
+    fulls = [tokenize(llama, prompt + text) for text in continuations]
+    longest = max((len(full) for full in fulls), default=len(base))
+    if longest > llama.n_ctx():  # worded as create_completion words it (mapped the same way)
+        raise ValueError(f"Requested tokens ({longest}) exceed context window of {llama.n_ctx()}")
+    # every continuation's logits start at the token before its divergence from the prompt
+    starts = [max(common_prefix(base, full), 1) - 1 for full in fulls]
+    evaluated = evaluate_prefix(llama, base[: min(starts, default=len(base))])
+    scores: list[float] = []
+    for full, start in zip(fulls, starts):
+        if start + 1 >= len(full):  # nothing past the prompt: probability 1
+            scores.append(0.0)
+            continue
+        evaluated += evaluate_prefix(llama, full[:start])
+        feed = full[start:-1]
+        rows = _log_softmax(_decode_rows(llama, feed, start))
+        evaluated += len(feed)
+        targets = full[start + 1 :]
+        scores.append(float(rows[np.arange(len(targets)), targets].sum()))
+    truncate(llama, common_prefix(_held(llama), base))
+    return scores, evaluated
