@@ -14,24 +14,20 @@ from __future__ import annotations
 import asyncio
 import atexit
 import importlib.util
-import json
 import os
-import re
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from loguru import logger
-
 from agentfsm.backends._llama_kv import score_continuations
+from agentfsm.backends._local_grammar import GrammarCache, continuation_gbnf
 from agentfsm.backends._payload import context_error, response_format_schema
 from agentfsm.core.backend import (
     SAMPLING_OPTIONS,
     Capabilities,
     Completion,
     GenerationOptions,
-    ListContinuation,
     TextStream,
     Usage,
 )
@@ -87,30 +83,13 @@ def render_chatml(
     return "".join(parts) + (prefill or "")
 
 
-def continuation_gbnf(item_gbnf: str, continuation: ListContinuation) -> str:
-    """The GBNF of a list continuation, from the GBNF of one item (whose rule is ``root``).
-
-    The item's ``root`` rule is renamed (a schema without references never names
-    ``root`` elsewhere), and the new ``root`` is up to ``max_items`` times ``, item``
-    followed by the closing text.
-    """
-    item = "continued-item"
-    while re.search(rf"^{item} ::=", item_gbnf, re.M):
-        item += "-x"  # a property of that name already made a rule of it
-    renamed = re.sub(r"^root ::=", f"{item} ::=", item_gbnf, count=1, flags=re.M)
-    close = json.dumps(continuation.close)  # a GBNF literal uses JSON-style escapes
-    more = f'("," space {item}){{0,{continuation.max_items}}} ' if continuation.max_items else ""
-    space = "" if re.search(r"^space ::=", renamed, re.M) else 'space ::= " "?\n'
-    return f"{renamed.rstrip()}\n{space}root ::= {more}space {close} space\n"
-
-
 class _LoadedModel:
-    """A llama.cpp model and the lock that serializes generations on it."""
+    """A llama.cpp model, the lock that serializes generations on it, and its grammars."""
 
     def __init__(self, llama: Any) -> None:
         self.llama = llama
         self.lock = threading.Lock()
-        self.grammars: dict[str, Any] = {}
+        self.grammars = GrammarCache()
 
 
 _MODELS: dict[tuple[str, int, int, int], _LoadedModel] = {}
@@ -217,28 +196,8 @@ class LocalBackend:
         assert self._loaded is not None
         return self._loaded
 
-    def _grammar(self, schema: dict[str, Any], continuation: ListContinuation | None = None) -> Any:
-        # The grammar keeps the schema's property order ("tool" before "args"); sorted
-        # keys would make the model write the arguments first. The cache key is the text.
-        text = json.dumps(schema)
-        key = text if continuation is None else f"{continuation.max_items}|{continuation.close}|{text}"
-        grammars = self._model.grammars
-        if key not in grammars:
-            llama_cpp = _llama_cpp()
-            try:
-                if continuation is None:
-                    grammars[key] = llama_cpp.LlamaGrammar.from_json_schema(text, verbose=False)
-                else:
-                    gbnf = llama_cpp.llama_grammar.json_schema_to_gbnf(text)
-                    grammars[key] = llama_cpp.LlamaGrammar.from_string(
-                        continuation_gbnf(gbnf, continuation), verbose=False
-                    )
-            except Exception as exc:  # noqa: BLE001 - the converter raises anything, AssertionError included
-                # grammar_schema's output always converts; a schema from elsewhere may not:
-                # generate unconstrained (the guards still check every call) rather than fail
-                logger.warning("no grammar for this JSON schema ({}): {}", type(exc).__name__, exc)
-                grammars[key] = None
-        return grammars[key]
+    def _grammar(self, gbnf: str | None) -> Any:
+        return None if gbnf is None else _llama_cpp().LlamaGrammar.from_string(gbnf, verbose=False)
 
     def _arguments(
         self, messages: Sequence[PromptMessage], options: GenerationOptions
@@ -258,16 +217,16 @@ class LocalBackend:
         client_schema = (
             response_format_schema(options.response_format) if options.response_format else None
         )
+        grammars = self._model.grammars
+        gbnf = None
         if options.list_continuation is not None:
-            arguments["grammar"] = self._grammar(
-                options.list_continuation.item_schema, options.list_continuation
-            )
+            gbnf = grammars.gbnf(options.list_continuation.item_schema, options.list_continuation)
         elif options.json_schema is not None:
-            arguments["grammar"] = self._grammar(options.json_schema)
+            gbnf = grammars.gbnf(options.json_schema)
         elif client_schema is not None:
-            arguments["grammar"] = self._grammar(grammar_schema(client_schema))
-        if arguments.get("grammar") is None:
-            arguments.pop("grammar", None)
+            gbnf = grammars.gbnf(grammar_schema(client_schema))
+        if gbnf is not None:
+            arguments["grammar"] = self._grammar(gbnf)
         return arguments
 
     def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
