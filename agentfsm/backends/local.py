@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentfsm.backends._handoff import read_in_thread
 from agentfsm.backends._llama_kv import score_continuations
 from agentfsm.backends._local_grammar import GrammarCache, continuation_gbnf
 from agentfsm.backends._payload import context_error, response_format_schema
@@ -296,51 +297,19 @@ class LocalBackend:
             )
 
     def astream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> AsyncIterator[str]:
-        """:meth:`stream` run in a worker thread, handed over through a queue; the
-        :class:`TextStream` reports the finish_reason once read."""
+        """:meth:`stream` run in a worker thread, its deltas handed over in batches (the
+        event loop is woken once per batch, not per token); the :class:`TextStream`
+        reports the finish_reason and usage once read."""
         return TextStream(lambda end: self._astream(messages, options, end))
 
     async def _astream(
         self, messages: Sequence[PromptMessage], options: GenerationOptions, end: TextStream
     ) -> AsyncIterator[str]:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        cancelled = threading.Event()
-
-        def put(kind: str, value: Any) -> None:
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
-            except RuntimeError:  # the loop is gone: nobody is listening
-                cancelled.set()
-
-        def produce() -> None:
-            try:
-                ending: dict[str, Any] = {}
-                deltas = self._deltas(messages, options, ending)
-                for delta in deltas:
-                    if cancelled.is_set():
-                        break
-                    put("delta", delta)
-                deltas.close()
-                put("end", ending)
-            except BaseException as exc:  # handed to the consumer, re-raised there
-                put("error", exc)
-
-        worker = asyncio.ensure_future(asyncio.to_thread(produce))
-        try:
-            while True:
-                kind, value = await queue.get()
-                if kind == "delta":
-                    yield value
-                elif kind == "error":
-                    raise value
-                else:
-                    end.finish_reason = value.get("finish_reason")
-                    end.usage = value.get("usage")
-                    break
-        finally:
-            cancelled.set()
-            await worker
+        ending: dict[str, Any] = {}
+        async for text in read_in_thread(lambda: self._deltas(messages, options, ending)):
+            yield text
+        end.finish_reason = ending.get("finish_reason")
+        end.usage = ending.get("usage")
 
     def score(
         self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
