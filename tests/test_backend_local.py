@@ -232,3 +232,43 @@ def test_scoring_past_the_context_is_prompt_too_long() -> None:
     small = LocalBackend(n_ctx=256)
     with pytest.raises(PromptTooLong):
         small.score(QUESTION, GenerationOptions(), ["word " * 400])
+
+
+def _conversation(topic: str, turns: int) -> list[PromptMessage]:
+    system = PromptMessage(role="system", content="You answer questions about places. " * 40)
+    messages = [system]
+    for i in range(turns):
+        messages.append(PromptMessage(role="user", content=f"Tell me fact {i} about {topic}. " * 20))
+        messages.append(PromptMessage(role="assistant", content=f"Fact {i} about {topic}: it is old."))
+    messages.append(PromptMessage(role="user", content=f"And one more about {topic}?"))
+    return messages
+
+
+@pytest.mark.model
+def test_a_conversation_re_reads_only_its_new_tokens(backend: LocalBackend) -> None:
+    options = GenerationOptions(max_tokens=4)
+    backend.complete(_conversation("Paris", 1), options)
+    before = backend.prompt_counts
+    longer = _conversation("Paris", 2)
+    backend.complete(longer, options)
+    after = backend.prompt_counts
+    sent = after.sent - before.sent
+    assert sent == backend.count_tokens(longer, options)
+    assert after.evaluated - before.evaluated < 0.4 * sent  # the new turn, not the history
+
+
+@pytest.mark.model
+def test_interleaved_conversations_keep_their_prefixes_and_their_replies(backend: LocalBackend) -> None:
+    options = GenerationOptions(max_tokens=6)
+    paris, rome = _conversation("Paris", 2), _conversation("Rome", 2)
+    backend.complete(paris, options)
+    backend.complete(rome, options)  # pushes Paris out of the context: Paris is saved
+    before = backend.prompt_counts
+    again = backend.complete(paris, options)
+    after = backend.prompt_counts
+    assert after.restores == before.restores + 1
+    assert after.evaluated - before.evaluated <= 2
+    # the reply is the one a context that never saw Rome gives
+    with backend._model.lock:
+        backend._model.llama.reset()
+    assert backend.complete(paris, options).text == again.text

@@ -10,12 +10,27 @@ continuation with the logits of every position (to score it). Every use of
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["common_prefix", "evaluate_prefix", "score_continuations", "tokenize", "truncate"]
+__all__ = [
+    "PrefixStore",
+    "check_fits",
+    "common_prefix",
+    "evaluate_prefix",
+    "score_continuations",
+    "tokenize",
+    "truncate",
+]
+
+#: a held state that would lose at least this many tokens to another prompt is saved first
+SAVE_AT_LEAST = 128
+#: a saved state is restored when it shares at least this many more tokens than the context
+RESTORE_GAIN = 32
 
 
 def tokenize(llama: Any, text: str) -> list[int]:
@@ -33,6 +48,13 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def check_fits(llama: Any, n_tokens: int) -> None:
+    """Refuse a prompt the context cannot hold, worded as ``create_completion`` words it (so
+    the backend maps it to the same error)."""
+    if n_tokens >= llama.n_ctx():
+        raise ValueError(f"Requested tokens ({n_tokens}) exceed context window of {llama.n_ctx()}")
 
 
 def _held(llama: Any) -> list[int]:
@@ -85,9 +107,11 @@ def _decode_rows(llama: Any, tokens: Sequence[int], n_past: int) -> np.ndarray:
     return np.concatenate(rows) if rows else np.empty((0, n_vocab), dtype=np.float32)
 
 
-def score_continuations(llama: Any, prompt: str, continuations: Sequence[str]) -> tuple[list[float], int]:
+def score_continuations(
+    llama: Any, prompt: str, continuations: Sequence[str]
+) -> tuple[list[float], int, int]:
     """The natural-log probability of each continuation right after ``prompt``, summed over
-    its tokens, and the number of tokens evaluated to get them.
+    its tokens; the tokens a scoring without reuse would evaluate, and those evaluated.
 
     ``prompt + continuation`` is tokenized whole, and the tokens past its common prefix
     with the prompt's own tokens are scored (a BPE merge across the boundary is then the
@@ -98,13 +122,12 @@ def score_continuations(llama: Any, prompt: str, continuations: Sequence[str]) -
     """
     base = tokenize(llama, prompt)
     fulls = [tokenize(llama, prompt + text) for text in continuations]
-    longest = max((len(full) for full in fulls), default=len(base))
-    if longest > llama.n_ctx():  # worded as create_completion words it (mapped the same way)
-        raise ValueError(f"Requested tokens ({longest}) exceed context window of {llama.n_ctx()}")
+    check_fits(llama, max((len(full) for full in fulls), default=len(base)))
     # every continuation's logits start at the token before its divergence from the prompt
     starts = [max(common_prefix(base, full), 1) - 1 for full in fulls]
     evaluated = evaluate_prefix(llama, base[: min(starts, default=len(base))])
     scores: list[float] = []
+    sent = len(base) + sum(max(len(full) - 1 - start, 0) for full, start in zip(fulls, starts))
     for full, start in zip(fulls, starts):
         if start + 1 >= len(full):  # nothing past the prompt: probability 1
             scores.append(0.0)
@@ -116,4 +139,80 @@ def score_continuations(llama: Any, prompt: str, continuations: Sequence[str]) -
         targets = full[start + 1 :]
         scores.append(float(rows[np.arange(len(targets)), targets].sum()))
     truncate(llama, common_prefix(_held(llama), base))
-    return scores, evaluated
+    return scores, sent, evaluated
+
+
+@dataclass
+class _Saved:
+    tokens: list[int]
+    data: Any  # a ctypes byte array: the sequence's keys and values
+
+
+class PrefixStore:
+    """The keys and values of recent prompts that another prompt pushed out of the context,
+    so that interleaved conversations (concurrent proxy clients) do not re-read each other's
+    prompts on every request.
+
+    Before a prompt is evaluated, :meth:`prepare` saves what the context holds when the
+    prompt would discard a large part of it, restores the saved state that shares the
+    longest prefix with the prompt when that beats what the context holds, and evaluates
+    the rest. Saved states are kept newest first within ``max_bytes``.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._saved: list[_Saved] = []
+        #: how many states were saved and restored (for the benchmarks)
+        self.saves = 0
+        self.restores = 0
+
+    @property
+    def bytes(self) -> int:
+        """The size of the states held."""
+        return sum(len(entry.data) for entry in self._saved)
+
+    def prepare(self, llama: Any, tokens: Sequence[int]) -> int:
+        """Make the context hold exactly ``tokens`` at the least cost; the tokens evaluated."""
+        held = _held(llama)
+        here = common_prefix(held, tokens)
+        if len(held) - here >= SAVE_AT_LEAST and self.max_bytes > 0:
+            self._save(llama, held)
+        best = max(self._saved, key=lambda entry: common_prefix(entry.tokens, tokens), default=None)
+        if best is not None and common_prefix(best.tokens, tokens) >= here + RESTORE_GAIN:
+            self._restore(llama, best)
+        return evaluate_prefix(llama, tokens)
+
+    def _save(self, llama: Any, held: list[int]) -> None:
+        if any(common_prefix(entry.tokens, held) == len(held) for entry in self._saved):
+            return  # already saved, or within a longer saved state
+        ctx = llama._ctx.ctx
+        size = _lib().llama_state_seq_get_size(ctx, 0)
+        data = (ctypes.c_uint8 * size)()
+        if _lib().llama_state_seq_get_data(ctx, data, size, 0) != size:
+            return  # nothing saved: the prompt is simply re-read later
+        # a saved state that is a prefix of this one is superseded by it
+        self._saved = [e for e in self._saved if common_prefix(e.tokens, held) < len(e.tokens)]
+        self._saved.insert(0, _Saved(held, data))
+        self.saves += 1
+        while self._saved and self.bytes > self.max_bytes:
+            self._saved.pop()
+
+    def _restore(self, llama: Any, entry: _Saved) -> None:
+        ctx = llama._ctx.ctx
+        llama._ctx.kv_cache_seq_rm(0, 0, -1)
+        if _lib().llama_state_seq_set_data(ctx, entry.data, len(entry.data), 0) != len(entry.data):
+            truncate(llama, 0)  # the context is empty: the prompt is evaluated whole
+            return
+        llama.input_ids[: len(entry.tokens)] = entry.tokens
+        llama.n_tokens = len(entry.tokens)
+        llama._requires_eval = True
+        self._saved.remove(entry)
+        self._saved.insert(0, entry)
+        self.restores += 1
+
+
+def _lib() -> Any:
+    """The ``llama_cpp`` module (imported by the backend before any of this runs)."""
+    import llama_cpp as module
+
+    return module

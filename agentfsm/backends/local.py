@@ -17,11 +17,12 @@ import importlib.util
 import os
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentfsm.backends._handoff import read_in_thread
-from agentfsm.backends._llama_kv import score_continuations
+from agentfsm.backends._llama_kv import PrefixStore, check_fits, score_continuations, tokenize
 from agentfsm.backends._local_grammar import GrammarCache, continuation_gbnf
 from agentfsm.backends._payload import context_error, response_format_schema
 from agentfsm.core.backend import (
@@ -40,7 +41,9 @@ __all__ = [
     "DEFAULT_N_CTX",
     "DEFAULT_SYSTEM_PROMPT",
     "MODEL_FILE",
+    "PREFIX_CACHE_BYTES",
     "LocalBackend",
+    "PromptCounts",
     "continuation_gbnf",
     "default_model_path",
     "get_local_backend",
@@ -52,6 +55,9 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_N_CTX = 8192
 #: what SmolLM2's own chat template inserts when a conversation has no system turn
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+#: memory for the saved states of prompts pushed out of the context by others (a
+#: conversation's state is ~22 KB per token on SmolLM2-135M: ~23 states of 1,000 tokens)
+PREFIX_CACHE_BYTES = 512 * 1024 * 1024
 _STOPS = ("<|im_end|>", "<|im_start|>")
 # GenerationOptions fields passed to create_completion under the same name when set
 _SAMPLING_KEYS = ("top_p", "top_k", "presence_penalty", "frequency_penalty")
@@ -84,13 +90,38 @@ def render_chatml(
     return "".join(parts) + (prefill or "")
 
 
+@dataclass(frozen=True)
+class PromptCounts:
+    """Prompt tokens a loaded model was sent and evaluated since it was loaded: the
+    difference was read from the context or from a saved state instead."""
+
+    sent: int = 0
+    evaluated: int = 0
+    #: states of other prompts saved to make room, and restored to serve a prompt
+    saves: int = 0
+    restores: int = 0
+
+
 class _LoadedModel:
-    """A llama.cpp model, the lock that serializes generations on it, and its grammars."""
+    """A llama.cpp model, the lock that serializes generations on it, its grammars, and
+    the states of recent prompts."""
 
     def __init__(self, llama: Any) -> None:
         self.llama = llama
         self.lock = threading.Lock()
         self.grammars = GrammarCache()
+        self.store = PrefixStore(PREFIX_CACHE_BYTES)
+        self.sent = 0
+        self.evaluated = 0
+
+    def prepare(self, prompt: str) -> list[int]:
+        """The prompt's tokens, with every one but the last already in the context (the
+        generation evaluates that one and samples after it); call under the lock."""
+        tokens = tokenize(self.llama, prompt)
+        check_fits(self.llama, len(tokens))
+        self.evaluated += self.store.prepare(self.llama, tokens[:-1]) + 1
+        self.sent += len(tokens)
+        return tokens
 
 
 _MODELS: dict[tuple[str, int, int, int], _LoadedModel] = {}
@@ -183,8 +214,14 @@ class LocalBackend:
         return self._tokens(render_chatml(messages, options.prefill, self.default_system))
 
     def _tokens(self, text: str) -> int:
-        # what create_completion does with a text prompt (this model adds no BOS/EOS)
-        return len(self._model.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return len(tokenize(self._model.llama, text))
+
+    @property
+    def prompt_counts(self) -> PromptCounts:
+        """Prompt tokens sent to this model and evaluated, since it was loaded (shared by
+        every backend on the same loaded model)."""
+        model = self._model
+        return PromptCounts(model.sent, model.evaluated, model.store.saves, model.store.restores)
 
     def load(self) -> None:
         """Load the model now (it is otherwise loaded on first use; once per process)."""
@@ -236,7 +273,8 @@ class LocalBackend:
         arguments = self._arguments(messages, options)
         with model.lock:
             try:
-                output = model.llama.create_completion(**arguments)
+                tokens = model.prepare(arguments["prompt"])
+                output = model.llama.create_completion(**{**arguments, "prompt": tokens})
             except ValueError as exc:  # the prompt exceeds the context window: PromptTooLong
                 raise context_error(400, str(exc)) or BackendError(f"local generation failed: {exc}") from exc
         choice = output["choices"][0]
@@ -267,6 +305,7 @@ class LocalBackend:
         model = self._model
         arguments = self._arguments(messages, options)
         sampled = 0
+        tokens: list[int] = []
 
         def count(_ids: Any, _logits: Any) -> bool:  # once per sampled token and once at the end
             nonlocal sampled
@@ -275,8 +314,10 @@ class LocalBackend:
 
         with model.lock:
             try:
+                tokens = model.prepare(arguments["prompt"])
                 chunks = model.llama.create_completion(
-                    **arguments, stream=True, stopping_criteria=_llama_cpp().StoppingCriteriaList([count])
+                    **{**arguments, "prompt": tokens}, stream=True,
+                    stopping_criteria=_llama_cpp().StoppingCriteriaList([count]),
                 )
                 for chunk in chunks:
                     choice = chunk["choices"][0]
@@ -292,7 +333,7 @@ class LocalBackend:
             # tokens, and every sampled token but the end-of-turn one that ends a "stop"
             # (a custom stop string's last token is counted there: off by one then)
             ending["usage"] = Usage(
-                prompt_tokens=self._tokens(arguments["prompt"]),
+                prompt_tokens=len(tokens),
                 completion_tokens=max(sampled - 1 - (ending.get("finish_reason") == "stop"), 0),
             )
 
@@ -321,7 +362,8 @@ class LocalBackend:
         prompt = render_chatml(messages, options.prefill, self.default_system)
         with model.lock:
             try:
-                scores, _ = score_continuations(model.llama, prompt, continuations)
+                scores, sent, evaluated = score_continuations(model.llama, prompt, continuations)
+                model.sent, model.evaluated = model.sent + sent, model.evaluated + evaluated
             except ValueError as exc:
                 raise context_error(400, str(exc)) or BackendError(f"local scoring failed: {exc}") from exc
         return scores
