@@ -272,3 +272,16 @@ def test_interleaved_conversations_keep_their_prefixes_and_their_replies(backend
     with backend._model.lock:
         backend._model.llama.reset()
     assert backend.complete(paris, options).text == again.text
+
+
+@pytest.mark.model
+def test_scoring_another_conversation_keeps_the_first_ones_prefix(backend: LocalBackend) -> None:
+    options = GenerationOptions(max_tokens=6)
+    paris, rome = _conversation("Paris", 2), _conversation("Rome", 2)
+    backend.complete(paris, options)
+    backend.score(rome, GenerationOptions(), [" Yes", " No"])  # pushes Paris out: Paris is saved
+    before = backend.prompt_counts
+    backend.complete(paris, options)
+    after = backend.prompt_counts
+    assert after.restores == before.restores + 1
+    assert after.evaluated - before.evaluated <= 2

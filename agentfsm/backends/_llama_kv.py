@@ -11,7 +11,7 @@ continuation with the logits of every position (to score it). Every use of
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,7 +108,10 @@ def _decode_rows(llama: Any, tokens: Sequence[int], n_past: int) -> np.ndarray:
 
 
 def score_continuations(
-    llama: Any, prompt: str, continuations: Sequence[str]
+    llama: Any,
+    prompt: str,
+    continuations: Sequence[str],
+    prepare: Callable[[Any, Sequence[int]], int] = evaluate_prefix,
 ) -> tuple[list[float], int, int]:
     """The natural-log probability of each continuation right after ``prompt``, summed over
     its tokens; the tokens a scoring without reuse would evaluate, and those evaluated.
@@ -118,14 +121,15 @@ def score_continuations(
     continuation's). The prompt is evaluated once (its prefix reused); each continuation
     is one batched decode from where it leaves the prompt. The context is left holding
     the prompt's tokens up to the last continuation's divergence, so a generation from
-    the same prompt re-reads at most a few of them.
+    the same prompt re-reads at most a few of them. ``prepare`` brings the prompt's shared
+    prefix into the context (:meth:`PrefixStore.prepare` saves and restores states).
     """
     base = tokenize(llama, prompt)
     fulls = [tokenize(llama, prompt + text) for text in continuations]
     check_fits(llama, max((len(full) for full in fulls), default=len(base)))
     # every continuation's logits start at the token before its divergence from the prompt
     starts = [max(common_prefix(base, full), 1) - 1 for full in fulls]
-    evaluated = evaluate_prefix(llama, base[: min(starts, default=len(base))])
+    evaluated = prepare(llama, base[: min(starts, default=len(base))])
     scores: list[float] = []
     sent = len(base) + sum(max(len(full) - 1 - start, 0) for full, start in zip(fulls, starts))
     for full, start in zip(fulls, starts):

@@ -362,7 +362,9 @@ class LocalBackend:
         prompt = render_chatml(messages, options.prefill, self.default_system)
         with model.lock:
             try:
-                scores, sent, evaluated = score_continuations(model.llama, prompt, continuations)
+                scores, sent, evaluated = score_continuations(
+                    model.llama, prompt, continuations, model.store.prepare
+                )
                 model.sent, model.evaluated = model.sent + sent, model.evaluated + evaluated
             except ValueError as exc:
                 raise context_error(400, str(exc)) or BackendError(f"local scoring failed: {exc}") from exc
