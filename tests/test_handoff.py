@@ -76,3 +76,19 @@ async def test_closing_the_reader_stops_the_producer_and_closes_its_generator() 
     await stream.aclose()
     gate.set()
     assert closed.is_set() and len(produced) < 10_000
+
+
+async def test_with_an_interval_the_first_delta_comes_at_once_and_the_rest_in_batches() -> None:
+    gate = threading.Event()
+
+    def produce() -> Iterator[str]:
+        yield "a"
+        gate.wait(10)  # the rest only once the first has been read
+        yield from "bcdefghijklmnopqrstuvwxyz"
+
+    texts: list[str] = []
+    async for text in read_in_thread(produce, interval=1.0):
+        texts.append(text)
+        gate.set()
+    assert texts[0] == "a" and "".join(texts) == "abcdefghijklmnopqrstuvwxyz"
+    assert len(texts) < 26  # read in batches: the reader waited a second before each take

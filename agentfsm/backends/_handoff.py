@@ -71,10 +71,18 @@ class Mailbox:
             await waiter
 
 
-async def read_in_thread(produce: Callable[[], Iterator[str]]) -> AsyncIterator[str]:
+async def read_in_thread(
+    produce: Callable[[], Iterator[str]], interval: float = 0.0
+) -> AsyncIterator[str]:
     """The deltas of ``produce()``, run in a worker thread, as they arrive (several at once
-    when the reader is slower than the producer); closing this stops the producer."""
-    mailbox = Mailbox(asyncio.get_running_loop())
+    when the reader is slower than the producer); closing this stops the producer.
+
+    With ``interval`` > 0, a take comes at least ``interval`` seconds after the one before
+    (the first delta is read as soon as it arrives): the deltas of that time are read in
+    one batch, and the event loop wakes at most once per interval, not once per token.
+    """
+    loop = asyncio.get_running_loop()
+    mailbox = Mailbox(loop)
 
     def run() -> None:
         try:
@@ -96,7 +104,10 @@ async def read_in_thread(produce: Callable[[], Iterator[str]]) -> AsyncIterator[
     worker = asyncio.ensure_future(asyncio.to_thread(run))
     try:
         while (text := await mailbox.take()) is not None:
+            taken = loop.time()
             yield text
+            if interval > 0 and (left := taken + interval - loop.time()) > 0:
+                await asyncio.sleep(left)
     finally:
         mailbox.cancelled.set()
         await worker
