@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "MODEL_FILE",
     "PREFIX_CACHE_BYTES",
+    "STREAM_BATCH_SECONDS",
     "LocalBackend",
     "PromptCounts",
     "continuation_gbnf",
@@ -58,6 +59,9 @@ DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by
 #: memory for the saved states of prompts pushed out of the context by others (a
 #: conversation's state is ~22 KB per token on SmolLM2-135M: ~23 states of 1,000 tokens)
 PREFIX_CACHE_BYTES = 512 * 1024 * 1024
+#: a streamed reply is handed to the event loop at most this often (the first token at
+#: once): a wake-up per token takes a core from the model's threads on a small machine
+STREAM_BATCH_SECONDS = 0.025
 _STOPS = ("<|im_end|>", "<|im_start|>")
 # GenerationOptions fields passed to create_completion under the same name when set
 _SAMPLING_KEYS = ("top_p", "top_k", "presence_penalty", "frequency_penalty")
@@ -339,7 +343,8 @@ class LocalBackend:
 
     def astream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> AsyncIterator[str]:
         """:meth:`stream` run in a worker thread, its deltas handed over in batches (the
-        event loop is woken once per batch, not per token); the :class:`TextStream`
+        event loop is woken at most once per :data:`STREAM_BATCH_SECONDS`, not per token;
+        the first delta at once); the :class:`TextStream`
         reports the finish_reason and usage once read."""
         return TextStream(lambda end: self._astream(messages, options, end))
 
@@ -347,7 +352,9 @@ class LocalBackend:
         self, messages: Sequence[PromptMessage], options: GenerationOptions, end: TextStream
     ) -> AsyncIterator[str]:
         ending: dict[str, Any] = {}
-        async for text in read_in_thread(lambda: self._deltas(messages, options, ending)):
+        async for text in read_in_thread(
+            lambda: self._deltas(messages, options, ending), STREAM_BATCH_SECONDS
+        ):
             yield text
         end.finish_reason = ending.get("finish_reason")
         end.usage = ending.get("usage")
