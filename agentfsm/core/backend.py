@@ -18,6 +18,7 @@ __all__ = [
     "GenerationOptions",
     "ListContinuation",
     "SAMPLING_OPTIONS",
+    "ScoresContinuations",
     "TextStream",
     "Usage",
     "counts_tokens",
@@ -61,6 +62,8 @@ class Capabilities(BaseModel):
     #: the model is small (the embedded SmolLM2): ``grounding="auto"`` turns the
     #: policies for small models on (:mod:`agentfsm.policy`)
     small_model: bool = False
+    #: the backend scores given continuations of a prompt (:class:`ScoresContinuations`)
+    scoring: bool = False
 
 
 class ListContinuation(BaseModel):
@@ -178,6 +181,25 @@ def counts_tokens(backend: object) -> TypeGuard[CountsTokens]:
     """``isinstance(backend, CountsTokens)``, without the protocol machinery (~7 µs a check
     on Python 3.11, on every proxied request): the protocol's one method is there."""
     return getattr(backend, "count_tokens", None) is not None
+
+
+@runtime_checkable
+class ScoresContinuations(Protocol):
+    """A backend that can say how likely its model finds given texts after a prompt."""
+
+    def score(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """For each continuation, the natural-log probability the model gives that text right
+        after the rendered prompt (``messages`` opened for the assistant, then
+        ``options.prefill``), summed over its tokens; no grammar applies."""
+        ...
+
+    async def ascore(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """Async twin of :meth:`score`."""
+        ...
 
 
 @runtime_checkable
