@@ -13,25 +13,29 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
-from agentfsm._lazy import lazy_exports
+from agentfsm.core._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from agentfsm.backends import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, OpenAICompatBackend, ReplayBackend, ScriptedBackend, create_backend
+    from agentfsm.backends import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, OpenAICompatBackend, ScriptedBackend, create_backend
+    from agentfsm.replays.backend import ReplayBackend
     from agentfsm.batch.controller import TaskResult, run_batch, run_batch_sync
+    from agentfsm.core.choice import ToolChoice
     from agentfsm.core.config import RunConfig
-    from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, Fail, step
+    from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, step
     from agentfsm.core.errors import AgentFSMError, BackendError, InvalidTransition, LoopDetected, MaxStepsExceeded, MissingExtraError, RequestError, RetryBudgetExceeded, RunError, UsageError
     from agentfsm.core.machine import AgentMachine
     from agentfsm.core.messages import AssistantMessage, Message, PromptMessage, SystemMessage, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
     from agentfsm.core.states import State, derive_state
     from agentfsm.dialects import get_dialect
-    from agentfsm.dialects.base import ParsedReply, Problem
+    from agentfsm.core.parsed import ParsedReply, Problem
     from agentfsm.dialects.parse import parse_reply
     from agentfsm.dialects.stream import StreamParser, TextDelta, ToolCallDelta
     from agentfsm.prompt.contract import render_contract
+    from agentfsm.policy import Policy, get_policy
     from agentfsm.report import write_report
     from agentfsm.runtime.agent import Agent, RunResult
-    from agentfsm.runtime.replay import ReplayReport, areplay, replay
+    from agentfsm.runtime.recorder import Recorder
+    from agentfsm.replays.compare import ReplayReport, areplay, replay
     from agentfsm.runtime.tools import ToolRegistry
     from agentfsm.core.events import TranscriptEvent
     from agentfsm.runtime.transcript import read_events, read_transcript
@@ -47,19 +51,19 @@ _EXPORTS: dict[str, str] = {
     "Agent": "agentfsm.runtime.agent",
     "AgentFSMError": "agentfsm.core.errors",
     "AgentMachine": "agentfsm.core.machine",
-    "Answer": "agentfsm.core.engine",
-    "areplay": "agentfsm.runtime.replay",
+    "Answer": "agentfsm.engine.decide",
+    "areplay": "agentfsm.replays.compare",
     "AssistantMessage": "agentfsm.core.messages",
     "Backend": "agentfsm.backends",
     "BackendError": "agentfsm.core.errors",
-    "CallTools": "agentfsm.core.engine",
+    "CallTools": "agentfsm.engine.decide",
     "Capabilities": "agentfsm.backends",
     "Completion": "agentfsm.backends",
-    "Correct": "agentfsm.core.engine",
+    "Correct": "agentfsm.engine.decide",
     "create_backend": "agentfsm.backends",
     "derive_state": "agentfsm.core.states",
-    "EngineConfig": "agentfsm.core.engine",
-    "Fail": "agentfsm.core.engine",
+    "EngineConfig": "agentfsm.engine.decide",
+    "Fail": "agentfsm.engine.decide",
     "GenerationOptions": "agentfsm.backends",
     "get_dialect": "agentfsm.dialects",
     "InvalidTransition": "agentfsm.core.errors",
@@ -70,16 +74,20 @@ _EXPORTS: dict[str, str] = {
     "MissingExtraError": "agentfsm.core.errors",
     "OpenAICompatBackend": "agentfsm.backends",
     "parse_reply": "agentfsm.dialects.parse",
-    "ParsedReply": "agentfsm.dialects.base",
-    "Problem": "agentfsm.dialects.base",
+    "get_policy": "agentfsm.policy",
+    "Policy": "agentfsm.policy",
+    "Recorder": "agentfsm.runtime.recorder",
+    "ToolChoice": "agentfsm.core.choice",
+    "ParsedReply": "agentfsm.core.parsed",
+    "Problem": "agentfsm.core.parsed",
     "PromptMessage": "agentfsm.core.messages",
     "read_events": "agentfsm.runtime.transcript",
     "read_transcript": "agentfsm.runtime.transcript",
     "render_contract": "agentfsm.prompt.contract",
     "write_report": "agentfsm.report",
-    "replay": "agentfsm.runtime.replay",
-    "ReplayBackend": "agentfsm.backends",
-    "ReplayReport": "agentfsm.runtime.replay",
+    "replay": "agentfsm.replays.compare",
+    "ReplayBackend": "agentfsm.replays.backend",
+    "ReplayReport": "agentfsm.replays.compare",
     "RequestError": "agentfsm.core.errors",
     "RetryBudgetExceeded": "agentfsm.core.errors",
     "run_batch": "agentfsm.batch.controller",
@@ -89,7 +97,7 @@ _EXPORTS: dict[str, str] = {
     "RunResult": "agentfsm.runtime.agent",
     "ScriptedBackend": "agentfsm.backends",
     "State": "agentfsm.core.states",
-    "step": "agentfsm.core.engine",
+    "step": "agentfsm.engine.decide",
     "StreamParser": "agentfsm.dialects.stream",
     "SystemMessage": "agentfsm.core.messages",
     "TaskResult": "agentfsm.batch.controller",
@@ -128,8 +136,10 @@ __all__ = [
     "MissingExtraError",
     "OpenAICompatBackend",
     "ParsedReply",
+    "Policy",
     "Problem",
     "PromptMessage",
+    "Recorder",
     "ReplayBackend",
     "ReplayReport",
     "RequestError",
@@ -145,6 +155,7 @@ __all__ = [
     "TextDelta",
     "ToolCall",
     "ToolCallDelta",
+    "ToolChoice",
     "ToolMessage",
     "ToolRegistry",
     "ToolResult",
@@ -156,6 +167,7 @@ __all__ = [
     "create_backend",
     "derive_state",
     "get_dialect",
+    "get_policy",
     "parse_reply",
     "read_events",
     "read_transcript",

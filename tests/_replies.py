@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.core._types import DIALECT_NAMES
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.messages import ToolSpec
 
 __all__ = ["REPLIES", "ReplyFixture", "fixtures", "summary"]

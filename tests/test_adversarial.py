@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm.dialects.base import ParsedReply, Problem
+from agentfsm.core.parsed import ParsedReply, Problem
 from agentfsm.core.messages import ToolCall
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.dialects.stream import StreamParser, TextDelta, ToolCallDelta

@@ -171,3 +171,117 @@ def test_client_sampling_and_response_format_are_honoured(backend: LocalBackend)
     }
     jsonschema.validate(json.loads(backend.complete(QUESTION, options).text), SCHEMA)
     assert "user" not in backend.capabilities.sampling  # reported by the proxy, not sent
+
+
+def _brute_force_score(backend: LocalBackend, prompt: str, continuation: str) -> float:
+    """The same log-probability, one fresh evaluation per scored token (no reuse, no batching)."""
+    import math
+
+    import numpy as np
+
+    from agentfsm.backends._llama_kv import common_prefix, tokenize
+
+    llama = backend._model.llama
+    base, full = tokenize(llama, prompt), tokenize(llama, prompt + continuation)
+    total = 0.0
+    for i in range(common_prefix(base, full), len(full)):
+        llama.reset()
+        llama.eval(full[:i])
+        row = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(llama.n_vocab(),)).astype(np.float64)
+        total += float(row[full[i]] - row.max() - math.log(np.exp(row - row.max()).sum()))
+    llama.reset()
+    return total
+
+
+@pytest.mark.model
+def test_scores_agree_with_a_token_by_token_computation(backend: LocalBackend) -> None:
+    from agentfsm.core.backend import ScoresContinuations
+
+    assert isinstance(backend, ScoresContinuations) and backend.capabilities.scoring
+    options = GenerationOptions(prefill="The capital of France is")
+    # a continuation whose first character merges with the prefill's last token, an empty one,
+    # and one longer than a token
+    continuations = [" Paris", " Berlin", "", " Paris, the city of light.", "n't known"]
+    with backend._model.lock:
+        prompt = render_chatml(QUESTION, options.prefill)
+        expected = [_brute_force_score(backend, prompt, text) for text in continuations]
+    scores = backend.score(QUESTION, options, continuations)
+    assert scores[2] == 0.0
+    assert scores == pytest.approx(expected, abs=1e-3)
+
+
+@pytest.mark.model
+async def test_paris_scores_above_berlin(backend: LocalBackend) -> None:
+    paris, berlin = await backend.ascore(QUESTION, GenerationOptions(), ["Paris", "Berlin"])
+    assert paris > berlin and paris < 0
+
+
+@pytest.mark.model
+def test_scoring_leaves_the_model_generating_the_same_reply(backend: LocalBackend) -> None:
+    options = GenerationOptions(max_tokens=12, prefill="The capital")
+    before = backend.complete(QUESTION, options)
+    backend.score(QUESTION, options, [" of France is Paris.", " city"])
+    after = backend.complete(QUESTION, options)
+    assert after.text == before.text and after.usage == before.usage
+    backend.score(QUESTION, options, [" is"])
+    assert call(backend, "astream", options, QUESTION) == before.text
+
+
+@pytest.mark.model
+def test_scoring_past_the_context_is_prompt_too_long() -> None:
+    small = LocalBackend(n_ctx=256)
+    with pytest.raises(PromptTooLong):
+        small.score(QUESTION, GenerationOptions(), ["word " * 400])
+
+
+def _conversation(topic: str, turns: int) -> list[PromptMessage]:
+    system = PromptMessage(role="system", content="You answer questions about places. " * 40)
+    messages = [system]
+    for i in range(turns):
+        messages.append(PromptMessage(role="user", content=f"Tell me fact {i} about {topic}. " * 20))
+        messages.append(PromptMessage(role="assistant", content=f"Fact {i} about {topic}: it is old."))
+    messages.append(PromptMessage(role="user", content=f"And one more about {topic}?"))
+    return messages
+
+
+@pytest.mark.model
+def test_a_conversation_re_reads_only_its_new_tokens(backend: LocalBackend) -> None:
+    options = GenerationOptions(max_tokens=4)
+    backend.complete(_conversation("Paris", 1), options)
+    before = backend.prompt_counts
+    longer = _conversation("Paris", 2)
+    backend.complete(longer, options)
+    after = backend.prompt_counts
+    sent = after.sent - before.sent
+    assert sent == backend.count_tokens(longer, options)
+    assert after.evaluated - before.evaluated < 0.4 * sent  # the new turn, not the history
+
+
+@pytest.mark.model
+def test_interleaved_conversations_keep_their_prefixes_and_their_replies(backend: LocalBackend) -> None:
+    options = GenerationOptions(max_tokens=6)
+    paris, rome = _conversation("Paris", 2), _conversation("Rome", 2)
+    backend.complete(paris, options)
+    backend.complete(rome, options)  # pushes Paris out of the context: Paris is saved
+    before = backend.prompt_counts
+    again = backend.complete(paris, options)
+    after = backend.prompt_counts
+    assert after.restores == before.restores + 1
+    assert after.evaluated - before.evaluated <= 2
+    # the reply is the one a context that never saw Rome gives
+    with backend._model.lock:
+        backend._model.llama.reset()
+    assert backend.complete(paris, options).text == again.text
+
+
+@pytest.mark.model
+def test_scoring_another_conversation_keeps_the_first_ones_prefix(backend: LocalBackend) -> None:
+    options = GenerationOptions(max_tokens=6)
+    paris, rome = _conversation("Paris", 2), _conversation("Rome", 2)
+    backend.complete(paris, options)
+    backend.score(rome, GenerationOptions(), [" Yes", " No"])  # pushes Paris out: Paris is saved
+    before = backend.prompt_counts
+    backend.complete(paris, options)
+    after = backend.prompt_counts
+    assert after.restores == before.restores + 1
+    assert after.evaluated - before.evaluated <= 2

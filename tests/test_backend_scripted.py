@@ -14,12 +14,11 @@ from agentfsm.backends import (
     Completion,
     GenerationOptions,
     OpenAICompatBackend,
-    ReplayBackend,
     ScriptedBackend,
     ScriptExhausted,
     create_backend,
-    read_model_outputs,
 )
+from agentfsm.replays.backend import ReplayBackend, read_model_outputs
 from agentfsm.core.backend import Backend
 from agentfsm.core.errors import BackendError, BackendTimeout, TranscriptError, UsageError
 from agentfsm.core.messages import PromptMessage
@@ -174,3 +173,32 @@ def test_scripted_backend_is_safe_across_threads() -> None:
         return [c.text for c in replies]
 
     assert sorted(asyncio.run(many()), key=int) == [str(i) for i in range(50)]
+
+
+def test_scores_are_scripted_like_replies() -> None:
+    from agentfsm.core.backend import ScoresContinuations
+
+    plain = ScriptedBackend(["a"])
+    assert not isinstance(plain, ScoresContinuations) and not plain.capabilities.scoring
+    backend = ScriptedBackend(["a"], Capabilities(prefill=True), scores=[[-0.5, -3.0], UsageError("x")])
+    assert isinstance(backend, ScoresContinuations) and isinstance(backend, ScriptedBackend)
+    assert backend.capabilities.scoring and backend.capabilities.prefill
+    assert backend.score(MESSAGES, OPTIONS, ["yes", "no"]) == [-0.5, -3.0]
+    with pytest.raises(UsageError):
+        asyncio.run(backend.ascore(MESSAGES, OPTIONS, ["yes"]))
+    with pytest.raises(ScriptExhausted):
+        backend.score(MESSAGES, OPTIONS, ["yes"])
+    assert backend.score_requests[0].continuations == ("yes", "no")
+    assert backend.score_requests[0].messages == MESSAGES
+    assert backend.complete(MESSAGES, OPTIONS).text == "a"  # replies are their own queue
+
+
+def test_scores_from_a_function_and_their_count_is_checked() -> None:
+    def longer_is_likelier(messages: Sequence[PromptMessage], continuations: Sequence[str]) -> list[float]:
+        return [-1.0 / (1 + len(text)) for text in continuations]
+
+    backend = ScriptedBackend([], scores=longer_is_likelier)
+    assert backend.score(MESSAGES, OPTIONS, ["a", "abc"]) == [-0.5, -0.25]
+    miscounted = ScriptedBackend([], scores=[[1.0]])
+    with pytest.raises(UsageError, match="1 numbers for 2 continuations"):
+        miscounted.score(MESSAGES, OPTIONS, ["a", "b"])

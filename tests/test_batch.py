@@ -16,21 +16,17 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.backends.openai_compat import OpenAICompatBackend
-from agentfsm.batch.controller import (
-    YOUNG_COLLECTION_THRESHOLD,
-    BatchStats,
-    batch_collector,
-    run_batch,
-    run_batch_sync,
-)
+from agentfsm.batch.controller import BatchStats, run_batch, run_batch_sync
+from agentfsm.batch.loop import YOUNG_COLLECTION_THRESHOLD, batch_collector
 from agentfsm.batch.task import Task, TaskResult, transcript_name
 from agentfsm.batch.io import ResultLog, load_tasks
 from agentfsm.cli import app
 from agentfsm.dialects import get_dialect
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall
-from agentfsm.runtime.replay import replay
+from agentfsm.replays.compare import replay
 from agentfsm.testing import FakeReply, FakeUpstream, ScriptedBackend
 from agentfsm.runtime.transcript import read_transcript
 from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines
@@ -83,10 +79,10 @@ def test_task_ids_may_be_integers_and_tool_shapes_are_both_accepted() -> None:
                                 "tool_choice": {"type": "tool", "name": "calculate"}})
     assert task.id == "7"
     assert [s.name for s in task.specs() or ()] == ["calculate", "convert_units"]
-    assert task.choice("auto") == "calculate"
-    assert Task(id="x", prompt="p", tool_choice={"type": "any"}).choice("auto") == "required"
+    assert str(task.choice(ToolChoice.AUTO)) == "calculate"
+    assert Task(id="x", prompt="p", tool_choice={"type": "any"}).choice(ToolChoice.AUTO) is ToolChoice.REQUIRED
     fn_choice = {"type": "function", "function": {"name": "calculate"}}
-    assert Task(id="x", prompt="p", tool_choice=fn_choice).choice("auto") == "calculate"
+    assert Task(id="x", prompt="p", tool_choice=fn_choice).choice(ToolChoice.AUTO) == ToolChoice.of_tool("calculate")
 
 
 def test_openai_shaped_messages_become_a_history() -> None:

@@ -27,7 +27,7 @@ import pytest
 from agentfsm import Agent
 from agentfsm.backends import ScriptedBackend
 from agentfsm.core.backend import Capabilities
-from agentfsm.core.engine import Correct, EngineConfig, plan, step
+from agentfsm.engine.decide import Correct, EngineConfig, plan, step
 from agentfsm.core.errors import RetryBudgetExceeded
 from agentfsm.core.messages import AssistantMessage, ToolCall, ToolMessage, ToolResult, UserMessage
 from agentfsm.runtime.tools import ToolRegistry

@@ -17,7 +17,7 @@ from agentfsm.batch.task import TaskSettings
 from agentfsm.cli import app
 from agentfsm.core._types import DialectName, EnforcementLevel
 from agentfsm.core.config import DEFAULTS, RunConfig, allowed_values
-from agentfsm.core.decisions import EngineConfig
+from agentfsm.engine.decisions import EngineConfig
 from agentfsm.core.errors import UsageError
 from agentfsm.core.events import AgentRunConfig, BatchRunConfig
 from agentfsm.dialects import DIALECTS
@@ -90,7 +90,7 @@ def test_every_entry_point_starts_from_the_same_defaults(monkeypatch: pytest.Mon
     assert DEFAULT_MAX_CHARS == DEFAULTS.result_max_chars
     recorded = AgentRunConfig().model_dump()
     for name in ("dialect", "enforcement", "tool_choice", "parallel", "max_steps", "max_corrections", "loop_threshold"):
-        assert recorded[name] == getattr(DEFAULTS, name), name
+        assert recorded[name] == DEFAULTS.as_dict()[name], name
     assert BatchRunConfig().max_steps == DEFAULTS.max_steps
 
 
@@ -158,3 +158,21 @@ def test_the_literals_match_the_registries() -> None:
     assert allowed_values("dialect") == get_args(DialectName)
     assert set(get_args(DialectName)) == set(DIALECTS)
     assert allowed_values("enforcement") == get_args(EnforcementLevel) == LEVELS
+
+
+@pytest.mark.parametrize(
+    ("given", "policies"),
+    [("none", ()), ("refusal, answers", ("refusal", "answers")), ("grounding", ("grounding",))],
+)
+def test_policies_are_a_comma_separated_option(monkeypatch: pytest.MonkeyPatch, given: str, policies: tuple[str, ...]) -> None:
+    seen = _cli_config(monkeypatch, "agentfsm.cli.run", "_agent", ["run", "hi", "--policies", given])
+    assert seen["args"][6] == RunConfig(policies=policies)  # type: ignore[arg-type]
+    monkeypatch.setenv("AGENTFSM_POLICIES", given)
+    seen = _cli_config(monkeypatch, "agentfsm.cli.serve", "build_app", ["serve"])
+    assert seen["config"] == RunConfig(policies=policies)  # type: ignore[arg-type]
+
+
+def test_an_unknown_policy_on_the_command_line_names_the_policies() -> None:
+    result = runner.invoke(app, ["run", "hi", "--policies", "refusal,nope"])
+    assert result.exit_code != 0
+    assert "policies must list only refusal, answers" in str(result.exception) + result.output

@@ -9,11 +9,11 @@ from pathlib import Path
 from agentfsm import Agent, RunConfig
 from agentfsm.backends.scripted import ScriptedBackend
 from agentfsm.core.backend import Capabilities
-from agentfsm.core.consensus import choose, signature
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, step
+from agentfsm.engine.consensus import choose, signature
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, step
 from agentfsm.core.messages import ToolCall, UserMessage
 from agentfsm.dialects import get_dialect
-from agentfsm.runtime.replay import replay
+from agentfsm.replays.compare import replay
 from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.eval.fake_tools import TOOLS as TASK_TOOLS
 from agentfsm.testing.example_tools import TOOLS

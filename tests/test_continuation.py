@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.prompt.results import (
     TRUNCATION_MARKER,
     frame_result,
@@ -88,7 +89,7 @@ def test_each_status_has_its_own_wording() -> None:
 
 
 def test_frame_results_auto_lets_the_model_call_or_answer() -> None:
-    text = frame_results([(OK, None)], "json-action", "auto")
+    text = frame_results([(OK, None)], "json-action", ToolChoice.parse("auto"))
     assert text.startswith('Tool result:\nThe result of get_weather (call c1) is {"temp": 18}.\n\n')
     # answering comes first: most turns end after one round of results
     assert text.endswith(
@@ -96,13 +97,13 @@ def test_frame_results_auto_lets_the_model_call_or_answer() -> None:
         'If a further step is needed, call the next tool, written as a ```json action``` block with '
         '{"tool": NAME, "parameters": {...}}.'
     )
-    asked = frame_results([(OK, None)], "json-action", "auto", request="Weather  in\nParis?")
+    asked = frame_results([(OK, None)], "json-action", ToolChoice.parse("auto"), request="Weather  in\nParis?")
     assert "The user asked: Weather in Paris?\nIf you have what" in asked
 
 
 def test_frame_results_several_with_hints() -> None:
     results = [(OK, None), (EMPTY, "a"), (ERROR, "b"), (LONG, "c")]
-    text = frame_results(results, "command", "auto", max_chars=10)
+    text = frame_results(results, "command", ToolChoice.parse("auto"), max_chars=10)
     assert text.startswith("Tool results:\n")
     assert text.count("(call c") == 4
     assert "If a call failed, fix its arguments" in text
@@ -120,7 +121,7 @@ def test_frame_results_several_with_hints() -> None:
     ],
 )
 def test_next_step_follows_tool_choice(choice: str, dialect: str, expected: str) -> None:
-    assert next_step(["ok"], dialect, choice).startswith(expected)
+    assert next_step(["ok"], dialect, ToolChoice.parse(choice)).startswith(expected)
 
 
 @pytest.mark.parametrize("dialect", ["json-action", "json-protocol", "command", "smiley"])
@@ -137,7 +138,7 @@ def test_under_none_the_prompt_shows_no_action_text_and_no_tool_list(dialect: st
     call = ToolCall(id="call_0", name="get_weather", arguments={"city": "Paris"})
     history = [UserMessage(content="Weather in Paris?"), AssistantMessage(tool_calls=(call,)),
                ToolMessage(result=ToolResult(call_id="call_0", content="sunny", name="get_weather"))]
-    prompt = project_history(history, [weather], dialect=dialect, tool_choice="none")
+    prompt = project_history(history, [weather], dialect=dialect, tool_choice=ToolChoice.NONE)
     assert [m.role for m in prompt] == ["system", "user"]
     text = "\n".join(m.content for m in prompt)
     assert get_dialect(dialect).render_call(call) not in text

@@ -205,14 +205,6 @@ def test_round_trip(tool: str, args: dict[str, Any]) -> None:
             assert [(p.code, p.rejected) for p in reply.problems] == [("repaired_json", False)]
 
 
-@pytest.mark.parametrize("name", DIALECT_NAMES)
-def test_dialect_parse_is_parse_reply_with_its_rules(name: str) -> None:
-    d = get_dialect(name)
-    text = "Note: " + get_dialect("json-protocol").render_call(ToolCall(id="x", name="f", arguments={}))
-    assert d.parse(text, strict=True) == parse_reply(text, dialect=name, strict=True)
-    assert (d.parse(text, strict=True).tool_calls == ()) == (name == "json-protocol")
-
-
 # -- the format registry, and the XML format added through it --------------------------
 
 

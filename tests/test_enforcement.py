@@ -2,7 +2,8 @@ import jsonschema
 import pytest
 
 from agentfsm.core.backend import Capabilities
-from agentfsm.prompt.enforcement import build_action_schema, call_required, choose_level
+from agentfsm.core.choice import ToolChoice
+from agentfsm.prompt.enforcement import build_action_schema, choose_level
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolSpec
 
@@ -30,20 +31,20 @@ TIME = ToolSpec(name="get_time", parameters={"type": "object", "properties": {}}
     ],
 )
 def test_choose_level(requested: str, caps: Capabilities, choice: str, expected: str) -> None:
-    assert choose_level(requested, caps, choice) == expected
+    assert choose_level(requested, caps, ToolChoice.parse(choice)) == expected
 
 
 def test_impossible_levels_are_typed_errors() -> None:
     with pytest.raises(UsageError):
-        choose_level("constrained", Capabilities(), "auto")
+        choose_level("constrained", Capabilities(), ToolChoice.parse("auto"))
     with pytest.raises(UsageError):
-        choose_level("prefill", Capabilities(), "required")
+        choose_level("prefill", Capabilities(), ToolChoice.parse("required"))
     with pytest.raises(UsageError):
-        choose_level("turbo", Capabilities(), "auto")
+        choose_level("turbo", Capabilities(), ToolChoice.parse("auto"))
 
 
 def test_schema_has_a_branch_per_tool_and_a_final_branch() -> None:
-    schema = build_action_schema([WEATHER, TIME], "auto")
+    schema = build_action_schema([WEATHER, TIME], ToolChoice.parse("auto"))
     assert len(schema["anyOf"]) == 2
     assert len(schema["anyOf"][0]["properties"]["action"]["anyOf"]) == 2
     jsonschema.validate({"action": {"tool": "get_weather", "args": {"city": "Paris"}}}, schema)
@@ -55,18 +56,18 @@ def test_schema_has_a_branch_per_tool_and_a_final_branch() -> None:
 
 
 def test_required_drops_final_branch_and_named_keeps_one_tool() -> None:
-    required = build_action_schema([WEATHER, TIME], "required")
+    required = build_action_schema([WEATHER, TIME], ToolChoice.parse("required"))
     assert list(required["properties"]) == ["action"]
     assert len(required["properties"]["action"]["anyOf"]) == 2
-    named = build_action_schema([WEATHER, TIME], "get_time")
+    named = build_action_schema([WEATHER, TIME], ToolChoice.parse("get_time"))
     assert named["properties"]["action"]["properties"]["tool"] == {"const": "get_time"}
     with pytest.raises(UsageError):
-        build_action_schema([WEATHER], "nope")
-    assert call_required("get_time") and not call_required("auto")
+        build_action_schema([WEATHER], ToolChoice.parse("nope"))
+    assert ToolChoice.parse("get_time").requires_call and not ToolChoice.parse("auto").requires_call
 
 
 def test_grammar_hostile_keywords_are_dropped() -> None:
-    schema = build_action_schema([WEATHER], "required")
+    schema = build_action_schema([WEATHER], ToolChoice.parse("required"))
     assert "pattern" not in str(schema)
 
 

@@ -29,7 +29,7 @@ from agentfsm.eval.quality import (
 )
 from agentfsm.eval.quality_table import build_rows, render_markdown, target_checks
 from agentfsm.eval.runner import CaseResult
-from agentfsm.eval.suite import Task, TaskResult, run_task
+from agentfsm.eval.suite import SuiteTask, SuiteResult, run_suite_task
 from agentfsm.eval.suite_data import TASKS
 from agentfsm.testing import FakeUpstream
 from agentfsm.testing.fake_upstream import ReceivedRequest
@@ -41,7 +41,7 @@ def act(tool: str, **args: object) -> str:
     return "```json action\n" + json.dumps({"tool": tool, "parameters": args}) + "\n```"
 
 
-def _task(name: str) -> Task:
+def _task(name: str) -> SuiteTask:
     return next(t for t in TASKS if t.name == name)
 
 
@@ -51,31 +51,31 @@ def test_a_chain_in_french_passes_on_values_and_fails_on_a_wrong_call(tmp_path: 
                             act("get_weather", city="Paris"), "Il fait beau à Paris, 18 °C."])
     # "la France" is not a country name the check accepts: the unknown-country error result
     # sends the model back, and only the calls made count
-    result = asyncio.run(run_task(good, task, transcript=tmp_path / "t.jsonl", enforcement="prompt"))
+    result = asyncio.run(run_suite_task(good, task, transcript=tmp_path / "t.jsonl", enforcement="prompt"))
     assert not result.valid and result.why == "calls" and len(result.calls) == 3
     good = ScriptedBackend([act("get_capital", country="France"), act("get_weather", city="París"),
                             "Il fait beau à Paris, 18 °C."])
-    result = asyncio.run(run_task(good, task, transcript=tmp_path / "t.jsonl", enforcement="prompt"))
+    result = asyncio.run(run_suite_task(good, task, transcript=tmp_path / "t.jsonl", enforcement="prompt"))
     assert result.valid and result.protocol_valid and result.model_calls == 3 and result.runtime_text is None
     assert (tmp_path / "t.jsonl").is_file()
     wrong = ScriptedBackend([act("get_weather", city="France"), "Il fait gris."])
-    bad = asyncio.run(run_task(wrong, task, enforcement="prompt"))
+    bad = asyncio.run(run_suite_task(wrong, task, enforcement="prompt"))
     assert not bad.valid and bad.why == "calls"
 
 
 def test_the_answer_must_state_the_results_with_either_decimal_mark() -> None:
     task = _task("laps_to_miles.de1")
     calls = [act("multiply", a=4, b=12.5), act("convert_km_to_miles", km=50)]
-    ok = asyncio.run(run_task(ScriptedBackend([*calls, "Das sind 31,07 Meilen."]), task, enforcement="prompt"))
+    ok = asyncio.run(run_suite_task(ScriptedBackend([*calls, "Das sind 31,07 Meilen."]), task, enforcement="prompt"))
     assert ok.valid, ok
-    vague = asyncio.run(run_task(ScriptedBackend([*calls, "Das ist weit."]), task, enforcement="prompt"))
+    vague = asyncio.run(run_suite_task(ScriptedBackend([*calls, "Das ist weit."]), task, enforcement="prompt"))
     assert not vague.valid and vague.why == "answer"
 
 
 def test_a_task_that_needs_no_tool_passes_on_any_answer_without_a_call() -> None:
     task = _task("joke.es1")
     assert task.kind == "no tool" and task.language == "es"
-    ok = asyncio.run(run_task(ScriptedBackend(["¿Por qué el libro de matemáticas estaba triste? ¡Tenía muchos problemas!"]),
+    ok = asyncio.run(run_suite_task(ScriptedBackend(["¿Por qué el libro de matemáticas estaba triste? ¡Tenía muchos problemas!"]),
                               task, enforcement="prompt"))
     assert ok.valid and ok.calls == () and ok.model_calls == 1
 
@@ -129,8 +129,8 @@ def test_run_quality_runs_tasks_then_cases_and_writes_transcripts(tmp_path: Path
     assert len(list((tmp_path / "bfcl").iterdir())) == 2
 
 
-def _result(name: str, valid: bool, calls: int = 2, leak: str | None = None) -> TaskResult:
-    return TaskResult(_task(name), valid, True, calls, 1.5, answer="Hola." if valid else "", why="" if valid else "calls",
+def _result(name: str, valid: bool, calls: int = 2, leak: str | None = None) -> SuiteResult:
+    return SuiteResult(_task(name), valid, True, calls, 1.5, answer="Hola." if valid else "", why="" if valid else "calls",
                       runtime_text=leak)
 
 
@@ -139,7 +139,7 @@ def _case(case_id: str, category: str, valid: bool, leak: str | None = None) -> 
                       model_calls=3, answer="x", runtime_text=leak)
 
 
-def _results() -> tuple[list[TaskResult], list[CaseResult]]:
+def _results() -> tuple[list[SuiteResult], list[CaseResult]]:
     tasks = [
         _result("add_8_5.en1", True), _result("add_8_5.de1", False),
         _result("multiply_12_5.en1", True), _result("multiply_12_5.fr1", True, calls=1),
@@ -190,8 +190,8 @@ def test_the_targets_are_checked_on_the_rows() -> None:
         "model calls per case, irrelevant requests: 2.25 (at most 3): met",
         "answers carrying runtime text: 2 (none): **not met**",
     ]
-    slow = [TaskResult(_task("add_8_5.en1"), True, True, 3, 1.0, answer="13"),
-            TaskResult(_task("add_8_5.en2"), False, True, 3, 1.0, answer="")]
+    slow = [SuiteResult(_task("add_8_5.en1"), True, True, 3, 1.0, answer="13"),
+            SuiteResult(_task("add_8_5.en2"), False, True, 3, 1.0, answer="")]
     assert target_checks(build_rows(slow, []), runtime_text=0) == [
         "model calls per case, one-call tasks: 3.00 (at most 2.5): **not met**",
         "answers carrying runtime text: 0 (none): met",

@@ -21,7 +21,7 @@ from agentfsm.eval.report import aggregate, render_markdown, write_report
 from agentfsm.eval.runner import BASELINE, EvalPlan, RunSpec, resolve_specs, run_eval
 from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.testing import FakeUpstream
-from agentfsm.testing.fake_upstream import ReceivedRequest
+from agentfsm.testing.fake_script import ReceivedRequest
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "bfcl"
 BFCL_PROMPT_START = "You are an expert in composing functions."

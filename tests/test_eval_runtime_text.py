@@ -11,7 +11,7 @@ from agentfsm.backends.scripted import ScriptedBackend
 from agentfsm.core.messages import PromptMessage, UserMessage
 from agentfsm.eval.runner import EvalPlan, RunSpec, run_eval
 from agentfsm.eval.runtime_text import find_runtime_text, runtime_text_of
-from agentfsm.eval.suite import run_task
+from agentfsm.eval.suite import run_suite_task
 from agentfsm.eval.suite_data import TASKS
 from agentfsm.runtime.transcript import read_events
 
@@ -87,7 +87,7 @@ def _copy_the_correction(messages: Sequence[PromptMessage]) -> str:
 def test_a_task_whose_answer_copies_a_correction_fails_and_says_so(tmp_path: Path) -> None:
     task = next(t for t in TASKS if t.name == "add_8_5.es1")
     path = tmp_path / "t.jsonl"
-    result = asyncio.run(run_task(ScriptedBackend(_copy_the_correction), task, transcript=path, enforcement="prompt"))
+    result = asyncio.run(run_suite_task(ScriptedBackend(_copy_the_correction), task, transcript=path, enforcement="prompt"))
     assert result.runtime_text is not None and not result.valid and result.why == "calls"
     assert result.model_calls == 2
     # the same finding from the transcript alone

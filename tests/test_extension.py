@@ -8,15 +8,18 @@ from typing import Any
 
 import pytest
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Capabilities, GenerationOptions, ListContinuation
-from agentfsm.core.engine import CallTools, EngineConfig
+from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.prompt.enforcement import action_item_schema
 from agentfsm.prompt.extension import CLOSE, MAX_EXTRA_CALLS, extension_options, extension_prefill, read_extension
 from agentfsm.core.messages import ToolCall, ToolSpec, UserMessage
-from agentfsm.runtime.replay import replay
+from agentfsm.replays.compare import replay
 from agentfsm.runtime.agent import Agent
 from agentfsm.testing import ScriptedBackend
 from agentfsm.runtime.transcript import read_transcript
+from agentfsm.core.events import TranscriptEvent, event_fields
+from agentfsm.runtime.recorder import Recorder
 from agentfsm.runtime.turn import TurnResult, run_turn
 
 PLAY = ToolSpec(
@@ -42,23 +45,23 @@ def test_prefill_opens_the_list_after_the_first_call() -> None:
 
 
 def test_options_constrain_a_list_continuation_of_the_offered_tools() -> None:
-    opts = extension_options(GenerationOptions(json_schema={"type": "object"}), SWIFT, [PLAY], "auto")
+    opts = extension_options(GenerationOptions(json_schema={"type": "object"}), SWIFT, [PLAY], ToolChoice.parse("auto"))
     assert opts is not None
     assert opts.json_schema is None
     assert opts.prefill == extension_prefill(SWIFT)
     assert opts.list_continuation == ListContinuation(
-        item_schema=action_item_schema([PLAY], "auto") or {}, max_items=MAX_EXTRA_CALLS, close=CLOSE
+        item_schema=action_item_schema([PLAY], ToolChoice.parse("auto")) or {}, max_items=MAX_EXTRA_CALLS, close=CLOSE
     )
-    assert extension_options(GenerationOptions(), SWIFT, [], "auto") is None
+    assert extension_options(GenerationOptions(), SWIFT, [], ToolChoice.parse("auto")) is None
     # only the first call's tool is offered: other tools are more likely a chain's next step
     other = ToolSpec(name="stop", description="Stop playing.", parameters={"type": "object", "properties": {}})
-    both = extension_options(GenerationOptions(), SWIFT, [other, PLAY], "auto")
+    both = extension_options(GenerationOptions(), SWIFT, [other, PLAY], ToolChoice.parse("auto"))
     assert both is not None and both.list_continuation is not None
-    assert both.list_continuation.item_schema == action_item_schema([PLAY], "auto")
-    assert extension_options(GenerationOptions(), SWIFT, [other], "auto") is None
+    assert both.list_continuation.item_schema == action_item_schema([PLAY], ToolChoice.parse("auto"))
+    assert extension_options(GenerationOptions(), SWIFT, [other], ToolChoice.parse("auto")) is None
     # the continuation's token bound scales with the first call, within the caller's
     assert 64 <= opts.max_tokens < GenerationOptions().max_tokens
-    small = extension_options(GenerationOptions(max_tokens=20), SWIFT, [PLAY], "auto")
+    small = extension_options(GenerationOptions(max_tokens=20), SWIFT, [PLAY], ToolChoice.parse("auto"))
     assert small is not None and small.max_tokens == 20
 
 
@@ -86,17 +89,17 @@ def test_read_extension_adds_at_most_the_bound() -> None:
 
 
 def _config(parallel: bool = True) -> EngineConfig:
-    # the scripted artists are not in the requests: grounding (guards/grounding.py) is
+    # the scripted artists are not in the requests: grounding (policy/grounding.py) is
     # not what these tests are about
     return EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", parallel=parallel, grounding=False)
 
 
 async def _turn(backend: ScriptedBackend, request: str, config: EngineConfig) -> tuple[TurnResult, list[tuple[str, dict[str, Any]]]]:
     """One constrained turn for ``request``, and the events it emitted."""
-    events: list[tuple[str, dict[str, Any]]] = []
+    events: list[TranscriptEvent] = []
     result = await run_turn(backend, [UserMessage(content=request)], config=config, enforcement="constrained",
-                            emit=lambda kind, **fields: events.append((kind, fields)))
-    return result, events
+                            recorder=Recorder(on_event=events.append))
+    return result, [(e.type, event_fields(e)) for e in events]
 
 
 async def test_a_turn_extends_one_call_into_a_list() -> None:

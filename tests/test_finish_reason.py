@@ -16,7 +16,7 @@ import pytest
 from agentfsm import Agent
 from agentfsm.backends import ScriptedBackend
 from agentfsm.core.backend import Completion
-from agentfsm.core.engine import CallTools, Correct, EngineConfig, step
+from agentfsm.engine.decide import CallTools, Correct, EngineConfig, step
 from agentfsm.core.messages import UserMessage
 from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.testing import FakeReply, FakeUpstream

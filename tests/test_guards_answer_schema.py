@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm.core.engine import Answer, Correct, EngineConfig, Fail, step
+from agentfsm.engine.decide import Answer, Correct, EngineConfig, Fail, step
 from agentfsm.core.errors import RetryBudgetExceeded
 from agentfsm.core.messages import AssistantMessage, ToolSpec, UserMessage
 from agentfsm.guards import answer_schema

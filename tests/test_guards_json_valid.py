@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm.dialects.base import ParsedReply, Problem
+from agentfsm.core.parsed import ParsedReply, Problem
 from agentfsm.guards import json_valid
 from agentfsm.guards.base import ACCEPT, Accept, Correction
 from agentfsm.core.messages import ToolCall

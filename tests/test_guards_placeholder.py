@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Capabilities, GenerationOptions
 from agentfsm.prompt.contract import render_contract
-from agentfsm.dialects.base import ParsedReply
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, conversation_text, step
+from agentfsm.core.parsed import ParsedReply
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, conversation_text, step
 from agentfsm.prompt.enforcement import COMPACT_MAX_ITEMS, action_item_schema, build_action_schema
 from agentfsm.guards import GUARD_ORDER, placeholder, run_guards
 from agentfsm.guards.base import Accept, Correction
@@ -71,7 +72,7 @@ def parsed(name: str, **args: Any) -> ParsedReply:
     ],
 )
 def test_check(name: str, args: dict[str, Any], source: str, flagged: tuple[str, Any] | None) -> None:
-    verdict = placeholder.check(parsed(name, **args), TOOLS, "auto", source)
+    verdict = placeholder.check(parsed(name, **args), TOOLS, ToolChoice.parse("auto"), source)
     assert isinstance(verdict, Accept)  # it flags; it never refuses a call
     if flagged is None:
         assert verdict.detail == ""
@@ -87,12 +88,12 @@ def test_nested_objects_are_searched() -> None:
 
 def test_a_flag_never_turns_a_call_into_a_refusal() -> None:
     for choice in ("auto", "required", "weather"):
-        verdict = placeholder.check(parsed("weather", city="example city"), TOOLS, choice, "")
+        verdict = placeholder.check(parsed("weather", city="example city"), TOOLS, ToolChoice.parse(choice), "")
         assert isinstance(verdict, Accept) and verdict.detail
 
 
 def test_unknown_tools_are_left_to_their_guard() -> None:
-    assert isinstance(placeholder.check(parsed("nope", city="example city"), TOOLS, "auto", ""), Accept)
+    assert isinstance(placeholder.check(parsed("nope", city="example city"), TOOLS, ToolChoice.parse("auto"), ""), Accept)
 
 
 def test_the_contract_shows_no_value_of_an_offered_tool() -> None:
@@ -104,7 +105,7 @@ def test_the_contract_shows_no_value_of_an_offered_tool() -> None:
 
 def test_run_guards_runs_it_after_the_argument_checks_and_before_injection() -> None:
     assert GUARD_ORDER[-2:] == ("placeholder", "injection")
-    verdict = run_guards(parsed("weather", city="example city"), tools=TOOLS, tool_choice="auto", dialect_name="json-action")
+    verdict = run_guards(parsed("weather", city="example city"), tools=TOOLS, tool_choice=ToolChoice.parse("auto"), dialect_name="json-action")
     assert isinstance(verdict, Accept) and "placeholder" in verdict.detail
 
 
@@ -141,7 +142,7 @@ def test_after_made_up_calls_the_retry_grammar_offers_another_tool_then_the_answ
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
     assert _offered(opts.json_schema) == {"weather", "area"}
     decision = step(history, json.dumps({"action": {"tool": "weather", "args": {"city": "London"}}}), config)
-    # first, the other tool may fetch the missing value (guards/grounding.py fetch_tools)
+    # first, the other tool may fetch the missing value (policy/grounding.py fetch_tools)
     assert isinstance(decision, Correct) and decision.reason == "missing_value"
     history += [decision.assistant, decision.message]
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
@@ -159,8 +160,8 @@ def test_after_made_up_calls_the_retry_grammar_offers_another_tool_then_the_answ
 
 
 def test_compact_schemas_bound_every_list() -> None:
-    loose = action_item_schema([AREA], "auto")
-    compact = action_item_schema([AREA], "auto", compact=True)
+    loose = action_item_schema([AREA], ToolChoice.parse("auto"))
+    compact = action_item_schema([AREA], ToolChoice.parse("auto"), compact=True)
     assert loose is not None and compact is not None
     assert "maxItems" not in loose["properties"]["args"]["properties"]["sides"]
     assert compact["properties"]["args"]["properties"]["sides"]["maxItems"] == COMPACT_MAX_ITEMS
@@ -181,14 +182,14 @@ def test_the_retry_after_a_cut_off_action_is_compact() -> None:
     assert isinstance(decision, Correct) and decision.reason == "truncated_action"
     history += [decision.assistant, decision.message]
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
-    assert opts.json_schema == build_action_schema([AREA, SUM], "auto", compact=True)
+    assert opts.json_schema == build_action_schema([AREA, SUM], ToolChoice.parse("auto"), compact=True)
     # a later correction in the same round keeps the lists bounded
     decision = step(history, '{"action": {"tool": "nope", "args": {}}}', config)
     assert isinstance(decision, Correct) and decision.reason == "unknown_tool"
     history += [decision.assistant, decision.message]
     _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
-    assert opts.json_schema == build_action_schema([AREA, SUM], "auto", compact=True)
-    assert opts.json_schema != build_action_schema([AREA, SUM], "auto")
+    assert opts.json_schema == build_action_schema([AREA, SUM], ToolChoice.parse("auto"), compact=True)
+    assert opts.json_schema != build_action_schema([AREA, SUM], ToolChoice.parse("auto"))
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,12 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm import guards
-from agentfsm.dialects.base import ParsedReply, Problem
+from agentfsm.core.parsed import ParsedReply, Problem
 from agentfsm.guards import ACCEPT, Accept, Correction, run_guards
 from agentfsm.core.messages import ToolCall, ToolSpec
+from agentfsm.policy import get_policy
 
 TOOLS = [
     ToolSpec(
@@ -40,10 +42,20 @@ def _reply(
     )
 
 
-def _run(reply: ParsedReply, choice: str = "auto") -> Any:
+def _run(reply: ParsedReply, choice: str = "auto", *, phrases: bool = True) -> Any:
     return run_guards(
-        reply, tools=TOOLS, tool_choice=choice, dialect_name="json-action", example="EX"
+        reply, tools=TOOLS, tool_choice=ToolChoice.parse(choice), dialect_name="json-action", example="EX",
+        refusals=get_policy("refusal").refusal if phrases else None,
     )
+
+
+def test_without_a_language_policy_no_reply_reads_as_a_refusal() -> None:
+    """The refusal guard reads refusals only through a policy: without one, the forced
+    call is what is missing."""
+    verdict = _run(_reply(content="I don't have any tools."), "required", phrases=False)
+    assert isinstance(verdict, Correction)
+    assert (verdict.guard, verdict.reason) == ("tool_choice", "missing_call")
+    assert _run(_reply(content="I don't have any tools."), "auto", phrases=False) == ACCEPT
 
 
 def test_order_is_documented() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import _linear_regex, schema
 from agentfsm.guards.base import ACCEPT, Accept, Correction
 from agentfsm.core.messages import ToolCall, ToolSpec

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import unknown_tool
 from agentfsm.guards.base import ACCEPT, Correction
 from agentfsm.core.messages import ToolCall, ToolSpec

@@ -58,7 +58,7 @@ class Scenario:
     replies: tuple[str, ...]
     decision: Decision
     #: the reply that ends an agent run after the first round of calls (it states the
-    #: results: an answer that does not is corrected, see guards/grounding.py)
+    #: results: an answer that does not is corrected, see policy/grounding.py)
     after: str = "2 times 3 is 6.0, and 5 km is 3.11 miles."
     capabilities: Capabilities = Capabilities()
 

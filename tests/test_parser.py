@@ -9,7 +9,7 @@ import pytest
 from agentfsm.dialects._json import MAX_REPAIRS
 from agentfsm.dialects._shape import MAX_DEPTH
 from agentfsm.dialects._scan import MAX_BLOCKS
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.errors import ToolSpecError, UsageError
 from agentfsm.core.messages import ToolCall, ToolSpec
 from agentfsm.dialects.parse import parse_reply

@@ -18,6 +18,7 @@ import llama_cpp
 import pytest
 from llama_cpp.llama_grammar import json_schema_to_gbnf
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.backends.local import continuation_gbnf
 from agentfsm.core.backend import ListContinuation
 from agentfsm.core.messages import ToolSpec
@@ -95,7 +96,7 @@ def test_every_hostile_shape_builds_a_grammar(name: str) -> None:
         parameters={"type": "object", "properties": {"p": HOSTILE[name]}, "$defs": DEFS, "definitions": DEFS},
     )
     for compact in (False, True):
-        _builds(build_action_schema([tool], "auto", parallel=True, compact=compact))
+        _builds(build_action_schema([tool], ToolChoice.parse("auto"), parallel=True, compact=compact))
 
 
 def test_a_whole_schema_of_each_shape_builds_too() -> None:
@@ -103,7 +104,7 @@ def test_a_whole_schema_of_each_shape_builds_too() -> None:
         root = {**shape, "$defs": DEFS} if isinstance(shape, dict) else shape
         _builds(grammar_schema(root))
         tool = ToolSpec(name="t", description="", parameters=root if isinstance(root, dict) else {})
-        schema = action_item_schema([tool], "auto")
+        schema = action_item_schema([tool], ToolChoice.parse("auto"))
         assert schema is not None
         _builds(schema)
 
@@ -167,7 +168,7 @@ def test_every_bfcl_tool_schema_builds_a_grammar() -> None:
     functions = _bfcl_functions()
     assert len(functions) > 3000  # every category, multi-turn function docs included
     for spec in tool_specs(functions):
-        schema = build_action_schema([spec], "auto")
+        schema = build_action_schema([spec], ToolChoice.parse("auto"))
         assert llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False) is not None
 
 
@@ -190,9 +191,9 @@ def test_client_tool_sets_build_a_grammar_each_and_all_together(fixture: str) ->
     tools = _client_tools(fixture)
     assert len(tools) >= 9
     for tool in tools:
-        _builds(build_action_schema([tool], "required"))
-    _builds(build_action_schema(tools, "auto", parallel=True))
-    _builds(build_action_schema(tools, "required", parallel=True, compact=True))
+        _builds(build_action_schema([tool], ToolChoice.parse("required")))
+    _builds(build_action_schema(tools, ToolChoice.parse("auto"), parallel=True))
+    _builds(build_action_schema(tools, ToolChoice.parse("required"), parallel=True, compact=True))
 
 
 def test_claude_code_workflow_args_is_any_value() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import ToolSpec
 from agentfsm.core._memo import Memo, tools_key
 from agentfsm.prompt.contract import render_contract
@@ -16,14 +17,14 @@ def spec(description: str = "Add two numbers.", kind: str = "number") -> ToolSpe
 def test_equal_tool_sets_share_one_value_and_a_changed_one_gets_its_own() -> None:
     # the proxy parses each request's tools anew: equal content, new objects
     assert render_contract([spec()], "json-action") is render_contract([spec()], "json-action")
-    assert build_action_schema([spec()], "auto", True) is build_action_schema([spec()], "auto", True)
-    changed = build_action_schema([spec(kind="integer")], "auto", True)
-    assert changed is not build_action_schema([spec()], "auto", True)
+    assert build_action_schema([spec()], ToolChoice.parse("auto"), True) is build_action_schema([spec()], ToolChoice.parse("auto"), True)
+    changed = build_action_schema([spec(kind="integer")], ToolChoice.parse("auto"), True)
+    assert changed is not build_action_schema([spec()], ToolChoice.parse("auto"), True)
     assert '"integer"' in str(changed).replace("'", '"')
     assert "Add two numbers" in render_contract([spec()], "json-action")
     assert "Subtract" in render_contract([spec("Subtract.")], "json-action")
     # the settings are part of the key
-    assert build_action_schema([spec()], "required") != build_action_schema([spec()], "auto")
+    assert build_action_schema([spec()], ToolChoice.parse("required")) != build_action_schema([spec()], ToolChoice.parse("auto"))
 
 
 def test_the_key_is_the_content_and_the_memo_is_bounded() -> None:
@@ -84,7 +85,7 @@ def test_memos_stay_within_their_bytes_however_many_distinct_tool_sets_arrive() 
         for i in range(12):
             tools = _tools(100 + i, 400)
             render_contract(tools, "json-action")
-            build_action_schema(tools, "auto", True)
+            build_action_schema(tools, ToolChoice.AUTO, True)
             parse.parse_reply('```json action\n{"tool": "t0", "parameters": {}}\n```', tools)
             injection.actions_in('see {"tool": "x"}', tools, "json-action")
             del tools

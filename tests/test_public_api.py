@@ -78,3 +78,12 @@ def test_import_agentfsm_loads_no_http_server_cli_or_rendering_library() -> None
     code = "import sys, agentfsm; print(' '.join(m for m in %r if m in sys.modules))" % (heavy,)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_seams_of_release_4_are_public() -> None:
+    """The tool_choice value, the language policies and the run recorder."""
+    from agentfsm import Policy, Recorder, ToolChoice, get_policy
+
+    assert ToolChoice.parse("required").requires_call
+    assert isinstance(get_policy("grounding"), Policy)
+    assert not Recorder().recording

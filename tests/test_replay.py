@@ -18,7 +18,7 @@ from agentfsm.dialects import get_dialect
 from agentfsm.core.errors import AgentFSMError, BackendTimeout, UsageError
 from agentfsm.guards.base import ACCEPT
 from agentfsm.core.messages import ToolCall
-from agentfsm.runtime.replay import areplay, replay
+from agentfsm.replays.compare import areplay, replay
 from agentfsm.runtime.agent import Agent
 from agentfsm.testing import ScriptedBackend
 from agentfsm.testing.pytest_replay import assert_replays, replay_snapshot
@@ -94,7 +94,7 @@ SCENARIOS = [
 
 def record(scenario: Scenario, path: Path) -> Path:
     """Run the scenario with a scripted model, writing its transcript to ``path``."""
-    # the scripted values are not in the prompt: grounding (guards/grounding.py, tested on
+    # the scripted values are not in the prompt: grounding (policy/grounding.py, tested on
     # its own) would turn these flows into answers; replay must honour the recorded flag
     agent = Agent(ScriptedBackend(list(scenario.replies), scenario.capabilities), TOOLS,
                   transcript=path, **{"grounding": "off", **scenario.options})

@@ -30,7 +30,7 @@ from agentfsm.core.events import (
     ToolCallEvent,
     event_fields,
 )
-from agentfsm.runtime.replay import replay
+from agentfsm.replays.compare import replay
 from agentfsm.runtime.transcript import read_events
 from agentfsm.testing import FakeUpstream, ScriptedBackend
 from fixtures.batch.upstream import TOOLS_MODULE, make_script, task_lines
@@ -129,7 +129,7 @@ def test_a_proxy_transcript_replays_identical_through_the_proxy(tmp_path: Path, 
     path = record_proxy(tmp_path, protocol, stream, ["I cannot use tools.", action("get_weather", city="Lima")])
     config = config_of(path)
     assert isinstance(config, ProxyRunConfig)
-    assert (config.protocol, config.stream, config.max_steps, config.tool_choice) == (protocol, stream, None, "required")
+    assert (config.protocol, config.stream, config.max_steps, str(config.tool_choice)) == (protocol, stream, None, "required")
     report = replay(path)
     assert report.identical, report.divergence
     assert report.compared >= 7 and not report.contract_changed

@@ -19,7 +19,7 @@ from agentfsm.report.inputs import classify, gather
 from agentfsm.report.page import embed_json
 from agentfsm.report.runs import TEXT_LIMIT, clip
 from agentfsm.runtime.agent import Agent
-from agentfsm.runtime.replay import replay
+from agentfsm.replays.compare import replay
 from agentfsm.testing import ScriptedBackend
 from agentfsm.testing.sample_batch import OUTCOME_OF_KIND, write_sample_batch
 

@@ -15,7 +15,7 @@ import pytest
 
 from agentfsm.report import write_report
 from agentfsm.runtime.agent import Agent
-from agentfsm.runtime.replay import replay
+from agentfsm.replays.compare import replay
 from agentfsm.testing import ScriptedBackend
 from agentfsm.testing.browser import chromium_page
 from agentfsm.testing.sample_batch import write_sample_batch

@@ -171,6 +171,15 @@ def test_loop_is_stopped_with_a_clear_final_state(tmp_path: Path) -> None:
     assert transitions[-1]["event"] == "abort" and transitions[-1]["to"] == "final"
 
 
+def test_loop_detected_names_the_call_that_loops() -> None:
+    """The looping call need not be the first of its reply: the error names the one that loops."""
+    replies = [act("calculate", expression=f"{i}+1") + "\n" + act("convert_units", value=1, from_unit="km", to_unit="m")
+               for i in range(10)]
+    with pytest.raises(LoopDetected) as info:
+        Agent(ScriptedBackend(replies), TOOLS, loop_threshold=3).run("q")
+    assert info.value.tool == "convert_units" and info.value.repeats == 3
+
+
 def test_max_steps() -> None:
     replies = [act("calculate", expression=f"{i}+1") for i in range(5)]
     with pytest.raises(MaxStepsExceeded, match="max_steps=3"):

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 import pytest
 
-from agentfsm.protocols.client_json import MAX_JSON_DEPTH, load_client_json
+from agentfsm.core.client_json import MAX_JSON_DEPTH, load_client_json
 from agentfsm.core.errors import RequestError
 from agentfsm.testing import FakeUpstream
 from tests._proxy import proxy, upstream_backend
@@ -183,6 +183,9 @@ def test_the_limits_hold_on_the_fast_path() -> None:
     huge = 10**40
     assert load_client_json(f'{{"n": {huge}, "m": -{huge}}}'.encode()) == {"n": huge, "m": -huge}
     assert load_client_json(b'{"n": 18446744073709551615}') == {"n": 18446744073709551615}
+    # below -2**63 orjson reads a float: the strict reader keeps the exact int
+    assert load_client_json(b"[-9223372036854775809]") == [-9223372036854775809]
+    assert load_client_json("[-9223372036854775809]") == [-9223372036854775809]
     deep = b'{"a": ' * 129 + b"1" + b"}" * 129
     with pytest.raises(RequestError, match="nests deeper than 128"):
         load_client_json(deep)

@@ -22,7 +22,7 @@ from agentfsm.backends import ScriptedBackend
 from agentfsm.backends._payload import context_error
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.messages import PromptMessage
-from agentfsm.prompt.fit import MIN_COMPLETION_TOKENS
+from agentfsm.prompt.compaction import MIN_COMPLETION_TOKENS
 from agentfsm.server.fit import EXACT_MARGIN, TEMPLATE_TOKENS_PER_MESSAGE
 from agentfsm.testing import FakeUpstream, status
 from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_backend

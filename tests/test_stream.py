@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall
 from agentfsm.dialects.parse import parse_reply
@@ -265,26 +265,26 @@ async def test_a_long_streamed_reply_gives_the_event_loop_turns_while_it_is_pars
 
 
 async def test_a_long_reply_is_decided_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    # attempts (runtime.turn) and consensus candidates (runtime.sampling.vote) both decide through it
+    # attempts (runtime.turn) and consensus candidates (runtime.model_calls.vote) both decide through it
     import threading
 
     from agentfsm.core.config import DEFAULTS
-    from agentfsm.core.engine import EngineConfig
+    from agentfsm.engine.decide import EngineConfig
     from agentfsm.core.messages import UserMessage
-    from agentfsm.runtime import sampling
+    from agentfsm.runtime import model_calls
 
     seen: list[str] = []
-    real = sampling.step
+    real = model_calls.step
 
     def recording(*args: object, **kwargs: object) -> object:
         seen.append(threading.current_thread().name)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sampling, "step", recording)
+    monkeypatch.setattr(model_calls, "step", recording)
     config = EngineConfig.of(DEFAULTS, [])
     history = [UserMessage(content="hi")]
-    await sampling.decide(history, "short", config, "stop")
-    await sampling.decide(history, "x" * sampling.OFF_LOOP_CHARS, config, "stop")
+    await model_calls.decide(history, "short", config, "stop")
+    await model_calls.decide(history, "x" * model_calls.OFF_LOOP_CHARS, config, "stop")
     assert seen[0] == threading.current_thread().name and seen[1] != seen[0]
 
 

@@ -12,18 +12,22 @@ from agentfsm.core.backend import GenerationOptions
 from agentfsm.core.errors import TranscriptError
 from agentfsm.core.events import (
     EVENT_MODELS,
+    LEGACY_POLICIES,
     SCHEMA_VERSION,
     AgentRunConfig,
     FinalEvent,
+    GuardEvent,
     ModelRequestEvent,
     ProxyRunConfig,
     RequestEvent,
     RunStartEvent,
+    ToolCallEvent,
     TransitionEvent,
     event_fields,
     parse_event,
 )
 from agentfsm.core.messages import ToolCall, UserMessage
+from agentfsm.runtime.recorder import Recorder, run_config
 from agentfsm.runtime.transcript import EVENT_TYPES, TranscriptWriter, read_events, read_transcript, redact
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
@@ -52,12 +56,12 @@ def test_every_event_type_is_written_typed_and_read_back_unchanged(tmp_path: Pat
     assert list(EXAMPLES) == list(EVENT_MODELS) == list(EVENT_TYPES)
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path, run_id="r1") as writer:
-        written = [writer.emit(name, **fields) for name, fields in EXAMPLES.items()]
+        written = [writer.write(EVENT_MODELS[name].model_validate(fields)) for name, fields in EXAMPLES.items()]
     read = read_events(path)
     assert read == written
     assert [type(e) for e in read] == list(EVENT_MODELS.values())
     assert [e.seq for e in read] == list(range(len(EXAMPLES)))
-    assert all(e.v == SCHEMA_VERSION == 2 and e.run == "r1" and e.t.endswith("+00:00") for e in read)
+    assert all(e.v == SCHEMA_VERSION == 3 and e.run == "r1" and e.t.endswith("+00:00") for e in read)
     # the dict form is the same events, as written
     assert read_transcript(path) == [json.loads(line) for line in path.read_text().splitlines()]
     assert read_transcript(path)[8]["from"] == "first-decision"
@@ -68,25 +72,43 @@ def test_every_event_type_is_written_typed_and_read_back_unchanged(tmp_path: Pat
 def test_events_are_flushed_per_event(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     writer = TranscriptWriter(path, run_id="r1")
-    writer.emit("run_start", config={"producer": "agent"})
+    writer.write(RunStartEvent(config=AgentRunConfig()))
     # flushed before close: another reader sees it already
     assert json.loads(path.read_text().splitlines()[0])["type"] == "run_start"
     writer.close()
 
 
-def test_models_are_accepted_as_fields_and_on_event_sees_every_event() -> None:
+def test_the_writer_stamps_the_envelope_and_on_event_sees_every_event() -> None:
     seen: list[object] = []
-    writer = TranscriptWriter(None, on_event=seen.append)
-    event = writer.emit("request", messages=[UserMessage(content="hi")], tools=[], tool_choice="auto")
-    call = writer.emit("tool_call", call=ToolCall(id="c", name="add", arguments={"a": 1}))
+    writer = TranscriptWriter(None, run_id="r9", on_event=seen.append)
+    event = writer.write(RequestEvent(messages=(UserMessage(content="hi"),), tools=(), tool_choice="auto"))
+    call = writer.write(ToolCallEvent(call=ToolCall(id="c", name="add", arguments={"a": 1})))
     assert seen == [event, call] and isinstance(event, RequestEvent)
     assert event.messages == (UserMessage(content="hi"),)
+    assert [(e.run, e.seq) for e in (event, call)] == [("r9", 0), ("r9", 1)] and call.t.endswith("+00:00")
+
+
+def test_a_recorder_builds_events_only_when_it_records() -> None:
+    """A run that records nothing builds no event: a misfit is not even noticed there,
+    and is a TranscriptError naming the field as soon as something records."""
+    Recorder().emit(GuardEvent, guard="g", verdict="maybe", reason="r", detail="d")  # type: ignore[arg-type]
+    seen: list[object] = []
+    hooked = Recorder(on_event=seen.append, wants={"final"}.__contains__)
+    hooked.emit(GuardEvent, guard="g", verdict="maybe", reason="r", detail="d")  # type: ignore[arg-type]  # not wanted
+    hooked.answer("done")
+    assert [type(e) for e in seen] == [FinalEvent]
+    with pytest.raises(TranscriptError, match="bad guard event: verdict"):
+        Recorder(on_event=seen.append).emit(GuardEvent, guard="g", verdict="maybe", reason="r", detail="d")  # type: ignore[arg-type]
+
+
+def test_an_event_read_without_its_envelope_is_refused() -> None:
+    with pytest.raises(TranscriptError, match="bad final event: run: Field required"):
+        parse_event({"v": 3, "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "final", "content": "x"})
 
 
 @pytest.mark.parametrize(
     ("type_", "fields", "match"),
     [
-        ("nonsense", {}, "unknown transcript event type"),
         ("guard", {**EXAMPLES["guard"], "verdict": "maybe"}, "verdict"),
         ("final", {}, "content"),
         ("final", {"content": "x", "surprise": 1}, "surprise"),
@@ -99,22 +121,20 @@ def test_models_are_accepted_as_fields_and_on_event_sees_every_event() -> None:
 )
 def test_a_bad_event_is_a_typed_error_at_write_time(type_: str, fields: dict[str, Any], match: str) -> None:
     with pytest.raises(TranscriptError, match=match):
-        TranscriptWriter(None).emit(type_, **fields)
+        Recorder(on_event=lambda _: None).emit(EVENT_MODELS[type_], **fields)
 
 
 def test_the_run_config_is_typed_by_producer(tmp_path: Path) -> None:
-    writer = TranscriptWriter(None)
-    agent = writer.emit("run_start", config={"producer": "agent", "max_steps": 3})
-    proxy = writer.emit("run_start", config={"producer": "proxy", "protocol": "anthropic", "stream": True, "max_steps": None})
+    agent = RunStartEvent.model_validate({"config": {"producer": "agent", "max_steps": 3}})
+    proxy = RunStartEvent(config=run_config({"producer": "proxy", "protocol": "anthropic", "stream": True, "max_steps": None}))
     assert isinstance(agent, RunStartEvent) and isinstance(agent.config, AgentRunConfig) and agent.config.max_steps == 3
     assert isinstance(proxy, RunStartEvent) and isinstance(proxy.config, ProxyRunConfig)
     assert proxy.config.max_steps is None and proxy.config.protocol == "anthropic"
 
 
 def test_extension_is_written_only_when_true() -> None:
-    writer = TranscriptWriter(None)
-    plain = writer.emit("model_request", attempt=1, enforcement="constrained")
-    extension = writer.emit("model_request", attempt=1, enforcement="constrained", extension=True)
+    plain = ModelRequestEvent(attempt=1, enforcement="constrained")
+    extension = ModelRequestEvent(attempt=1, enforcement="constrained", extension=True)
     assert isinstance(extension, ModelRequestEvent) and extension.extension
     assert "extension" not in event_fields(plain) and event_fields(extension)["extension"] is True
 
@@ -122,10 +142,10 @@ def test_extension_is_written_only_when_true() -> None:
 def test_secrets_are_redacted_before_writing(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path) as writer:
-        writer.emit("request", messages=[], normalized={"protocol": "openai",
-                    "raw_extra": {"api_key": "sk-SECRET", "headers": {"Authorization": "Bearer sk-SECRET"}}})
+        written = writer.write(RequestEvent(messages=(), normalized={"protocol": "openai",
+                               "raw_extra": {"api_key": "sk-SECRET", "headers": {"Authorization": "Bearer sk-SECRET"}}}))
     text = path.read_text()
-    assert "sk-SECRET" not in text
+    assert "sk-SECRET" not in text and "sk-SECRET" not in str(written)  # the hook's event too
     assert "[redacted]" in text
     assert redact({"x-api-key": "k", "nested": [{"token": "t"}]}) == {"x-api-key": "[redacted]", "nested": [{"token": "[redacted]"}]}
 
@@ -133,7 +153,7 @@ def test_secrets_are_redacted_before_writing(tmp_path: Path) -> None:
 def test_torn_last_line_is_skipped_but_corruption_inside_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     with TranscriptWriter(path) as writer:
-        writer.emit("final", content="a")
+        writer.write(FinalEvent(content="a"))
     with path.open("a") as fh:
         fh.write('{"v": 2, "type": "fin')
     assert [type(e) for e in read_events(path)] == [FinalEvent]
@@ -149,9 +169,17 @@ def test_torn_last_line_is_skipped_but_corruption_inside_is_an_error(tmp_path: P
 
 
 def test_a_newer_schema_version_is_refused_by_name(tmp_path: Path) -> None:
-    event = {"v": 3, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "final", "content": "x"}
-    with pytest.raises(TranscriptError, match="schema version 3"):
+    event = {"v": 4, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "final", "content": "x"}
+    with pytest.raises(TranscriptError, match="schema version 4"):
         parse_event(event)
+
+
+def test_a_version_2_run_start_ran_the_legacy_policies() -> None:
+    """Before version 3 the policies were not recorded: they were the ones of that time."""
+    event = parse_event({"v": 2, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "run_start",
+                         "config": {"producer": "agent", "grounding": True}})
+    assert isinstance(event, RunStartEvent)
+    assert event.config.policies == LEGACY_POLICIES == ("refusal", "answers", "clauses", "grounding", "relevance", "coverage")
 
 
 def test_missing_file_is_a_typed_error(tmp_path: Path) -> None:
@@ -197,7 +225,7 @@ def _tampered(tmp_path: Path, raw_content: str) -> Path:
     """A transcript whose ``final`` event's content is ``raw_content`` (raw JSON text)."""
     path = tmp_path / "tampered.jsonl"
     with TranscriptWriter(path) as writer:
-        writer.emit("final", content="a")
+        writer.write(FinalEvent(content="a"))
     good = path.read_text().splitlines()[0]
     path.write_text(good.replace('"content": "a"', f'"content": {raw_content}') + "\n" + good + "\n")
     return path
@@ -229,8 +257,8 @@ def test_a_value_as_deep_as_the_proxy_accepts_still_reads_inside_its_event(tmp_p
         deep = {"k": deep}
     path = tmp_path / "deep.jsonl"
     with TranscriptWriter(path) as writer:
-        writer.emit("request", messages=[{"role": "assistant", "content": None,
-                    "tool_calls": [{"id": "c", "name": "f", "arguments": deep}]}], tools=[], tool_choice="auto")
+        writer.write(RequestEvent.model_validate({"messages": [{"role": "assistant", "content": None,
+                     "tool_calls": [{"id": "c", "name": "f", "arguments": deep}]}], "tools": [], "tool_choice": "auto"}))
     assert len(read_events(path)) == 1
 
 
@@ -274,5 +302,5 @@ def test_a_password_in_a_call_is_in_no_event_of_the_file(tmp_path: Path, written
 
 def test_a_value_written_beside_a_secret_key_is_redacted_in_any_string() -> None:
     path_less = TranscriptWriter(None)
-    event = path_less.emit("final", content='{"api_key": "sk-1234567", "x": 1} and token=abcd&y=2 and max_tokens=5')
+    event = path_less.write(FinalEvent(content='{"api_key": "sk-1234567", "x": 1} and token=abcd&y=2 and max_tokens=5'))
     assert event.content == '{"api_key": "[redacted]", "x": 1} and token=[redacted]&y=2 and max_tokens=5'  # type: ignore[attr-defined]

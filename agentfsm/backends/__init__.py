@@ -1,7 +1,8 @@
-"""Model backends: the embedded model, OpenAI-compatible upstreams, scripted and replay.
+"""Model backends: the embedded model, OpenAI-compatible upstreams, and a scripted one.
 
 All implement :class:`~agentfsm.core.backend.Backend`. :func:`create_backend` builds
-one by kind. The package imports lazily: naming ``agentfsm.backends`` loads no HTTP
+one by kind (``replay`` too: :class:`~agentfsm.replays.backend.ReplayBackend`, which lives
+with the rest of replay, above the producers it runs again). The package imports lazily: naming ``agentfsm.backends`` loads no HTTP
 client, and the local backend never needs ``llama-cpp-python`` until it is used.
 """
 
@@ -9,14 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentfsm._lazy import lazy_exports
+from agentfsm.core._lazy import lazy_exports
 from agentfsm.core.backend import Backend, Capabilities, Completion, GenerationOptions, ListContinuation, Usage
 from agentfsm.core.errors import UsageError
 
 if TYPE_CHECKING:
     from agentfsm.backends._transport import Timeouts
     from agentfsm.backends.openai_compat import JSONSchemaMode, OpenAICompatBackend
-    from agentfsm.backends.replay import ReplayBackend, read_model_outputs
     from agentfsm.backends.scripted import ScriptedBackend, ScriptedRequest, ScriptExhausted
 
 __all__ = [
@@ -28,14 +28,12 @@ __all__ = [
     "JSONSchemaMode",
     "ListContinuation",
     "OpenAICompatBackend",
-    "ReplayBackend",
     "ScriptExhausted",
     "ScriptedBackend",
     "ScriptedRequest",
     "Timeouts",
     "Usage",
     "create_backend",
-    "read_model_outputs",
 ]
 
 #: the kinds :func:`create_backend` knows
@@ -46,8 +44,6 @@ _LAZY = {
     "Timeouts": "agentfsm.backends._transport",
     "JSONSchemaMode": "agentfsm.backends.openai_compat",
     "OpenAICompatBackend": "agentfsm.backends.openai_compat",
-    "ReplayBackend": "agentfsm.backends.replay",
-    "read_model_outputs": "agentfsm.backends.replay",
     "ScriptedBackend": "agentfsm.backends.scripted",
     "ScriptedRequest": "agentfsm.backends.scripted",
     "ScriptExhausted": "agentfsm.backends.scripted",
@@ -76,7 +72,7 @@ def create_backend(kind: str, **kwargs: Any) -> Backend:
 
         return ScriptedBackend(**kwargs)
     if kind == "replay":
-        from agentfsm.backends.replay import ReplayBackend
+        from agentfsm.replays.backend import ReplayBackend
 
         return ReplayBackend(**kwargs)
     raise UsageError(f"unknown backend kind {kind!r}; expected one of {', '.join(BACKEND_KINDS)}")

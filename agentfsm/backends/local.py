@@ -14,23 +14,22 @@ from __future__ import annotations
 import asyncio
 import atexit
 import importlib.util
-import json
 import os
-import re
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loguru import logger
-
+from agentfsm.backends._handoff import read_in_thread
+from agentfsm.backends._llama_kv import PrefixStore, check_fits, score_continuations, tokenize
+from agentfsm.backends._local_grammar import GrammarCache, continuation_gbnf
 from agentfsm.backends._payload import context_error, response_format_schema
 from agentfsm.core.backend import (
     SAMPLING_OPTIONS,
     Capabilities,
     Completion,
     GenerationOptions,
-    ListContinuation,
     TextStream,
     Usage,
 )
@@ -42,7 +41,10 @@ __all__ = [
     "DEFAULT_N_CTX",
     "DEFAULT_SYSTEM_PROMPT",
     "MODEL_FILE",
+    "PREFIX_CACHE_BYTES",
+    "STREAM_BATCH_SECONDS",
     "LocalBackend",
+    "PromptCounts",
     "continuation_gbnf",
     "default_model_path",
     "get_local_backend",
@@ -54,6 +56,12 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_N_CTX = 8192
 #: what SmolLM2's own chat template inserts when a conversation has no system turn
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+#: memory for the saved states of prompts pushed out of the context by others (a
+#: conversation's state is ~22 KB per token on SmolLM2-135M: ~23 states of 1,000 tokens)
+PREFIX_CACHE_BYTES = 512 * 1024 * 1024
+#: a streamed reply is handed to the event loop at most this often (the first token at
+#: once): a wake-up per token takes a core from the model's threads on a small machine
+STREAM_BATCH_SECONDS = 0.025
 _STOPS = ("<|im_end|>", "<|im_start|>")
 # GenerationOptions fields passed to create_completion under the same name when set
 _SAMPLING_KEYS = ("top_p", "top_k", "presence_penalty", "frequency_penalty")
@@ -86,30 +94,38 @@ def render_chatml(
     return "".join(parts) + (prefill or "")
 
 
-def continuation_gbnf(item_gbnf: str, continuation: ListContinuation) -> str:
-    """The GBNF of a list continuation, from the GBNF of one item (whose rule is ``root``).
+@dataclass(frozen=True)
+class PromptCounts:
+    """Prompt tokens a loaded model was sent and evaluated since it was loaded: the
+    difference was read from the context or from a saved state instead."""
 
-    The item's ``root`` rule is renamed (a schema without references never names
-    ``root`` elsewhere), and the new ``root`` is up to ``max_items`` times ``, item``
-    followed by the closing text.
-    """
-    item = "continued-item"
-    while re.search(rf"^{item} ::=", item_gbnf, re.M):
-        item += "-x"  # a property of that name already made a rule of it
-    renamed = re.sub(r"^root ::=", f"{item} ::=", item_gbnf, count=1, flags=re.M)
-    close = json.dumps(continuation.close)  # a GBNF literal uses JSON-style escapes
-    more = f'("," space {item}){{0,{continuation.max_items}}} ' if continuation.max_items else ""
-    space = "" if re.search(r"^space ::=", renamed, re.M) else 'space ::= " "?\n'
-    return f"{renamed.rstrip()}\n{space}root ::= {more}space {close} space\n"
+    sent: int = 0
+    evaluated: int = 0
+    #: states of other prompts saved to make room, and restored to serve a prompt
+    saves: int = 0
+    restores: int = 0
 
 
 class _LoadedModel:
-    """A llama.cpp model and the lock that serializes generations on it."""
+    """A llama.cpp model, the lock that serializes generations on it, its grammars, and
+    the states of recent prompts."""
 
     def __init__(self, llama: Any) -> None:
         self.llama = llama
         self.lock = threading.Lock()
-        self.grammars: dict[str, Any] = {}
+        self.grammars = GrammarCache()
+        self.store = PrefixStore(PREFIX_CACHE_BYTES)
+        self.sent = 0
+        self.evaluated = 0
+
+    def prepare(self, prompt: str) -> list[int]:
+        """The prompt's tokens, with every one but the last already in the context (the
+        generation evaluates that one and samples after it); call under the lock."""
+        tokens = tokenize(self.llama, prompt)
+        check_fits(self.llama, len(tokens))
+        self.evaluated += self.store.prepare(self.llama, tokens[:-1]) + 1
+        self.sent += len(tokens)
+        return tokens
 
 
 _MODELS: dict[tuple[str, int, int, int], _LoadedModel] = {}
@@ -193,7 +209,7 @@ class LocalBackend:
             json_schema=True,
             list_continuation=True,
             sampling=frozenset(SAMPLING_OPTIONS) - {"user"},  # nobody to report the end user to
-            context_tokens=self.n_ctx, small_model=True,
+            context_tokens=self.n_ctx, small_model=True, scoring=True,
         )
 
     def count_tokens(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> int:
@@ -202,8 +218,14 @@ class LocalBackend:
         return self._tokens(render_chatml(messages, options.prefill, self.default_system))
 
     def _tokens(self, text: str) -> int:
-        # what create_completion does with a text prompt (this model adds no BOS/EOS)
-        return len(self._model.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return len(tokenize(self._model.llama, text))
+
+    @property
+    def prompt_counts(self) -> PromptCounts:
+        """Prompt tokens sent to this model and evaluated, since it was loaded (shared by
+        every backend on the same loaded model)."""
+        model = self._model
+        return PromptCounts(model.sent, model.evaluated, model.store.saves, model.store.restores)
 
     def load(self) -> None:
         """Load the model now (it is otherwise loaded on first use; once per process)."""
@@ -216,28 +238,8 @@ class LocalBackend:
         assert self._loaded is not None
         return self._loaded
 
-    def _grammar(self, schema: dict[str, Any], continuation: ListContinuation | None = None) -> Any:
-        # The grammar keeps the schema's property order ("tool" before "args"); sorted
-        # keys would make the model write the arguments first. The cache key is the text.
-        text = json.dumps(schema)
-        key = text if continuation is None else f"{continuation.max_items}|{continuation.close}|{text}"
-        grammars = self._model.grammars
-        if key not in grammars:
-            llama_cpp = _llama_cpp()
-            try:
-                if continuation is None:
-                    grammars[key] = llama_cpp.LlamaGrammar.from_json_schema(text, verbose=False)
-                else:
-                    gbnf = llama_cpp.llama_grammar.json_schema_to_gbnf(text)
-                    grammars[key] = llama_cpp.LlamaGrammar.from_string(
-                        continuation_gbnf(gbnf, continuation), verbose=False
-                    )
-            except Exception as exc:  # noqa: BLE001 - the converter raises anything, AssertionError included
-                # grammar_schema's output always converts; a schema from elsewhere may not:
-                # generate unconstrained (the guards still check every call) rather than fail
-                logger.warning("no grammar for this JSON schema ({}): {}", type(exc).__name__, exc)
-                grammars[key] = None
-        return grammars[key]
+    def _grammar(self, gbnf: str | None) -> Any:
+        return None if gbnf is None else _llama_cpp().LlamaGrammar.from_string(gbnf, verbose=False)
 
     def _arguments(
         self, messages: Sequence[PromptMessage], options: GenerationOptions
@@ -257,16 +259,16 @@ class LocalBackend:
         client_schema = (
             response_format_schema(options.response_format) if options.response_format else None
         )
+        grammars = self._model.grammars
+        gbnf = None
         if options.list_continuation is not None:
-            arguments["grammar"] = self._grammar(
-                options.list_continuation.item_schema, options.list_continuation
-            )
+            gbnf = grammars.gbnf(options.list_continuation.item_schema, options.list_continuation)
         elif options.json_schema is not None:
-            arguments["grammar"] = self._grammar(options.json_schema)
+            gbnf = grammars.gbnf(options.json_schema)
         elif client_schema is not None:
-            arguments["grammar"] = self._grammar(grammar_schema(client_schema))
-        if arguments.get("grammar") is None:
-            arguments.pop("grammar", None)
+            gbnf = grammars.gbnf(grammar_schema(client_schema))
+        if gbnf is not None:
+            arguments["grammar"] = self._grammar(gbnf)
         return arguments
 
     def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
@@ -275,7 +277,8 @@ class LocalBackend:
         arguments = self._arguments(messages, options)
         with model.lock:
             try:
-                output = model.llama.create_completion(**arguments)
+                tokens = model.prepare(arguments["prompt"])
+                output = model.llama.create_completion(**{**arguments, "prompt": tokens})
             except ValueError as exc:  # the prompt exceeds the context window: PromptTooLong
                 raise context_error(400, str(exc)) or BackendError(f"local generation failed: {exc}") from exc
         choice = output["choices"][0]
@@ -306,6 +309,7 @@ class LocalBackend:
         model = self._model
         arguments = self._arguments(messages, options)
         sampled = 0
+        tokens: list[int] = []
 
         def count(_ids: Any, _logits: Any) -> bool:  # once per sampled token and once at the end
             nonlocal sampled
@@ -314,8 +318,10 @@ class LocalBackend:
 
         with model.lock:
             try:
+                tokens = model.prepare(arguments["prompt"])
                 chunks = model.llama.create_completion(
-                    **arguments, stream=True, stopping_criteria=_llama_cpp().StoppingCriteriaList([count])
+                    **{**arguments, "prompt": tokens}, stream=True,
+                    stopping_criteria=_llama_cpp().StoppingCriteriaList([count]),
                 )
                 for chunk in chunks:
                     choice = chunk["choices"][0]
@@ -331,56 +337,51 @@ class LocalBackend:
             # tokens, and every sampled token but the end-of-turn one that ends a "stop"
             # (a custom stop string's last token is counted there: off by one then)
             ending["usage"] = Usage(
-                prompt_tokens=self._tokens(arguments["prompt"]),
+                prompt_tokens=len(tokens),
                 completion_tokens=max(sampled - 1 - (ending.get("finish_reason") == "stop"), 0),
             )
 
     def astream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> AsyncIterator[str]:
-        """:meth:`stream` run in a worker thread, handed over through a queue; the
-        :class:`TextStream` reports the finish_reason once read."""
+        """:meth:`stream` run in a worker thread, its deltas handed over in batches (the
+        event loop is woken at most once per :data:`STREAM_BATCH_SECONDS`, not per token;
+        the first delta at once); the :class:`TextStream`
+        reports the finish_reason and usage once read."""
         return TextStream(lambda end: self._astream(messages, options, end))
 
     async def _astream(
         self, messages: Sequence[PromptMessage], options: GenerationOptions, end: TextStream
     ) -> AsyncIterator[str]:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        cancelled = threading.Event()
+        ending: dict[str, Any] = {}
+        async for text in read_in_thread(
+            lambda: self._deltas(messages, options, ending), STREAM_BATCH_SECONDS
+        ):
+            yield text
+        end.finish_reason = ending.get("finish_reason")
+        end.usage = ending.get("usage")
 
-        def put(kind: str, value: Any) -> None:
+    def score(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """The log-probability of each continuation after the prompt (see
+        :class:`~agentfsm.core.backend.ScoresContinuations`): the prompt is evaluated once,
+        its prefix reused, and each continuation is one batched decode."""
+        model = self._model
+        prompt = render_chatml(messages, options.prefill, self.default_system)
+        with model.lock:
             try:
-                loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
-            except RuntimeError:  # the loop is gone: nobody is listening
-                cancelled.set()
+                scores, sent, evaluated = score_continuations(
+                    model.llama, prompt, continuations, model.store.prepare
+                )
+                model.sent, model.evaluated = model.sent + sent, model.evaluated + evaluated
+            except ValueError as exc:
+                raise context_error(400, str(exc)) or BackendError(f"local scoring failed: {exc}") from exc
+        return scores
 
-        def produce() -> None:
-            try:
-                ending: dict[str, Any] = {}
-                deltas = self._deltas(messages, options, ending)
-                for delta in deltas:
-                    if cancelled.is_set():
-                        break
-                    put("delta", delta)
-                deltas.close()
-                put("end", ending)
-            except BaseException as exc:  # handed to the consumer, re-raised there
-                put("error", exc)
-
-        worker = asyncio.ensure_future(asyncio.to_thread(produce))
-        try:
-            while True:
-                kind, value = await queue.get()
-                if kind == "delta":
-                    yield value
-                elif kind == "error":
-                    raise value
-                else:
-                    end.finish_reason = value.get("finish_reason")
-                    end.usage = value.get("usage")
-                    break
-        finally:
-            cancelled.set()
-            await worker
+    async def ascore(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """:meth:`score` in a worker thread."""
+        return await asyncio.to_thread(self.score, messages, options, continuations)
 
     def __repr__(self) -> str:
         return f"LocalBackend(model_path={str(self.model_path)!r}, n_ctx={self.n_ctx})"

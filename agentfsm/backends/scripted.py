@@ -9,6 +9,13 @@
 
 A script is a queue of replies (strings, :class:`~agentfsm.core.backend.Completion`
 values, or exceptions to raise at that point) or a function of the conversation.
+
+Given ``scores`` too (a queue of score lists, one per ``score`` call, or a function of the
+conversation and the continuations), the backend also scores continuations
+(:class:`~agentfsm.core.backend.ScoresContinuations`, ``capabilities.scoring``)::
+
+    backend = ScriptedBackend(["Paris"], scores=[[-0.1, -9.6]])
+    backend.score(messages, options, [" Paris", " Berlin"])  # [-0.1, -9.6]
 """
 
 from __future__ import annotations
@@ -19,11 +26,12 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from dataclasses import dataclass
 
 from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream, Usage
-from agentfsm.core.errors import ScriptExhausted
+from agentfsm.core.errors import ScriptExhausted, UsageError
 from agentfsm.core.messages import PromptMessage
 
 __all__ = [
     "Reply",
+    "ScoreStep",
     "ScriptExhausted",
     "ScriptedBackend",
     "ScriptedRequest",
@@ -34,6 +42,11 @@ __all__ = [
 #: one scripted step: a reply text, a whole Completion, or an exception to raise
 Reply = str | Completion | BaseException
 
+#: one scripted ``score`` call: a log-probability per continuation, or an exception to raise
+ScoreStep = Sequence[float] | BaseException
+#: a function script for ``score``: (conversation, continuations) to one log-probability each
+ScoreFunction = Callable[[Sequence[PromptMessage], Sequence[str]], Sequence[float]]
+
 _CHUNK = 8  # characters per streamed delta
 
 
@@ -43,6 +56,8 @@ class ScriptedRequest:
 
     messages: tuple[PromptMessage, ...]
     options: GenerationOptions
+    #: the texts a ``score`` call was asked about (empty for a generation)
+    continuations: tuple[str, ...] = ()
 
 
 def approx_tokens(text: str) -> int:
@@ -62,14 +77,30 @@ class ScriptedBackend:
 
     A reply that starts with the requested prefill is served without it, so scripts
     can be written as the whole assistant text. Capabilities are what you declare
-    (default: plain chat), so tests can drive every enforcement level.
+    (default: plain chat), so tests can drive every enforcement level; ``scoring`` is
+    set exactly when ``scores`` are given (the backend is then a
+    :class:`~agentfsm.core.backend.ScoresContinuations`).
     """
+
+    def __new__(
+        cls,
+        replies: Iterable[Reply] | Callable[[Sequence[PromptMessage]], Reply],
+        capabilities: Capabilities | None = None,
+        name: str = "scripted",
+        scores: Iterable[ScoreStep] | ScoreFunction | None = None,
+    ) -> ScriptedBackend:
+        # a backend that scores is a subclass with the two methods: isinstance checks of
+        # ScoresContinuations then tell the truth about this instance
+        if scores is not None and cls is ScriptedBackend:
+            cls = _ScoringScriptedBackend
+        return super().__new__(cls)
 
     def __init__(
         self,
         replies: Iterable[Reply] | Callable[[Sequence[PromptMessage]], Reply],
         capabilities: Capabilities | None = None,
         name: str = "scripted",
+        scores: Iterable[ScoreStep] | ScoreFunction | None = None,
     ) -> None:
         self._function: Callable[[Sequence[PromptMessage]], Reply] | None = None
         self._queue: deque[Reply] = deque()
@@ -77,11 +108,19 @@ class ScriptedBackend:
             self._function = replies
         else:
             self._queue.extend(replies)
-        self._capabilities = capabilities or Capabilities()
+        self._score_function: ScoreFunction | None = None
+        self._score_queue: deque[ScoreStep] = deque()
+        if callable(scores):
+            self._score_function = scores
+        elif scores is not None:
+            self._score_queue.extend(scores)
+        self._capabilities = (capabilities or Capabilities()).model_copy(update={"scoring": scores is not None})
         self._name = name
         self._lock = threading.Lock()
         #: every call, in order
         self.requests: list[ScriptedRequest] = []
+        #: every ``score`` call, in order
+        self.score_requests: list[ScriptedRequest] = []
 
     @property
     def name(self) -> str:
@@ -151,3 +190,31 @@ class ScriptedBackend:
 
     def __repr__(self) -> str:
         return f"ScriptedBackend(name={self._name!r}, remaining={self.remaining})"
+
+
+class _ScoringScriptedBackend(ScriptedBackend):
+    """A :class:`ScriptedBackend` given ``scores``: it scores continuations from its script."""
+
+    def score(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """Record the call and serve the next score list (one number per continuation)."""
+        with self._lock:
+            self.score_requests.append(ScriptedRequest(tuple(messages), options, tuple(continuations)))
+            if self._score_function is not None:
+                step: ScoreStep = self._score_function(messages, continuations)
+            elif self._score_queue:
+                step = self._score_queue.popleft()
+            else:
+                raise ScriptExhausted(len(self.score_requests) - 1, "score script")
+        if isinstance(step, BaseException):
+            raise step
+        if len(step) != len(continuations):
+            raise UsageError(f"scripted scores: {len(step)} numbers for {len(continuations)} continuations")
+        return [float(value) for value in step]
+
+    async def ascore(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """Async twin of :meth:`score`."""
+        return self.score(messages, options, continuations)

@@ -25,7 +25,7 @@ import importlib
 import inspect
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Backend
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RequestError, ToolSpecError, UsageError
@@ -113,22 +113,20 @@ class Task(BaseModel):
             raise UsageError(f"task {self.id!r}: {exc}") from exc
 
     def choice(self, default: ToolChoice) -> ToolChoice:
-        """``tool_choice`` normalized to ``auto | none | required | <tool name>``."""
+        """The task's ``tool_choice`` (a spelling, or the OpenAI / Anthropic object forms)."""
         raw = self.tool_choice
         if raw is None:
             return default
         if isinstance(raw, str):
-            return raw
+            return ToolChoice.parse(raw)
         kind = raw.get("type")
-        if kind in ("auto", "none"):
-            return str(kind)
-        if kind == "any":
-            return "required"
+        if kind in ("auto", "none", "any"):
+            return ToolChoice.parse(str(kind))
         if kind == "tool" and isinstance(raw.get("name"), str):
-            return str(raw["name"])
+            return ToolChoice.of_tool(str(raw["name"]))
         fn = raw.get("function")
         if kind == "function" and isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
-            return str(fn["name"])
+            return ToolChoice.of_tool(str(fn["name"]))
         raise UsageError(f"task {self.id!r}: unrecognised tool_choice {raw!r}")
 
 
@@ -288,5 +286,5 @@ def validate_tasks(tasks: Sequence[Task], provider: ToolProvider, settings: Task
         task.history()
         registry = provider.registry(task)
         choice = task.choice(settings.run.tool_choice)
-        if choice not in ("auto", "none", "required") and choice not in registry:
-            raise UsageError(f"task {task.id!r}: tool_choice names {choice!r}, which it does not offer")
+        if choice.name is not None and choice.name not in registry:
+            raise UsageError(f"task {task.id!r}: tool_choice names {choice.name!r}, which it does not offer")

@@ -4,7 +4,8 @@
 :class:`~agentfsm.core.config.RunConfig` field: ``--max-corrections`` for
 ``max_corrections``, with the field's help text and default, the environment variable
 ``AGENTFSM_MAX_CORRECTIONS``, the allowed values of a ``Literal`` field as choices,
-``--parallel/--no-parallel`` for a flag, and a field's minimum. The command receives
+``--parallel/--no-parallel`` for a flag, a field's minimum, and a comma-separated
+list for a tuple field (``--policies refusal,answers``; ``none`` for the empty tuple). The command receives
 them as one ``config: RunConfig``. A field added to the config is an option of every
 command at once; a command leaves out (``exclude``) the fields it does not use.
 """
@@ -19,9 +20,9 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 
-from agentfsm.core.config import DEFAULTS, RunConfig, allowed_values, field_help
+from agentfsm.core.config import DEFAULTS, RunConfig, allowed_items, allowed_values, field_help
 
-__all__ = ["config_options", "envvar", "flag"]
+__all__ = ["config_options", "envvar", "flag", "split_list"]
 
 _R = TypeVar("_R")
 
@@ -36,20 +37,30 @@ def envvar(name: str) -> str:
     return "AGENTFSM_" + name.upper()
 
 
+def split_list(value: str) -> tuple[str, ...]:
+    """A comma-separated list option as a tuple (``none`` or nothing: the empty tuple)."""
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    return () if items == ("none",) else items
+
+
 def _parameter(field: dataclasses.Field[Any]) -> inspect.Parameter:
     name = field.name
     default = getattr(DEFAULTS, name)
     common: dict[str, Any] = {"envvar": envvar(name), "help": field_help(name)}
     allowed = allowed_values(name)
     annotation: Any
-    if allowed is not None:
+    if allowed_items(name) is not None:
+        default = ",".join(default) or "none"
+        annotation = Annotated[str, typer.Option(flag(name), **common)]
+    elif allowed is not None:
         annotation = Annotated[Literal[allowed], typer.Option(flag(name), **common)]
     elif isinstance(default, bool):
         negative = "--no-" + flag(name)[2:]
         annotation = Annotated[bool, typer.Option(f"{flag(name)}/{negative}", **common)]
     elif isinstance(default, int):
         annotation = Annotated[int, typer.Option(flag(name), min=field.metadata.get("minimum"), **common)]
-    else:
+    else:  # a string, or a value spelled as one (tool_choice)
+        default = str(default)
         annotation = Annotated[str, typer.Option(flag(name), **common)]
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
@@ -77,6 +88,9 @@ def config_options(
         @functools.wraps(command)
         def run(*args: Any, **kwargs: Any) -> _R:
             settings = {p.name: kwargs.pop(p.name) for p in added if p.name in kwargs}
+            for name, value in settings.items():
+                if allowed_items(name) is not None and isinstance(value, str):
+                    settings[name] = split_list(value)
             return command(*args, config=DEFAULTS.replace(**settings), **kwargs)
 
         # typer reads the options from this signature (it stops at __signature__)

@@ -128,7 +128,8 @@ def batch(
     """
     from rich.console import Console
 
-    from agentfsm.batch.controller import run_batch, run_on_batch_loop
+    from agentfsm.batch.controller import run_batch
+    from agentfsm.batch.loop import run_on_batch_loop
 
     console = Console(stderr=True, highlight=False)
     run = run_batch(

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agentfsm.core.backend import Backend, GenerationOptions
     from agentfsm.eval.quality import Split
     from agentfsm.eval.runner import CaseResult, EvalPlan
-    from agentfsm.eval.suite import TaskResult
+    from agentfsm.eval.suite import SuiteResult
 
 __all__ = ["bfcl", "eval_app", "quality", "register"]
 
@@ -269,7 +269,7 @@ def quality(
             done, right = done + 1, right + valid
             console.print(f"[{done}/{total}, {right} right] {line}", highlight=False, markup=False)
 
-        def on_task(r: TaskResult) -> None:
+        def on_task(r: SuiteResult) -> None:
             mark = "ok" if r.valid else f"x ({r.error or r.why})"
             calls = ", ".join(f"{n}{a}" for n, a in r.calls) or "no call"
             progress(r.valid, f"task {r.task.name}: {mark} [{calls}] -> {r.answer[:80]!r} ({r.seconds:.1f} s)")

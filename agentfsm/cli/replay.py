@@ -16,7 +16,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from agentfsm.runtime.replay import ReplayReport
+    from agentfsm.replays.compare import ReplayReport
 
 __all__ = ["register"]
 
@@ -53,7 +53,7 @@ def replay_cmd(
     """Replay transcripts through today's contract, parser, guards and engine."""
     from rich.console import Console
 
-    from agentfsm.runtime.replay import replay
+    from agentfsm.replays.compare import replay
 
     console = Console(highlight=False)
     all_identical = True

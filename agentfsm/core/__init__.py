@@ -1,5 +1,6 @@
-"""The pure core: messages, the backend contract's value types, state derivation, the
-machine, the engine, errors. It does no IO and imports no edge (backends, protocols,
-server, CLI)."""
+"""The pure core: the values every layer shares (messages, tool specs, ``ToolChoice``,
+the parsed reply, the backend contract's value types, typed transcript events, the one
+``RunConfig``), state derivation, the machine, errors. It does no IO and imports nothing
+above it (a test checks it)."""
 
 __all__: list[str] = []

@@ -1,4 +1,4 @@
-"""JSON aliases and shared literals."""
+"""JSON aliases and shared literals (``tool_choice`` is a value: :mod:`agentfsm.core.choice`)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,17 @@ from typing import Any, Literal, TypeAlias, get_args
 __all__ = [
     "JSONObject",
     "JSONValue",
-    "ToolChoice",
-    "ToolChoiceMode",
     "ResultStatus",
     "DialectName",
     "EnforcementLevel",
+    "Level",
     "DIALECT_NAMES",
+    "POLICY_NAMES",
+    "PolicyName",
 ]
 
 JSONValue: TypeAlias = Any
 JSONObject: TypeAlias = dict[str, Any]
-
-ToolChoiceMode: TypeAlias = Literal["auto", "none", "required"]
-#: ``"auto" | "none" | "required"`` or the name of one tool that must be called.
-#: Anthropic's ``any`` is normalised to ``required``.
-ToolChoice: TypeAlias = str
 
 ResultStatus: TypeAlias = Literal["ok", "empty", "error", "truncated"]
 
@@ -30,3 +26,10 @@ DialectName: TypeAlias = Literal["json-action", "json-protocol", "command", "smi
 DIALECT_NAMES: tuple[DialectName, ...] = get_args(DialectName)
 
 EnforcementLevel: TypeAlias = Literal["auto", "prompt", "prefill", "constrained"]
+#: an enforcement level as used for one request (``auto`` resolved)
+Level: TypeAlias = Literal["prompt", "prefill", "constrained"]
+
+#: the language policies (:mod:`agentfsm.policy`), in the order a run consults them by default
+PolicyName: TypeAlias = Literal["refusal", "answers", "clauses", "grounding", "relevance", "coverage"]
+#: the policy names in order; the registry in :mod:`agentfsm.policy` holds one of each
+POLICY_NAMES: tuple[PolicyName, ...] = get_args(PolicyName)

@@ -18,9 +18,11 @@ __all__ = [
     "GenerationOptions",
     "ListContinuation",
     "SAMPLING_OPTIONS",
+    "ScoresContinuations",
     "TextStream",
     "Usage",
     "counts_tokens",
+    "estimate_tokens",
 ]
 
 #: the optional fields of :class:`GenerationOptions` that carry a client's own sampling
@@ -33,6 +35,11 @@ SAMPLING_OPTIONS: tuple[str, ...] = (
     "response_format",
     "user",
 )
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count (about four characters a token) for upstreams that report none."""
+    return (len(text) + 3) // 4 if text else 0
 
 
 class Capabilities(BaseModel):
@@ -53,8 +60,10 @@ class Capabilities(BaseModel):
     #: the model's context window in tokens (prompt and completion together); None: unknown
     context_tokens: int | None = None
     #: the model is small (the embedded SmolLM2): ``grounding="auto"`` turns the
-    #: grounding checks on (:mod:`agentfsm.guards.grounding`)
+    #: policies for small models on (:mod:`agentfsm.policy`)
     small_model: bool = False
+    #: the backend scores given continuations of a prompt (:class:`ScoresContinuations`)
+    scoring: bool = False
 
 
 class ListContinuation(BaseModel):
@@ -172,6 +181,25 @@ def counts_tokens(backend: object) -> TypeGuard[CountsTokens]:
     """``isinstance(backend, CountsTokens)``, without the protocol machinery (~7 µs a check
     on Python 3.11, on every proxied request): the protocol's one method is there."""
     return getattr(backend, "count_tokens", None) is not None
+
+
+@runtime_checkable
+class ScoresContinuations(Protocol):
+    """A backend that can say how likely its model finds given texts after a prompt."""
+
+    def score(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """For each continuation, the natural-log probability the model gives that text right
+        after the rendered prompt (``messages`` opened for the assistant, then
+        ``options.prefill``), summed over its tokens; no grammar applies."""
+        ...
+
+    async def ascore(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """Async twin of :meth:`score`."""
+        ...
 
 
 @runtime_checkable

@@ -23,10 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from agentfsm.core._types import DialectName, EnforcementLevel, ToolChoice
+from agentfsm.core._types import POLICY_NAMES, DialectName, EnforcementLevel, PolicyName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import UsageError
 
-__all__ = ["DEFAULTS", "RunConfig", "allowed_values", "field_help"]
+__all__ = ["DEFAULTS", "RunConfig", "allowed_items", "allowed_values", "field_help"]
 
 
 def _doc(help: str, *, minimum: int | None = None) -> Mapping[str, Any]:
@@ -47,7 +48,7 @@ class RunConfig:
         metadata=_doc("How the format is enforced: auto picks the strongest the backend has (constrained, else prefill when a call is required, else prompt)."),
     )
     #: ``auto | none | required`` or the name of a tool that must be called
-    tool_choice: ToolChoice = field(default="auto", metadata=_doc("auto, none, required, or a tool name."))
+    tool_choice: ToolChoice = field(default=ToolChoice.AUTO, metadata=_doc("auto, none, required, or a tool name."))
     #: several calls in one reply are run (else only the first)
     parallel: bool = field(default=True, metadata=_doc("Run every call of a reply (else only the first)."))
     #: model calls allowed in one run (corrections and extension steps included)
@@ -61,18 +62,30 @@ class RunConfig:
     loop_threshold: int = field(
         default=3, metadata=_doc("A call already made this many times in a row, each time with the same result, ends the turn (LoopDetected).", minimum=1)
     )
-    #: under ``auto``, refuse calls with no value from the conversation or nothing new,
-    #: and answers after results that state none of them (:mod:`agentfsm.guards.grounding`);
-    #: ``auto`` turns it on for a backend that says its model is small
-    #: (:attr:`~agentfsm.core.backend.Capabilities.small_model`): a capable model's call
-    #: on a value it knows ("the weather where the Eiffel tower is") is not refused
+    #: the language policies the run consults, in order (:mod:`agentfsm.policy`): the
+    #: rules that read the conversation's words; ``()`` is the pure protocol runtime
+    policies: tuple[PolicyName, ...] = field(
+        default=POLICY_NAMES,
+        metadata=_doc(
+            "The language policies (rules that read the conversation's words), in order, comma-separated: "
+            f"{', '.join(POLICY_NAMES)}; none: the pure protocol runtime. "
+            "clauses, grounding, relevance and coverage run only where grounding is on."
+        ),
+    )
+    #: whether the policies for small models run (clauses, grounding, relevance,
+    #: coverage): under ``auto``, refuse calls with no value from the conversation or
+    #: nothing new, and answers after results that state none of them
+    #: (:mod:`agentfsm.policy.grounding`); ``auto`` turns them on for a backend that says
+    #: its model is small (:attr:`~agentfsm.core.backend.Capabilities.small_model`): a
+    #: capable model's call on a value it knows ("the weather where the Eiffel tower
+    #: is") is not refused
     grounding: Literal["auto", "on", "off"] = field(
         default="auto",
-        metadata=_doc("Under tool_choice auto: refuse a call with no value from the conversation (or, after results, nothing new) and an answer that states none of the latest results; the retry offers the answer only. auto: on for a small model (the embedded one), off otherwise."),
+        metadata=_doc("Run the policies for small models (clauses, grounding, relevance, coverage), under tool_choice auto: refuse a call with no value from the conversation (or, after results, nothing new) and an answer that states none of the latest results; the retry offers the answer only. auto: on for a small model (the embedded one), off otherwise."),
     )
     #: after a refused first decision of a user turn, draw ``consensus_samples`` candidates of the same request at
     #: a sampling temperature and take the accepted decision most of them agree on, before
-    #: correcting (:mod:`agentfsm.core.consensus`); ``auto``: on for a small model
+    #: correcting (:mod:`agentfsm.engine.consensus`); ``auto``: on for a small model
     consensus: Literal["auto", "on", "off"] = field(
         default="auto",
         metadata=_doc("When the first decision of a user turn is refused, sample candidates of the same request and take the accepted call (or answer) most of them agree on, before sending a correction. auto: on for a small model (the embedded one), off otherwise."),
@@ -88,7 +101,12 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            _check(f.name, getattr(self, f.name))
+            value = getattr(self, f.name)
+            if isinstance(value, list) and allowed_items(f.name) is not None:
+                object.__setattr__(self, f.name, value := tuple(value))  # a list reads as the tuple
+            elif _HINTS[f.name] is ToolChoice:
+                object.__setattr__(self, f.name, value := ToolChoice.parse(value))  # its spelling reads as the value
+            _check(f.name, value)
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with ``changes`` (field names), checked like a new config."""
@@ -99,13 +117,26 @@ class RunConfig:
 
     def as_dict(self) -> dict[str, Any]:
         """The settings by name (for transcripts and reports)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def _plain(value: Any) -> Any:
+    return str(value) if isinstance(value, ToolChoice) else value
 
 
 def allowed_values(name: str) -> tuple[str, ...] | None:
     """The values a ``Literal`` field accepts, in order (None for other fields)."""
     hint = _HINTS[name]
     return tuple(get_args(hint)) if get_origin(hint) is Literal else None
+
+
+def allowed_items(name: str) -> tuple[str, ...] | None:
+    """The values each item of a tuple-of-``Literal`` field takes, in order (None for other fields)."""
+    hint = _HINTS[name]
+    if get_origin(hint) is not tuple:
+        return None
+    item = get_args(hint)[0]
+    return tuple(get_args(item)) if get_origin(item) is Literal else None
 
 
 def field_help(name: str) -> str:
@@ -116,12 +147,20 @@ def field_help(name: str) -> str:
 def _check(name: str, value: Any) -> None:
     hint = _HINTS[name]
     allowed = allowed_values(name)
-    if allowed is not None:
+    items = allowed_items(name)
+    if items is not None:
+        if not isinstance(value, tuple) or any(v not in items for v in value):
+            raise UsageError(f"{name} must list only {', '.join(items)} (or none); got {value!r}")
+        if len(set(value)) != len(value):
+            raise UsageError(f"{name} names an item twice: {value!r}")
+    elif allowed is not None:
         if value not in allowed:
             raise UsageError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
     elif hint is bool:
         if not isinstance(value, bool):
             raise UsageError(f"{name} must be true or false; got {value!r}")
+    elif hint is ToolChoice:
+        pass  # read by ToolChoice.parse in __post_init__, which names a bad spelling
     elif hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise UsageError(f"{name} must be an integer; got {value!r}")

@@ -3,7 +3,7 @@
 Every error raised by agentfsm derives from :class:`AgentFSMError`. Foreign errors
 (httpx, tenacity, json, llama.cpp) are mapped to these at the edge with
 ``raise ... from exc``. A guard asking the model again is *not* an error: it is a
-:class:`~agentfsm.core.engine.Correction` value returned by the engine.
+:class:`~agentfsm.engine.decide.Correction` value returned by the engine.
 
 ::
 

@@ -26,15 +26,18 @@ step of a parallel turn (:mod:`agentfsm.prompt.extension`); the field is written
 when true.
 
 Versions: 2 added ``producer``, ``max_corrections`` and ``loop_threshold`` to the run's
-config. Version-1 transcripts still read: their producer is inferred (the proxy's
-config names a ``protocol``) and the two limits take their defaults. This module does no IO;
+config; 3 added ``policies`` (the language policies that ran, in order). Version-1
+transcripts still read: their producer is inferred (the proxy's config names a
+``protocol``) and the two limits take their defaults; a config without ``policies``
+ran the policies of version 2 (:data:`LEGACY_POLICIES`), those for small models where
+``grounding`` was on. This module does no IO;
 :mod:`agentfsm.runtime.transcript` writes and reads the files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, TypeAlias, get_args
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, ClassVar, Literal, ParamSpec, TypeAlias, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -49,12 +52,21 @@ from pydantic import (
     model_validator,
 )
 
-from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, ToolChoice
-from agentfsm.core.config import DEFAULTS
+from agentfsm.core._types import JSONObject
+from agentfsm.core.choice import ToolChoice, ToolChoiceField
+from agentfsm.core.run_start import (
+    LEGACY_POLICIES,
+    AgentRunConfig,
+    BatchRunConfig,
+    EvalRunConfig,
+    Producer,
+    ProxyRunConfig,
+    RunStartConfig,
+)
 from agentfsm.core.backend import GenerationOptions, Usage
 from agentfsm.core.errors import TranscriptError
 from agentfsm.core.messages import Message, PromptMessage, ToolCall, ToolResult, ToolSpec
-from agentfsm.dialects.base import Problem
+from agentfsm.core.parsed import Problem
 
 __all__ = [
     "AgentRunConfig",
@@ -63,10 +75,12 @@ __all__ = [
     "DECISION_TYPES",
     "ENVELOPE",
     "ErrorEvent",
+    "Event",
     "EVENT_MODELS",
     "EvalRunConfig",
     "FinalEvent",
     "GuardEvent",
+    "LEGACY_POLICIES",
     "ModelOutputEvent",
     "ModelRequestEvent",
     "ParseEvent",
@@ -83,103 +97,41 @@ __all__ = [
     "TransitionEvent",
     "ToolCallEvent",
     "ToolResultEvent",
+    "build_event",
     "event_fields",
+    "event_type",
     "parse_event",
 ]
 
 #: the version this release writes
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: the versions this release reads
-READABLE_VERSIONS: tuple[int, ...] = (1, 2)
+READABLE_VERSIONS: tuple[int, ...] = (1, 2, 3)
 #: the envelope fields every event carries besides ``type``
 ENVELOPE: tuple[str, ...] = ("v", "run", "seq", "t")
 
-Producer: TypeAlias = Literal["agent", "proxy", "batch", "eval"]
-
 _FROZEN = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-
-# -- the run's configuration, by producer ------------------------------------------
-
-
-class _RunConfigBase(BaseModel):
-    model_config = _FROZEN
-
-    #: what wrote the transcript (each subclass fixes it)
-    producer: Producer
-    dialect: DialectName = DEFAULTS.dialect
-    tool_choice: ToolChoice = DEFAULTS.tool_choice
-    #: the enforcement asked for (``auto`` included); the level used is on each model_request
-    enforcement: EnforcementLevel = DEFAULTS.enforcement
-    #: the backend's name
-    backend: str = ""
-    #: the names of the tools offered
-    tools: tuple[str, ...] = ()
-    parallel: bool = DEFAULTS.parallel
-    #: corrections allowed in one deciding turn
-    max_corrections: int = DEFAULTS.max_corrections
-    #: the same call this many times in a row stops the run
-    loop_threshold: int = DEFAULTS.loop_threshold
-    #: the grounding guard ran (absent in transcripts written before it existed: off)
-    grounding: bool = False
-    #: candidates drawn after a refused reply (0: none; absent in older transcripts)
-    consensus: int = 0
-    #: model calls allowed in the whole run (None: one deciding turn, no run limit)
-    max_steps: int | None = None
-
-
-class AgentRunConfig(_RunConfigBase):
-    """An :class:`~agentfsm.runtime.agent.Agent` run (Python API, ``agentfsm run``)."""
-
-    producer: Literal["agent"] = "agent"
-    max_steps: int = DEFAULTS.max_steps
-
-
-class BatchRunConfig(_RunConfigBase):
-    """One task of ``agentfsm batch``: an agent run, with the task's id."""
-
-    producer: Literal["batch"] = "batch"
-    max_steps: int = DEFAULTS.max_steps
-    task: str | None = None
-
-
-class ProxyRunConfig(_RunConfigBase):
-    """One request through ``agentfsm serve``: one deciding turn, no step limit."""
-
-    producer: Literal["proxy"] = "proxy"
-    max_steps: None = None
-    #: the wire protocol the client spoke (as :data:`agentfsm.protocols.WireProtocol`)
-    protocol: Literal["openai", "responses", "anthropic"]
-    stream: bool = False
-
-
-class EvalRunConfig(_RunConfigBase):
-    """One benchmark case of ``agentfsm eval``: one deciding turn, calls scored, never run."""
-
-    producer: Literal["eval"] = "eval"
-    max_steps: None = None
-    case: str
-    category: str
-
-
-#: a run's configuration, told apart by ``producer``
-RunStartConfig: TypeAlias = Annotated[
-    AgentRunConfig | BatchRunConfig | ProxyRunConfig | EvalRunConfig, Field(discriminator="producer")
-]
 
 
 # -- events ------------------------------------------------------------------------
 
 
-class _Event(BaseModel):
+class Event(BaseModel):
+    """What every event carries: the envelope (``v``, ``run``, ``seq``, ``t``) and ``type``.
+
+    A writer builds an event from its own fields only (``GuardEvent(guard=..., ...)``);
+    the :class:`~agentfsm.runtime.transcript.TranscriptWriter` stamps the envelope as it
+    writes. A transcript read back must carry the envelope (:func:`parse_event`).
+    """
+
     model_config = _FROZEN
     #: fields written only when they differ from their default (absent in most events)
     _sparse: ClassVar[frozenset[str]] = frozenset()
 
     v: int = SCHEMA_VERSION
-    run: str
-    seq: int
-    t: str
+    run: str = ""
+    seq: int = 0
+    t: str = ""
 
     @model_serializer(mode="wrap")
     def _omit_sparse_defaults(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
@@ -200,7 +152,7 @@ class _Event(BaseModel):
         return value
 
 
-class RunStartEvent(_Event):
+class RunStartEvent(Event):
     """The run begins: how it was configured."""
 
     type: Literal["run_start"] = "run_start"
@@ -218,19 +170,19 @@ class RunStartEvent(_Event):
         return data
 
 
-class RequestEvent(_Event):
+class RequestEvent(Event):
     """The conversation the run starts from, and the tools it offers."""
 
     type: Literal["request"] = "request"
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    tool_choice: ToolChoice = "auto"
+    tool_choice: ToolChoiceField = ToolChoice.AUTO
     _sparse = frozenset({"normalized"})
     #: the proxy's normalized request, less messages and tools (protocol, stream, sampling ...)
     normalized: JSONObject | None = None
 
 
-class ContractEvent(_Event):
+class ContractEvent(Event):
     """The contract (system prompt) rendered for the run."""
 
     type: Literal["contract"] = "contract"
@@ -238,7 +190,7 @@ class ContractEvent(_Event):
     text: str | None = None
 
 
-class ModelRequestEvent(_Event):
+class ModelRequestEvent(Event):
     """One call of the model: the prompt, the options and the enforcement level used."""
 
     _sparse = frozenset({"extension", "candidate"})
@@ -253,7 +205,7 @@ class ModelRequestEvent(_Event):
     candidate: int = 0
 
 
-class ModelOutputEvent(_Event):
+class ModelOutputEvent(Event):
     """What the model wrote (the prefill included)."""
 
     _sparse = frozenset({"extension", "candidate"})
@@ -267,7 +219,7 @@ class ModelOutputEvent(_Event):
     candidate: int = 0
 
 
-class ParseEvent(_Event):
+class ParseEvent(Event):
     """The parser's reading of a reply."""
 
     type: Literal["parse"] = "parse"
@@ -277,7 +229,7 @@ class ParseEvent(_Event):
     truncated: bool = False
 
 
-class GuardEvent(_Event):
+class GuardEvent(Event):
     """One guard verdict on a reply."""
 
     type: Literal["guard"] = "guard"
@@ -287,7 +239,7 @@ class GuardEvent(_Event):
     detail: str
 
 
-class RetryEvent(_Event):
+class RetryEvent(Event):
     """A correction sent to the model."""
 
     type: Literal["retry"] = "retry"
@@ -296,30 +248,31 @@ class RetryEvent(_Event):
     message: str
 
 
-class TransitionEvent(_Event):
+class TransitionEvent(Event):
     """One fired machine event (states as written in diagrams)."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
     type: Literal["transition"] = "transition"
     from_: str = Field(alias="from")
     event: str
     to: str
 
 
-class ToolCallEvent(_Event):
+class ToolCallEvent(Event):
     """A call decided (the agent runs it; the proxy hands it to the client)."""
 
     type: Literal["tool_call"] = "tool_call"
     call: ToolCall
 
 
-class ToolResultEvent(_Event):
+class ToolResultEvent(Event):
     """What a tool returned."""
 
     type: Literal["tool_result"] = "tool_result"
     result: ToolResult
 
 
-class FinalEvent(_Event):
+class FinalEvent(Event):
     """The final answer."""
 
     _sparse = frozenset({"exhausted"})
@@ -330,7 +283,7 @@ class FinalEvent(_Event):
     exhausted: bool = False
 
 
-class ErrorEvent(_Event):
+class ErrorEvent(Event):
     """The run ended in an error."""
 
     type: Literal["error"] = "error"
@@ -338,7 +291,7 @@ class ErrorEvent(_Event):
     message: str
 
 
-class RunEndEvent(_Event):
+class RunEndEvent(Event):
     """The run is over."""
 
     type: Literal["run_end"] = "run_end"
@@ -367,9 +320,10 @@ TranscriptEvent: TypeAlias = Annotated[
 ]
 
 #: event type -> its model, in the order a run writes them
-EVENT_MODELS: dict[str, type[_Event]] = {
+EVENT_MODELS: dict[str, type[Event]] = {
     model.model_fields["type"].default: model for model in get_args(get_args(TranscriptEvent)[0])
 }
+_TYPE_OF: dict[object, str] = {model: name for name, model in EVENT_MODELS.items()}
 
 #: the event types whose content is a decision of the code (what replay compares)
 DECISION_TYPES: frozenset[str] = frozenset(
@@ -379,15 +333,41 @@ DECISION_TYPES: frozenset[str] = frozenset(
 _ADAPTER: TypeAdapter[TranscriptEvent] = TypeAdapter(TranscriptEvent)
 
 
+def _misfit(kind: object, exc: ValidationError, skip: int) -> TranscriptError:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"][skip:]) or "event"
+    return TranscriptError(f"bad {kind or 'transcript'} event: {where}: {first['msg']}")
+
+
 def parse_event(data: Mapping[str, Any]) -> TranscriptEvent:
-    """Validate one event (a JSON object) into its model; a misfit is a :class:`TranscriptError`."""
+    """Validate one event (a JSON object, envelope included) into its model; a misfit is a
+    :class:`TranscriptError`."""
+    kind = data.get("type") if isinstance(data, Mapping) else None
+    missing = [name for name in ENVELOPE[1:] if isinstance(data, Mapping) and name not in data]
+    if missing:
+        raise TranscriptError(f"bad {kind or 'transcript'} event: {missing[0]}: Field required")
     try:
         return _ADAPTER.validate_python(data)
     except ValidationError as exc:
-        kind = data.get("type") if isinstance(data, Mapping) else None
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"][1:]) or "event"
-        raise TranscriptError(f"bad {kind or 'transcript'} event: {where}: {first['msg']}") from exc
+        raise _misfit(kind, exc, 1) from exc
+
+
+def event_type(kind: object) -> str:
+    """The ``type`` an event model writes (``GuardEvent`` -> ``guard``)."""
+    return _TYPE_OF[kind]
+
+
+_E = TypeVar("_E", bound=Event)
+_P = ParamSpec("_P")
+
+
+def build_event(kind: Callable[_P, _E], /, *args: _P.args, **fields: _P.kwargs) -> _E:
+    """``kind(**fields)``, the envelope left to the writer; a field that does not fit is a
+    :class:`TranscriptError` naming it (mypy checks the fields where they are written)."""
+    try:
+        return kind(*args, **fields)
+    except ValidationError as exc:
+        raise _misfit(_TYPE_OF.get(kind), exc, 0) from exc
 
 
 def event_fields(event: TranscriptEvent, *, envelope: bool = False) -> dict[str, Any]:

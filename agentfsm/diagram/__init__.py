@@ -1,4 +1,5 @@
 """Diagrams of the machine and of the paths runs took: a data model
-(:mod:`agentfsm.diagram.build`) and its text renderings (:mod:`agentfsm.diagram.text`)."""
+(:mod:`agentfsm.diagram.model`), built from the machine or from transcripts
+(:mod:`agentfsm.diagram.build`), and its text renderings (:mod:`agentfsm.diagram.text`)."""
 
 __all__: list[str] = []

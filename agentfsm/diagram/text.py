@@ -1,4 +1,4 @@
-"""Text renderings of a :class:`~agentfsm.diagram.build.Diagram`: mermaid, graphviz DOT, markdown.
+"""Text renderings of a :class:`~agentfsm.diagram.model.Diagram`: mermaid, graphviz DOT, markdown.
 
 Pure functions, value in and text out. The machine is drawn as a mermaid
 ``stateDiagram-v2`` (edges between the same two states merged, labels
@@ -10,12 +10,8 @@ never taken are dashed grey, and edges the machine does not define are red.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
-
 from agentfsm.core.machine import GUARDS
-
-if TYPE_CHECKING:
-    from agentfsm.diagram.build import Diagram, DiagramEdge, DiagramNode
+from agentfsm.diagram.model import Diagram, DiagramEdge, DiagramNode
 
 __all__ = ["document_markdown", "to_graphviz_dot", "to_mermaid"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentfsm.dialects._json import MISSING, RepairBudget, read_json
-from agentfsm.dialects.base import ProblemCode
+from agentfsm.core.parsed import ProblemCode
 
 __all__ = ["ARGS_KEYS", "NAME_KEYS", "Found", "find_calls", "plain_call"]
 

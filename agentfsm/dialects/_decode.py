@@ -13,18 +13,34 @@ import json
 import re
 from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentfsm.dialects._calls import Found, find_calls, plain_call
 from agentfsm.dialects._json import DECODER, JSON_WS, MISSING, Read, RepairBudget, read_json
 from agentfsm.dialects._shape import MAX_DEPTH, deeper_than
-from agentfsm.dialects.base import Problem, ProblemCode
+from agentfsm.core.parsed import Problem, ProblemCode
 from agentfsm.dialects.json_protocol import THOUGHT_CAP
 
-if TYPE_CHECKING:
-    from agentfsm.dialects._format import Format
+__all__ = ["Block", "Context", "FormatFacts", "Outcome", "decode_json", "problem", "settled", "too_deep"]
 
-__all__ = ["Block", "Context", "Outcome", "decode_json", "problem", "settled", "too_deep"]
+
+class FormatFacts(Protocol):
+    """What decoding reads of a block's :class:`~agentfsm.dialects._format.Format`."""
+
+    @property
+    def sources(self) -> Mapping[str, str]:
+        """Every block kind the format reads -> the source its problems carry."""
+        ...
+
+    @property
+    def lenient(self) -> frozenset[str]:
+        """Kinds that are prose again when they hold no call."""
+        ...
+
+    @property
+    def cut(self) -> Mapping[str, str]:
+        """Kind -> what a cut-off block is, in the problem message."""
+        ...
 
 
 @dataclass(slots=True)
@@ -82,7 +98,7 @@ def problem(
     )
 
 
-def settled(block: Block, ctx: Context, fmt: Format) -> Outcome | None:
+def settled(block: Block, ctx: Context, fmt: FormatFacts) -> Outcome | None:
     """The outcome of a block too large or cut off (never a call); ``None`` for a closed one."""
     source = fmt.sources[block.kind]
     if block.state == "limit":
@@ -106,7 +122,7 @@ def too_deep(calls: list[tuple[str, dict[str, Any]]], block: Block, source: str)
     return None
 
 
-def decode_json(block: Block, ctx: Context, fmt: Format) -> Outcome:
+def decode_json(block: Block, ctx: Context, fmt: FormatFacts) -> Outcome:
     """Decode ``block``'s JSON payload into calls (or prose), recording what was repaired or rejected."""
     out = settled(block, ctx, fmt)
     if out is not None:

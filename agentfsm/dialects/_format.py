@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from agentfsm.dialects._decode import Block, Context, Outcome, decode_json
+from agentfsm.dialects._readers import Reader
 from agentfsm.dialects._tokens import OpenerDef
-
-if TYPE_CHECKING:
-    from agentfsm.dialects._decode import Block, Context, Outcome
-    from agentfsm.dialects._readers import Reader
 
 __all__ = ["Format", "Opened", "Prose", "Scan"]
 
@@ -93,6 +91,4 @@ class Format:
 
     def decode(self, block: Block, ctx: Context) -> Outcome:
         """Calls, problems and text from one closed (or cut) block."""
-        from agentfsm.dialects._decode import decode_json
-
         return decode_json(block, ctx, self)

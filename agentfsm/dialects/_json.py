@@ -26,7 +26,7 @@ from agentfsm.dialects._shape import (
     normalize_smart_quotes,
     structure,
 )
-from agentfsm.dialects.base import ProblemCode
+from agentfsm.core.parsed import ProblemCode
 
 __all__ = [
     "MAX_REPAIR_CHARS",

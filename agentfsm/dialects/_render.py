@@ -6,14 +6,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.core._types import DialectName, JSONObject
-from agentfsm.dialects.base import ParsedReply
-from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
+from agentfsm.core._types import JSONObject
+from agentfsm.core.messages import ToolCall, ToolSpec
 
 __all__ = [
     "EXAMPLE_NUMBER",
     "EXAMPLE_PREFIX",
-    "ParsesReplies",
     "dumps",
     "FORMAT_EXAMPLE",
     "FORMAT_EXAMPLE_REQUEST",
@@ -81,15 +79,3 @@ def example_call(tools: Sequence[ToolSpec] = ()) -> ToolCall:
     return FORMAT_EXAMPLE
 
 
-class ParsesReplies:
-    """Gives a dialect ``parse``: :func:`~agentfsm.dialects.parse.parse_reply` with its rules."""
-
-    name: DialectName
-
-    def parse(
-        self, text: str, tools: Sequence[ToolDefinition] | None = None, *, strict: bool = False
-    ) -> ParsedReply:
-        """Parse a reply with this dialect's rules (every format is still recognised)."""
-        from agentfsm.dialects.parse import parse_reply  # the parser imports the dialects
-
-        return parse_reply(text, tools, self.name, strict=strict)

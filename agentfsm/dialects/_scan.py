@@ -20,7 +20,7 @@ from agentfsm.dialects._json import MAX_REPAIR_CHARS, MISSING, RepairBudget
 from agentfsm.dialects._openers import BY_FIRST, FAMILIES, FIRST, GROUP_KIND, PRIORITY, WINDOW, Family
 from agentfsm.dialects._readers import Reader
 from agentfsm.dialects._registry import FORMAT_OF_BLOCK, FORMAT_OF_OPENER
-from agentfsm.dialects.base import ParsedReply, Problem
+from agentfsm.core.parsed import ParsedReply, Problem
 from agentfsm.dialects.xml_function import STRAY_CLOSER
 from agentfsm.core.messages import ToolCall
 

@@ -6,10 +6,11 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.dialects._format import Format, Opened, Prose, Scan
 from agentfsm.dialects._readers import MAX_BLOCK_CHARS, BracketReader
-from agentfsm.dialects._render import ParsesReplies, dumps, example_call
+from agentfsm.dialects._render import dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, cls, lit
 from agentfsm.core.messages import ToolCall, ToolSpec
 
@@ -38,7 +39,7 @@ COMMAND_AT_END = re.compile(r"@tool[ \t]{1,16}[A-Za-z_][\w.\-]{0,127}[ \t]{0,16}
 COMMAND_HEAD = re.compile(r"@tool[ \t]{1,16}([A-Za-z_][\w.\-]{0,127})[ \t]{0,16}")
 
 
-class CommandDialect(ParsesReplies):
+class CommandDialect:
     """Actions as single command lines: ``@tool get_weather {"city": "Paris"}``."""
 
     name: DialectName = "command"

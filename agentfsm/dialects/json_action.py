@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Final
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.dialects._format import Format, Opened, Prose, Scan
 from agentfsm.dialects._readers import CloserReader, fence_verdict
-from agentfsm.dialects._render import ParsesReplies, dumps, example_call
+from agentfsm.dialects._render import dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, lit
 from agentfsm.core.messages import ToolCall, ToolSpec
 
@@ -52,7 +53,7 @@ ACTION_INFOS = frozenset(
 JSON_INFOS = frozenset({"", "json", "jsonc", "json5"})
 
 
-class JsonActionDialect(ParsesReplies):
+class JsonActionDialect:
     """Actions as fenced ```` ```json action ```` blocks, ``{"tool": ..., "parameters": {...}}``."""
 
     name: DialectName = "json-action"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core._types import DialectName, ToolChoice
-from agentfsm.dialects._render import ParsesReplies, dumps, example_call
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
+from agentfsm.dialects._render import dumps, example_call
 from agentfsm.core.messages import ToolCall, ToolSpec
 
 __all__ = ["THOUGHT_CAP", "JsonProtocolDialect"]
@@ -19,7 +20,7 @@ __all__ = ["THOUGHT_CAP", "JsonProtocolDialect"]
 THOUGHT_CAP = 200
 
 
-class JsonProtocolDialect(ParsesReplies):
+class JsonProtocolDialect:
     """One JSON object per reply: an action, or the final answer."""
 
     name: DialectName = "json-protocol"

@@ -17,7 +17,7 @@ from agentfsm.core._memo import JSON_OBJECT_FACTOR, Memo, tools_key
 from agentfsm.core._types import DialectName
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects._scan import Scanner
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
 
 __all__ = ["parse_reply", "scan_data"]

@@ -10,10 +10,11 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.dialects._format import Format, Opened, Prose, Scan
 from agentfsm.dialects._readers import CloserReader, Verdict
-from agentfsm.dialects._render import ParsesReplies, dumps, example_call
+from agentfsm.dialects._render import dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, lit
 from agentfsm.core.messages import ToolCall, ToolSpec
 
@@ -29,7 +30,7 @@ SMILEY_RUN = 14
 SMILEY_DELIMITER = SMILEY * SMILEY_RUN
 
 
-class SmileyDialect(ParsesReplies):
+class SmileyDialect:
     """Calls written between two delimiter lines of fourteen smileys."""
 
     name: DialectName = "smiley"

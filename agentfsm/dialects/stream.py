@@ -26,7 +26,7 @@ from typing import TypeAlias
 
 from agentfsm.core._types import DialectName
 from agentfsm.dialects._scan import CALL, Scanner
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall, ToolDefinition
 from agentfsm.dialects.parse import scanner_for

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentfsm._lazy import lazy_exports
+from agentfsm.core._lazy import lazy_exports
 
 from agentfsm.eval.bfcl_data import BfclCase, load_cases, parse_categories
 from agentfsm.eval.checker import ast_checker, check_case

@@ -30,7 +30,7 @@ from agentfsm.core.errors import UsageError
 from agentfsm.eval.bfcl_data import CATEGORIES as BFCL_CATEGORIES
 from agentfsm.eval.bfcl_data import BfclCase, bfcl_data_dir, load_cases
 from agentfsm.eval.runner import CaseResult, EvalPlan, resolve_specs, run_eval
-from agentfsm.eval.suite import Task, TaskResult, run_task
+from agentfsm.eval.suite import SuiteTask, SuiteResult, run_suite_task
 from agentfsm.eval.suite_data import LANGUAGES, TASKS
 
 __all__ = [
@@ -62,8 +62,8 @@ def available_live_categories(data_dir: Path | None = None) -> tuple[str, ...]:
 
 
 def select_tasks(
-    tasks: Sequence[Task], split: Split | None = None, languages: Sequence[str] | None = None
-) -> tuple[Task, ...]:
+    tasks: Sequence[SuiteTask], split: Split | None = None, languages: Sequence[str] | None = None
+) -> tuple[SuiteTask, ...]:
     """The tasks of one split (``None``: both) in the given languages (``None``: all)."""
     if languages is not None:
         unknown = sorted(set(languages) - {t.language for t in tasks})
@@ -89,7 +89,7 @@ class QualityPlan:
     languages: tuple[str, ...] | None = None
     max_tokens: int = 256
 
-    def tasks(self, suite: Sequence[Task] = TASKS) -> tuple[Task, ...]:
+    def tasks(self, suite: Sequence[SuiteTask] = TASKS) -> tuple[SuiteTask, ...]:
         """The suite's tasks this plan runs."""
         return select_tasks(suite, self.split, self.languages)
 
@@ -109,20 +109,20 @@ def plan_cases(plan: QualityPlan, data_dir: Path | None = None) -> list[BfclCase
 
 async def run_tasks(
     backend: Backend,
-    tasks: Sequence[Task],
+    tasks: Sequence[SuiteTask],
     transcripts_dir: Path | None = None,
-    on_result: Callable[[TaskResult], None] | None = None,
+    on_result: Callable[[SuiteResult], None] | None = None,
     options: GenerationOptions | None = None,
-) -> list[TaskResult]:
+) -> list[SuiteResult]:
     """Every task, in order (transcripts written as ``TASK.jsonl`` under ``transcripts_dir``)."""
-    out: list[TaskResult] = []
+    out: list[SuiteResult] = []
     for task in tasks:
         path = None
         if transcripts_dir is not None:
             transcripts_dir.mkdir(parents=True, exist_ok=True)
             path = transcripts_dir / f"{task.name}.jsonl"
             path.unlink(missing_ok=True)
-        result = await run_task(backend, task, options, transcript=path)
+        result = await run_suite_task(backend, task, options, transcript=path)
         out.append(result)
         if on_result is not None:
             on_result(result)
@@ -131,13 +131,13 @@ async def run_tasks(
 
 async def run_quality(
     backend: Backend,
-    tasks: Sequence[Task],
+    tasks: Sequence[SuiteTask],
     cases: Sequence[BfclCase],
     transcripts_dir: Path | None = None,
-    on_task: Callable[[TaskResult], None] | None = None,
+    on_task: Callable[[SuiteResult], None] | None = None,
     on_case: Callable[[CaseResult], None] | None = None,
     max_tokens: int = 256,
-) -> tuple[list[TaskResult], list[CaseResult]]:
+) -> tuple[list[SuiteResult], list[CaseResult]]:
     """The tasks, then the BFCL cases (one deciding turn each), with the defaults."""
     task_results = await run_tasks(backend, tasks, transcripts_dir / "tasks" if transcripts_dir else None, on_task)
     case_results: list[CaseResult] = []

@@ -21,7 +21,7 @@ from rich.table import Table
 from agentfsm.eval.runner import CaseResult
 from agentfsm.eval.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS
 from agentfsm.eval.stats import wilson_interval
-from agentfsm.eval.suite import KINDS, TaskResult
+from agentfsm.eval.suite import KINDS, SuiteResult
 from agentfsm.eval.suite_data import LANGUAGES
 
 __all__ = [
@@ -65,7 +65,7 @@ class _Scored:
     runtime_text: bool
 
 
-def _of_task(r: TaskResult) -> _Scored:
+def _of_task(r: SuiteResult) -> _Scored:
     return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None)
 
 
@@ -128,7 +128,7 @@ class QualityRow:
         ]
 
 
-def build_rows(tasks: Sequence[TaskResult], cases: Sequence[CaseResult], live: Collection[str] = ()) -> list[QualityRow]:
+def build_rows(tasks: Sequence[SuiteResult], cases: Sequence[CaseResult], live: Collection[str] = ()) -> list[QualityRow]:
     """Every row of the table (see the module docstring); groups with nothing in them are left out."""
     rows: list[QualityRow] = []
     for kind in KINDS:
@@ -160,7 +160,7 @@ def build_rows(tasks: Sequence[TaskResult], cases: Sequence[CaseResult], live: C
     return rows
 
 
-def runtime_text_answers(tasks: Sequence[TaskResult], cases: Sequence[CaseResult]) -> list[str]:
+def runtime_text_answers(tasks: Sequence[SuiteResult], cases: Sequence[CaseResult]) -> list[str]:
     """One line per final answer that carries runtime text: where, what it copied, the answer."""
     out = [f"{t.task.name}: copied \"{t.runtime_text}\" in {t.answer[:200]!r}" for t in tasks if t.runtime_text]
     out += [f"{c.case_id}: copied \"{c.runtime_text}\" in {(c.answer or '')[:200]!r}" for c in cases if c.runtime_text]
@@ -199,7 +199,7 @@ def target_checks(rows: Sequence[QualityRow], runtime_text: int) -> list[str]:
     return out
 
 
-def _failure(r: TaskResult) -> str:
+def _failure(r: SuiteResult) -> str:
     calls = ", ".join(f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})" for name, args in r.calls)
     return f"{r.task.name} ({r.task.split}): {r.error or r.why}; calls [{calls}]; answer {r.answer[:120]!r}"
 
@@ -222,7 +222,7 @@ _HOW_TO_READ = (
 def render_markdown(
     rows: Sequence[QualityRow],
     meta: dict[str, Any],
-    tasks: Sequence[TaskResult] = (),
+    tasks: Sequence[SuiteResult] = (),
     cases: Sequence[CaseResult] = (),
 ) -> str:
     """The table as Markdown, with how it was made, the runtime-text answers and the failed tasks."""

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.core._types import DIALECT_NAMES
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Backend, GenerationOptions
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.engine import CallTools, EngineConfig
+from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.prompt.enforcement import choose_level
 from agentfsm.core.errors import RunError, UsageError
 from agentfsm.eval.baseline import bfcl_prompt_messages, decode_ast_prompting
@@ -36,9 +37,9 @@ from agentfsm.eval.checker import check_case
 from agentfsm.core.messages import AssistantMessage, Message, PromptMessage, SystemMessage, UserMessage
 from agentfsm.batch.task import transcript_name
 from agentfsm.core.events import EvalRunConfig, GuardEvent, ModelOutputEvent, ParseEvent, TranscriptEvent
-from agentfsm.eval.case import run_case_turn
 from agentfsm.eval.runtime_text import RunTexts
-from agentfsm.runtime.transcript import TranscriptWriter
+from agentfsm.runtime.recorder import Recorder, run_config_fields
+from agentfsm.runtime.turn import recorded_turn
 
 __all__ = [
     "BASELINE",
@@ -165,9 +166,9 @@ def resolve_specs(backend: Backend, dialects: str, enforcement: str, baseline: b
         levels: tuple[str, ...] = ("prompt", "constrained") if caps.json_schema else ("prompt",)
     else:
         requested = tuple(e.strip() for e in enforcement.split(",") if e.strip())
-        levels = tuple(dict.fromkeys(choose_level(e, caps, "auto") if e == "auto" else e for e in requested))
+        levels = tuple(dict.fromkeys(choose_level(e, caps, ToolChoice.AUTO) if e == "auto" else e for e in requested))
         for level in levels:
-            choose_level(level, caps, "auto")  # raises UsageError for a level the backend lacks
+            choose_level(level, caps, ToolChoice.AUTO)  # raises UsageError for a level the backend lacks
     if not names or not levels:
         raise UsageError("no dialect or enforcement level to run")
     specs = tuple(RunSpec(d, lvl) for d in names for lvl in levels)
@@ -215,33 +216,22 @@ class _Recorder:
                 self.corrections[event.guard] += 1
 
 
-def _writer(transcripts_dir: Path | None, backend: Backend, case: BfclCase, spec: RunSpec,
-            config: EngineConfig, history: Sequence[Message], on_event: _Recorder) -> TranscriptWriter:
-    """The case's transcript (nowhere without a directory), its run_start and request written."""
+def _recorder(transcripts_dir: Path | None, backend: Backend, case: BfclCase, spec: RunSpec, run: RunConfig,
+              config: EngineConfig, history: Sequence[Message], on_event: _Recorder) -> Recorder:
+    """The case's recorder (a file only with a directory), its run_start and request written."""
     path = None
     if transcripts_dir is not None:
         path = Path(transcripts_dir) / transcript_name(f"{case.id}.{spec.dialect}.{spec.enforcement}")
         path.unlink(missing_ok=True)  # a re-run replaces the case's transcript
-    writer = TranscriptWriter(path, on_event=on_event)
-    writer.emit(
-        "run_start",
-        config=EvalRunConfig(
-            case=case.id,
-            category=case.category,
-            dialect=config.dialect,
-            tool_choice=config.tool_choice,
-            enforcement=spec.enforcement,
-            backend=backend.name,
-            tools=tuple(t.name for t in config.tools),
-            parallel=config.parallel,
-            max_corrections=config.max_corrections,
-            loop_threshold=config.loop_threshold,
-            grounding=config.grounding,
-            consensus=config.consensus,
+    recorder = Recorder(path, on_event=on_event)
+    recorder.start(
+        lambda: EvalRunConfig(
+            **run_config_fields(config, run.enforcement, backend), case=case.id, category=case.category
         ),
+        config,
+        history,
     )
-    writer.emit("request", messages=list(history), tools=list(config.tools), tool_choice=config.tool_choice)
-    return writer
+    return recorder
 
 
 async def run_runtime_case(
@@ -252,17 +242,20 @@ async def run_runtime_case(
     config: RunConfig = DEFAULTS,
     transcripts_dir: Path | None = None,
 ) -> CaseResult:
-    """One case through :func:`run_case_turn` with ``spec``'s dialect and level; with
+    """One case through :func:`~agentfsm.runtime.turn.recorded_turn` with ``spec``'s dialect and level; with
     ``transcripts_dir``, its transcript is written there (``CASE.DIALECT.LEVEL.jsonl``)."""
     history = _history(case)
     run = config.replace(dialect=spec.dialect, enforcement=spec.enforcement)  # checked: a UsageError for the baseline
-    engine = EngineConfig.of(run, case.tools, tool_choice="auto", parallel=True, capabilities=backend.capabilities)
+    engine = EngineConfig.of(run, case.tools, tool_choice=ToolChoice.AUTO, parallel=True, capabilities=backend.capabilities)
     rec = _Recorder()
     start = time.perf_counter()
     prompt_tokens = completion_tokens = 0
     decoded: Any
-    with _writer(transcripts_dir, backend, case, spec, engine, history, rec) as writer:
-        outcome = await run_case_turn(backend, history, engine, run.enforcement, options, writer)
+    recorder = _recorder(transcripts_dir, backend, case, spec, run, engine, history, rec)
+    try:
+        outcome = await recorded_turn(backend, history, engine, run.enforcement, options, recorder)
+    finally:
+        recorder.close()
     if isinstance(outcome, RunError):
         protocol_valid = False
         decoded = None if case.ground_truth is not None else (rec.last_calls or None)

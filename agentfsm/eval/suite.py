@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from agentfsm.core._types import ToolChoice
+
 from agentfsm.core.backend import Backend, GenerationOptions
 from agentfsm.core.errors import AgentFSMError
 from agentfsm.core.events import ToolCallEvent, TranscriptEvent
@@ -30,14 +30,14 @@ from agentfsm.eval.fake_tools import TOOLS
 from agentfsm.eval.matching import Call, OneOf, answer_matches, calls_match
 from agentfsm.eval.runtime_text import RunTexts
 
-__all__ = ["KINDS", "Task", "TaskResult", "run_task"]
+__all__ = ["KINDS", "SuiteTask", "SuiteResult", "run_suite_task"]
 
 #: the kinds of task, in table order
 KINDS: tuple[str, ...] = ("one call (auto)", "one call (required)", "two calls", "chain", "no tool")
 
 
 @dataclass(frozen=True)
-class Task:
+class SuiteTask:
     """One request (a wording of a base task in one language), its tools and what it must do."""
 
     #: ``BASE.LANGn``, e.g. ``add_8_5.en2``
@@ -51,7 +51,7 @@ class Task:
     calls: tuple[Call, ...]
     #: every item must be stated in the answer: a number, or one of a OneOf's strings
     answer: tuple[float | OneOf, ...] = ()
-    tool_choice: ToolChoice = "auto"
+    tool_choice: str = "auto"  # as spelled: auto, required or a tool name
     #: in the held-out split: no change is tuned on it
     held_out: bool = False
 
@@ -62,10 +62,10 @@ class Task:
 
 
 @dataclass(frozen=True)
-class TaskResult:
+class SuiteResult:
     """How one task went."""
 
-    task: Task
+    task: SuiteTask
     valid: bool
     #: the run ended with an accepted reply (not an error, not a spent budget)
     protocol_valid: bool
@@ -81,13 +81,13 @@ class TaskResult:
     runtime_text: str | None = None
 
 
-async def run_task(
+async def run_suite_task(
     backend: Backend,
-    task: Task,
+    task: SuiteTask,
     options: GenerationOptions | None = None,
     transcript: Path | None = None,
     **agent_options: Any,
-) -> TaskResult:
+) -> SuiteResult:
     """Run ``task`` through an :class:`~agentfsm.runtime.agent.Agent` (defaults unless
     ``agent_options`` say otherwise) and check its calls and answer."""
     from agentfsm.runtime.agent import Agent  # the eval package loads the runtime lazily
@@ -114,14 +114,14 @@ async def run_task(
         result = await agent.arun(task.prompt)
     except AgentFSMError as exc:
         seconds = time.perf_counter() - start
-        return TaskResult(task, False, False, texts.model_calls, seconds, tuple(made), error=type(exc).__name__,
+        return SuiteResult(task, False, False, texts.model_calls, seconds, tuple(made), error=type(exc).__name__,
                           why=str(exc)[:200])
     seconds = time.perf_counter() - start
     calls_ok = calls_match(task.calls, made)
     answer_ok = answer_matches(result.content, task.answer)
     leak = texts.finding(result.content)
     why = "calls" if not calls_ok else "answer" if not answer_ok else "runtime text" if leak else ""
-    return TaskResult(
+    return SuiteResult(
         task,
         valid=not why,
         protocol_valid=not result.exhausted,

@@ -24,10 +24,10 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agentfsm.core._types import ToolChoice
+
 from agentfsm.eval.fake_tools import CITY_NAMES, COUNTRY_NAMES, CURRENCY_NAMES, EVERYDAY, MATH, PLACES
 from agentfsm.eval.matching import ANY, Call, OneOf, call, commuting
-from agentfsm.eval.suite import KINDS, Task
+from agentfsm.eval.suite import KINDS, SuiteTask
 
 __all__ = ["BASE_TASKS", "HELD_OUT", "HELD_OUT_SEED", "LANGUAGES", "TASKS", "BaseTask", "expand", "held_out_bases"]
 
@@ -48,7 +48,7 @@ class BaseTask:
     answer: tuple[float | OneOf, ...]
     #: language -> wordings
     wordings: Mapping[str, tuple[str, ...]]
-    tool_choice: ToolChoice = "auto"
+    tool_choice: str = "auto"  # as spelled: auto, required or a tool name
 
 
 def _city(name: str) -> OneOf:
@@ -179,11 +179,11 @@ def held_out_bases(bases: Sequence[BaseTask], seed: int = HELD_OUT_SEED) -> froz
     return frozenset(out)
 
 
-def expand(bases: Sequence[BaseTask], held_out: frozenset[str] = frozenset()) -> tuple[Task, ...]:
-    """Every wording of every base task as a :class:`~agentfsm.eval.suite.Task`, by base
+def expand(bases: Sequence[BaseTask], held_out: frozenset[str] = frozenset()) -> tuple[SuiteTask, ...]:
+    """Every wording of every base task as a :class:`~agentfsm.eval.suite.SuiteTask`, by base
     task then language (``BASE.en1``, ``BASE.en2``, ..., ``BASE.de1``)."""
     return tuple(
-        Task(
+        SuiteTask(
             name=f"{b.name}.{lang}{i}",
             base=b.name,
             kind=b.kind,
@@ -204,4 +204,4 @@ def expand(bases: Sequence[BaseTask], held_out: frozenset[str] = frozenset()) ->
 #: the held-out base tasks
 HELD_OUT: frozenset[str] = held_out_bases(BASE_TASKS)
 #: the suite: every wording of every base task
-TASKS: tuple[Task, ...] = expand(BASE_TASKS, HELD_OUT)
+TASKS: tuple[SuiteTask, ...] = expand(BASE_TASKS, HELD_OUT)

@@ -3,7 +3,8 @@
 One module per guard, each with a ``check`` function:
 
 - :mod:`~agentfsm.guards.json_valid`: an action that could not be read -> resend valid JSON;
-- :mod:`~agentfsm.guards.refusal`: "I don't have tools", refusals, limitations, deflections;
+- :mod:`~agentfsm.guards.refusal`: "I don't have tools", refusals, limitations, deflections
+  (the words are a language policy's: :mod:`agentfsm.policy.refusal`);
 - :mod:`~agentfsm.guards.tool_choice`: a forced call missing, the wrong tool, calls under ``none``;
 - :mod:`~agentfsm.guards.empty`: a reply with no call and no text;
 - :mod:`~agentfsm.guards.answer_schema`: a final answer that is not the JSON of the
@@ -15,14 +16,7 @@ One module per guard, each with a ``check`` function:
   or user content (data, not the model's own decision);
 - :mod:`~agentfsm.guards.budget`: corrections per turn, counted from the history, each stricter;
 - :mod:`~agentfsm.guards.repeated_call`: the last round's call again -> told once per round;
-- :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop;
-- :mod:`~agentfsm.guards.grounding` and :mod:`~agentfsm.guards.coverage` (small models,
-  ``auto``): calls take their values from the conversation, answers state the results
-  and leave no part of the request unused;
-- :mod:`~agentfsm.guards.clauses` (small models): a call takes its values from the part
-  of the request that asks for its tool;
-- :mod:`~agentfsm.guards.relevance` (small models, ``auto``): the first call of a turn is
-  to a tool the request is about.
+- :mod:`~agentfsm.guards.loops`: the same call after the same result N times -> stop.
 
 :func:`run_guards` runs the reply guards in this fixed order, the first verdict that
 is not an accept wins:
@@ -39,19 +33,19 @@ is not an accept wins:
 8. ``injection``: a well-formed call that repeats an action found in the conversation's
    data (last: a call that is wrong anyway gets the more specific correction).
 
-The engine then applies :mod:`~agentfsm.guards.repeated_call`,
-:mod:`~agentfsm.guards.loops`, :mod:`~agentfsm.guards.clauses`,
-:mod:`~agentfsm.guards.grounding` and :mod:`~agentfsm.guards.relevance` to accepted calls,
-grounding's answer check and :mod:`~agentfsm.guards.coverage` to answers, and
-:mod:`~agentfsm.guards.budget` to every correction, since they read the history.
+The engine then applies :mod:`~agentfsm.guards.repeated_call` and
+:mod:`~agentfsm.guards.loops` to accepted calls, and :mod:`~agentfsm.guards.budget` to
+every correction, since they read the history; then the run's language policies
+(:mod:`agentfsm.policy`), which no guard here imports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from agentfsm.core._types import DialectName, ToolChoice
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import (
     budget,
     empty,
@@ -67,6 +61,7 @@ from agentfsm.guards import (
 )
 from agentfsm.guards import tool_choice as _choice  # the name `tool_choice` is also a parameter
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Stop, Verdict
+from agentfsm.guards.refusal import RefusalMatcher
 from agentfsm.core.messages import ToolSpec
 
 __all__ = [
@@ -112,17 +107,20 @@ def run_guards(
     example: str = "",
     source: str = "",
     injected: injection.DataActions = injection.NO_DATA_ACTIONS,
+    refusals: RefusalMatcher | None = None,
 ) -> Verdict:
     """Run the reply guards in :data:`GUARD_ORDER`; the first non-accept verdict wins.
 
     ``source`` is the conversation's text, lowercased (the ``placeholder`` guard
     accepts a value the conversation contains); ``injected`` are the actions found in
-    its data (:func:`~agentfsm.guards.injection.data_actions`). When all accept, the notes they left (a schema not validated, a soft deflection
+    its data (:func:`~agentfsm.guards.injection.data_actions`); ``refusals`` reads a
+    refusal for the ``refusal`` guard (the run's language policies': without one, no
+    reply is read as a refusal). When all accept, the notes they left (a schema not validated, a soft deflection
     accepted) are joined into the returned :class:`Accept`'s ``detail``.
     """
     checks: tuple[Callable[[], Verdict], ...] = (
         lambda: json_valid.check(parsed, dialect_name, example=example),
-        lambda: refusal.check(parsed, tool_choice, tools, dialect_name=dialect_name),
+        lambda: refusal.check(parsed, tool_choice, tools, dialect_name=dialect_name, match=refusals),
         lambda: _choice.check(
             parsed, tool_choice, tools, dialect_name=dialect_name, example=example
         ),

@@ -1,12 +1,16 @@
-"""Reading a history the way the guards do: the current user turn, what it was told."""
+"""Reading a history the way the guards and policies do: the current user turn, what it
+was told, the calls it made and the results they got."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 
-__all__ = ["called", "results", "told", "turn"]
+__all__ = ["called", "calls_and_results", "results", "results_so_far", "show_arguments", "told", "turn"]
+
+#: how much of a result, or of a call's arguments, a correction quotes
+_SHOWN = 120
 
 
 def turn(history: Sequence[Message]) -> list[Message]:
@@ -40,3 +44,40 @@ def called(history: Sequence[Message]) -> set[str]:
 def results(history: Sequence[Message]) -> list[str]:
     """The tool results of the current user turn, oldest first."""
     return [m.result.content for m in turn(history) if isinstance(m, ToolMessage)]
+
+
+def results_so_far(history: Sequence[Message]) -> list[str]:
+    """The results that came back since the latest user turn, one sentence each, oldest
+    first: "The result of NAME is CONTENT." (``NAME(args)`` when the same tool was
+    called twice)."""
+    return calls_and_results(history)[1]
+
+
+def calls_and_results(history: Sequence[Message]) -> tuple[list[ToolCall], list[str]]:
+    """The calls made since the latest user turn, and :func:`results_so_far`."""
+    calls: list[ToolCall] = []
+    found: list[tuple[str, str]] = []
+    for msg in reversed(history):
+        if isinstance(msg, UserMessage) and msg.correction is None:
+            break
+        if isinstance(msg, ToolMessage):
+            found.append((msg.result.call_id, msg.result.content))
+        elif isinstance(msg, AssistantMessage):
+            calls.extend(msg.tool_calls)
+    by_id = {c.id: c for c in calls}
+    names = [by_id[i].name for i, _ in found if i in by_id]
+    lines = []
+    for call_id, content in reversed(found):
+        call = by_id.get(call_id)
+        head = call.name if call is not None else call_id
+        if call is not None and names.count(call.name) > 1:
+            head = f"{call.name}({show_arguments(call)})"  # the same tool twice: say which call
+        text = " ".join(content.split())
+        lines.append(f"The result of {head} is {text[:_SHOWN] + '...' if len(text) > _SHOWN else text}.")
+    return calls, lines
+
+
+def show_arguments(call: ToolCall) -> str:
+    """A call's arguments as a correction quotes them (``a=1, b='x'``, cut when long)."""
+    text = ", ".join(f"{k}={v!r}" for k, v in call.arguments.items())
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."

@@ -11,7 +11,7 @@ validation is :mod:`~agentfsm.guards.schema`'s (safe on any client schema).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from agentfsm.core._types import JSONObject
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
@@ -20,7 +20,7 @@ from agentfsm.guards.schema import validate_arguments
 __all__ = ["GUARD", "REASON", "check", "describe"]
 
 GUARD = "answer_schema"
-REASON = "invalid_answer"
+REASON: Final = "invalid_answer"
 #: the most of the schema a correction (or the contract) quotes
 SCHEMA_CHARS = 2000
 

@@ -41,7 +41,7 @@ def next_attempt(history: Sequence[Message], max_corrections: int = DEFAULT_MAX_
     or ``None`` when ``max_corrections`` re-asks were already sent this turn.
 
     ``history`` is the conversation before the new correction. What a spent budget
-    means is the engine's decision (:func:`agentfsm.core.engine.step`).
+    means is the engine's decision (:func:`agentfsm.engine.decide.step`).
     """
     used = corrections_in_turn(history)
     return None if used >= max_corrections else used + 1

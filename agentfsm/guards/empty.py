@@ -9,21 +9,24 @@ failure), never with the empty text.
 
 from __future__ import annotations
 
-from agentfsm.core._types import DialectName, ToolChoice
-from agentfsm.dialects.base import ParsedReply
+from typing import Final
+
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards.base import ACCEPT, Correction, Verdict, action_format, answer_format
 
 __all__ = ["GUARD", "REASON", "check"]
 
 GUARD = "empty"
-REASON = "empty_reply"
+REASON: Final = "empty_reply"
 
 
 def check(parsed: ParsedReply, tool_choice: ToolChoice, dialect_name: DialectName) -> Verdict:
     """Correct a reply with neither a call, a problem to report, nor any text."""
     if parsed.tool_calls or parsed.rejected or (parsed.content or "").strip():
         return ACCEPT
-    if tool_choice == "none":
+    if tool_choice.mode == "none":
         ask = "Answer the user in plain prose."
     else:
         ask = f"Answer the user, written as {answer_format(dialect_name)}, or call a tool, written as {action_format(dialect_name)}."

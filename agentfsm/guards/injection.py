@@ -40,7 +40,7 @@ import re
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from agentfsm.core._memo import Memo, json_weight, tools_key
 from agentfsm.core._types import DialectName
@@ -53,7 +53,7 @@ from agentfsm.core.messages import (
     UserMessage,
 )
 from agentfsm.dialects._openers import FIRST
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.dialects.parse import parse_reply, scan_data
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 GUARD = "injection"
-REASON = "injected_action"
+REASON: Final = "injected_action"
 
 
 def actions_in(text: str, tools: Sequence[ToolSpec], dialect: DialectName) -> tuple[ToolCall, ...]:

@@ -1,6 +1,6 @@
 """JSON validity: an action the parser could not read is sent back to be resent as valid JSON.
 
-The parser reports what it dropped as rejected :class:`~agentfsm.dialects.base.Problem`
+The parser reports what it dropped as rejected :class:`~agentfsm.core.parsed.Problem`
 values; repaired actions (``rejected=False``) pass. The first rejected problem
 decides the correction, which names the error and its character position.
 """
@@ -8,7 +8,7 @@ decides the correction, which names the error and its character position.
 from __future__ import annotations
 
 from agentfsm.core._types import DialectName
-from agentfsm.dialects.base import ParsedReply, Problem
+from agentfsm.core.parsed import ParsedReply, Problem
 from agentfsm.guards.base import (
     ACCEPT,
     Correction,

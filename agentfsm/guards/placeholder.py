@@ -15,17 +15,17 @@ conversation itself does not contain it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
-from agentfsm.core._types import ToolChoice
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.choice import ToolChoice
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards.base import ACCEPT, Accept, Verdict
 from agentfsm.core.messages import ToolSpec
 
 __all__ = ["GUARD", "REASON", "check", "find_placeholder"]
 
 GUARD = "placeholder"
-REASON = "placeholder_argument"
+REASON: Final = "placeholder_argument"
 _MAX_SHOWN = 60
 
 

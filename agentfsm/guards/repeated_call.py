@@ -2,7 +2,7 @@
 
 Weak models often re-issue the call whose result they just got. They are told once per
 round, with the result quoted (under constrained decoding the retry's grammar also
-leaves the tools already called out, see :func:`agentfsm.core.engine.plan`); if they
+leaves the tools already called out, see :func:`agentfsm.engine.decide.plan`); if they
 insist, the call runs, and :mod:`~agentfsm.guards.loops` stops the turn after
 ``loop_threshold`` identical rounds.
 
@@ -13,19 +13,19 @@ answer, which the turn does not allow: it asks for a call with other arguments.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage
 from agentfsm.guards import loops
-from agentfsm.guards._history import told
+from agentfsm.guards._history import results_so_far, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards.grounding import results_so_far
 
 __all__ = ["GUARD", "REASON", "check", "corrected_this_round"]
 
 GUARD = "repeated_call"
 #: the correction reason, as written on the correction message of the history
-REASON = "repeated_call"
+REASON: Final = "repeated_call"
 _SHOWN = 300
 
 
@@ -68,7 +68,7 @@ def check(history: Sequence[Message], calls: Sequence[ToolCall], tool_choice: To
             return ACCEPT
         then = (
             "Call the tool again only with different arguments."
-            if tool_choice not in ("auto", "none")
+            if tool_choice.requires_call
             else "Answer the user now, or call a different tool."
         )
         others = results_so_far(history)

@@ -42,7 +42,7 @@ from referencing import Registry
 
 from agentfsm.core._memo import JSON_OBJECT_FACTOR, ByIdentity
 from agentfsm.core._types import JSONObject
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import _linear_regex
 from agentfsm.guards._keywords import linear
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Verdict

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards.base import (
     ACCEPT,
     Correction,
@@ -26,16 +27,11 @@ from agentfsm.guards.base import (
 )
 from agentfsm.core.messages import ToolSpec
 
-__all__ = ["GUARD", "check", "forced_tool"]
+__all__ = ["GUARD", "check"]
 
 GUARD = "tool_choice"
 #: parser problems that mean the reply held an action (one that could not be read)
 _ACTION_PROBLEMS = frozenset({"invalid_json", "truncated", "malformed_action"})
-
-
-def forced_tool(tool_choice: ToolChoice) -> str | None:
-    """The tool a ``tool_choice`` names, or ``None`` for ``auto``, ``none`` and ``required``."""
-    return None if tool_choice in ("auto", "none", "required", "any") else tool_choice
 
 
 def check(
@@ -48,9 +44,9 @@ def check(
 ) -> Verdict:
     """Correct a reply that breaks ``tool_choice``."""
     calls = parsed.tool_calls
-    if tool_choice == "auto":
+    if tool_choice.mode == "auto":
         return ACCEPT
-    if tool_choice == "none":
+    if tool_choice.mode == "none":
         # an action that could not be read is still an action: under none it is not
         # resent as valid JSON, the model is asked for prose
         unreadable = [p for p in parsed.rejected if p.code in _ACTION_PROBLEMS]
@@ -63,7 +59,7 @@ def check(
             detail=f"{len(calls)} call(s), {len(unreadable)} unreadable action(s) under tool_choice=none",
             call_index=0 if calls else None,
         )
-    named = forced_tool(tool_choice)
+    named = tool_choice.name
     if named is None and not tools:
         return ACCEPT  # required, but nothing to call: nothing can satisfy it
     if not calls:

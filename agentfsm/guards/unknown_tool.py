@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.core.messages import ToolSpec
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.core._types import DialectName, JSONObject, ToolChoice
+from agentfsm.core._types import DialectName, JSONObject
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.dialects import _render, get_dialect
 from agentfsm.dialects.base import Dialect
-from agentfsm.prompt.enforcement import call_required
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
 from agentfsm.core._memo import Memo, tools_key
@@ -24,12 +25,20 @@ from agentfsm.guards.answer_schema import describe
 __all__ = [
     "NO_TOOLS",
     "contract_hash",
+    "is_template",
     "render_call_template",
     "render_contract",
     "summarize_schema",
 ]
 
 _MAX_DESCRIPTION = 300
+#: a reply that is only a slot of the contract's shapes (``<your answer>``), copied
+_TEMPLATE = re.compile(r"<[^<>\n]{1,40}>")
+
+
+def is_template(answer: str) -> bool:
+    """Whether ``answer`` is only a copied ``<slot>`` of the contract (no reply at all)."""
+    return _TEMPLATE.fullmatch(answer.strip()) is not None
 
 
 def _type_name(schema: Any) -> str:
@@ -107,13 +116,13 @@ NO_TOOLS = "Tools are switched off for this turn: answer the user in plain prose
 
 
 def _choice_rule(tool_choice: ToolChoice, names: Sequence[str]) -> str:
-    if tool_choice == "required":
+    if tool_choice.mode == "required":
         return "You MUST call at least one tool in this turn."
-    if tool_choice == "auto":
+    if tool_choice.mode == "auto":
         return "Call a tool when it helps answer; otherwise answer directly in prose."
-    if tool_choice not in names:
-        raise UsageError(f"tool_choice names {tool_choice!r}, which is not an offered tool")
-    return f"You MUST call the tool `{tool_choice}` in this turn."
+    if tool_choice.name not in names:
+        raise UsageError(f"tool_choice names {tool_choice.name!r}, which is not an offered tool")
+    return f"You MUST call the tool `{tool_choice.name}` in this turn."
 
 
 def _few_shot(dialect: Dialect) -> str:
@@ -148,7 +157,7 @@ def _constrained_contract(
     # the two shapes and the rules, and shows no values at all.
     lines = ["Reply with one JSON object."]
     lines.append('To call a tool: {"action": {"tool": <tool name>, "args": {<its parameters>}}}')
-    if not call_required(tool_choice):
+    if tool_choice.allows_answer:
         if answer_schema is None:
             lines.append('To answer the user: {"final": {"content": <your answer>}}')
         else:
@@ -169,7 +178,7 @@ def _constrained_contract(
 def render_contract(
     tools: Sequence[ToolDefinition],
     dialect: DialectName = DEFAULTS.dialect,
-    tool_choice: ToolChoice = "auto",
+    tool_choice: ToolChoice | str = ToolChoice.AUTO,
     parallel: bool = DEFAULTS.parallel,
     *,
     constrained: bool = False,
@@ -184,23 +193,25 @@ def render_contract(
     JSON value that matches it.
 
     ``tools``: ToolSpecs, OpenAI or Anthropic tool dicts (or callables); anything else
-    is a :class:`~agentfsm.core.errors.ToolSpecError`.
+    is a :class:`~agentfsm.core.errors.ToolSpecError`. ``tool_choice``: the value, or its
+    spelling (``auto``, ``none``, ``required``, a tool's name).
     """
+    choice = ToolChoice.parse(tool_choice)
     specs = [ToolSpec.from_any(t) for t in tools]
     names = [t.name for t in specs]
     if len(set(names)) != len(names):
         raise UsageError("tool names must be unique")
     schema = None if answer_schema is None else describe(answer_schema)
-    if tool_choice == "none":
+    if choice.mode == "none":
         # tools are off: nothing to call, so no tool is listed and no action format is
         # taught (a model shown them writes actions anyway)
         return NO_TOOLS if schema is None else f"{NO_TOOLS}\n{_answer_rule(schema)}"
     if not specs:
-        if call_required(tool_choice):
-            raise UsageError(f"tool_choice={tool_choice!r} but no tools are offered")
+        if choice.requires_call:
+            raise UsageError(f"tool_choice={str(choice)!r} but no tools are offered")
         return "Answer the user in plain prose."
-    key = (tools_key(specs), dialect, tool_choice, parallel, constrained, schema)
-    return _CONTRACTS.get(key, lambda: _compose(specs, dialect, tool_choice, parallel, constrained, schema))
+    key = (tools_key(specs), dialect, choice, parallel, constrained, schema)
+    return _CONTRACTS.get(key, lambda: _compose(specs, dialect, choice, parallel, constrained, schema))
 
 
 #: contracts by tool set and settings (the same for every request that offers them)

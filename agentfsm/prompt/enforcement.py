@@ -9,9 +9,10 @@ Guards and retries run on top of every level.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, TypeAlias, get_args
+from typing import get_args
 
-from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, ToolChoice
+from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, Level
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolSpec
@@ -26,11 +27,9 @@ __all__ = [
     "MAX_LISTED_ACTIONS",
     "action_item_schema",
     "build_action_schema",
-    "call_required",
     "choose_level",
 ]
 
-Level: TypeAlias = Literal["prompt", "prefill", "constrained"]
 LEVELS: tuple[EnforcementLevel, ...] = get_args(EnforcementLevel)
 #: the most calls a listed action may hold under a grammar (a weak model, once it
 #: repeats, would otherwise repeat until the token limit)
@@ -38,21 +37,16 @@ MAX_LISTED_ACTIONS = 4
 #: the longest argument list a compact schema allows
 COMPACT_MAX_ITEMS = 8
 
-def call_required(tool_choice: ToolChoice) -> bool:
-    """Whether ``tool_choice`` makes a call mandatory this turn."""
-    return tool_choice not in ("auto", "none")
-
-
 def choose_level(requested: EnforcementLevel | str, capabilities: Capabilities, tool_choice: ToolChoice) -> Level:
     """Resolve ``auto`` (or check an explicit level) against what the backend can do."""
     if requested not in LEVELS:
         raise UsageError(f"enforcement must be one of {', '.join(LEVELS)}, got {requested!r}")
-    if tool_choice == "none":
+    if tool_choice == ToolChoice.NONE:
         return "prompt"
     if requested == "auto":
         if capabilities.json_schema:
             return "constrained"
-        if capabilities.prefill and call_required(tool_choice):
+        if capabilities.prefill and tool_choice.requires_call:
             return "prefill"
         return "prompt"
     if requested == "constrained" and not capabilities.json_schema:
@@ -73,10 +67,10 @@ def action_item_schema(
     cut off: a small model can fill an unbounded list until the token limit).
     """
     offered = list(tools)
-    if call_required(tool_choice) and tool_choice != "required":
-        offered = [t for t in tools if t.name == tool_choice]
+    if tool_choice.name is not None:
+        offered = [t for t in tools if t.name == tool_choice.name]
         if not offered:
-            raise UsageError(f"tool_choice names {tool_choice!r}, which is not an offered tool")
+            raise UsageError(f"tool_choice names {tool_choice.name!r}, which is not an offered tool")
     actions: list[JSONObject] = []
     for tool in offered:
         args = grammar_schema(tool.parameters, max_items=COMPACT_MAX_ITEMS if compact else None)
@@ -139,7 +133,7 @@ def _action_schema(
                 "additionalProperties": False,
             }
         )
-    if not call_required(tool_choice):
+    if tool_choice.allows_answer:
         branches.append(
             {
                 "type": "object",

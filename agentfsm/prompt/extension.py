@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import GenerationOptions, ListContinuation
 from agentfsm.dialects._json import DECODER, JSON_WS
 from agentfsm.dialects._render import dumps

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.prompt.results import frame_results, neutralise_actions
 from agentfsm.prompt.contract import render_contract
@@ -38,15 +39,17 @@ def project_history(
     tools: Sequence[ToolSpec],
     *,
     dialect: DialectName = DEFAULTS.dialect,
-    tool_choice: ToolChoice = "auto",
+    tool_choice: ToolChoice = ToolChoice.AUTO,
     parallel: bool = DEFAULTS.parallel,
     contract: str | None = None,
+    sentences: bool = True,
 ) -> list[PromptMessage]:
-    """Turn ``history`` into the prompt sent to a text-only model."""
+    """Turn ``history`` into the prompt sent to a text-only model (``sentences``: short
+    results framed as sentences, :func:`~agentfsm.prompt.results.frame_result`)."""
     d = get_dialect(dialect)
     names: dict[str, str] = {}
     system_parts: list[str] = []
-    if tools or tool_choice != "auto":
+    if tools or tool_choice != ToolChoice.AUTO:
         system_parts.append(
             contract
             if contract is not None
@@ -59,7 +62,8 @@ def project_history(
     def flush_results() -> None:
         if pending:
             text = frame_results(
-                list(pending), dialect_name=dialect, tool_choice=tool_choice, tools=tools, request=request
+                list(pending), dialect_name=dialect, tool_choice=tool_choice, tools=tools, request=request,
+                sentences=sentences,
             )
             out.append(PromptMessage(role="user", content=text))
             pending.clear()
@@ -83,7 +87,7 @@ def project_history(
             if msg.tool_calls:
                 for call in msg.tool_calls:
                     names[call.id] = call.name
-                if tool_choice != "none":
+                if tool_choice.mode != "none":
                     text_parts.append(d.render_calls(list(msg.tool_calls)))
             if text_parts or not msg.tool_calls:  # a turn of calls alone, left out under none
                 out.append(PromptMessage(role="assistant", content="\n".join(text_parts)))

@@ -3,9 +3,10 @@
 Raw tool output alone leaves a small model unsure whose turn it is. Each result is
 framed with the tool's name and call id and a wording of its own for each status:
 
-- ``ok``: "The result of NAME (call ID) is CONTENT." for a short one-line result (a
-  sentence a small model restates in its answer, where it would copy another number
-  from a bare value), else "Result of NAME (call ID):" and the content;
+- ``ok``: "Result of NAME (call ID):" and the content; with ``sentences`` (the
+  ``answers`` language policy), "The result of NAME (call ID) is CONTENT." for a short
+  one-line result (a sentence a small model restates in its answer, where it would copy
+  another number from a bare value);
 - ``empty``: "No data from NAME (call ID): the result is empty." (also ``ok`` with blank content);
 - ``error``: "Error from NAME (call ID), the call failed:" and the content;
 - ``truncated``: "Result of NAME (call ID), truncated (incomplete):" and the content
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core.answers import result_sentence
-from agentfsm.core._types import DialectName, ToolChoice
+from agentfsm.core._types import DialectName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolResult, ToolSpec
@@ -39,6 +40,7 @@ __all__ = [
     "frame_results",
     "neutralise_actions",
     "next_step",
+    "result_sentence",
     "truncate_result",
 ]
 
@@ -101,6 +103,11 @@ def neutralise_actions(
     return text
 
 
+def result_sentence(subject: str, text: str) -> str:
+    """``The result of <subject> is <text>.`` (no second full stop after one in ``text``)."""
+    return f"The result of {subject} is {text}" + ("" if text.endswith((".", "!", "?")) else ".")
+
+
 def _label(result: ToolResult, tool_name: str | None) -> str:
     name = tool_name or result.name or "the tool"
     return f"{name} (call {result.call_id})"
@@ -113,11 +120,13 @@ def frame_result(
     max_chars: int = DEFAULT_MAX_CHARS,
     tools: Sequence[ToolSpec] = (),
     dialect_name: DialectName = "json-action",
+    sentences: bool = True,
 ) -> str:
     """The framed text of one result, with distinct wording for ok, empty, error and truncated.
 
     Action text inside the result is neutralised (``tools`` and ``dialect_name`` say
-    what would parse as an action).
+    what would parse as an action); ``sentences``: a short one-line result reads as a
+    sentence (:func:`result_sentence`).
     """
     cut = truncate_result(result, max_chars)
     cut = cut.model_copy(update={"content": neutralise_actions(cut.content, tools, dialect_name)})
@@ -129,7 +138,7 @@ def frame_result(
     if cut.status == "truncated":
         return f"Result of {label}, truncated (incomplete):\n{cut.content}"
     text = cut.content.strip()
-    if "\n" not in text and len(text) <= SENTENCE_CHARS:
+    if sentences and "\n" not in text and len(text) <= SENTENCE_CHARS:
         # a short result reads as a sentence the model can restate in its answer
         return result_sentence(label, text)
     return f"Result of {label}:\n{cut.content}"
@@ -151,12 +160,12 @@ def next_step(
     """
     how_call = action_format(dialect_name)
     how_answer = answer_format(dialect_name)
-    if tool_choice == "none":
+    if tool_choice.mode == "none":
         return "Now answer the user in plain prose, using these results."
-    if tool_choice in ("required", "any"):
+    if tool_choice.mode == "required":
         return f"Now call the next tool, written as {how_call}."
-    if tool_choice != "auto":
-        return f"Now call {tool_choice}, written as {how_call}."
+    if tool_choice.mode == "tool":
+        return f"Now call {tool_choice.name}, written as {how_call}."
     hints = []
     if "error" in statuses:
         hints.append("If a call failed, fix its arguments and call again, or explain the failure.")
@@ -185,9 +194,11 @@ def frame_results(
     max_chars: int = DEFAULT_MAX_CHARS,
     tools: Sequence[ToolSpec] = (),
     request: str | None = None,
+    sentences: bool = True,
 ) -> str:
     """The user-turn text returning ``results`` (each with its tool name) and asking what
-    next (``request``: the user's request of this turn, see :func:`next_step`)."""
+    next (``request``: the user's request of this turn, see :func:`next_step`;
+    ``sentences``: see :func:`frame_result`)."""
     statuses: list[str] = []
     blocks: list[str] = []
     for result, tool_name in results:
@@ -196,7 +207,8 @@ def frame_results(
         statuses.append(status)
         blocks.append(
             frame_result(
-                result, tool_name=tool_name, max_chars=max_chars, tools=tools, dialect_name=dialect_name
+                result, tool_name=tool_name, max_chars=max_chars, tools=tools, dialect_name=dialect_name,
+                sentences=sentences,
             )
         )
     head = "Tool results:" if len(blocks) > 1 else "Tool result:"

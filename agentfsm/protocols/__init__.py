@@ -32,10 +32,8 @@ from agentfsm.protocols.openai import (
     openai_error_for,
 )
 from agentfsm.protocols.openai_stream import OpenAIStreamEncoder
-from agentfsm.protocols.responses import (
-    encode_responses_response,
-    normalize_responses,
-)
+from agentfsm.protocols.responses import normalize_responses
+from agentfsm.protocols.responses_items import encode_responses_response
 from agentfsm.protocols.responses_stream import ResponsesStreamEncoder
 from agentfsm.protocols.sampling import IGNORED_HEADER, generation_options, settle
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core._types import JSONObject, ResultStatus
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import RequestError, ToolSpecError, UnsupportedContent
 from agentfsm.core.messages import ToolCall, ToolMessage, ToolResult, ToolSpec
-from agentfsm.protocols.client_json import load_client_json
+from agentfsm.core.client_json import load_client_json
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
@@ -251,20 +252,20 @@ def choice_keyword(raw: str, tools: Sequence[ToolSpec], *, needs: str = "tools")
         )
     if raw == "required" and not tools:
         raise RequestError(f"tool_choice 'required' needs {needs}", param="tool_choice")
-    return raw
+    return ToolChoice.parse(raw)
 
 
 def chosen_tool(
     name: str, tools: Sequence[ToolSpec], *, among: str = "tools", param: str = "tool_choice"
-) -> str:
-    """The tool a ``tool_choice`` names, which must be one of ``tools``."""
+) -> ToolChoice:
+    """The choice of the tool a ``tool_choice`` names, which must be one of ``tools``."""
     names = [t.name for t in tools]
     if name not in names:
         raise RequestError(
             f"tool_choice names {name!r}, which is not among the {among} ({', '.join(names) or 'none'})",
             param=param,
         )
-    return name
+    return ToolChoice.of_tool(name)
 
 
 def tool_answer(
@@ -278,5 +279,5 @@ def tool_answer(
         raise RequestError(
             f"{where}: {key} {call_id!r} answers no earlier {answers}", param=f"{where}.{key}"
         )
-    status = "error" if error else ("ok" if text.strip() else "empty")
+    status: ResultStatus = "error" if error else ("ok" if text.strip() else "empty")
     return ToolMessage(result=ToolResult(call_id=call_id, content=text, status=status, name=call.name))

@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core._types import JSONObject
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Usage
 from agentfsm.core.errors import AgentFSMError, RequestError, UnsupportedContent
 from agentfsm.core.messages import (
@@ -244,18 +245,18 @@ def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec:
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, bool]:
     """The normalized choice and whether parallel calls are allowed."""
     if raw is None:
-        return ("auto" if tools else "none"), True
+        return (ToolChoice.AUTO if tools else ToolChoice.NONE), True
     choice = req_mapping(raw, "tool_choice")
     parallel = not opt_bool(
         choice, "disable_parallel_tool_use", False, where="tool_choice.disable_parallel_tool_use"
     )
     kind = choice.get("type")
     if kind in ("auto", "none"):
-        return str(kind), parallel
+        return ToolChoice.parse(str(kind)), parallel
     if kind in ("any", "tool") and not tools:
         raise RequestError(f"tool_choice {kind!r} needs tools", param="tool_choice")
     if kind == "any":
-        return "required", parallel
+        return ToolChoice.REQUIRED, parallel
     if kind == "tool":
         name = req_str(choice.get("name"), "tool_choice.name")
         return chosen_tool(name, tools, param="tool_choice.name"), parallel

@@ -15,7 +15,9 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core._types import JSONObject
+from agentfsm.core.choice import ToolChoice, ToolChoiceField
+from agentfsm.core.backend import estimate_tokens
 from agentfsm.core.errors import (
     AgentFSMError,
     BackendConnectionError,
@@ -74,8 +76,8 @@ class NormalizedRequest(BaseModel):
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    #: ``"auto" | "none" | "required"`` or the name of the one tool that must be called
-    tool_choice: ToolChoice = "none"
+    #: which replies the request allows (parsed from the protocol's own spelling)
+    tool_choice: ToolChoiceField = ToolChoice.NONE
     #: several calls allowed in one reply (OpenAI ``parallel_tool_calls``,
     #: Anthropic ``not disable_parallel_tool_use``)
     parallel: bool = True
@@ -172,11 +174,6 @@ def sse_event(data: Mapping[str, Any] | str, event: str | None = None) -> str:
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     head = f"event: {event}\n" if event is not None else ""
     return f"{head}data: {payload}\n\n"
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count (about four characters a token) for upstreams that report none."""
-    return (len(text) + 3) // 4 if text else 0
 
 
 def error_status(exc: AgentFSMError) -> int:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfsm.core._types import JSONObject, ToolChoice
+from agentfsm.core._types import JSONObject
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Usage
 from agentfsm.core.errors import AgentFSMError, PromptTooLong, RequestError, UnsupportedContent
 from agentfsm.core.messages import (
@@ -223,7 +224,7 @@ def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec:
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tuple[ToolSpec, ...]]:
     """The normalized choice, and the tools (narrowed by an ``allowed_tools`` choice)."""
     if raw is None:
-        return ("auto" if tools else "none"), tools
+        return (ToolChoice.AUTO if tools else ToolChoice.NONE), tools
     if isinstance(raw, str):
         return choice_keyword(raw, tools), tools
     names = [t.name for t in tools]
@@ -253,8 +254,8 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tup
         kept = tuple(t for t in tools if t.name in wanted)
         if not kept:
             # nothing may be called now; the tools stay for reading the history
-            return "none", tools
-        return mode, kept
+            return ToolChoice.NONE, tools
+        return ToolChoice.parse(mode), kept
     raise RequestError(f"tool_choice type {kind!r} is not supported", param="tool_choice")
 
 

@@ -1,4 +1,4 @@
-"""OpenAI Responses API (``POST /v1/responses``): request normalization and response encoding.
+"""OpenAI Responses API (``POST /v1/responses``): request normalization.
 
 Input items understood: ``message`` (roles user, assistant, system, developer; a bare
 ``{"role", "content"}`` counts as one), ``function_call`` and ``function_call_output``,
@@ -18,17 +18,18 @@ types (``web_search``, ``namespace``, ``file_search`` ...) are ignored and repor
 ``tools.TYPE`` in :attr:`NormalizedRequest.ignored` (Codex CLI sends some with every
 request). Nothing is stored: ``previous_response_id`` and ``conversation`` are answered
 with a 400 asking for the whole conversation in ``input``. Errors use OpenAI's error shape
-(:func:`~agentfsm.protocols.openai.openai_error`). Streaming is in
+(:func:`~agentfsm.protocols.openai.openai_error`). The response and its items are
+encoded in :mod:`agentfsm.protocols.responses_items`, streamed in
 :mod:`agentfsm.protocols.responses_stream`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from agentfsm.core._types import JSONObject, ToolChoice
-from agentfsm.core.backend import Usage
+from agentfsm.core._types import JSONObject
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import RequestError
 from agentfsm.core.messages import (
     AssistantMessage,
@@ -54,26 +55,15 @@ from agentfsm.protocols._fields import (
     tool_answer,
     tool_specs,
 )
-from agentfsm.protocols.common import NormalizedRequest, dump_arguments, tools_or_recovered
+from agentfsm.protocols.common import NormalizedRequest, tools_or_recovered
+from agentfsm.protocols.responses_items import CUSTOM_INPUT
 from agentfsm.protocols.sampling import responses_settings
 
-__all__ = [
-    "CUSTOM_INPUT",
-    "encode_responses_response",
-    "call_item",
-    "custom_input",
-    "custom_tool_call_item",
-    "function_call_item",
-    "message_item",
-    "normalize_responses",
-    "responses_usage",
-]
+__all__ = ["normalize_responses"]
 
 _INPUT_TEXT = {"input_text": "text", "text": "text"}
 #: media inside a tool's output, read as a placeholder naming it
 _OUTPUT_MEDIA = {"input_image": "image", "input_file": "file"}
-#: the one parameter a custom (freeform) tool is offered with: its raw text input
-CUSTOM_INPUT = "input"
 _OUTPUT_TEXT = {"output_text": "text", "refusal": "refusal", "input_text": "text", "text": "text"}
 #: fields that need state this proxy does not keep
 _STATEFUL = ("previous_response_id", "conversation")
@@ -286,10 +276,10 @@ def _custom_names(raw: Any) -> frozenset[str]:
 
 def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tuple[ToolSpec, ...]]:
     if raw is None:
-        return ("auto" if tools else "none"), tools
+        return (ToolChoice.AUTO if tools else ToolChoice.NONE), tools
     if isinstance(raw, str):
         keyword = choice_keyword(raw, tools, needs="function tools")
-        return (keyword if tools else "none"), tools
+        return (keyword if tools else ToolChoice.NONE), tools
     choice = req_mapping(raw, "tool_choice")
     kind = choice.get("type")
     if kind in ("function", "custom"):
@@ -306,7 +296,7 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tup
             for i, t in enumerate(req_list(choice.get("tools"), "tool_choice.tools"))
         ]
         kept = tuple(t for t in tools if t.name in wanted)
-        return (mode, kept) if kept else ("none", tools)
+        return (ToolChoice.parse(mode), kept) if kept else (ToolChoice.NONE, tools)
     raise RequestError(
         f"tool_choice type {kind!r} is not supported (only function tools)", param="tool_choice"
     )
@@ -334,105 +324,3 @@ def _response_format(raw: Any) -> JSONObject | None:
             schema["strict"] = bool(fmt["strict"])
         return {"type": "json_schema", "json_schema": schema}
     raise RequestError(f"text.format type {kind!r} is not supported", param="text.format.type")
-
-
-def message_item(item_id: str, text: str, status: str = "completed") -> JSONObject:
-    """An assistant ``message`` output item holding one ``output_text`` part."""
-    content: list[JSONObject] = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
-    return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
-
-
-def _item(call: ToolCall, kind: str, prefix: str, status: str, key: str, value: str) -> JSONObject:
-    """A call's output item; its item id is derived from the call id (``PREFIX_...``)."""
-    return {
-        "id": prefix + call.id.removeprefix("call_"),
-        "type": kind,
-        "status": status,
-        "call_id": call.id,
-        "name": call.name,
-        key: value,
-    }
-
-
-def function_call_item(call: ToolCall, status: str = "completed", arguments: str | None = None) -> JSONObject:
-    """A ``function_call`` output item (``fc_...``)."""
-    return _item(call, "function_call", "fc_", status, "arguments", dump_arguments(call) if arguments is None else arguments)
-
-
-def custom_input(call: ToolCall) -> str:
-    """The raw text input of a call to a custom tool (its one argument; other JSON as is)."""
-    value = call.arguments.get(CUSTOM_INPUT)
-    if isinstance(value, str) and set(call.arguments) == {CUSTOM_INPUT}:
-        return value
-    return dump_arguments(call)
-
-
-def custom_tool_call_item(call: ToolCall, status: str = "completed", text: str | None = None) -> JSONObject:
-    """A ``custom_tool_call`` output item (``ctc_...``): the call of a freeform tool, its raw text input."""
-    return _item(call, "custom_tool_call", "ctc_", status, "input", custom_input(call) if text is None else text)
-
-
-def call_item(call: ToolCall, custom: Collection[str], status: str = "completed") -> JSONObject:
-    """The output item of ``call``: ``custom_tool_call`` for a tool named in ``custom``, else ``function_call``."""
-    if call.name in custom:
-        return custom_tool_call_item(call, status)
-    return function_call_item(call, status)
-
-
-def responses_usage(usage: Usage) -> JSONObject:
-    """The Responses API ``usage`` object."""
-    return {
-        "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.total_tokens,
-    }
-
-
-def encode_responses_response(
-    *,
-    model: str,
-    content: str | None,
-    tool_calls: Sequence[ToolCall],
-    usage: Usage | None,
-    created: int,
-    response_id: str,
-    finish_reason: str = "stop",
-    status: str | None = None,
-    custom_tools: Collection[str] = (),
-) -> JSONObject:
-    """A ``response`` object: a ``message`` item for the prose, a ``function_call`` item per
-    call (``custom_tool_call`` for a tool named in ``custom_tools``).
-
-    ``status`` defaults to ``completed`` (``incomplete`` when the reply was cut off by
-    the token limit); the stream encoder passes ``in_progress`` with no usage for its
-    opening events.
-    """
-    output: list[JSONObject] = []
-    if status is None or status != "in_progress":
-        if content:
-            output.append(message_item("msg_" + response_id.removeprefix("resp_"), content))
-        output += [call_item(call, custom_tools) for call in tool_calls]
-    if status is None:
-        status = "incomplete" if finish_reason == "length" and not tool_calls else "completed"
-    return {
-        "id": response_id,
-        "object": "response",
-        "created_at": created,
-        "status": status,
-        "error": None,
-        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-        "instructions": None,
-        "metadata": {},
-        "model": model,
-        "output": output,
-        "parallel_tool_calls": True,
-        "temperature": None,
-        "tool_choice": "auto",
-        "tools": [],
-        "top_p": None,
-        "store": False,
-        "text": {"format": {"type": "text"}},
-        "usage": responses_usage(usage) if usage is not None else None,
-    }

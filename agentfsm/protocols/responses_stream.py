@@ -20,7 +20,7 @@ from agentfsm.core.backend import Usage
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall
 from agentfsm.protocols.common import dump_arguments, sse_event
-from agentfsm.protocols.responses import (
+from agentfsm.protocols.responses_items import (
     custom_input,
     custom_tool_call_item,
     encode_responses_response,

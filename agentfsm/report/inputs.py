@@ -33,7 +33,7 @@ from agentfsm.batch.task import TaskResult
 from agentfsm.core.errors import TranscriptError, UsageError
 from agentfsm.core.events import TranscriptEvent
 from agentfsm.diagram.build import transcript_files
-from agentfsm.runtime.replay import ReplayReport
+from agentfsm.replays.compare import ReplayReport
 from agentfsm.runtime.transcript import iter_events
 
 __all__ = ["FileKind", "Inputs", "Source", "classify", "gather", "read_runs"]

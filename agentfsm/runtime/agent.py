@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,20 +20,18 @@ from loguru import logger
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.backend import Backend, GenerationOptions, Usage
 from agentfsm.prompt.results import truncate_result
-from agentfsm.prompt.contract import contract_hash
-from agentfsm.core.engine import Answer, EngineConfig, TransitionRecord, dispatch, receive
+from agentfsm.engine.decide import Answer, EngineConfig, TransitionRecord, dispatch, receive
 from agentfsm.core.errors import AgentFSMError, MaxStepsExceeded
 from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
 from agentfsm.runtime.tally import Tally
-from agentfsm.runtime.turn import NO_EMIT, Emit, contract_for, emit_transition, run_turn
+from agentfsm.runtime.recorder import EventHook, Recorder, run_config, run_config_fields
+from agentfsm.runtime.turn import run_turn
 from agentfsm.core.states import derive_state
 from agentfsm.runtime.tools import ToolRegistry
-from agentfsm.runtime.transcript import TranscriptWriter
-from agentfsm.core.events import TranscriptEvent
+from agentfsm.core.events import AgentRunConfig, RunStartConfig, ToolResultEvent
 
 __all__ = ["Agent", "RunResult", "run_turn"]
 
-EventHook = Callable[[TranscriptEvent], None]
 
 
 @dataclass
@@ -70,7 +68,7 @@ class Agent:
     Without ``backend``, the embedded local model is used (needs ``agentfsm[local]``).
     How the run decides is ``config`` (:class:`~agentfsm.core.config.RunConfig`: dialect,
     enforcement, tool_choice, parallel, max_steps, max_corrections, loop_threshold,
-    grounding, result_max_chars); any of its fields may also be passed by name.
+    policies, grounding, consensus, result_max_chars); any of its fields may also be passed by name.
     ``event_types`` names the events ``on_event`` wants (default: all of them); without a
     ``transcript`` the others are then not built at all (a run that records nothing
     builds no events).
@@ -154,22 +152,13 @@ class Agent:
             relax_after_results=True,
             capabilities=backend.capabilities,
         )
-        writer = TranscriptWriter(self.transcript)
-        emit = self._emitter(writer)
-        wants = self._wants(writer)
+        types = self.event_types
+        # without a transcript, only the events on_event wants are built at all
+        wants = types.__contains__ if types is not None and self.transcript is None else None
+        recorder = Recorder(self.transcript, on_event=self.on_event, wants=wants)
         path = [derive_state(history).value]
-        if wants("run_start"):
-            emit("run_start", config=self._run_start_config(backend, config, specs))
-        if wants("request"):
-            emit(
-                "request",
-                messages=[m.model_dump(mode="json") for m in history],
-                tools=[s.model_dump(mode="json") for s in specs],
-                tool_choice=run.tool_choice,
-            )
-        contract = contract_for(backend, config, run.enforcement) if wants("contract") else None
-        if contract is not None:
-            emit("contract", hash=contract_hash(contract), text=contract)
+        recorder.start(lambda: self._run_start_config(backend, config), config, history)
+        recorder.contract(backend, config, run.enforcement)
         logger.info(
             "run start: tool mode {}, {} tool(s), contract injected: {}",
             bool(specs),
@@ -179,7 +168,7 @@ class Agent:
 
         def transition(rec: TransitionRecord) -> None:
             path.append(rec.dest.value)
-            emit_transition(emit, rec)
+            recorder.transition(rec)
 
         try:
             while True:
@@ -189,7 +178,7 @@ class Agent:
                     config=config,
                     enforcement=run.enforcement,
                     options=self.options,
-                    emit=emit,
+                    recorder=recorder,
                     on_transition=lambda rec: path.append(rec.dest.value),
                     max_steps=run.max_steps,
                     steps_taken=tally.attempts,
@@ -197,8 +186,8 @@ class Agent:
                 )
                 decision = turn.decision
                 if isinstance(decision, Answer):
-                    emit("final", content=decision.content, exhausted=decision.exhausted)
-                    emit("run_end", status="final", steps=tally.attempts, corrections=tally.corrections)
+                    recorder.answer(decision.content, decision.exhausted)
+                    recorder.end(tally)
                     return RunResult(
                         content=decision.content,
                         messages=history,
@@ -206,78 +195,33 @@ class Agent:
                         steps=tally.attempts,
                         corrections=tally.corrections,
                         usage=tally.usage,
-                        transcript=str(writer.path) if writer.path else None,
+                        transcript=str(recorder.path) if recorder.path else None,
                         tool_calls=tally.calls,
                         exhausted=decision.exhausted,
                     )
-                dumped = [call.model_dump(mode="json") for call in decision.calls]
-                for call_fields in dumped:
-                    emit("tool_call", call=call_fields)
+                recorder.calls(decision.calls)
                 transition(dispatch())
-                entries = [{"call": call_fields, "result": None} for call_fields in dumped]
+                entries: list[dict[str, Any]] = [{"call": c.model_dump(mode="json"), "result": None} for c in decision.calls]
                 tally.calls += entries
                 for call, entry in zip(decision.calls, entries, strict=True):
                     result = truncate_result(await registry.aexecute(call), run.result_max_chars)
-                    entry["result"] = result_fields = result.model_dump(mode="json")  # emit's redaction copies it
-                    emit("tool_result", result=result_fields)
+                    entry["result"] = result.model_dump(mode="json")
+                    recorder.emit(ToolResultEvent, result=result)
                     history.append(ToolMessage(result=result))
                     transition(receive(history))
                 if tally.attempts >= run.max_steps:
                     raise MaxStepsExceeded(run.max_steps)
         except AgentFSMError as exc:
-            emit("error", error=type(exc).__name__, message=str(exc))
-            emit("run_end", status="error", steps=tally.attempts, corrections=tally.corrections)
+            recorder.end(tally, exc)
             raise
         finally:
-            writer.close()
+            recorder.close()
 
-    def _run_start_config(self, backend: Backend, config: EngineConfig, specs: Sequence[ToolSpec]) -> dict[str, Any]:
-        run = self.config
-        return {
-            "producer": "agent",
-            "dialect": run.dialect,
-            "tool_choice": run.tool_choice,
-            "enforcement": run.enforcement,
-            "backend": backend.name,
-            "tools": [s.name for s in specs],
-            "max_steps": run.max_steps,
-            "parallel": run.parallel,
-            "max_corrections": run.max_corrections,
-            "loop_threshold": run.loop_threshold,
-            "grounding": config.grounding,
-            "consensus": config.consensus,
-            **self.transcript_config,
-        }
-
-    def _wants(self, writer: TranscriptWriter) -> Callable[[str], bool]:
-        """Whether an event of a type is recorded at all (its fields are worth building)."""
-        if writer.path is not None:
-            return lambda _type: True
-        if self.on_event is None:
-            return lambda _type: False
-        wanted = self.event_types
-        return (lambda _type: True) if wanted is None else wanted.__contains__
-
-    def _emitter(self, writer: TranscriptWriter) -> Emit:
-        hook = self.on_event
-        if writer.path is None and hook is None:
-            return NO_EMIT  # nothing records: the turn runner then builds no events either
-        return _Emitter(writer, hook, self._wants(writer))
-
-
-class _Emitter:
-    """Writes the events a run records and hands them to the hook; ``wants`` tells the
-    turn runner which types to build at all (:func:`agentfsm.runtime.turn.wants`)."""
-
-    def __init__(self, writer: TranscriptWriter, hook: Callable[[TranscriptEvent], None] | None,
-                 wants: Callable[[str], bool]) -> None:
-        self._writer = writer
-        self._hook = hook
-        self.wants = wants
-
-    def __call__(self, type_: str, **fields: Any) -> None:
-        if not self.wants(type_):
-            return
-        event = self._writer.emit(type_, **fields)
-        if self._hook is not None:
-            self._hook(event)
+    def _run_start_config(self, backend: Backend, config: EngineConfig) -> RunStartConfig:
+        """The agent's ``run_start`` config; ``transcript_config`` adds or overrides fields
+        (batch: ``producer`` and ``task``), checked against the producer's model."""
+        fields = run_config_fields(config, self.config.enforcement, backend)
+        recorded = AgentRunConfig(**fields, max_steps=self.config.max_steps)
+        if not self.transcript_config:
+            return recorded
+        return run_config({**recorded.model_dump(), **self.transcript_config})

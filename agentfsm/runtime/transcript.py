@@ -1,19 +1,20 @@
 """JSONL transcripts: one typed event per line, appended and flushed as it happens.
 
 The events are the models of :mod:`agentfsm.core.events` (a union discriminated on
-``type``, with a schema version). :meth:`TranscriptWriter.emit` builds the event from
-``emit("type", **fields)``, validates it (a field that does not fit is a
-:class:`~agentfsm.core.errors.TranscriptError`, at write time) and writes it.
+``type``, with a schema version). :meth:`TranscriptWriter.write` stamps an event built
+by its writer (its run, place and time), redacts it and writes it; runs write through
+a :class:`~agentfsm.runtime.recorder.Recorder`, which builds the events.
 :func:`read_events` is the canonical reader: it returns the typed events, and reads
 every version this release knows (:data:`~agentfsm.core.events.READABLE_VERSIONS`).
 :func:`read_transcript` returns the same events as plain JSON dicts, for callers
 that want the raw shape.
 
 Secrets never reach a transcript: keys that look like credentials are redacted by
-:func:`redact` before an event is built, and so is their value wherever else the same
-file would carry it (:class:`_SecretText`): in raw text that writes the key beside its
-value (a model's reply ``{"password": "..."}``, ``<parameter=password>``, ``password=...``),
-and, once a value was seen under such a key, in every later string of the file.
+:func:`redact` before an event is written (and handed to ``on_event``), and so is their
+value wherever else the same file would carry it (:class:`_SecretText`): in raw text that
+writes the key beside its value (a model's reply ``{"password": "..."}``,
+``<parameter=password>``, ``password=...``), and, once a value was seen under such a key,
+in every later string of the file.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from pydantic import BaseModel
 
@@ -35,11 +36,12 @@ from agentfsm.core.redaction import Redactor
 from agentfsm.core.events import (
     EVENT_MODELS,
     SCHEMA_VERSION,
+    Event,
     TranscriptEvent,
     event_fields,
     parse_event,
 )
-from agentfsm.protocols.client_json import MAX_JSON_DEPTH, load_client_json
+from agentfsm.core.client_json import MAX_JSON_DEPTH, load_client_json
 
 __all__ = [
     "EVENT_TYPES",
@@ -189,35 +191,31 @@ class TranscriptWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = self.path.open("a", encoding="utf-8")
 
-    def emit(self, type_: str, **fields: Any) -> TranscriptEvent:
-        """Build one event of ``type_`` from ``fields``, write it and flush. Returns the event.
-
-        Raises :class:`TranscriptError` when ``type_`` is unknown or a field does not fit.
-        """
-        if type_ not in EVENT_MODELS:
-            raise TranscriptError(f"unknown transcript event type {type_!r}")
+    def write(self, event: Event) -> TranscriptEvent:
+        """Stamp ``event`` with this run's id, its place and the time, redact it, write it
+        and flush. Returns the event as written (what ``on_event`` sees too)."""
         with self._lock:
+            # every event model is one of TranscriptEvent's: the copy is the same model
+            stamped = cast(TranscriptEvent, event.model_copy(update={
+                "v": SCHEMA_VERSION,
+                "run": self.run_id,
+                "seq": self._seq,
+                "t": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            }))
+            fields = event_fields(stamped, envelope=True)
             found: list[str] = []
             plain = redact(fields, found)
             self._secrets.learn(found)
-            event = parse_event(
-                {
-                    **self._secrets.scrub(plain),
-                    "v": SCHEMA_VERSION,
-                    "run": self.run_id,
-                    "seq": self._seq,
-                    "t": datetime.now(UTC).isoformat(timespec="milliseconds"),
-                    "type": type_,
-                }
-            )
+            clean = self._secrets.scrub(plain)
+            if clean != fields:  # a secret: the event is what was written
+                stamped = parse_event(clean)
             self._seq += 1
             if self._fh is not None:
-                line = json.dumps(event_fields(event, envelope=True), ensure_ascii=False)
-                self._fh.write(line + "\n")
+                self._fh.write(json.dumps(clean, ensure_ascii=False) + "\n")
                 self._fh.flush()
         if self.on_event is not None:
-            self.on_event(event)
-        return event
+            self.on_event(stamped)
+        return stamped
 
     def close(self) -> None:
         """Close the file (further events are an error)."""
@@ -238,7 +236,7 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
 
     A line that is not JSON, not an event, or an event that does not fit its type
     is a :class:`TranscriptError` naming the file and line. Lines are decoded within a
-    client body's limits (:func:`~agentfsm.protocols.client_json.load_client_json`:
+    client body's limits (:func:`~agentfsm.core.client_json.load_client_json`:
     nesting, integer length, finite numbers, no lone surrogates): a tampered file is
     an error that says what is wrong, never a crash.
     """

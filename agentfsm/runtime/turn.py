@@ -8,7 +8,7 @@ for callers that want the result only.
 
 What happens once, here:
 
-- each attempt's request follows :func:`~agentfsm.core.engine.plan` (tool_choice,
+- each attempt's request follows :func:`~agentfsm.engine.decide.plan` (tool_choice,
   enforcement level, retry grammar, compaction, extension);
 - prose is *held* (not yielded while it arrives) when a call is required or under
   constrained decoding, where the model writes JSON; what of the accepted content the
@@ -22,7 +22,7 @@ What happens once, here:
 
 The event loop is never held long by one reply: a streamed reply's parsing gives the
 loop a turn every few milliseconds (:data:`YIELD_EVERY`), and the engine decides a long
-reply (:data:`~agentfsm.runtime.sampling.OFF_LOOP_CHARS`; :func:`~agentfsm.runtime.sampling.decide`)
+reply (:data:`~agentfsm.runtime.model_calls.OFF_LOOP_CHARS`; :func:`~agentfsm.runtime.model_calls.decide`)
 in a worker thread, where parsing and validating it
 cannot stall the proxy's other clients.
 
@@ -42,35 +42,34 @@ from typing import Any
 from agentfsm.core._types import EnforcementLevel
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
-from agentfsm.core.decisions import Plan
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord, plan
-from agentfsm.core.errors import MaxStepsExceeded
+from agentfsm.engine.decisions import Plan
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord
+from agentfsm.engine.plan import plan, policies_of, wants_vote
+from agentfsm.core.errors import MaxStepsExceeded, RunError
+from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.core.states import State, derive_state
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
-from agentfsm.guards import clauses, grounding
 from agentfsm.prompt.contract import render_contract
-from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, build_action_schema, call_required, choose_level
+from agentfsm.prompt.enforcement import build_action_schema
 from agentfsm.prompt.projection import project_history
-from agentfsm.runtime.sampling import bounded, decide, extend, usage_of, vote
+from agentfsm.runtime.model_calls import bounded, decide, extend, usage_of, vote
+from agentfsm.runtime.recorder import NO_RECORDER, Recorder
 from agentfsm.runtime.tally import Tally
 
 __all__ = [
-    "NO_EMIT",
     "Tally",
     "TurnResult",
     "bounded",
-    "contract_for",
-    "emit_transition",
     "prepare_request",
     "record_decision",
+    "recorded_turn",
     "run_turn",
     "stream_turn",
     "usage_of",
 ]
 
-Emit = Callable[..., None]
 #: seconds of stream parsing after which the loop is given a turn
 YIELD_EVERY = 0.005
 
@@ -91,35 +90,6 @@ class TurnResult:
     def exhausted(self) -> bool:
         """The correction budget ran out: the answer is the model's best acceptable reply."""
         return isinstance(self.decision, Answer) and self.decision.exhausted
-
-
-def _noop(*_args: Any, **_kwargs: Any) -> None:
-    return None
-
-
-#: the ``emit`` that records nothing: the turn then builds no events (~15 µs a request)
-NO_EMIT: Emit = _noop
-
-
-def wants(emit: Emit, type_: str) -> bool:
-    """Whether ``emit`` records events of ``type_``, so their fields are worth building:
-    not :data:`NO_EMIT`; an emitter with a ``wants(type_)`` method says per type."""
-    if emit is NO_EMIT:
-        return False
-    check = getattr(emit, "wants", None)
-    return check is None or bool(check(type_))
-
-
-def contract_for(backend: Backend, config: EngineConfig, enforcement: EnforcementLevel) -> str | None:
-    """The contract the model is given for ``config`` on ``backend`` (None without tools)."""
-    if not config.tools:
-        return None
-    level = choose_level(enforcement, backend.capabilities, config.tool_choice)
-    dialect = CONSTRAINED_DIALECT if level == "constrained" else config.dialect
-    return render_contract(
-        config.tools, dialect, config.tool_choice, config.parallel, constrained=level == "constrained",
-        answer_schema=config.answer_schema,
-    )
 
 
 def _request(
@@ -143,7 +113,7 @@ def _request(
     )
     prompt = project_history(
         history, config.tools, dialect=p.dialect, tool_choice=p.tool_choice, parallel=config.parallel,
-        contract=contract,
+        contract=contract, sentences=policies_of(config).result_sentences,
     )
     return prompt, options, prefill
 
@@ -236,7 +206,7 @@ async def stream_turn(
     config: EngineConfig,
     enforcement: EnforcementLevel = DEFAULTS.enforcement,
     options: GenerationOptions | None = None,
-    emit: Emit = NO_EMIT,
+    recorder: Recorder = NO_RECORDER,
     on_transition: Callable[[TransitionRecord], None] | None = None,
     max_steps: int | None = None,
     steps_taken: int = 0,
@@ -257,9 +227,8 @@ async def stream_turn(
     tally = tally if tally is not None else Tally()
     attempts = corrections = 0
     voted = False
-    # consensus decides the first decision of a user turn; after results, only a call
-    # with a made-up value (sampling may find the result's value): other refusals there
-    # are a model repeating itself, and their correction (answer now) is the way on
+    # consensus decides the first decision of a user turn; later, only where the policy
+    # that refused says so (engine.decide.wants_vote)
     first = derive_state(history) is State.FIRST_DECISION
     usage = Usage()
     while True:
@@ -269,17 +238,10 @@ async def stream_turn(
         prompt, opts, prefill = _request(history, config, p, options)
         attempts += 1
         tally.attempts += 1
-        if wants(emit, "model_request"):
-            emit(
-                "model_request",
-                attempt=attempts,
-                messages=[m.model_dump(mode="json") for m in prompt],
-                options=opts.model_dump(mode="json"),
-                enforcement=p.level,
-            )
+        recorder.emit(ModelRequestEvent, attempt=attempts, messages=tuple(prompt), options=opts, enforcement=p.level)
         # held: a required call's preamble, JSON under a grammar, and an answer that must be
         # a client schema's JSON (checked whole before the client sees any of it)
-        hold = p.level == "constrained" or call_required(p.tool_choice) or config.answer_schema is not None
+        hold = p.level == "constrained" or p.tool_choice.requires_call or config.answer_schema is not None
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
         async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
@@ -287,11 +249,10 @@ async def stream_turn(
         tally.model_calls += 1
         usage += out.usage
         tally.charge(out.usage)
-        if emit is not NO_EMIT:
-            emit("model_output", text=out.text, usage=out.usage.model_dump(), finish_reason=out.finish_reason)
+        recorder.emit(ModelOutputEvent, text=out.text, usage=out.usage, finish_reason=out.finish_reason)
         text = out.text
         if p.extend:
-            text, extended = await extend(backend, prompt, options, config, p, text, attempts, emit, deadline)
+            text, extended = await extend(backend, prompt, options, config, p, text, attempts, recorder, deadline)
             if extended is not None:
                 usage += extended
                 tally.charge(extended)
@@ -304,25 +265,25 @@ async def stream_turn(
             # with a refused item falls back to its first call when that one is accepted
             alone = await decide(history, out.text, deciding, out.finish_reason)
             if not isinstance(alone, Correct):
-                emit("guard", guard="extension", verdict="accept", reason="first_call_alone",
-                     detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
+                recorder.emit(GuardEvent, guard="extension", verdict="accept", reason="first_call_alone",
+                              detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
                 decision = alone
-        record_decision(decision, emit, on_transition, tally)
+        record_decision(decision, recorder, on_transition, tally)
         if (isinstance(decision, Correct) and config.consensus and not voted
-                and (first or decision.reason == grounding.REASON) and decision.reason != clauses.REASON):
+                and wants_vote(config, decision.reason, first)):
             voted = True  # a refused first decision's candidates, before its correction
             chosen, extra = await vote(
                 backend, prompt, opts, prefill, history, decision, out.usage.completion_tokens, deciding,
-                p.level, attempts, emit, deadline, tally,
+                p.level, attempts, recorder, deadline, tally,
             )
             usage += extra  # the candidates are charged on the tally one by one
             if chosen is not None:
                 decision = chosen
-                record_decision(decision, emit, on_transition, tally)
+                record_decision(decision, recorder, on_transition, tally)
         if isinstance(decision, Correct):
             corrections += 1
             tally.corrections += 1
-            emit("retry", reason=decision.reason, attempt=decision.attempt, message=decision.message.content)
+            recorder.emit(RetryEvent, reason=decision.reason, attempt=decision.attempt, message=decision.message.content)
             history.extend([decision.assistant, decision.message])
             continue
         if isinstance(decision, Fail):
@@ -363,31 +324,49 @@ def _unsent(content: str, forwarded: str) -> str:
 
 def record_decision(
     decision: CallTools | Answer | Correct | Fail,
-    emit: Emit,
+    recorder: Recorder,
     on_transition: Callable[[TransitionRecord], None] | None,
     tally: Tally | None = None,
 ) -> None:
     """Write the parse result, guard verdicts and transitions of a decision; count its
     corrections and stops by guard on ``tally``."""
     parsed = decision.parsed
-    if wants(emit, "parse"):
-        emit(
-            "parse",
-            content=parsed.content,
-            tool_calls=[c.model_dump(mode="json") for c in parsed.tool_calls],
-            problems=[p.model_dump(mode="json") for p in parsed.problems],
-            truncated=parsed.truncated,
-        )
+    recorder.emit(ParseEvent, content=parsed.content, tool_calls=parsed.tool_calls, problems=parsed.problems,
+                  truncated=parsed.truncated)
     for g in decision.guards:
-        emit("guard", guard=g.guard, verdict=g.verdict, reason=g.reason, detail=g.detail)
+        recorder.emit(GuardEvent, guard=g.guard, verdict=g.verdict, reason=g.reason, detail=g.detail)
         if tally is not None and g.verdict in ("correct", "stop"):
             tally.guarded(g.guard)
     for rec in decision.transitions:
         if on_transition is not None:
             on_transition(rec)
-        emit_transition(emit, rec)
+        recorder.transition(rec)
 
 
-def emit_transition(emit: Emit, rec: TransitionRecord) -> None:
-    """Write one fired machine event to the transcript."""
-    emit("transition", **{"from": rec.source.value, "event": rec.event, "to": rec.dest.value})
+async def recorded_turn(
+    backend: Backend,
+    history: list[Message],
+    config: EngineConfig,
+    enforcement: EnforcementLevel,
+    options: GenerationOptions,
+    recorder: Recorder,
+) -> TurnResult | RunError:
+    """One deciding turn framed on ``recorder`` (after its ``start``): the contract, the
+    turn, then its calls (decided, not run), its answer, or the error that ended it, and
+    ``run_end``. The benchmark's decision path; replay runs a recorded eval case through
+    it again."""
+    recorder.contract(backend, config, enforcement)
+    tally = Tally()
+    try:
+        result = await run_turn(
+            backend, history, config=config, enforcement=enforcement, options=options, recorder=recorder, tally=tally
+        )
+    except RunError as exc:
+        recorder.end(tally, exc)
+        return exc
+    if isinstance(result.decision, CallTools):
+        recorder.calls(result.decision.calls)
+    else:
+        recorder.answer(result.decision.content, result.exhausted)
+    recorder.end(tally)
+    return result

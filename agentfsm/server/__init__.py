@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentfsm._lazy import lazy_exports
+from agentfsm.core._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from agentfsm.server.app import create_app

@@ -20,7 +20,7 @@ fitted to the backend's context (:mod:`agentfsm.server.fit`): tool descriptions
 compacted where needed, ``max_tokens`` clamped, or a 400 "prompt is too long".
 
 Safety: an API key (``Authorization: Bearer`` or ``x-api-key``) when one is set; a
-capped body (413); JSON decoded within limits (:mod:`agentfsm.protocols.client_json`);
+capped body (413); JSON decoded within limits (:mod:`agentfsm.core.client_json`);
 errors in the caller's protocol shape, 4xx for client mistakes, never a 500 for them;
 a client that disconnects cancels the upstream call; a ``request_timeout`` bounds each
 whole request. With ``transcripts_dir`` every request writes a JSONL transcript named
@@ -53,7 +53,7 @@ from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disco
 from agentfsm.server.fit import count_prompt_tokens, fit_exchange
 from agentfsm.server.observe import app_watches
 from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOLS, Settings
-from agentfsm.server.wire import Wire, wire_for_path
+from agentfsm.server.wire import Wire, wire_for, wire_for_path
 from agentfsm.core.backend import Backend, counts_tokens
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import (
@@ -78,9 +78,9 @@ class JSONResponse(_StarletteJSON):
 
 
 _R = TypeVar("_R")
-_OPENAI = Wire("openai")
-_ANTHROPIC = Wire("anthropic")
-_RESPONSES = Wire("responses")
+_OPENAI = wire_for("openai")
+_ANTHROPIC = wire_for("anthropic")
+_RESPONSES = wire_for("responses")
 #: status sent when the client went away (nobody reads it; it marks the access log)
 _CLIENT_CLOSED = 499
 _PRIME_GRACE = 1.0

@@ -33,7 +33,7 @@ from agentfsm.core.errors import (
     UnsupportedMediaType,
     UsageError,
 )
-from agentfsm.protocols.client_json import load_client_json
+from agentfsm.core.client_json import load_client_json
 
 __all__ = [
     "AuthError",
@@ -132,7 +132,7 @@ async def read_json_body(request: Request, limit: int, timeout: float | None = N
     :class:`BodyTimeout` when the whole body has not arrived within ``timeout`` seconds:
     a sender that stalls mid-body would otherwise hold its connection forever.
 
-    Decoded within the limits of :func:`~agentfsm.protocols.client_json.load_client_json`
+    Decoded within the limits of :func:`~agentfsm.core.client_json.load_client_json`
     (depth, integer length, finite numbers, no lone surrogates): a :class:`RequestError` otherwise.
     """
     _check_json_type(request)

@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from loguru import logger
 from starlette.requests import Request
@@ -22,15 +22,17 @@ from agentfsm.server.observe import RequestObserver
 from agentfsm.server.settings import Settings
 from agentfsm.server.wire import Wire
 from agentfsm.core.backend import Backend, Capabilities, GenerationOptions, Usage
-from agentfsm.core.engine import CallTools, EngineConfig
+from agentfsm.core.choice import ToolChoice
+from agentfsm.core.events import ModelOutputEvent, ModelRequestEvent, ProxyRunConfig
+from agentfsm.engine.decide import CallTools, EngineConfig
+from agentfsm.engine.plan import policies_of
 from agentfsm.core.errors import BackendTimeout, ClientGone
 from agentfsm.core.messages import PromptMessage, ToolCall
-from agentfsm.prompt.contract import contract_hash
 from agentfsm.prompt.projection import project_history
 from agentfsm.protocols import NormalizedRequest, estimate_tokens, generation_options, remint_ids
 from agentfsm.protocols.sampling import answer_schema
-from agentfsm.runtime.transcript import TranscriptWriter
-from agentfsm.runtime.turn import NO_EMIT, Emit, Tally, TurnResult, contract_for, run_turn
+from agentfsm.runtime.recorder import NO_RECORDER, Recorder, run_config_fields
+from agentfsm.runtime.turn import Tally, TurnResult, run_turn
 
 __all__ = [
     "ATTEMPTS_HEADER",
@@ -83,11 +85,12 @@ class Exchange:
     tally: Tally = field(default_factory=Tally)
     response_id: str = field(default="")
     created: int = field(default_factory=lambda: int(time.time()))
+    #: the request's events (nothing recorded until :meth:`record` or :meth:`open_transcript`)
+    recorder: Recorder = field(default=NO_RECORDER, repr=False)
     #: the answer is the model's prose after the correction budget ran out (``Reply.exhausted``)
     exhausted: bool = False
     #: the client's own ``max_tokens`` (fitting may lower the request's)
     asked_max_tokens: int | None = field(default=None, init=False)
-    _writer: TranscriptWriter | None = field(default=None, repr=False)
     _ended: bool = field(default=False, repr=False)
     #: :attr:`config` and :attr:`options`, with the request (and capabilities) they were
     #: made from: read several times per request, made again only when the request is
@@ -159,7 +162,10 @@ class Exchange:
 
     def plain_prompt(self) -> list[PromptMessage]:
         """The history for a request without tools: no contract, nothing added."""
-        return project_history(self.request.messages, (), dialect=self.settings.run.dialect, tool_choice="auto")
+        return project_history(
+            self.request.messages, (), dialect=self.settings.run.dialect, tool_choice=ToolChoice.AUTO,
+            sentences=policies_of(self.config).result_sentences,
+        )
 
     def plain_request(self) -> tuple[list[PromptMessage], GenerationOptions]:
         """The one model call of a request without tools: its prompt and options, counted
@@ -167,13 +173,7 @@ class Exchange:
         prompt = self.plain_prompt()
         options = self.options
         self.tally.attempts = 1
-        self.emit(
-            "model_request",
-            attempt=1,
-            messages=[m.model_dump(mode="json") for m in prompt],
-            options=options.model_dump(mode="json"),
-            enforcement="prompt",
-        )
+        self.recorder.emit(ModelRequestEvent, attempt=1, messages=tuple(prompt), options=options, enforcement="prompt")
         return prompt, options
 
     def add_usage(self, prompt: int, completion: int) -> None:
@@ -216,60 +216,34 @@ class Exchange:
     def open_transcript(self) -> None:
         """Start this request's transcript (when a directory is configured), and its
         observer (when the app has a watch): the request is under way."""
-        if self.settings.watch is not None:
-            self.observer = self.settings.watch.exchange(self)
+        observer = self.observer = self.settings.watch.exchange(self) if self.settings.watch is not None else None
         directory = self.settings.transcripts_dir
-        if directory is None:
+        if directory is None and observer is None:
             return
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         run_id = f"{stamp}-{secrets.token_hex(6)}"
-        self._writer = TranscriptWriter(directory / f"{run_id}.jsonl", run_id=run_id)
+        path = directory / f"{run_id}.jsonl" if directory is not None else None
+        # the observer sees the events it wants; the turn builds no other (unless a file holds them)
+        hook, wants = (observer, observer.wants) if observer is not None else (None, None)
+        self.record(Recorder(path, run_id=run_id, on_event=hook, wants=wants))
+
+    def record(self, recorder: Recorder) -> None:
+        """Record this request on ``recorder``: its ``run_start``, ``request`` and (in tool
+        mode) ``contract`` now, the turn's events as it runs, its end at :meth:`end`."""
+        self.recorder = recorder
         r = self.request
-        self.emit(
-            "run_start",
-            config={
-                "producer": "proxy",
-                "dialect": self.settings.run.dialect,
-                "tool_choice": r.tool_choice,
-                "enforcement": self.settings.run.enforcement,
-                "backend": self.backend.name,
-                "tools": [t.name for t in r.tools],
-                "max_steps": None,
-                "parallel": r.parallel,
-                "protocol": r.protocol,
-                "stream": r.stream,
-                "max_corrections": self.settings.run.max_corrections,
-                "loop_threshold": self.settings.run.loop_threshold,
-                "grounding": self.config.grounding,
-                "consensus": self.config.consensus,
-            },
+        recorder.start(
+            lambda: ProxyRunConfig(
+                **run_config_fields(self.config, self.settings.run.enforcement, self.backend),
+                protocol=r.protocol,
+                stream=r.stream,
+            ),
+            self.config,
+            r.messages,
+            normalized=lambda: r.model_dump(mode="json", exclude={"messages", "tools"}),
         )
-        self.emit(
-            "request",
-            messages=[m.model_dump(mode="json") for m in r.messages],
-            tools=[t.model_dump(mode="json") for t in r.tools],
-            tool_choice=r.tool_choice,
-            normalized=r.model_dump(mode="json", exclude={"messages", "tools"}),
-        )
-        contract = contract_for(self.backend, self.config, self.settings.run.enforcement) if r.tool_mode else None
-        if contract is not None:  # as the agent records it: replay then sees a changed contract
-            self.emit("contract", hash=contract_hash(contract), text=contract)
-
-    @property
-    def recorder(self) -> Emit:
-        """What the turn runner records with: :meth:`emit` while a transcript is written,
-        else the observer (which says what it wants), else
-        :data:`~agentfsm.runtime.turn.NO_EMIT` (the runner then builds no events)."""
-        if self._writer is not None:
-            return self.emit
-        return self.observer if self.observer is not None else NO_EMIT
-
-    def emit(self, type_: str, **fields: Any) -> None:
-        """Write one transcript event and show it to the observer (nothing when neither is on)."""
-        if self._writer is not None:
-            self._writer.emit(type_, **fields)
-        if self.observer is not None and self.observer.wants(type_):
-            self.observer(type_, **fields)
+        if r.tool_mode:  # as the agent records it: replay then sees a changed contract
+            recorder.contract(self.backend, self.config, self.settings.run.enforcement)
 
     def end(self, reply: Reply | None = None, error: BaseException | None = None) -> None:
         """Record how the request ended and close the transcript (once)."""
@@ -278,18 +252,12 @@ class Exchange:
         self._ended = True
         if self.observer is not None:
             self.observer.end(self, reply, error)
-        if self._writer is None:  # transcripts off: there is nothing to record
-            return
         if reply is not None:
-            for call in reply.calls:
-                self.emit("tool_call", call=call.model_dump(mode="json"))
-            if not reply.calls:
-                self.emit("final", content=reply.content or "", exhausted=reply.exhausted)
-        if error is not None:
-            self.emit("error", error=type(error).__name__, message=str(error) or type(error).__name__)
-        status = "error" if error is not None else "final"
-        self.emit("run_end", status=status, steps=self.attempts, corrections=self.corrections)
-        self._writer.close()
+            if reply.calls:
+                self.recorder.calls(reply.calls)
+            else:
+                self.recorder.answer(reply.content or "", reply.exhausted)
+        self.recorder.end(self.tally, error)
 
 
 def new_token() -> str:
@@ -317,7 +285,7 @@ async def complete(ex: Exchange) -> Reply:
             config=ex.config,
             enforcement=ex.settings.run.enforcement,
             options=ex.options,
-            emit=ex.recorder,
+            recorder=ex.recorder,
             tally=ex.tally,
         )
         return reply_for(ex, result)
@@ -325,12 +293,7 @@ async def complete(ex: Exchange) -> Reply:
     completion = await ex.backend.acomplete(prompt, options)
     prompt_tokens = completion.usage.prompt_tokens or sum(estimate_tokens(m.content) for m in prompt)
     ex.add_usage(prompt_tokens, completion.usage.completion_tokens or estimate_tokens(completion.text))
-    ex.emit(
-        "model_output",
-        text=completion.text,
-        usage=completion.usage.model_dump(),
-        finish_reason=completion.finish_reason,
-    )
+    ex.recorder.emit(ModelOutputEvent, text=completion.text, usage=completion.usage, finish_reason=completion.finish_reason)
     reason = "length" if completion.finish_reason == "length" else "stop"
     return Reply(completion.text or None, (), reason)
 

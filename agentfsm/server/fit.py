@@ -4,7 +4,7 @@ The prompt measured is the first model call's, exactly as the turn runner builds
 (:func:`~agentfsm.runtime.turn.prepare_request`: contract, client system text,
 history, prefill), counted by the backend where it can count
 (:class:`~agentfsm.core.backend.CountsTokens`: the local model) and otherwise with the
-estimate the usage falls back to. :func:`~agentfsm.prompt.fit.fit_prompt` decides:
+estimate the usage falls back to. :func:`~agentfsm.prompt.compaction.fit_prompt` decides:
 as sent, compacted, or :class:`~agentfsm.core.errors.PromptTooLong`.
 """
 
@@ -18,7 +18,7 @@ from loguru import logger
 from agentfsm.core.backend import Backend, GenerationOptions, counts_tokens
 from agentfsm.core.errors import PromptTooLong
 from agentfsm.core.messages import PromptMessage, ToolSpec
-from agentfsm.prompt.fit import Fit, fit_prompt
+from agentfsm.prompt.compaction import Fit, fit_prompt
 from agentfsm.protocols import estimate_tokens
 from agentfsm.runtime.turn import prepare_request
 from agentfsm.server.exchange import Exchange

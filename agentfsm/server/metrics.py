@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from agentfsm.core.events import GuardEvent, RetryEvent, TranscriptEvent
 from agentfsm.core.errors import AgentFSMError, BackendError, BackendHTTPError, BackendProtocolError, BackendTimeout
 from agentfsm.server.observe import outcome_of
 
@@ -82,13 +83,12 @@ class _RequestCounts:
     def wants(self, type_: str) -> bool:
         return type_ in _WANTED
 
-    def __call__(self, type_: str, **fields: Any) -> None:
-        if type_ == "guard":
-            if fields.get("verdict") != "accept":
-                self._guard[str(fields.get("reason"))] = str(fields.get("guard"))
-        elif type_ == "retry":
-            reason = str(fields.get("reason"))
-            self._metrics.corrections.labels(self._guard.get(reason, "unknown"), reason).inc()
+    def __call__(self, event: TranscriptEvent) -> None:
+        if isinstance(event, GuardEvent):
+            if event.verdict != "accept":
+                self._guard[event.reason] = event.guard
+        elif isinstance(event, RetryEvent):
+            self._metrics.corrections.labels(self._guard.get(event.reason, "unknown"), event.reason).inc()
 
     def end(self, ex: Exchange, reply: Reply | None, error: BaseException | None) -> None:
         m = self._metrics
@@ -182,9 +182,9 @@ def metrics_endpoint(metrics: ProxyMetrics, api_key: SecretStr | None) -> Callab
     from starlette.responses import JSONResponse, Response
 
     from agentfsm.server.auth import check_api_key
-    from agentfsm.server.wire import Wire
+    from agentfsm.server.wire import wire_for
 
-    wire = Wire("openai")
+    wire = wire_for("openai")
 
     async def serve_metrics(request: Request) -> Response:
         try:

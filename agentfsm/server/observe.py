@@ -5,10 +5,10 @@ A :class:`Watch` belongs to the app (``Settings.watch``; None when nothing watch
 and then a request pays one attribute check). For each request it makes a
 :class:`RequestObserver`, which the exchange hands
 
-- the request's events as the turn records them (``observer(type_, **fields)``, the
-  transcript writer's call), only of the types it :meth:`~RequestObserver.wants`:
+- the request's events as its :class:`~agentfsm.runtime.recorder.Recorder` writes them
+  (``observer(event)``, typed), only of the types it :meth:`~RequestObserver.wants`:
   the turn builds no event an observer does not want, so counting corrections costs
-  the fields of a ``guard`` and a ``retry``, not a dump of every prompt;
+  a ``guard`` and a ``retry`` event, not a dump of every prompt;
 - the request's end, once (:meth:`~RequestObserver.end`), with the reply or the error.
 
 A request refused before it became an exchange (a wrong key, a body that is not
@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentfsm.core.errors import AgentFSMError, BackendError, RetryBudgetExceeded
+from agentfsm.core.events import TranscriptEvent
 
 if TYPE_CHECKING:
     from agentfsm.server.exchange import Exchange, Reply
@@ -35,8 +36,8 @@ class RequestObserver(Protocol):
     def wants(self, type_: str) -> bool:
         """Whether events of ``type_`` are worth building for this observer."""
 
-    def __call__(self, type_: str, **fields: Any) -> None:
-        """One event of the request (as :meth:`TranscriptWriter.emit` takes it)."""
+    def __call__(self, event: TranscriptEvent) -> None:
+        """One event of the request, as written."""
 
     def end(self, ex: Exchange, reply: Reply | None, error: BaseException | None) -> None:
         """The request is over: answered with ``reply``, or ended by ``error``."""
@@ -82,10 +83,10 @@ class _Both:
     def wants(self, type_: str) -> bool:
         return any(o.wants(type_) for o in self._observers)
 
-    def __call__(self, type_: str, **fields: Any) -> None:
+    def __call__(self, event: TranscriptEvent) -> None:
         for observer in self._observers:
-            if observer.wants(type_):
-                observer(type_, **fields)
+            if observer.wants(event.type):
+                observer(event)
 
     def end(self, ex: Exchange, reply: Reply | None, error: BaseException | None) -> None:
         for observer in self._observers:

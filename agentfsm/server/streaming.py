@@ -38,6 +38,7 @@ from loguru import logger
 
 from agentfsm.core.backend import TextStream
 from agentfsm.core.errors import AgentFSMError
+from agentfsm.core.events import ModelOutputEvent
 from agentfsm.runtime.turn import bounded, stream_turn, usage_of
 from agentfsm.server.exchange import Exchange, Reply, reply_for
 from agentfsm.server.wire import StreamSink
@@ -106,7 +107,7 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
     finish = (ended.finish_reason if ended else None) or "stop"
     usage = usage_of(ended.usage if ended else None, prompt, text)
     ex.tally.charge(usage)
-    ex.emit("model_output", text=text, usage=usage.model_dump(), finish_reason=finish)
+    ex.recorder.emit(ModelOutputEvent, text=text, usage=usage, finish_reason=finish)
     reply = Reply(text or None, (), "length" if finish == "length" else "stop")
     ex.end(reply)
     for event in _ending(ex, sink, reply):
@@ -121,7 +122,7 @@ async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
         config=ex.config,
         enforcement=ex.settings.run.enforcement,
         options=ex.options,
-        emit=ex.recorder,
+        recorder=ex.recorder,
         stream=True,
         deadline=ex.deadline,
         tally=ex.tally,

@@ -31,6 +31,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from agentfsm.core.errors import MissingExtraError, UsageError
+from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, RetryEvent, TranscriptEvent
 from agentfsm.server.observe import outcome_of
 
 try:
@@ -80,43 +81,41 @@ class _RequestSpans:
     def wants(self, type_: str) -> bool:
         return type_ in _WANTED
 
-    def __call__(self, type_: str, **fields: Any) -> None:
-        if type_ == "model_request":
-            self._start_call(fields)
-        elif type_ == "model_output":
-            self._end_call(fields)
-        elif type_ == "guard":
+    def __call__(self, event: TranscriptEvent) -> None:
+        if isinstance(event, ModelRequestEvent):
+            self._start_call(event)
+        elif isinstance(event, ModelOutputEvent):
+            self._end_call(event)
+        elif isinstance(event, GuardEvent):
             (self._deciding or self._span).add_event("agentfsm.guard", {
-                "agentfsm.guard.name": str(fields.get("guard")),
-                "agentfsm.guard.verdict": str(fields.get("verdict")),
-                "agentfsm.guard.reason": str(fields.get("reason")),
+                "agentfsm.guard.name": event.guard,
+                "agentfsm.guard.verdict": event.verdict,
+                "agentfsm.guard.reason": event.reason,
             })
-        elif type_ == "retry":
+        elif isinstance(event, RetryEvent):
             (self._deciding or self._span).add_event("agentfsm.correction", {
-                "agentfsm.correction.reason": str(fields.get("reason")),
-                "agentfsm.correction.attempt": int(fields.get("attempt") or 0),
+                "agentfsm.correction.reason": event.reason,
+                "agentfsm.correction.attempt": event.attempt,
             })
             self._close_deciding()
 
-    def _start_call(self, fields: dict[str, Any]) -> None:
-        side = bool(fields.get("extension")) or bool(fields.get("candidate"))
+    def _start_call(self, event: ModelRequestEvent) -> None:
+        side = event.extension or bool(event.candidate)
         if not side:
             self._close_deciding()
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": self._backend,
-            "agentfsm.attempt": int(fields.get("attempt") or 0),
-            "agentfsm.enforcement": str(fields.get("enforcement") or ""),
+            "agentfsm.attempt": event.attempt,
+            "agentfsm.enforcement": event.enforcement,
         }
-        if fields.get("candidate"):
-            attributes["agentfsm.candidate"] = int(fields["candidate"])
-        if fields.get("extension"):
+        if event.candidate:
+            attributes["agentfsm.candidate"] = event.candidate
+        if event.extension:
             attributes["agentfsm.extension"] = True
-        options = fields.get("options")
-        if isinstance(options, dict):
-            for key, name in (("max_tokens", "gen_ai.request.max_tokens"), ("temperature", "gen_ai.request.temperature")):
-                if options.get(key) is not None:
-                    attributes[name] = options[key]
+        # the max_tokens and temperature of the call (GenerationOptions always carries both)
+        attributes["gen_ai.request.max_tokens"] = event.options.max_tokens
+        attributes["gen_ai.request.temperature"] = event.options.temperature
         span = self._tracer.start_span(
             f"chat {self._backend}", context=self._context, kind=SpanKind.CLIENT, attributes=attributes
         )
@@ -124,15 +123,13 @@ class _RequestSpans:
         if not side:
             self._deciding = span
 
-    def _end_call(self, fields: dict[str, Any]) -> None:
+    def _end_call(self, event: ModelOutputEvent) -> None:
         span = self._call
         if span is None:
             return
-        usage = fields.get("usage")
-        if isinstance(usage, dict):
-            span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("prompt_tokens") or 0))
-            span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("completion_tokens") or 0))
-        span.set_attribute("gen_ai.response.finish_reasons", [str(fields.get("finish_reason") or "stop")])
+        span.set_attribute("gen_ai.usage.input_tokens", event.usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", event.usage.completion_tokens)
+        span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason or "stop"])
         self._call = None
         if span is not self._deciding:
             span.end()

@@ -1,15 +1,16 @@
-"""The proxy's view of the wire protocols: one adapter each for bodies, errors and streams.
+"""The proxy's view of the wire protocols: one object per protocol for bodies, errors and streams.
 
-The handlers speak to a :class:`Wire` and a :class:`StreamSink` and never branch on the
-protocol themselves; the encoders underneath are the pure ones in
+The handlers speak to a :class:`Wire` (:func:`wire_for`, :func:`wire_for_path`) and a
+:class:`StreamSink` and never branch on the protocol; each protocol is one subclass,
+which says everything that is its own, on top of the pure encoders in
 :mod:`agentfsm.protocols`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Protocol, TypeAlias
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import Usage
@@ -34,39 +35,52 @@ from agentfsm.protocols import (
 )
 from agentfsm.protocols.common import NormalizedRequest
 
-__all__ = ["StreamSink", "Wire", "wire_for_path"]
+__all__ = ["AnthropicWire", "OpenAIWire", "ResponsesWire", "StreamSink", "Wire", "wire_for", "wire_for_path"]
 
 
-@dataclass(frozen=True)
-class Wire:
+class _Encoder(Protocol):
+    """What a stream encoder of :mod:`agentfsm.protocols` offers the sink."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def text(self, delta: str) -> list[str]: ...
+
+    def finish(self, reason: str, usage: Usage) -> list[str]: ...
+
+    def error(self, message: str, type: str) -> list[str]: ...
+
+
+#: the events of one accepted call, the ``index``-th of the response (the stream
+#: encoder's own ``tool_call``, given the index where the protocol numbers its calls)
+CallWriter: TypeAlias = Callable[[int, ToolCall], list[str]]
+
+
+class Wire(ABC):
     """Everything protocol-specific about one endpoint."""
 
-    protocol: WireProtocol
+    #: the protocol, as :class:`~agentfsm.protocols.common.NormalizedRequest` names it
+    protocol: ClassVar[WireProtocol]
+    #: the error type a stream ends with when the failure is not one of ours
+    server_error: ClassVar[str] = "server_error"
 
-    def normalize(self, body: object) -> NormalizedRequest:
+    @abstractmethod
+    def normalize(self, body: Any) -> NormalizedRequest:
         """The client's body as a :class:`NormalizedRequest` (RequestError when malformed)."""
-        if self.protocol == "openai":
-            return normalize_openai(body)  # type: ignore[arg-type]  # checked inside
-        if self.protocol == "responses":
-            return normalize_responses(body)  # type: ignore[arg-type]
-        return normalize_anthropic(body)  # type: ignore[arg-type]
 
     def error(self, status: int, message: str) -> JSONObject:
-        """An error body in this protocol's shape (the Responses API uses OpenAI's)."""
-        if self.protocol != "anthropic":
-            return openai_error(status, message)
-        return anthropic_error(status, message)
+        """An error body in this protocol's shape (OpenAI's, unless the protocol has its own)."""
+        return openai_error(status, message)
 
     def error_for(self, exc: AgentFSMError) -> tuple[int, JSONObject]:
         """The status and error body for one of our errors."""
-        if self.protocol != "anthropic":
-            return openai_error_for(exc)
-        return anthropic_error_for(exc)
+        return openai_error_for(exc)
 
     def response_id(self, token: str) -> str:
         """A fresh ``chatcmpl-...``, ``resp_...`` or ``msg_...`` id."""
         return mint_response_id(self.protocol, token)
 
+    @abstractmethod
     def response(
         self,
         *,
@@ -81,22 +95,13 @@ class Wire:
     ) -> JSONObject:
         """A whole (non-streamed) response body (``custom_tools``: the Responses API's
         freeform tools, whose calls are ``custom_tool_call`` items)."""
-        if self.protocol != "anthropic":  # the two OpenAI encoders take the same fields
-            common: dict[str, Any] = {
-                "model": model, "content": content, "tool_calls": calls, "usage": usage,
-                "created": created, "response_id": response_id, "finish_reason": finish_reason,
-            }
-            if self.protocol == "responses":
-                return encode_responses_response(**common, custom_tools=custom_tools)
-            return encode_openai_response(**common)
-        return encode_anthropic_response(
-            model=model,
-            content=content,
-            tool_calls=calls,
-            usage=usage,
-            message_id=response_id,
-            finish_reason=finish_reason,
-        )
+
+    @abstractmethod
+    def _stream(
+        self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+        custom_tools: Sequence[str],
+    ) -> tuple[_Encoder, CallWriter]:
+        """A stream encoder for one response, and how it writes a call."""
 
     def sink(
         self,
@@ -108,101 +113,133 @@ class Wire:
         input_tokens: int,
         custom_tools: Sequence[str] = (),
     ) -> StreamSink:
-        """A stream encoder for one response."""
-        return StreamSink(self, model, response_id, created, include_usage, input_tokens, custom_tools)
+        """A stream of one response."""
+        return StreamSink(self, *self._stream(model, response_id, created, include_usage, input_tokens, custom_tools))
+
+
+class OpenAIWire(Wire):
+    """OpenAI chat completions (``/v1/chat/completions``)."""
+
+    protocol = "openai"
+
+    def normalize(self, body: Any) -> NormalizedRequest:
+        return normalize_openai(body)
+
+    def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
+                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = ()) -> JSONObject:
+        return encode_openai_response(model=model, content=content, tool_calls=calls, usage=usage, created=created,
+                                      response_id=response_id, finish_reason=finish_reason)
+
+    def _stream(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+                custom_tools: Sequence[str]) -> tuple[_Encoder, CallWriter]:
+        encoder = OpenAIStreamEncoder(model, response_id, created, include_usage=include_usage)
+        return encoder, encoder.tool_call  # chat completions number their tool_calls
+
+
+class ResponsesWire(Wire):
+    """OpenAI's Responses API (``/v1/responses``); errors in OpenAI's shape."""
+
+    protocol = "responses"
+
+    def normalize(self, body: Any) -> NormalizedRequest:
+        return normalize_responses(body)
+
+    def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
+                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = ()) -> JSONObject:
+        return encode_responses_response(model=model, content=content, tool_calls=calls, usage=usage,
+                                         created=created, response_id=response_id, finish_reason=finish_reason,
+                                         custom_tools=custom_tools)
+
+    def _stream(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+                custom_tools: Sequence[str]) -> tuple[_Encoder, CallWriter]:
+        encoder = ResponsesStreamEncoder(model, response_id, created, custom_tools)
+        return encoder, lambda _index, call: encoder.tool_call(call)
+
+
+class AnthropicWire(Wire):
+    """Anthropic messages (``/v1/messages``)."""
+
+    protocol = "anthropic"
+    server_error = "api_error"
+
+    def normalize(self, body: Any) -> NormalizedRequest:
+        return normalize_anthropic(body)
+
+    def error(self, status: int, message: str) -> JSONObject:
+        return anthropic_error(status, message)
+
+    def error_for(self, exc: AgentFSMError) -> tuple[int, JSONObject]:
+        return anthropic_error_for(exc)
+
+    def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
+                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = ()) -> JSONObject:
+        return encode_anthropic_response(model=model, content=content, tool_calls=calls, usage=usage,
+                                         message_id=response_id, finish_reason=finish_reason)
+
+    def _stream(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
+                custom_tools: Sequence[str]) -> tuple[_Encoder, CallWriter]:
+        encoder = AnthropicStreamEncoder(model, response_id, input_tokens=input_tokens)
+        return encoder, lambda _index, call: encoder.tool_call(call)
+
+
+#: one wire per protocol
+WIRES: dict[WireProtocol, Wire] = {w.protocol: w for w in (OpenAIWire(), ResponsesWire(), AnthropicWire())}
+
+
+def wire_for(protocol: WireProtocol) -> Wire:
+    """The wire of ``protocol``."""
+    return WIRES[protocol]
+
+
+def wire_for_path(path: str) -> Wire:
+    """The protocol whose error shape fits a request path (``/v1/messages`` is Anthropic's)."""
+    if path.startswith("/v1/messages"):
+        return WIRES["anthropic"]
+    return WIRES["responses" if path.startswith("/v1/responses") else "openai"]
 
 
 class StreamSink:
     """One streamed response: prose deltas, finished tool calls, the end or an error."""
 
-    def __init__(
-        self,
-        wire: Wire,
-        model: str,
-        response_id: str,
-        created: int,
-        include_usage: bool,
-        input_tokens: int,
-        custom_tools: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, wire: Wire, encoder: _Encoder, write_call: CallWriter) -> None:
         self.wire = wire
-        self._openai: OpenAIStreamEncoder | None = None
-        self._anthropic: AnthropicStreamEncoder | None = None
-        self._responses: ResponsesStreamEncoder | None = None
-        if wire.protocol == "openai":
-            self._openai = OpenAIStreamEncoder(
-                model, response_id, created, include_usage=include_usage
-            )
-        elif wire.protocol == "responses":
-            self._responses = ResponsesStreamEncoder(model, response_id, created, custom_tools)
-        else:
-            self._anthropic = AnthropicStreamEncoder(model, response_id, input_tokens=input_tokens)
+        self._encoder = encoder
+        self._write_call = write_call
         self._calls = 0
 
     @property
     def closed(self) -> bool:
         """Whether the stream has ended (cleanly or with an error)."""
-        encoder = self._openai or self._anthropic or self._responses
-        return encoder is not None and encoder.closed
+        return self._encoder.closed
 
     def text(self, delta: str) -> list[str]:
         """A prose delta (the stream's opening events first, when not sent yet)."""
-        if self._openai is not None:
-            return self._openai.text(delta)
-        if self._responses is not None:
-            return self._responses.text(delta)
-        assert self._anthropic is not None
-        return self._anthropic.text(delta)
+        return self._encoder.text(delta)
 
     def calls(self, calls: Sequence[ToolCall]) -> list[str]:
         """Accepted tool calls, each with its id and name first, then its arguments."""
         out: list[str] = []
         for call in calls:
-            if self._openai is not None:
-                out += self._openai.tool_call(self._calls, call)
-            elif self._responses is not None:
-                out += self._responses.tool_call(call)
-            else:
-                assert self._anthropic is not None
-                out += self._anthropic.tool_call(call)
+            out += self._write_call(self._calls, call)
             self._calls += 1
         return out
 
     def finish(self, reason: str, usage: Usage) -> list[str]:
         """The clean end: finish reason, usage and the protocol's terminator."""
-        if self._openai is not None:
-            return self._openai.finish(reason, usage)
-        if self._responses is not None:
-            return self._responses.finish(reason, usage)
-        assert self._anthropic is not None
-        return self._anthropic.finish(reason, usage)
+        return self._encoder.finish(reason, usage)
 
     def fail(self, exc: AgentFSMError | None, message: str = "internal error") -> list[str]:
         """End the stream with the protocol's error event (never a clean end)."""
+        kind = self.wire.server_error
         if exc is not None:
             _, body = self.wire.error_for(exc)
             error = body["error"]
             assert isinstance(error, dict)
             message = str(error["message"])
             kind = str(error["type"])
-        else:
-            kind = "api_error" if self.wire.protocol == "anthropic" else "server_error"
-        if self._openai is not None:
-            return self._openai.error(message, type=kind)
-        if self._responses is not None:
-            return self._responses.error(message, type=kind)
-        assert self._anthropic is not None
-        return self._anthropic.error(message, type=kind)
+        return self._encoder.error(message, kind)
 
     @staticmethod
     def comment(text: str) -> str:
         """An SSE comment line: clients ignore it; used for the trailing attempt count."""
         return f": {text}\n\n"
-
-
-def wire_for_path(path: str) -> Wire:
-    """The protocol whose error shape fits a request path (``/v1/messages`` is Anthropic's)."""
-    if path.startswith("/v1/messages"):
-        return Wire("anthropic")
-    return Wire("responses" if path.startswith("/v1/responses") else "openai")
-

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from agentfsm.backends.scripted import ScriptedBackend, ScriptExhausted
 from agentfsm.testing.answers import empty_answer
-from agentfsm.testing.fake_upstream import (
+from agentfsm.testing.fake_upstream import FakeUpstream
+from agentfsm.testing.fake_script import (
     FakeReply,
-    FakeUpstream,
     ReceivedRequest,
     Script,
     drip,

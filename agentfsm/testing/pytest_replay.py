@@ -23,7 +23,7 @@ transition, tool_call, tool_result, final, error), normalized: run ids, sequence
 numbers and timestamps removed, the path reduced to the file name, so it is stable
 across machines and runs.
 Both are synchronous; from an ``async`` test use :func:`areplay_snapshot` or
-:func:`agentfsm.runtime.replay.areplay`.
+:func:`agentfsm.replays.compare.areplay`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentfsm.runtime.replay import ReplayReport, areplay, replay
+from agentfsm.replays.compare import ReplayReport, areplay, replay
 
 __all__ = ["areplay_snapshot", "assert_replays", "replay_snapshot"]
 

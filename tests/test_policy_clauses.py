@@ -5,9 +5,9 @@ call to the right clause's numbers."""
 from __future__ import annotations
 
 from agentfsm.core.backend import Capabilities
-from agentfsm.core.engine import CallTools, Correct, EngineConfig, plan, step
+from agentfsm.engine.decide import CallTools, Correct, EngineConfig, plan, step
 from agentfsm.core.messages import AssistantMessage, Message, ToolSpec, UserMessage
-from agentfsm.guards import clauses
+from agentfsm.policy import clauses
 from agentfsm.guards.base import Accept, Correction
 from agentfsm.prompt.grammar import grammar_schema
 

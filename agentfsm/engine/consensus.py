@@ -2,7 +2,7 @@
 
 When the engine refuses the model's reply (a correction), the turn runner may first
 draw a few more candidates of the same request at a sampling temperature
-(:func:`agentfsm.runtime.sampling.vote`) and let the engine decide each one, as it
+(:func:`agentfsm.runtime.model_calls.vote`) and let the engine decide each one, as it
 decided the refused reply. This module picks among those decisions, purely:
 
 - only decisions the engine *accepts* vote: calls it would run, or an answer it would
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm.core.decisions import Answer, CallTools, Decision
+from agentfsm.engine.decisions import Answer, CallTools, Decision
 
 __all__ = ["TEMPERATURE", "Vote", "choose", "signature", "verbatim"]
 

@@ -21,19 +21,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Final
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec
 from agentfsm.guards._history import results, told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards._hold import hold, numbers_for
-from agentfsm.guards.clauses import name_words
-from agentfsm.guards.grounding import numbers_in, request_of, results_so_far, values_of
+from agentfsm.policy.base import Policy, correction_of
+from agentfsm.policy._hold import hold, numbers_for
+from agentfsm.policy.clauses import name_words
+from agentfsm.guards._history import results_so_far
+from agentfsm.policy.grounding import numbers_in, request_of, values_of
 
-__all__ = ["GUARD", "REASON", "check", "retry_tools", "uncovered"]
+__all__ = ["GUARD", "POLICY", "REASON", "CoveragePolicy", "check", "retry_tools", "uncovered"]
 
 GUARD = "coverage"
-REASON = "uncovered_request"
+REASON: Final = "uncovered_request"
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\w)")
 #: a capitalised word run inside a sentence (not the sentence's first word)
 _NAME = re.compile(r"(?<=[a-z0-9,;:] )[A-Z][\w'-]*(?: [A-Z][\w'-]*)*")
@@ -110,7 +113,7 @@ def retry_tools(history: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[
 def check(history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice) -> Verdict:
     """Correct an answer after results while the request names something no call used
     (once per user turn, under ``auto`` only)."""
-    if tool_choice != "auto" or not any(isinstance(m, ToolMessage) for m in turn(history)) or told(history, REASON):
+    if tool_choice != ToolChoice.AUTO or not any(isinstance(m, ToolMessage) for m in turn(history)) or told(history, REASON):
         return ACCEPT
     left = uncovered(history, tools)
     if not left:
@@ -124,3 +127,23 @@ def check(history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: To
     return Correction(guard=GUARD, reason=REASON, message=message,
                       detail=f"the request names what no call used: {', '.join(left)}")
 
+
+class CoveragePolicy(Policy):
+    """An answer after results leaves no part of the request unused."""
+
+    name = "coverage"
+    needs_grounding = True
+
+    def check_answer(
+        self, history: Sequence[Message], content: str, tools: Sequence[ToolSpec], tool_choice: ToolChoice
+    ) -> Verdict:
+        return check(history, tools, tool_choice)
+
+    def retry_offer(
+        self, history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice
+    ) -> tuple[ToolSpec, ...] | None:
+        """Every tool, held to the values the request left (:func:`retry_tools`), and the answer."""
+        return retry_tools(history[:-2], tools) if correction_of(history) == REASON else None
+
+
+POLICY = CoveragePolicy()

@@ -4,9 +4,9 @@ about; otherwise the retry offers the tools it is about, or the answer alone."""
 from __future__ import annotations
 
 from agentfsm.core.backend import Capabilities
-from agentfsm.core.engine import CallTools, Correct, EngineConfig, plan, step
+from agentfsm.engine.decide import CallTools, Correct, EngineConfig, plan, step
 from agentfsm.core.messages import ToolSpec, UserMessage
-from agentfsm.guards import relevance
+from agentfsm.policy import relevance
 from agentfsm.guards.base import Accept
 
 from tests._histories import MATH, PLACES, after, call

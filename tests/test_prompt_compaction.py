@@ -1,4 +1,4 @@
-"""prompt.fit: measure, compact (never dropping a tool), clamp max_tokens, or refuse."""
+"""prompt.compaction: measure, compact (never dropping a tool), clamp max_tokens, or refuse."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from agentfsm.core.errors import PromptTooLong
 from agentfsm.core.messages import ToolSpec
 from agentfsm.prompt.contract import render_contract
-from agentfsm.prompt.fit import COMPACT_LEVELS, MIN_COMPLETION_TOKENS, compact_tools, fit_prompt
+from agentfsm.prompt.compaction import COMPACT_LEVELS, MIN_COMPLETION_TOKENS, compact_tools, fit_prompt
 from agentfsm.prompt.grammar import grammar_schema
 
 CLIENTS = Path(__file__).resolve().parent.parent / "fixtures" / "clients"

@@ -1,21 +1,21 @@
 """The engine's values: its configuration, the plan of a request, and its decisions.
 
-Frozen dataclasses, re-exported by :mod:`agentfsm.core.engine`, which makes them.
+Frozen dataclasses, re-exported by :mod:`agentfsm.engine.decide`, which makes them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from agentfsm.core.backend import Capabilities
-from agentfsm.core._types import DialectName, JSONObject, ToolChoice
+from agentfsm.core._types import DialectName, JSONObject, Level, PolicyName
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RunError
 from agentfsm.core.messages import AssistantMessage, ToolCall, ToolSpec, UserMessage
 from agentfsm.core.states import State
-from agentfsm.dialects.base import ParsedReply
-from agentfsm.prompt.enforcement import Level
+from agentfsm.core.parsed import ParsedReply
 
 __all__ = [
     "Answer",
@@ -40,7 +40,10 @@ class EngineConfig:
     parallel: bool = DEFAULTS.parallel
     max_corrections: int = DEFAULTS.max_corrections
     loop_threshold: int = DEFAULTS.loop_threshold
-    #: run :mod:`~agentfsm.guards.grounding` (resolved from the run's ``grounding``)
+    #: the language policies consulted, in order (:mod:`agentfsm.policy`)
+    policies: tuple[PolicyName, ...] = DEFAULTS.policies
+    #: run the policies for small models (clauses, grounding, relevance, coverage;
+    #: resolved from the run's ``grounding``)
     grounding: bool = False
     #: candidates drawn after a refused reply (0: none; resolved from the run's ``consensus``)
     consensus: int = 0
@@ -50,6 +53,10 @@ class EngineConfig:
     relax_after_results: bool = False
     #: the JSON Schema a final answer must match (a client's output schema), if any
     answer_schema: JSONObject | None = None
+
+    def __post_init__(self) -> None:
+        # a spelling ("required", a tool's name) reads as the value
+        object.__setattr__(self, "tool_choice", ToolChoice.parse(self.tool_choice))
 
     @classmethod
     def of(
@@ -73,6 +80,7 @@ class EngineConfig:
             parallel=run.parallel if parallel is None else parallel,
             max_corrections=run.max_corrections,
             loop_threshold=run.loop_threshold,
+            policies=run.policies,
             grounding=_resolve(run.grounding, capabilities),
             consensus=run.consensus_samples if _resolve(run.consensus, capabilities) else 0,
             relax_after_results=relax_after_results,
@@ -99,7 +107,7 @@ class GuardRecord:
     """One guard verdict, for transcripts and logs."""
 
     guard: str
-    verdict: str
+    verdict: Literal["accept", "correct", "stop"]
     reason: str
     detail: str
 

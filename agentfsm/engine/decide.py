@@ -16,9 +16,8 @@ ends with the model's best acceptable reply: an :class:`Answer` with ``exhausted
 set (the latest prose of the round, never a rejected call); when the model wrote no
 prose, with :class:`Fail` (:class:`RetryBudgetExceeded`), as under a required call.
 
-:func:`plan` decides what the next request offers (the tool_choice that binds it, the
-enforcement level, the tools of the retry grammar, compact argument lists, the
-extension step); :func:`step` decides what a reply means. Nothing else decides.
+:func:`~agentfsm.engine.plan.plan` decides what the next request offers (re-exported
+here); :func:`step` decides what a reply means. Nothing else decides.
 """
 
 from __future__ import annotations
@@ -27,20 +26,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from loguru import logger
 
-from agentfsm.core._types import EnforcementLevel, ToolChoice
-from agentfsm.core.config import DEFAULTS
-from agentfsm.core.backend import Capabilities
-from agentfsm.prompt.contract import render_call_template
-from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, Level, call_required, choose_level
+from agentfsm.core.choice import ToolChoice
+from agentfsm.prompt.contract import is_template, render_call_template
 from agentfsm.dialects import get_dialect
-from agentfsm.dialects.base import ParsedReply
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
-from agentfsm.core.answers import trim_repetition
-from agentfsm.guards import answer_schema, budget, clauses, coverage, empty, grounding, injection, loops, relevance, repeated_call, run_guards
+from agentfsm.guards import answer_schema, budget, empty, injection, loops, repeated_call, run_guards
 from agentfsm.guards import tool_choice as tool_choice_guard
-from agentfsm.guards._history import called
+from agentfsm.policy import Policies
+from agentfsm.engine.plan import plan, policies_of, tool_choice_now, wants_vote
 from agentfsm.guards.base import Correction, Stop
-from agentfsm.core.decisions import (
+from agentfsm.engine.decisions import (
     Answer,
     CallTools,
     Correct,
@@ -58,7 +54,6 @@ from agentfsm.core.messages import (
     SystemMessage,
     ToolCall,
     ToolMessage,
-    ToolSpec,
     UserMessage,
 )
 from agentfsm.dialects.parse import parse_reply
@@ -77,9 +72,11 @@ __all__ = [
     "conversation_text",
     "dispatch",
     "plan",
+    "policies_of",
     "receive",
     "step",
     "tool_choice_now",
+    "wants_vote",
 ]
 
 
@@ -91,88 +88,6 @@ def _fire(machine: AgentMachine, event: str, records: list[TransitionRecord], **
     source = machine.state
     dest = machine.fire(event, **facts)
     records.append(TransitionRecord(source, event, dest))
-
-
-def _round_corrections(history: Sequence[Message]) -> list[tuple[str, AssistantMessage]]:
-    """This round's corrections, latest first: each reason with the reply it rejected
-    (a round starts at the user's message or the last tool result)."""
-    found: list[tuple[str, AssistantMessage]] = []
-    for i in range(len(history) - 1, 0, -1):
-        msg = history[i]
-        if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
-            break
-        rejected = history[i - 1]
-        if isinstance(msg, UserMessage) and msg.correction and isinstance(rejected, AssistantMessage):
-            found.append((msg.correction, rejected))
-    return found
-
-
-def _retry_tools(history: Sequence[Message], specs: Sequence[ToolSpec], choice: ToolChoice) -> tuple[ToolSpec, ...]:
-    """The tools the retry's grammar offers, after some corrections:
-
-    - after a ``repeated_call`` correction, the tools already called in this user turn
-      are left out: the model must use the results (answer) or try another tool;
-    - after a :mod:`~agentfsm.guards.grounding` correction (``ungrounded_call``,
-      ``stale_call``, ``unsupported_answer``; ``auto`` only) no tool is left: the model
-      had no value from the conversation to call with, or has the results in hand, and
-      answers; after ``missing_value`` (the first such call of a turn, before results)
-      the tools it did not call are left, to fetch the value, and the answer;
-    - after ``misplaced_value`` (:mod:`~agentfsm.guards.clauses`), the tools of the part
-      of the request the value came from, held to that part's numbers
-      (:func:`~agentfsm.guards.clauses.retry_tools`), and the answer;
-    - after ``irrelevant_tool`` (:mod:`~agentfsm.guards.relevance`), the tools the
-      request is about, and the answer;
-    - after ``uncovered_request`` (:mod:`~agentfsm.guards.coverage`), every tool, held
-      to the values the request left unused and the turn's results, and the answer;
-
-    When a call is mandatory the grammar keeps every offered tool: a correction never
-    strands the model without a valid call.
-    """
-    if not history or not isinstance(history[-1], UserMessage) or call_required(choice):
-        return tuple(specs)
-    if history[-1].correction in grounding.REASONS:
-        return ()
-    if history[-1].correction in (grounding.MISSING_REASON, clauses.REASON):
-        rejected = history[-2] if len(history) > 1 else None
-        text = rejected.content or "" if isinstance(rejected, AssistantMessage) else ""
-        refused = parse_reply(text, specs, CONSTRAINED_DIALECT).tool_calls
-        if history[-1].correction == clauses.REASON:
-            return clauses.retry_tools(history[:-2], refused, specs)  # the tools the value's clause asks for
-        # the model may fetch the missing value with another tool (not the one it called)
-        return grounding.fetch_tools(history[:-2], specs, {c.name for c in refused})
-    if history[-1].correction == relevance.REASON:
-        return relevance.retry_tools(history[:-2], specs)  # the tools the request is about, or none
-    if history[-1].correction == coverage.REASON:
-        return coverage.retry_tools(history[:-2], specs)  # held to the values the request left
-    dropped = called(history) if history[-1].correction == repeated_call.REASON else set()
-    return tuple(s for s in specs if s.name not in dropped)
-
-
-def plan(
-    history: Sequence[Message], config: EngineConfig, capabilities: Capabilities, enforcement: EnforcementLevel = DEFAULTS.enforcement
-) -> Plan:
-    """What the next request for ``history`` offers, on a backend with ``capabilities``.
-
-    Raises :class:`~agentfsm.core.errors.UsageError` for an ``enforcement`` the backend
-    cannot honour.
-    """
-    choice = tool_choice_now(history, config)
-    level: Level = choose_level(enforcement, capabilities, choice) if config.tools else "prompt"
-    if level != "constrained":
-        prefill = level == "prefill" and call_required(choice)
-        return Plan(choice, level, config.dialect, config.tools, prefill=prefill)
-    # the grammar forces the json-protocol shape: teach and show that one format
-    continues = config.parallel and capabilities.list_continuation
-    return Plan(
-        choice,
-        level,
-        CONSTRAINED_DIALECT,
-        _retry_tools(history, config.tools, choice),
-        compact=any(reason == "truncated_action" for reason, _ in _round_corrections(history)),
-        # where the backend extends a single call into a list, the reply itself is one call
-        listed=config.parallel and not capabilities.list_continuation,
-        extend=continues,
-    )
 
 
 def conversation_text(history: Sequence[Message]) -> str:
@@ -188,26 +103,6 @@ def conversation_text(history: Sequence[Message]) -> str:
         elif isinstance(msg, SystemMessage):
             parts.append(msg.content)
     return "\n".join(parts).lower()
-
-
-def tool_choice_now(history: Sequence[Message], config: EngineConfig) -> ToolChoice:
-    """The ``tool_choice`` that binds the next reply.
-
-    With ``relax_after_results`` (the agent), the configured choice binds the first
-    decision after each user message; once tool results have come back the model may
-    call again or answer (``none`` stays off): tool history never makes another call
-    mandatory. Without it (the proxy), the client's choice binds every request, as the
-    wire protocols mean it.
-    """
-    choice = config.tool_choice
-    if not config.relax_after_results or choice == "none":
-        return choice
-    for msg in reversed(history):
-        if isinstance(msg, ToolMessage):
-            return "auto"
-        if isinstance(msg, UserMessage) and msg.correction is None:
-            break
-    return choice
 
 
 def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_reason: str = "stop") -> Decision:
@@ -232,8 +127,9 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         len(parsed.problems),
         parsed.truncated,
     )
-    turn = _Turn(machine, records, parsed, reply, history, config, choice)
-    if choice == "none":
+    policies = policies_of(config)
+    turn = _Turn(machine, records, parsed, reply, history, config, choice, policies)
+    if choice == ToolChoice.NONE:
         # Tools are off: an action (or nothing at all) is sent back for prose, never run
         # and never passed on as an empty answer.
         off = tool_choice_guard.check(parsed, choice, config.tools, dialect_name=config.dialect)
@@ -242,18 +138,18 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         refused = off if isinstance(off, Correction) else _unfit_answer(parsed, config)
         if refused is not None:
             return _refuse(turn, refused, escalate=False)
-        return _answer(machine, records, parsed, (), parsed.content or "", choice)
+        return _answer(machine, records, parsed, (), parsed.content or "", choice, policies)
 
     injected = (
         injection.data_actions(history, config.tools, config.dialect) if parsed.tool_calls else injection.NO_DATA_ACTIONS
     )
     # a reply that quotes a data action and makes its own call keeps its own call
     parsed = injection.without_quoted(parsed, injected)
-    turn = _Turn(machine, records, parsed, reply, history, config, choice)
+    turn = _Turn(machine, records, parsed, reply, history, config, choice, policies)
     # only calls are checked against it (guards, grounding): a prose reply need not gather it
     conversation = conversation_text(history) if parsed.tool_calls else ""
     dialect = get_dialect(config.dialect)
-    shown = [t for t in config.tools if t.name == choice] or list(config.tools[:1])
+    shown = [t for t in config.tools if t.name == choice.name] or list(config.tools[:1])
     example = render_call_template(shown[0], dialect) if shown else ""
     verdict = run_guards(
         parsed,
@@ -263,6 +159,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         example=example,
         source=conversation,
         injected=injected,
+        refusals=policies.refusal,
     )
     if isinstance(verdict, Correction):
         return _refuse(turn, verdict, escalate=True)
@@ -274,13 +171,10 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         unfit = _unfit_answer(parsed, config)
         if isinstance(unfit, Correction):
             return _refuse(turn, unfit, escalate=False)
-        if config.grounding:
-            unsupported = grounding.check_answer(history, parsed.content or "")
-            if not isinstance(unsupported, Correction):
-                unsupported = coverage.check(history, config.tools, choice)
-            if isinstance(unsupported, Correction):
-                return _refuse(turn, unsupported, escalate=False)
-        return _answer(machine, records, parsed, (), parsed.content or "", choice)
+        unsupported = policies.check_answer(history, parsed.content or "", config.tools, choice)
+        if isinstance(unsupported, Correction):
+            return _refuse(turn, unsupported, escalate=False)
+        return _answer(machine, records, parsed, (), parsed.content or "", choice, policies)
 
     base = _calls_so_far(history)
     minted = tuple(
@@ -296,17 +190,12 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if isinstance(stop, Stop):
         _fire(machine, "abort", records, must_stop=True)
         guard = GuardRecord(stop.guard, "stop", stop.reason, stop.detail)
-        repeats = config.loop_threshold
-        return Fail(parsed, tuple(records), (guard,), error=LoopDetected(minted[0].name, repeats))
-    if config.grounding:
-        # a misplaced value is in the request (so grounded): its correction is the more specific
-        unfounded = clauses.check(history, minted, config.tools)
-        if not isinstance(unfounded, Correction):
-            unfounded = grounding.check(history, minted, choice, config.tools, conversation)
-        if not isinstance(unfounded, Correction):
-            unfounded = relevance.check(history, minted, config.tools, choice)
-        if isinstance(unfounded, Correction):
-            return _refuse(turn, unfounded, escalate=False)
+        # the looping call, which need not be the first of the reply
+        error = LoopDetected(stop.tool or minted[0].name, stop.repeats or config.loop_threshold)
+        return Fail(parsed, tuple(records), (guard,), error=error)
+    unfounded = policies.check_call(history, minted, config.tools, choice, conversation)
+    if isinstance(unfounded, Correction):
+        return _refuse(turn, unfounded, escalate=False)
     _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
     assistant = AssistantMessage(content=parsed.content, tool_calls=minted)
     return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
@@ -327,14 +216,15 @@ def _answer(
     guards: tuple[GuardRecord, ...],
     content: str,
     choice: ToolChoice,
+    policies: Policies,
     exhausted: bool = False,
 ) -> Answer:
-    _fire(machine, "answer", records, answer_allowed=not call_required(choice))
+    _fire(machine, "answer", records, answer_allowed=choice.allows_answer)
     return Answer(
         parsed,
         tuple(records),
         guards,
-        content=(content := trim_repetition(content)),
+        content=(content := policies.finish_answer(content)),
         assistant=AssistantMessage(content=content),
         exhausted=exhausted,
     )
@@ -351,6 +241,7 @@ class _Turn:
     history: Sequence[Message]
     config: EngineConfig
     choice: ToolChoice
+    policies: Policies
 
 
 def _refuse(turn: _Turn, verdict: Correction, *, escalate: bool) -> Correct | Answer | Fail:
@@ -392,11 +283,12 @@ def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
     used = budget.corrections_in_turn(turn.history)
     guard = GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail)
     spent = GuardRecord(budget.GUARD, "stop", "budget_spent", f"{used} correction(s) sent; last: {verdict.reason}")
-    content = "" if call_required(turn.choice) else _best_prose(turn.history, turn.parsed, turn.config)
+    content = _best_prose(turn.history, turn.parsed, turn.config) if turn.choice.allows_answer else ""
     if content:
         logger.info("correction budget spent ({}): answering with the best reply so far", verdict.reason)
         return _answer(
-            turn.machine, turn.records, turn.parsed, (guard, spent), content, turn.choice, exhausted=True
+            turn.machine, turn.records, turn.parsed, (guard, spent), content, turn.choice, turn.policies,
+            exhausted=True,
         )
     _fire(turn.machine, "abort", turn.records, must_stop=True)
     error = RetryBudgetExceeded(attempts=used + 1, last_reply=turn.reply, reason=verdict.reason)
@@ -422,7 +314,7 @@ def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineC
 def _acceptable(prose: str | None, config: EngineConfig) -> bool:
     """Prose that can end a spent turn: it says something, is no copied ``<slot>``, and
     is the JSON of the client's output schema where there is one."""
-    if not prose or not prose.strip() or grounding.is_template(prose):
+    if not prose or not prose.strip() or is_template(prose):
         return False
     return config.answer_schema is None or not isinstance(answer_schema.check(prose, config.answer_schema), Correction)
 

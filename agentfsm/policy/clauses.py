@@ -32,18 +32,21 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import Message, ToolCall, ToolSpec
 from agentfsm.guards._history import called, results, told
-from agentfsm.guards._hold import hold, numbers_for
+from agentfsm.policy._hold import hold, numbers_for
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards.grounding import grounded, number_spans, numbers_in, request_of, values_of
+from agentfsm.policy.base import Policy, correction_of, refused_calls
+from agentfsm.policy.grounding import grounded, number_spans, numbers_in, request_of, values_of
 
-__all__ = ["GUARD", "REASON", "Misplaced", "Nested", "check", "clauses", "misplaced", "name_words", "nested",
+__all__ = ["GUARD", "POLICY", "REASON", "ClausesPolicy", "Misplaced", "Nested", "check", "clauses", "misplaced", "name_words", "nested",
            "retry_tools", "words"]
 
 GUARD = "clauses"
-REASON = "misplaced_value"
+REASON: Final = "misplaced_value"
 #: where a clause ends: punctuation, a full stop before a space or the end, a line break
 _CUT = re.compile(r"[;:!?\n]|,(?!\d)|\.(?!\d)")
 _WORD = re.compile(r"[a-z]+")
@@ -208,3 +211,35 @@ def _check_nested(history: Sequence[Message], calls: Sequence[ToolCall], tools: 
     )
     return Correction(guard=GUARD, reason=REASON, message=message, call_index=found.index,
                       detail=f"call {found.index}: {name}.{param}={found.value:g} lies inside {found.within}={found.text!r}")
+
+
+class ClausesPolicy(Policy):
+    """A call takes its values from the part of the request that asks for its tool."""
+
+    name = "clauses"
+    needs_grounding = True
+
+    def check_call(
+        self,
+        history: Sequence[Message],
+        calls: Sequence[ToolCall],
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice,
+        conversation: str,
+    ) -> Verdict:
+        return check(history, calls, tools)
+
+    def retry_offer(
+        self, history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice
+    ) -> tuple[ToolSpec, ...] | None:
+        """The tools the value's clause asks for, held to its numbers (:func:`retry_tools`)."""
+        if correction_of(history) != REASON:
+            return None
+        return retry_tools(history[:-2], refused_calls(history, tools), tools)
+
+    def wants_vote(self, reason: str, first_decision: bool) -> bool | None:
+        # the correction names the clause and the retry is held to its numbers: no vote first
+        return False if reason == REASON else None
+
+
+POLICY = ClausesPolicy()

@@ -7,26 +7,25 @@ The producer is read from the run's ``run_start`` config:
 - ``proxy``: the proxy's own exchange (:mod:`agentfsm.server.exchange`) for the
   recorded normalized request: its tools, ``tool_choice`` and ``parallel``, no step
   limit, one deciding turn, streamed or not as the client asked;
-- ``eval``: the benchmark's deciding turn (:func:`agentfsm.eval.case.run_case_turn`).
+- ``eval``: the benchmark's deciding turn (:func:`agentfsm.runtime.turn.recorded_turn`).
 
-Each returns today's events for the run; :mod:`agentfsm.runtime.replay` compares them.
+Each returns today's events for the run (recorded in memory, never through a file);
+:mod:`agentfsm.replays.compare` compares them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from agentfsm.backends.replay import ReplayBackend
+from agentfsm.replays.backend import ReplayBackend
 from agentfsm.core.backend import Capabilities, GenerationOptions
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.engine import EngineConfig
+from agentfsm.engine.decide import EngineConfig
 from agentfsm.core.errors import AgentFSMError, ToolExecutionError, TranscriptError
 from agentfsm.core.events import (
     AgentRunConfig,
@@ -42,7 +41,8 @@ from agentfsm.core.events import (
 )
 from agentfsm.core.messages import ToolCall, ToolResult, ToolSpec
 from agentfsm.runtime.tools import RegisteredTool, ToolRegistry
-from agentfsm.runtime.transcript import TranscriptWriter, read_events
+from agentfsm.runtime.recorder import Recorder
+from agentfsm.runtime.turn import recorded_turn
 
 __all__ = ["RecordedRun", "rerun"]
 
@@ -137,6 +137,7 @@ def _decides_as(config: RunStartConfig) -> RunConfig:
         enforcement=config.enforcement,
         max_corrections=config.max_corrections,
         loop_threshold=config.loop_threshold,
+        policies=config.policies,
         grounding="on" if config.grounding else "off",
         consensus="on" if config.consensus else "off",
         consensus_samples=config.consensus or DEFAULTS.consensus_samples,
@@ -175,7 +176,7 @@ async def _rerun_proxy(run: RecordedRun, config: ProxyRunConfig) -> list[Transcr
     from agentfsm.protocols.common import NormalizedRequest
     from agentfsm.server.exchange import Exchange, Settings, complete
     from agentfsm.server.streaming import stream_events
-    from agentfsm.server.wire import Wire
+    from agentfsm.server.wire import wire_for
 
     request = run.request
     if request.normalized is None:
@@ -188,36 +189,32 @@ async def _rerun_proxy(run: RecordedRun, config: ProxyRunConfig) -> list[Transcr
         )
     except ValidationError as exc:
         raise TranscriptError(f"run {run.run_id!r}: the proxy's normalized request does not read: {exc}") from exc
-    with tempfile.TemporaryDirectory(prefix="agentfsm-replay-") as tmp:
-        settings = Settings(run=_decides_as(config), transcripts_dir=Path(tmp))
-        ex = Exchange(run.backend(), normalized, Wire(normalized.protocol), settings)
-        ex.open_transcript()
-        try:
-            if normalized.stream:
-                sink = ex.wire.sink(
-                    model=ex.model, response_id=ex.response_id, created=ex.created,
-                    include_usage=normalized.stream_include_usage, input_tokens=0,
-                )
-                async for _ in stream_events(ex, sink):
-                    pass
-            else:
-                ex.end(await complete(ex))
-        except AgentFSMError as exc:
-            ex.end(error=exc)  # as the proxy's handler records it (once: a stream already did)
-        (path,) = Path(tmp).glob("*.jsonl")
-        return read_events(path)
+    events: list[TranscriptEvent] = []
+    ex = Exchange(run.backend(), normalized, wire_for(normalized.protocol), Settings(run=_decides_as(config)))
+    ex.record(Recorder(run_id=run.run_id, on_event=events.append))
+    try:
+        if normalized.stream:
+            sink = ex.wire.sink(
+                model=ex.model, response_id=ex.response_id, created=ex.created,
+                include_usage=normalized.stream_include_usage, input_tokens=0,
+            )
+            async for _ in stream_events(ex, sink):
+                pass
+        else:
+            ex.end(await complete(ex))
+    except AgentFSMError as exc:
+        ex.end(error=exc)  # as the proxy's handler records it (once: a stream already did)
+    return events
 
 
 async def _rerun_eval(run: RecordedRun, config: EvalRunConfig) -> list[TranscriptEvent]:
-    from agentfsm.eval.case import run_case_turn
-
     request = run.request
     engine = EngineConfig.of(
         _decides_as(config), request.tools, tool_choice=request.tool_choice, parallel=config.parallel
     )
     events: list[TranscriptEvent] = []
-    writer = TranscriptWriter(None, run_id=run.run_id, on_event=events.append)
-    await run_case_turn(run.backend(), list(request.messages), engine, config.enforcement, run.options(), writer)
+    recorder = Recorder(run_id=run.run_id, on_event=events.append)
+    await recorded_turn(run.backend(), list(request.messages), engine, config.enforcement, run.options(), recorder)
     return events
 
 

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.config import RunConfig
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, plan, step
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, plan, step
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
-from agentfsm.guards import grounding
+from agentfsm.policy import grounding
 from agentfsm.guards.base import Accept, Correction
 from agentfsm.eval.fake_tools import get_capital, get_weather
 from agentfsm.testing.example_tools import TOOLS
@@ -57,16 +58,16 @@ def test_what_counts_as_from_the_conversation(value: float | str, conversation: 
 def test_a_call_with_no_value_from_the_conversation_is_refused_under_auto_only() -> None:
     history: list[Message] = [UserMessage(content="Hello! How are you today?")]
     text = "hello! how are you today?"
-    verdict = grounding.check(history, [call("multiply", a=1, b=2)], "auto", SPECS[:1], text)
+    verdict = grounding.check(history, [call("multiply", a=1, b=2)], ToolChoice.parse("auto"), SPECS[:1], text)
     assert isinstance(verdict, Correction) and verdict.reason == "ungrounded_call"
     assert "1" not in verdict.message  # nothing to copy into the answer
     assert '"Hello! How are you today?"' in verdict.message  # the request it should answer
     for choice in ("required", "multiply", "none"):
-        assert isinstance(grounding.check(history, [call("multiply", a=1, b=2)], choice, SPECS, text), Accept)
+        assert isinstance(grounding.check(history, [call("multiply", a=1, b=2)], ToolChoice.parse(choice), SPECS, text), Accept)
     # one value from the conversation is enough; enum members and calls without values pass
-    assert isinstance(grounding.check(history, [call("multiply", a=1, b=12.5)], "auto", SPECS, "12.5"), Accept)
-    assert isinstance(grounding.check(history, [call("convert", value=3, unit="km")], "auto", [UNIT], "3 please"), Accept)
-    assert isinstance(grounding.check(history, [call("convert", unit="km")], "auto", [UNIT], "hi"), Accept)
+    assert isinstance(grounding.check(history, [call("multiply", a=1, b=12.5)], ToolChoice.parse("auto"), SPECS, "12.5"), Accept)
+    assert isinstance(grounding.check(history, [call("convert", value=3, unit="km")], ToolChoice.parse("auto"), [UNIT], "3 please"), Accept)
+    assert isinstance(grounding.check(history, [call("convert", unit="km")], ToolChoice.parse("auto"), [UNIT], "hi"), Accept)
 
 
 def _after_multiply() -> list[Message]:
@@ -80,14 +81,14 @@ def _after_multiply() -> list[Message]:
 def test_after_results_a_call_must_bring_something_new() -> None:
     history = _after_multiply()
     text = "multiply 12.5 by 4, then convert the result from km to miles. 50.0"
-    stale = grounding.check(history, [call("add", 1, a=12.5, b=4)], "auto", SPECS, text)
+    stale = grounding.check(history, [call("add", 1, a=12.5, b=4)], ToolChoice.parse("auto"), SPECS, text)
     assert isinstance(stale, Correction) and stale.reason == "stale_call"
     assert "The result of multiply is 50.0." in stale.message  # the results, right before the answer
     # a used value and a made-up one bring nothing new either
-    made_up = grounding.check(history, [call("add", 1, a=12.5, b=1.0)], "auto", SPECS, text)
+    made_up = grounding.check(history, [call("add", 1, a=12.5, b=1.0)], ToolChoice.parse("auto"), SPECS, text)
     assert isinstance(made_up, Correction) and made_up.reason == "stale_call"
     # the chain's next step carries the result: new
-    assert isinstance(grounding.check(history, [call("convert_km_to_miles", 1, km=50.0)], "auto", SPECS, text), Accept)
+    assert isinstance(grounding.check(history, [call("convert_km_to_miles", 1, km=50.0)], ToolChoice.parse("auto"), SPECS, text), Accept)
 
 
 def test_an_answer_after_results_must_state_one_of_them() -> None:

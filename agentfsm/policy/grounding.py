@@ -20,7 +20,7 @@ schema's, not the conversation's):
 
 Only under ``auto``, where answering is a valid outcome: the correction asks for the
 answer and the retry's grammar offers the answer only (see
-:func:`agentfsm.core.engine.plan`), except once per turn before any result, when other
+:func:`agentfsm.engine.decide.plan`), except once per turn before any result, when other
 tools are offered: a made-up value may be one another tool finds ("the weather in the
 capital of France" called as ``get_weather("Paris")``), so the retry offers the tools
 not called and the answer (``missing_value``, :func:`fetch_tools`). Under a required call the check does not run: a
@@ -36,28 +36,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
-from agentfsm.core._types import ToolChoice
-from agentfsm.core.answers import latest_results
-from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolSpec, UserMessage
+from agentfsm.core.choice import ToolChoice
+from agentfsm.policy.answers import latest_results
+from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
+from agentfsm.guards._history import calls_and_results, show_arguments
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
+from agentfsm.policy.base import Policy, correction_of, refused_calls
+from agentfsm.prompt.contract import is_template
 
-__all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "is_template", "number_spans", "numbers_in",
-           "request_of", "results_so_far", "values_of"]
+__all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "POLICY", "GroundingPolicy", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
+           "request_of", "values_of"]
 
 GUARD = "grounding"
-REASON = "ungrounded_call"
+REASON: Final = "ungrounded_call"
 #: a call after results that carries only values earlier calls of the turn used
-STALE_REASON = "stale_call"
+STALE_REASON: Final = "stale_call"
 #: an answer after results that leaves out one of the latest results
-ANSWER_REASON = "unsupported_answer"
+ANSWER_REASON: Final = "unsupported_answer"
 #: a call with no value from the conversation, while another tool may find the value
 #: (the retry offers the other tools once, see :func:`fetch_tools`)
-MISSING_REASON = "missing_value"
+MISSING_REASON: Final = "missing_value"
 #: this guard's correction reasons after which the retry offers the answer only
 REASONS = frozenset({REASON, STALE_REASON, ANSWER_REASON})
-_SHOWN = 120
 #: the longest result an answer is expected to restate
 _SHORT_RESULT = 200
 #: words that say nothing about a value (an answer's or a string argument's)
@@ -183,42 +185,6 @@ def request_of(history: Sequence[Message]) -> str:
 REQUEST_CHARS = 300
 
 
-def results_so_far(history: Sequence[Message]) -> list[str]:
-    """The results that came back since the latest user turn, one sentence each, oldest
-    first: "The result of NAME is CONTENT." (``NAME(args)`` when the same tool was
-    called twice)."""
-    return _turn(history)[1]
-
-
-def _turn(history: Sequence[Message]) -> tuple[list[ToolCall], list[str]]:
-    """The calls made since the latest user turn, and :func:`results_so_far`."""
-    calls: list[ToolCall] = []
-    results: list[tuple[str, str]] = []
-    for msg in reversed(history):
-        if isinstance(msg, UserMessage) and msg.correction is None:
-            break
-        if isinstance(msg, ToolMessage):
-            results.append((msg.result.call_id, msg.result.content))
-        elif isinstance(msg, AssistantMessage):
-            calls.extend(msg.tool_calls)
-    by_id = {c.id: c for c in calls}
-    names = [by_id[i].name for i, _ in results if i in by_id]
-    lines = []
-    for call_id, content in reversed(results):
-        call = by_id.get(call_id)
-        head = call.name if call is not None else call_id
-        if call is not None and names.count(call.name) > 1:
-            head = f"{call.name}({_show(call)})"  # the same tool twice: say which call
-        text = " ".join(content.split())
-        lines.append(f"The result of {head} is {text[:_SHOWN] + '...' if len(text) > _SHOWN else text}.")
-    return calls, lines
-
-
-def _show(call: ToolCall) -> str:
-    text = ", ".join(f"{k}={v!r}" for k, v in call.arguments.items())
-    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
-
-
 def fetch_tools(history: Sequence[Message], tools: Sequence[ToolSpec], refused: set[str]) -> tuple[ToolSpec, ...]:
     """The tools a retry may still call after a call with no value from the conversation
     (``refused``: the tools that reply called): the others, once per user turn and
@@ -245,13 +211,13 @@ def check(
 ) -> Verdict:
     """Correct the first of ``calls`` that is ungrounded or stale (under ``auto`` only).
 
-    ``conversation`` is the conversation's text (:func:`agentfsm.core.engine.conversation_text`).
+    ``conversation`` is the conversation's text (:func:`agentfsm.engine.decide.conversation_text`).
     """
-    if tool_choice != "auto" or not calls:
+    if tool_choice != ToolChoice.AUTO or not calls:
         return ACCEPT
     schemas = {t.name: t.parameters for t in tools}
     source = _Source(conversation)
-    earlier, results = _turn(history)
+    earlier, results = calls_and_results(history)
     used = {v for c in earlier for v in values_of(c.arguments, _enum_params(schemas.get(c.name)))}
     # the results so far, right before the answer: a small model states what it can see
     have = ("\n".join(results) + "\n") if results else ""
@@ -260,10 +226,10 @@ def check(
         if not values:
             continue
         if not any(source.has(v) for v in values):
-            detail = f"call {index}: {call.name}({_show(call)}): no value from the conversation"
+            detail = f"call {index}: {call.name}({show_arguments(call)}): no value from the conversation"
             if not results and fetch_tools(history, tools, {c.name for c in calls}):
                 why = (
-                    f"The values of {call.name}({_show(call)}) are not in the user's message. If one of "
+                    f"The values of {call.name}({show_arguments(call)}) are not in the user's message. If one of "
                     "your tools finds them from the user's words, call it first; otherwise reply to the "
                     f'user\'s message directly: "{request_of(history)}"'
                 )
@@ -278,7 +244,7 @@ def check(
         if results and not {v for v in values if source.has(v)} - used:
             return Correction(guard=GUARD, reason=STALE_REASON, call_index=index,
                               message=f"{have}Answer the user's request now, stating these results.",
-                              detail=f"call {index}: {call.name}({_show(call)}): stale (only values already used)")
+                              detail=f"call {index}: {call.name}({show_arguments(call)}): stale (only values already used)")
     return ACCEPT
 
 
@@ -299,15 +265,6 @@ def _reflects(answer: str, result: str) -> bool:
     said_numbers, said_words = _marks(answer)
     close = any(abs(a - n) <= max(0.01, 0.005 * abs(n)) for n in numbers for a in said_numbers)
     return close or bool(words & said_words)
-
-
-#: a reply that is only a slot of the contract's shapes (``<your answer>``), copied
-_TEMPLATE = re.compile(r"<[^<>\n]{1,40}>")
-
-
-def is_template(answer: str) -> bool:
-    """Whether ``answer`` is only a copied ``<slot>`` of the contract (no reply at all)."""
-    return _TEMPLATE.fullmatch(answer.strip()) is not None
 
 
 def check_answer(history: Sequence[Message], answer: str) -> Verdict:
@@ -332,7 +289,7 @@ def check_answer(history: Sequence[Message], answer: str) -> Verdict:
     missed = [r for r in usable if not _reflects(answer, r.content)]
     if not missed:
         return ACCEPT
-    _, lines = _turn(history)
+    _, lines = calls_and_results(history)
     detail = (
         "the answer states none of the latest results"
         if len(missed) == len(usable)
@@ -344,3 +301,46 @@ def check_answer(history: Sequence[Message], answer: str) -> Verdict:
         message="\n".join(lines) + "\nAnswer the user's request now, stating each of these results.",
         detail=detail,
     )
+
+
+class GroundingPolicy(Policy):
+    """Calls take a value from the conversation (and, after results, something new);
+    answers after results state them."""
+
+    name = "grounding"
+    needs_grounding = True
+
+    def check_call(
+        self,
+        history: Sequence[Message],
+        calls: Sequence[ToolCall],
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice,
+        conversation: str,
+    ) -> Verdict:
+        return check(history, calls, tool_choice, tools, conversation)
+
+    def check_answer(
+        self, history: Sequence[Message], content: str, tools: Sequence[ToolSpec], tool_choice: ToolChoice
+    ) -> Verdict:
+        return check_answer(history, content)
+
+    def retry_offer(
+        self, history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice
+    ) -> tuple[ToolSpec, ...] | None:
+        """The answer only after :data:`REASONS` (no value to call with, or the results in
+        hand); after ``missing_value`` the tools the refused reply did not call, once, to
+        fetch the value (:func:`fetch_tools`), and the answer."""
+        reason = correction_of(history)
+        if reason in REASONS:
+            return ()
+        if reason == MISSING_REASON:
+            return fetch_tools(history[:-2], tools, {c.name for c in refused_calls(history, tools)})
+        return None
+
+    def wants_vote(self, reason: str, first_decision: bool) -> bool | None:
+        # a made-up value: the candidates may find the one in the conversation, even after results
+        return True if reason == REASON else None
+
+
+POLICY = GroundingPolicy()

@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Final
 
-from agentfsm.core._types import ToolChoice
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec
 from agentfsm.guards._history import told, turn
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards.clauses import name_words, words
-from agentfsm.guards.grounding import request_of
+from agentfsm.policy.base import Policy, correction_of
+from agentfsm.policy.clauses import name_words, words
+from agentfsm.policy.grounding import request_of
 
-__all__ = ["GUARD", "REASON", "about", "check", "retry_tools"]
+__all__ = ["GUARD", "POLICY", "REASON", "RelevancePolicy", "about", "check", "retry_tools"]
 
 GUARD = "relevance"
-REASON = "irrelevant_tool"
+REASON: Final = "irrelevant_tool"
 _SENTENCE = re.compile(r"(?<=[.!?])\s")
 #: words that say what a tool does in general, not what it is about
 _FILLER = frozenset(
@@ -76,7 +78,7 @@ def check(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence
           tool_choice: ToolChoice) -> Verdict:
     """Correct the first of ``calls`` to a tool the request is not about (the first
     decision of a user turn, under ``auto``, once per turn)."""
-    if tool_choice != "auto" or any(isinstance(m, ToolMessage) for m in turn(history)) or told(history, REASON):
+    if tool_choice != ToolChoice.AUTO or any(isinstance(m, ToolMessage) for m in turn(history)) or told(history, REASON):
         return ACCEPT
     request = request_of(history)
     by_name = {t.name: t for t in tools}
@@ -93,3 +95,29 @@ def check(history: Sequence[Message], calls: Sequence[ToolCall], tools: Sequence
             detail=f"call {index}: {call.name}: no word of its name or description is in the request",
         )
     return ACCEPT
+
+
+class RelevancePolicy(Policy):
+    """The first call of a user turn is to a tool the request is about."""
+
+    name = "relevance"
+    needs_grounding = True
+
+    def check_call(
+        self,
+        history: Sequence[Message],
+        calls: Sequence[ToolCall],
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice,
+        conversation: str,
+    ) -> Verdict:
+        return check(history, calls, tools, tool_choice)
+
+    def retry_offer(
+        self, history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice
+    ) -> tuple[ToolSpec, ...] | None:
+        """The tools the request is about, or none (:func:`retry_tools`), and the answer."""
+        return retry_tools(history[:-2], tools) if correction_of(history) == REASON else None
+
+
+POLICY = RelevancePolicy()

@@ -3,7 +3,7 @@
 - :func:`extend`: the extension step of a parallel turn (:mod:`agentfsm.prompt.extension`),
   after a reply that is exactly one clean call;
 - :func:`vote`: consensus after a refused first decision of a user turn
-  (:mod:`agentfsm.core.consensus`), once per turn: the same request drawn ``config.consensus`` more times at a sampling temperature, each
+  (:mod:`agentfsm.engine.consensus`), once per turn: the same request drawn ``config.consensus`` more times at a sampling temperature, each
   candidate decided by the engine as the refused reply was, the accepted decision most
   candidates agree on taken. Candidates are part of the attempt they follow (they do not
   count against ``max_steps``); each is written as a ``model_request`` / ``model_output``
@@ -18,25 +18,25 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TypeVar
 
-from agentfsm.core.backend import Backend, GenerationOptions, Usage
-from agentfsm.core.consensus import TEMPERATURE, choose
-from agentfsm.core.decisions import Decision, EngineConfig, Plan
-from agentfsm.core.engine import conversation_text, step
+from agentfsm.core.backend import Backend, GenerationOptions, Usage, estimate_tokens
+from agentfsm.engine.consensus import TEMPERATURE, choose
+from agentfsm.engine.decisions import Decision, EngineConfig, Plan
+from agentfsm.engine.decide import conversation_text, step
 from agentfsm.core.errors import BackendTimeout
+from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
 from agentfsm.prompt.extension import extension_options, read_extension
-from agentfsm.protocols.common import estimate_tokens
+from agentfsm.runtime.recorder import Recorder
 from agentfsm.runtime.tally import Tally
 
 __all__ = ["OFF_LOOP_CHARS", "bounded", "decide", "extend", "usage_of", "vote"]
 
-Emit = Callable[..., None]
 #: replies at least this long are decided (parsed, guarded, validated) in a worker thread
 OFF_LOOP_CHARS = 16_384
 #: the fewest tokens a consensus candidate may use (more when the refused reply was longer)
@@ -81,7 +81,7 @@ async def extend(
     p: Plan,
     text: str,
     attempt: int,
-    emit: Emit,
+    recorder: Recorder,
     deadline: float | None,
 ) -> tuple[str, Usage | None]:
     """The extension step of a parallel turn (:mod:`agentfsm.prompt.extension`): after a
@@ -95,22 +95,15 @@ async def extend(
     opts = extension_options(options, first, p.tools, p.tool_choice)
     if opts is None:
         return text, None
-    emit(
-        "model_request",
-        attempt=attempt,
-        messages=[m.model_dump(mode="json") for m in prompt],
-        options=opts.model_dump(mode="json"),
-        enforcement="constrained",
+    recorder.emit(
+        ModelRequestEvent, attempt=attempt, messages=tuple(prompt), options=opts, enforcement="constrained",
         extension=True,
     )
     completion = await bounded(backend.acomplete(prompt, opts), deadline)
     usage = usage_of(completion.usage, prompt, completion.text)
-    emit(
-        "model_output",
-        text=(opts.prefill or "") + completion.text,
-        usage=usage.model_dump(),
-        finish_reason=completion.finish_reason,
-        extension=True,
+    recorder.emit(
+        ModelOutputEvent, text=(opts.prefill or "") + completion.text, usage=usage,
+        finish_reason=completion.finish_reason, extension=True,
     )
     calls = read_extension(first, completion.text)
     if len(calls) == 1:
@@ -129,7 +122,7 @@ async def vote(
     config: EngineConfig,
     level: str,
     attempt: int,
-    emit: Emit,
+    recorder: Recorder,
     deadline: float | None,
     tally: Tally,
 ) -> tuple[Decision | None, Usage]:
@@ -147,12 +140,8 @@ async def vote(
         opts = options.model_copy(
             update={"temperature": TEMPERATURE, "seed": first_seed + number, "max_tokens": limit}
         )
-        emit(
-            "model_request",
-            attempt=attempt,
-            messages=[m.model_dump(mode="json") for m in prompt],
-            options=opts.model_dump(mode="json"),
-            enforcement=level,
+        recorder.emit(
+            ModelRequestEvent, attempt=attempt, messages=tuple(prompt), options=opts, enforcement=level,
             candidate=number,
         )
         completion = await bounded(backend.acomplete(prompt, opts), deadline)
@@ -161,22 +150,21 @@ async def vote(
         tally.charge(used)
         usage += used
         text = prefill + completion.text
-        emit(
-            "model_output", text=text, usage=used.model_dump(), finish_reason=completion.finish_reason,
-            candidate=number,
+        recorder.emit(
+            ModelOutputEvent, text=text, usage=used, finish_reason=completion.finish_reason, candidate=number,
         )
         decisions.append(await decide(history, text, config, completion.finish_reason))
     chosen = choose(decisions, conversation_text(history))
     drawn = len(decisions) - 1
     if chosen is None:
-        emit(
-            "guard", guard="consensus", verdict="correct", reason="no_consensus",
+        recorder.emit(
+            GuardEvent, guard="consensus", verdict="correct", reason="no_consensus",
             detail=f"the engine accepted none of {drawn} candidates",
         )
         tally.guarded("consensus")
         return None, usage
-    emit(
-        "guard", guard="consensus", verdict="accept", reason="consensus",
+    recorder.emit(
+        GuardEvent, guard="consensus", verdict="accept", reason="consensus",
         detail=(
             f"candidate {chosen.index}: {chosen.votes} of {chosen.voters} accepted candidates "
             f"({drawn} drawn) agree: {chosen.signature}"

@@ -19,8 +19,8 @@ tool call's ``arguments``).
 
 Most bodies are read by orjson, which refuses the same things itself (``NaN``,
 overflowing numbers, lone surrogates, invalid UTF-8) and reads the rest to the same
-values; what it refuses, and any text with a run of 20 digits (orjson reads an
-integer past 64 bits as a float), is read again by :func:`json.loads` with the hooks
+values; what it refuses, and any text with a run of 20 digits or a minus and 19 (orjson
+reads an integer past 64 bits as a float), is read again by :func:`json.loads` with the hooks
 above, which say what is wrong. Nesting is measured only when the text holds more
 than :data:`MAX_JSON_DEPTH` brackets (fewer cannot nest deeper).
 """
@@ -46,9 +46,10 @@ MAX_INTEGER_DIGITS = 4300
 # a surrogate escape in the raw text: only then can the decoded value hold a lone one
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# an integer orjson would read as a float (or a long float mantissa, read either way)
-_LONG_DIGITS = re.compile(rb"[0-9]{20}")
-_LONG_DIGITS_TEXT = re.compile(r"[0-9]{20}")
+# an integer orjson would read as a float (past 2**64 - 1, or below -2**63: a minus and 19
+# digits), or a long float mantissa, read either way
+_LONG_DIGITS = re.compile(rb"-[0-9]{19}|[0-9]{20}")
+_LONG_DIGITS_TEXT = re.compile(r"-[0-9]{19}|[0-9]{20}")
 
 
 class _Refused(ValueError):

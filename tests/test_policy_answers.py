@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm.core.answers import trim_repetition
-from agentfsm.core.engine import Answer, EngineConfig, step
+from agentfsm.policy.answers import trim_repetition
+from agentfsm.engine.decide import Answer, EngineConfig, step
 from agentfsm.core.messages import UserMessage
 
 
@@ -34,3 +34,26 @@ def test_the_engine_answers_with_the_trimmed_text() -> None:
     decision = step([UserMessage(content="Say something about the sea.")], reply, config)
     assert isinstance(decision, Answer) and decision.content == "The sea is wide."
     assert decision.assistant.content == "The sea is wide."
+
+
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+@pytest.mark.parametrize(("policies", "framed"), [
+    (("answers",), "The result of add (call call_0) is 7."),
+    ((), "Result of add (call call_0):\n7\n"),
+    (("refusal",), "Result of add (call call_0):\n7\n"),
+])
+def test_short_results_are_sentences_under_the_answers_policy_only(policies: tuple[str, ...], framed: str) -> None:
+    """The sentence framing is language policy: ``answers`` turns it on, and a run
+    without that policy sends the result as data under its label."""
+    from agentfsm import Agent, RunConfig, ScriptedBackend
+
+    call = '```json action\n{"tool": "add", "args": {"a": 2, "b": 5}}\n```'
+    backend = ScriptedBackend([call, "It is 7."])
+    Agent(backend, [add], config=RunConfig(policies=policies)).run("Add 2 and 5.")
+    continuation = backend.requests[1].messages[-1].content
+    assert framed in continuation
+    assert ("The result of" in continuation) == ("answers" in policies)

@@ -1,18 +1,18 @@
 """Replay: run a recorded transcript again through today's contract, parser, guards and engine.
 
 The recorded ``model_output`` texts are served back in order (a
-:class:`~agentfsm.backends.replay.ReplayBackend`) and every tool call is answered with
+:class:`~agentfsm.replays.backend.ReplayBackend`) and every tool call is answered with
 the recorded ``tool_result``, in order, so neither the model nor the tools are needed.
 The *decision* events of the new run (``parse``, ``guard``, ``retry``, ``transition``,
 ``tool_call``, ``tool_result``, ``final``, ``error``) are compared field by field with
 the recorded ones, ignoring ``v``, ``run``, ``seq`` and ``t``. The first difference is
 the divergence, reported with its index in the recorded transcript::
 
-    report = agentfsm.runtime.replay("runs/demo.jsonl")
+    report = agentfsm.replays.compare("runs/demo.jsonl")
     if not report.identical:
         print(report.divergence.index, report.divergence.then, report.divergence.now)
 
-Each run is run again the way its producer ran it (:mod:`agentfsm.runtime.rerun`): an
+Each run is run again the way its producer ran it (:mod:`agentfsm.replays.rerun`): an
 agent or batch run through the agent, a proxy request through the proxy's exchange
 (streamed or not, as recorded), an eval case through the benchmark's deciding turn.
 The ids the proxy mints for its client's calls are random, so they are not compared.
@@ -45,7 +45,7 @@ from agentfsm.core.events import (
     TranscriptEvent,
     event_fields,
 )
-from agentfsm.runtime.rerun import RecordedRun, rerun
+from agentfsm.replays.rerun import RecordedRun, rerun
 from agentfsm.runtime.transcript import read_events
 
 __all__ = [

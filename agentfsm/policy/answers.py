@@ -1,5 +1,6 @@
-"""Final answers: a reply that loops is cut where the loop starts; results stated plainly
-when the model could not answer with them.
+"""Final answers: a reply that loops is cut where the loop starts; short tool results
+are framed as sentences ("The result of NAME (call ID) is VALUE."), which a small model
+restates in its answer where it would copy another number from a bare value.
 
 Greedy decoding on a small model often ends an answer by repeating a sentence until the
 token limit ("The capital of Japan is Tokyo. The capital of Japan is Tokyo. The capi").
@@ -15,8 +16,9 @@ import re
 from collections.abc import Sequence
 
 from agentfsm.core.messages import Message, ToolMessage, ToolResult, UserMessage
+from agentfsm.policy.base import Policy
 
-__all__ = ["latest_results", "result_sentence", "results_stated", "trim_repetition"]
+__all__ = ["POLICY", "AnswersPolicy", "latest_results", "trim_repetition"]
 
 #: a sentence ends at . ! ? followed by white space (not inside "50.0"), or at a newline
 _BREAK = re.compile(r"((?<=[.!?])\s+|\n+)")
@@ -55,22 +57,15 @@ def latest_results(history: Sequence[Message]) -> list[ToolResult]:
     return results
 
 
-def result_sentence(subject: str, text: str) -> str:
-    """``The result of <subject> is <text>.`` (no second full stop after one in ``text``)."""
-    return f"The result of {subject} is {text}" + ("" if text.endswith((".", "!", "?")) else ".")
+class AnswersPolicy(Policy):
+    """An answer that loops is cut where the loop starts; short results reach the model
+    as sentences it can restate in its answer."""
+
+    name = "answers"
+    result_sentences = True
+
+    def finish_answer(self, content: str) -> str:
+        return trim_repetition(content)
 
 
-def results_stated(history: Sequence[Message]) -> str:
-    """The latest round's results, one sentence each (a tool that failed or found nothing
-    is said so); empty when the round has none."""
-    sentences = []
-    for result in latest_results(history):
-        name = result.name or "the tool"
-        text = " ".join(result.content.split())
-        if result.status == "error":
-            sentences.append(f"{name} failed: {text}")
-        elif result.status == "empty" or not text:
-            sentences.append(f"{name} returned nothing.")
-        else:
-            sentences.append(result_sentence(name, text))
-    return " ".join(sentences)
+POLICY = AnswersPolicy()

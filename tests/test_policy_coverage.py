@@ -3,8 +3,10 @@ back once; and a repeated call is told its own result."""
 
 from __future__ import annotations
 
-from agentfsm.core.engine import Answer, CallTools, Correct, EngineConfig, step
-from agentfsm.guards import coverage, repeated_call
+from agentfsm.core.choice import ToolChoice
+from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, step
+from agentfsm.guards import repeated_call
+from agentfsm.policy import coverage
 from agentfsm.guards.base import Accept, Correction
 
 from tests._histories import MATH, PLACES, after, call, two_weathers
@@ -36,14 +38,14 @@ def test_an_answer_leaving_part_of_the_request_undone_is_sent_back_once() -> Non
     # or answer again: told once per turn, the second answer stands
     assert isinstance(step(history, '{"final": {"content": "The capital of Norway is Oslo."}}', config), Answer)
     # only under auto, and only with grounding on (small models)
-    assert isinstance(coverage.check(history[:3], PLACES, "required"), Accept)
+    assert isinstance(coverage.check(history[:3], PLACES, ToolChoice.parse("required")), Accept)
     off = EngineConfig(tools=PLACES, dialect="json-protocol", tool_choice="auto")
     assert isinstance(step(history[:3], '{"final": {"content": "Oslo."}}', off), Answer)
 
 
 def test_a_repeated_call_is_told_its_own_result_and_the_others() -> None:
     history = two_weathers()
-    verdict = repeated_call.check(history, [call("get_weather", 2, city="Oslo")], "auto")
+    verdict = repeated_call.check(history, [call("get_weather", 2, city="Oslo")], ToolChoice.parse("auto"))
     assert isinstance(verdict, Correction)
     assert verdict.message.startswith("You already called get_weather with these arguments and the result was: snowing, -3 °C")
     assert "get_weather(city='Paris') is sunny, 18 °C." in verdict.message
@@ -51,7 +53,7 @@ def test_a_repeated_call_is_told_its_own_result_and_the_others() -> None:
 
 def test_the_retry_after_coverage_holds_parameters_to_what_the_request_left() -> None:
     from agentfsm.core.backend import Capabilities
-    from agentfsm.core.engine import plan
+    from agentfsm.engine.decide import plan
 
     config = EngineConfig(tools=PLACES, dialect="json-protocol", tool_choice="auto", grounding=True)
     history = after("What are the capitals of Peru and Kenya?", (call("get_capital", country="Kenya"), "Nairobi"))

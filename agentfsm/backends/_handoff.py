@@ -1,0 +1,113 @@
+"""Text made in a worker thread, read on the event loop without a wake-up per token.
+
+A generation in a worker thread appends its deltas to a :class:`Mailbox` under a lock;
+the event loop is woken only when its reader is waiting, and then takes everything that
+has arrived at once. Handing over each token with its own ``call_soon_threadsafe``
+costs a loop wake-up (and, on a machine whose cores the model's threads already fill,
+a stalled decode) per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+
+__all__ = ["Mailbox", "read_in_thread"]
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class Mailbox:
+    """Deltas from one producer thread to one reader on ``loop``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._items: list[str] = []
+        self._done = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        #: set when the reader stopped reading (the producer should stop)
+        self.cancelled = threading.Event()
+
+    def _post(self, item: str | None, error: BaseException | None = None) -> None:
+        with self._lock:
+            if item is None:
+                self._done, self._error = True, error
+            else:
+                self._items.append(item)
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            try:
+                self._loop.call_soon_threadsafe(_wake, waiter)
+            except RuntimeError:  # the loop is gone: nobody is listening
+                self.cancelled.set()
+
+    def put(self, item: str) -> None:
+        """Producer: one more delta."""
+        self._post(item)
+
+    def close(self, error: BaseException | None = None) -> None:
+        """Producer: no more deltas (``error``: raised to the reader after the last one)."""
+        self._post(None, error)
+
+    async def take(self) -> str | None:
+        """Reader: everything that arrived since the last take, joined (waiting for at least
+        one delta); ``None`` at the end."""
+        while True:
+            with self._lock:
+                if self._items:
+                    items, self._items = self._items, []
+                    return "".join(items)
+                if self._done:
+                    if self._error is not None:
+                        raise self._error
+                    return None
+                waiter = self._waiter = self._loop.create_future()
+            await waiter
+
+
+async def read_in_thread(
+    produce: Callable[[], Iterator[str]], interval: float = 0.0
+) -> AsyncIterator[str]:
+    """The deltas of ``produce()``, run in a worker thread, as they arrive (several at once
+    when the reader is slower than the producer); closing this stops the producer.
+
+    With ``interval`` > 0, a take comes at least ``interval`` seconds after the one before
+    (the first delta is read as soon as it arrives): the deltas of that time are read in
+    one batch, and the event loop wakes at most once per interval, not once per token.
+    """
+    loop = asyncio.get_running_loop()
+    mailbox = Mailbox(loop)
+
+    def run() -> None:
+        try:
+            deltas = produce()
+            try:
+                for delta in deltas:
+                    if mailbox.cancelled.is_set():
+                        break
+                    mailbox.put(delta)
+            finally:
+                close = getattr(deltas, "close", None)
+                if close is not None:
+                    close()
+        except BaseException as exc:  # handed to the reader, re-raised there
+            mailbox.close(exc)
+        else:
+            mailbox.close()
+
+    worker = asyncio.ensure_future(asyncio.to_thread(run))
+    try:
+        while (text := await mailbox.take()) is not None:
+            taken = loop.time()
+            yield text
+            if interval > 0 and (left := taken + interval - loop.time()) > 0:
+                await asyncio.sleep(left)
+    finally:
+        mailbox.cancelled.set()
+        await worker

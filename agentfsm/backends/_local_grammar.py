@@ -1,0 +1,66 @@
+"""JSON-schema grammars for the embedded model: GBNF made once per schema and kept.
+
+A schema (a tool set's call schema, a list continuation's item schema, a client's
+``response_format``) becomes llama.cpp GBNF text here; the text is cached per loaded
+model, keyed by the schema's JSON (its property order kept: "tool" before "args"; sorted
+keys would make the model write the arguments first).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from loguru import logger
+
+from agentfsm.core.backend import ListContinuation
+
+__all__ = ["GrammarCache", "continuation_gbnf"]
+
+
+def continuation_gbnf(item_gbnf: str, continuation: ListContinuation) -> str:
+    """The GBNF of a list continuation, from the GBNF of one item (whose rule is ``root``).
+
+    The item's ``root`` rule is renamed (a schema without references never names
+    ``root`` elsewhere), and the new ``root`` is up to ``max_items`` times ``, item``
+    followed by the closing text.
+    """
+    item = "continued-item"
+    while re.search(rf"^{item} ::=", item_gbnf, re.M):
+        item += "-x"  # a property of that name already made a rule of it
+    renamed = re.sub(r"^root ::=", f"{item} ::=", item_gbnf, count=1, flags=re.M)
+    close = json.dumps(continuation.close)  # a GBNF literal uses JSON-style escapes
+    more = f'("," space {item}){{0,{continuation.max_items}}} ' if continuation.max_items else ""
+    space = "" if re.search(r"^space ::=", renamed, re.M) else 'space ::= " "?\n'
+    return f"{renamed.rstrip()}\n{space}root ::= {more}space {close} space\n"
+
+
+class GrammarCache:
+    """GBNF per schema (and list continuation), made once; ``None`` for a schema llama.cpp's
+    converter refuses (the call then runs unconstrained: the guards still check it)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str | None] = {}
+        #: lookups answered from the cache, and schemas converted (for the benchmarks)
+        self.hits = 0
+        self.misses = 0
+
+    def gbnf(self, schema: dict[str, Any], continuation: ListContinuation | None = None) -> str | None:
+        """The grammar text for ``schema`` (or for continuing a list of its items)."""
+        text = json.dumps(schema)
+        key = text if continuation is None else f"{continuation.max_items}|{continuation.close}|{text}"
+        if key in self._texts:
+            self.hits += 1
+            return self._texts[key]
+        self.misses += 1
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        try:
+            gbnf = json_schema_to_gbnf(text)
+            self._texts[key] = gbnf if continuation is None else continuation_gbnf(gbnf, continuation)
+        except Exception as exc:  # noqa: BLE001 - the converter raises anything, AssertionError included
+            # grammar_schema's output always converts; a schema from elsewhere may not
+            logger.warning("no grammar for this JSON schema ({}): {}", type(exc).__name__, exc)
+            self._texts[key] = None
+        return self._texts[key]

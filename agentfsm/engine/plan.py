@@ -1,0 +1,118 @@
+"""What the next model request offers: :func:`plan`, from the history and the run's settings.
+
+The tool_choice that binds the reply (:func:`tool_choice_now`), the enforcement level
+and the dialect it teaches, the tools of the retry's grammar (after a language policy's
+correction, what that policy offers), compact argument lists after a cut-off action,
+and the extension step of a parallel turn. Pure, like :func:`~agentfsm.engine.decide.step`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentfsm.core._types import EnforcementLevel, Level
+from agentfsm.core.backend import Capabilities
+from agentfsm.core.choice import ToolChoice
+from agentfsm.core.config import DEFAULTS
+from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
+from agentfsm.engine.decisions import EngineConfig, Plan
+from agentfsm.guards import repeated_call
+from agentfsm.guards._history import called
+from agentfsm.policy import Policies, policies_for
+from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, choose_level
+
+__all__ = ["plan", "policies_of", "tool_choice_now", "wants_vote"]
+
+
+def _round_corrections(history: Sequence[Message]) -> list[tuple[str, AssistantMessage]]:
+    """This round's corrections, latest first: each reason with the reply it rejected
+    (a round starts at the user's message or the last tool result)."""
+    found: list[tuple[str, AssistantMessage]] = []
+    for i in range(len(history) - 1, 0, -1):
+        msg = history[i]
+        if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
+            break
+        rejected = history[i - 1]
+        if isinstance(msg, UserMessage) and msg.correction and isinstance(rejected, AssistantMessage):
+            found.append((msg.correction, rejected))
+    return found
+
+
+def _retry_tools(
+    history: Sequence[Message], specs: Sequence[ToolSpec], choice: ToolChoice, policies: Policies
+) -> tuple[ToolSpec, ...]:
+    """The tools the retry's grammar offers, after some corrections:
+
+    - after a language policy's correction, what that policy offers
+      (:meth:`~agentfsm.policy.base.Policy.retry_offer`);
+    - after a ``repeated_call`` correction, the tools already called in this user turn
+      are left out: the model must use the results (answer) or try another tool.
+
+    When a call is mandatory the grammar keeps every offered tool: a correction never
+    strands the model without a valid call.
+    """
+    if not history or not isinstance(history[-1], UserMessage) or choice.requires_call:
+        return tuple(specs)
+    offer = policies.retry_offer(history, specs, choice)
+    if offer is not None:
+        return offer
+    dropped = called(history) if history[-1].correction == repeated_call.REASON else set()
+    return tuple(s for s in specs if s.name not in dropped)
+
+
+def policies_of(config: EngineConfig) -> Policies:
+    """The language policies ``config`` consults, in order (:mod:`agentfsm.policy`)."""
+    return policies_for(config.policies, config.grounding)
+
+
+def wants_vote(config: EngineConfig, reason: str, first_decision: bool) -> bool:
+    """Whether consensus is worth drawing after a correction for ``reason``
+    (:meth:`~agentfsm.policy.base.Policies.wants_vote`)."""
+    return policies_of(config).wants_vote(reason, first_decision)
+
+
+def plan(
+    history: Sequence[Message], config: EngineConfig, capabilities: Capabilities, enforcement: EnforcementLevel = DEFAULTS.enforcement
+) -> Plan:
+    """What the next request for ``history`` offers, on a backend with ``capabilities``.
+
+    Raises :class:`~agentfsm.core.errors.UsageError` for an ``enforcement`` the backend
+    cannot honour.
+    """
+    choice = tool_choice_now(history, config)
+    level: Level = choose_level(enforcement, capabilities, choice) if config.tools else "prompt"
+    if level != "constrained":
+        prefill = level == "prefill" and choice.requires_call
+        return Plan(choice, level, config.dialect, config.tools, prefill=prefill)
+    # the grammar forces the json-protocol shape: teach and show that one format
+    continues = config.parallel and capabilities.list_continuation
+    return Plan(
+        choice,
+        level,
+        CONSTRAINED_DIALECT,
+        _retry_tools(history, config.tools, choice, policies_of(config)),
+        compact=any(reason == "truncated_action" for reason, _ in _round_corrections(history)),
+        # where the backend extends a single call into a list, the reply itself is one call
+        listed=config.parallel and not capabilities.list_continuation,
+        extend=continues,
+    )
+
+
+def tool_choice_now(history: Sequence[Message], config: EngineConfig) -> ToolChoice:
+    """The ``tool_choice`` that binds the next reply.
+
+    With ``relax_after_results`` (the agent), the configured choice binds the first
+    decision after each user message; once tool results have come back the model may
+    call again or answer (``none`` stays off): tool history never makes another call
+    mandatory. Without it (the proxy), the client's choice binds every request, as the
+    wire protocols mean it.
+    """
+    choice = config.tool_choice
+    if not config.relax_after_results or choice == ToolChoice.NONE:
+        return choice
+    for msg in reversed(history):
+        if isinstance(msg, ToolMessage):
+            return ToolChoice.AUTO
+        if isinstance(msg, UserMessage) and msg.correction is None:
+            break
+    return choice

@@ -1,0 +1,134 @@
+"""OpenAI Responses API output: the items a response holds and the whole ``response`` object.
+
+An assistant ``message`` item for prose; a ``function_call`` item per call, or a
+``custom_tool_call`` item for a call of a custom (freeform) tool, whose one argument,
+:data:`CUSTOM_INPUT`, is its raw text. Item ids derive from the call id (``fc_...``,
+``ctc_...``). The whole (non-streamed) response is :func:`encode_responses_response`; the
+stream encoder (:mod:`agentfsm.protocols.responses_stream`) builds its events from the
+same items. Requests are read in :mod:`agentfsm.protocols.responses`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from agentfsm.core._types import JSONObject
+from agentfsm.core.backend import Usage
+from agentfsm.core.messages import ToolCall
+from agentfsm.protocols.common import dump_arguments
+
+__all__ = [
+    "CUSTOM_INPUT",
+    "call_item",
+    "custom_input",
+    "custom_tool_call_item",
+    "encode_responses_response",
+    "function_call_item",
+    "message_item",
+    "responses_usage",
+]
+
+#: the one string parameter a custom (freeform) tool is offered with: its raw text input
+CUSTOM_INPUT = "input"
+
+
+def message_item(item_id: str, text: str, status: str = "completed") -> JSONObject:
+    """An assistant ``message`` output item holding one ``output_text`` part."""
+    content: list[JSONObject] = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
+    return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
+
+
+def _item(call: ToolCall, kind: str, prefix: str, status: str, key: str, value: str) -> JSONObject:
+    """A call's output item; its item id is derived from the call id (``PREFIX_...``)."""
+    return {
+        "id": prefix + call.id.removeprefix("call_"),
+        "type": kind,
+        "status": status,
+        "call_id": call.id,
+        "name": call.name,
+        key: value,
+    }
+
+
+def function_call_item(call: ToolCall, status: str = "completed", arguments: str | None = None) -> JSONObject:
+    """A ``function_call`` output item (``fc_...``)."""
+    return _item(call, "function_call", "fc_", status, "arguments", dump_arguments(call) if arguments is None else arguments)
+
+
+def custom_input(call: ToolCall) -> str:
+    """The raw text input of a call to a custom tool (its one argument; other JSON as is)."""
+    value = call.arguments.get(CUSTOM_INPUT)
+    if isinstance(value, str) and set(call.arguments) == {CUSTOM_INPUT}:
+        return value
+    return dump_arguments(call)
+
+
+def custom_tool_call_item(call: ToolCall, status: str = "completed", text: str | None = None) -> JSONObject:
+    """A ``custom_tool_call`` output item (``ctc_...``): the call of a freeform tool, its raw text input."""
+    return _item(call, "custom_tool_call", "ctc_", status, "input", custom_input(call) if text is None else text)
+
+
+def call_item(call: ToolCall, custom: Collection[str], status: str = "completed") -> JSONObject:
+    """The output item of ``call``: ``custom_tool_call`` for a tool named in ``custom``, else ``function_call``."""
+    if call.name in custom:
+        return custom_tool_call_item(call, status)
+    return function_call_item(call, status)
+
+
+def responses_usage(usage: Usage) -> JSONObject:
+    """The Responses API ``usage`` object."""
+    return {
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def encode_responses_response(
+    *,
+    model: str,
+    content: str | None,
+    tool_calls: Sequence[ToolCall],
+    usage: Usage | None,
+    created: int,
+    response_id: str,
+    finish_reason: str = "stop",
+    status: str | None = None,
+    custom_tools: Collection[str] = (),
+) -> JSONObject:
+    """A ``response`` object: a ``message`` item for the prose, a ``function_call`` item per
+    call (``custom_tool_call`` for a tool named in ``custom_tools``).
+
+    ``status`` defaults to ``completed`` (``incomplete`` when the reply was cut off by
+    the token limit); the stream encoder passes ``in_progress`` with no usage for its
+    opening events.
+    """
+    output: list[JSONObject] = []
+    if status is None or status != "in_progress":
+        if content:
+            output.append(message_item("msg_" + response_id.removeprefix("resp_"), content))
+        output += [call_item(call, custom_tools) for call in tool_calls]
+    if status is None:
+        status = "incomplete" if finish_reason == "length" and not tool_calls else "completed"
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": None,
+        "metadata": {},
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "temperature": None,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
+        "store": False,
+        "text": {"format": {"type": "text"}},
+        "usage": responses_usage(usage) if usage is not None else None,
+    }

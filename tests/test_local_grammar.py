@@ -1,0 +1,58 @@
+"""GrammarCache: the embedded backend's GBNF per schema, converted once and kept."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llama_cpp.llama_grammar import json_schema_to_gbnf
+from loguru import logger
+
+from agentfsm.backends._local_grammar import GrammarCache, continuation_gbnf
+from agentfsm.core.backend import ListContinuation
+
+CALL: dict[str, Any] = {
+    "type": "object",
+    "properties": {"tool": {"const": "get_weather"}, "args": {"type": "object", "properties": {"city": {"type": "string"}}}},
+    "required": ["tool", "args"],
+}
+
+
+def test_a_schema_is_converted_once_and_served_from_the_cache_after() -> None:
+    cache = GrammarCache()
+    first = cache.gbnf(CALL)
+    assert first == json_schema_to_gbnf(json.dumps(CALL))
+    assert all(cache.gbnf(json.loads(json.dumps(CALL))) == first for _ in range(5))  # an equal copy
+    assert (cache.misses, cache.hits) == (1, 5)
+
+
+def test_a_list_continuation_is_its_own_entry() -> None:
+    cache = GrammarCache()
+    plain = cache.gbnf(CALL)
+    two = ListContinuation(item_schema=CALL, max_items=2)
+    continued = cache.gbnf(CALL, two)
+    assert plain is not None and continued == continuation_gbnf(plain, two)
+    assert cache.gbnf(CALL, ListContinuation(item_schema=CALL, max_items=3)) != continued
+    assert cache.gbnf(CALL, two) == continued
+    assert (cache.misses, cache.hits) == (3, 1)
+
+
+def test_property_order_is_part_of_the_key() -> None:
+    cache = GrammarCache()
+    reordered = {"type": "object", "properties": dict(reversed(list(CALL["properties"].items())))}
+    assert cache.gbnf(CALL) != cache.gbnf(reordered)
+    assert cache.misses == 2
+
+
+def test_a_refused_schema_is_none_and_warned_about_once() -> None:
+    lines: list[str] = []
+    logger.enable("agentfsm")
+    sink = logger.add(lambda message: lines.append(str(message)), level="WARNING", format="{message}")
+    try:
+        cache = GrammarCache()
+        refused = {"$ref": "#/$defs/missing"}
+        assert cache.gbnf(refused) is None and cache.gbnf(refused) is None
+    finally:
+        logger.remove(sink)
+    assert len(lines) == 1 and "no grammar for this JSON schema (AssertionError)" in lines[0]
+    assert (cache.misses, cache.hits) == (1, 1)
