@@ -13,6 +13,7 @@ __all__ = [
     "Level",
     "DIALECT_NAMES",
     "POLICY_NAMES",
+    "DEFAULT_POLICIES",
     "PolicyName",
 ]
 
@@ -33,3 +34,8 @@ Level: TypeAlias = Literal["prompt", "prefill", "constrained"]
 PolicyName: TypeAlias = Literal["refusal", "answers", "clauses", "grounding", "relevance", "coverage"]
 #: the policy names in order; the registry in :mod:`agentfsm.policy` holds one of each
 POLICY_NAMES: tuple[PolicyName, ...] = get_args(PolicyName)
+#: the policies a run consults unless told otherwise: the language-neutral ones (values
+#: copied from the conversation, digits; an answer's trailing loop). The rest read English
+#: words and are opt-in (``--policies``): whether a request is about a tool is the
+#: model's to decide (:mod:`agentfsm.engine.choice`)
+DEFAULT_POLICIES: tuple[PolicyName, ...] = ("answers", "grounding")

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from agentfsm.core._types import POLICY_NAMES, DialectName, EnforcementLevel, PolicyName
+from agentfsm.core._types import DEFAULT_POLICIES, POLICY_NAMES, DialectName, EnforcementLevel, PolicyName
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import UsageError
 
@@ -65,11 +65,12 @@ class RunConfig:
     #: the language policies the run consults, in order (:mod:`agentfsm.policy`): the
     #: rules that read the conversation's words; ``()`` is the pure protocol runtime
     policies: tuple[PolicyName, ...] = field(
-        default=POLICY_NAMES,
+        default=DEFAULT_POLICIES,
         metadata=_doc(
             "The language policies (rules that read the conversation's words), in order, comma-separated: "
             f"{', '.join(POLICY_NAMES)}; none: the pure protocol runtime. "
-            "clauses, grounding, relevance and coverage run only where grounding is on."
+            f"Default: {', '.join(DEFAULT_POLICIES)} (language-neutral); refusal, clauses, relevance and coverage "
+            "read English words and are opt-in. clauses, grounding, relevance and coverage run only where grounding is on."
         ),
     )
     #: whether the policies for small models run (clauses, grounding, relevance,
@@ -82,6 +83,14 @@ class RunConfig:
     grounding: Literal["auto", "on", "off"] = field(
         default="auto",
         metadata=_doc("Run the policies for small models (clauses, grounding, relevance, coverage), under tool_choice auto: refuse a call with no value from the conversation (or, after results, nothing new) and an answer that states none of the latest results; the retry offers the answer only. auto: on for a small model (the embedded one), off otherwise."),
+    )
+    #: at the first decision of a user turn under ``auto``, the model scores how its reply
+    #: begins (an answer, or a call of each tool) and the grammar allows only the branch it
+    #: finds likeliest once the prompt's own lean is taken off (:mod:`agentfsm.engine.choice`);
+    #: ``auto``: where the backend scores continuations and constrains decoding
+    choice: Literal["auto", "off"] = field(
+        default="auto",
+        metadata=_doc("At the first decision of a user turn under tool_choice auto, let the model score whether its reply is an answer or a call (and of which tool), calibrated against a content-free request; the grammar then allows only that branch. auto: where the backend scores continuations and constrains decoding (the embedded model); off: the model's free reply decides."),
     )
     #: after a refused first decision of a user turn, draw ``consensus_samples`` candidates of the same request at
     #: a sampling temperature and take the accepted decision most of them agree on, before

@@ -93,6 +93,7 @@ __all__ = [
     "RunEndEvent",
     "RunStartEvent",
     "SCHEMA_VERSION",
+    "ChoiceEvent",
     "TranscriptEvent",
     "TransitionEvent",
     "ToolCallEvent",
@@ -188,6 +189,19 @@ class ContractEvent(Event):
     type: Literal["contract"] = "contract"
     hash: str
     text: str | None = None
+
+
+class ChoiceEvent(Event):
+    """The model's scored call-or-answer choice (:mod:`agentfsm.engine.choice`): the
+    log-probabilities of each option (an answer, then each tool) after the prompt and
+    after its content-free twin, and what was chosen (``tool``: ``None`` for an answer)."""
+
+    type: Literal["choice"] = "choice"
+    tools: tuple[str, ...]
+    scores: tuple[float, ...]
+    baseline: tuple[float, ...]
+    tool: str | None = None
+    margin: float = 0.0
 
 
 class ModelRequestEvent(Event):
@@ -305,6 +319,7 @@ TranscriptEvent: TypeAlias = Annotated[
     RunStartEvent
     | RequestEvent
     | ContractEvent
+    | ChoiceEvent
     | ModelRequestEvent
     | ModelOutputEvent
     | ParseEvent
@@ -327,7 +342,7 @@ _TYPE_OF: dict[object, str] = {model: name for name, model in EVENT_MODELS.items
 
 #: the event types whose content is a decision of the code (what replay compares)
 DECISION_TYPES: frozenset[str] = frozenset(
-    {"parse", "guard", "retry", "transition", "tool_call", "tool_result", "final", "error"}
+    {"choice", "parse", "guard", "retry", "transition", "tool_call", "tool_result", "final", "error"}
 )
 
 _ADAPTER: TypeAdapter[TranscriptEvent] = TypeAdapter(TranscriptEvent)

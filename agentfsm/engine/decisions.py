@@ -45,6 +45,8 @@ class EngineConfig:
     #: run the policies for small models (clauses, grounding, relevance, coverage;
     #: resolved from the run's ``grounding``)
     grounding: bool = False
+    #: score the call-or-answer choice where the backend can (resolved from the run's ``choice``)
+    choice: bool = False
     #: candidates drawn after a refused reply (0: none; resolved from the run's ``consensus``)
     consensus: int = 0
     strict: bool = False
@@ -83,6 +85,7 @@ class EngineConfig:
             policies=run.policies,
             grounding=_resolve(run.grounding, capabilities),
             consensus=run.consensus_samples if _resolve(run.consensus, capabilities) else 0,
+            choice=run.choice != "off",
             relax_after_results=relax_after_results,
             answer_schema=answer_schema,
         )
@@ -177,3 +180,6 @@ class Plan:
     extend: bool = False
     #: start the assistant turn with the dialect's opener
     prefill: bool = False
+    #: the grammar allows an answer where ``tool_choice`` does (false once the model chose
+    #: a call, :func:`~agentfsm.engine.choice.narrow`)
+    answers: bool = True

@@ -9,8 +9,9 @@ carries (numbers and strings, nested ones included; booleans and enum members ar
 schema's, not the conversation's):
 
 - **ungrounded**: no value of the call occurs in the conversation (user turns, system
-  prompts, tool results). A number matches a number written there (digits or a number
-  word, not "one": "one short sentence" holds no argument); an empty string matches nothing; a string matches when it, or one of its words, or a word it abbreviates
+  prompts, tool results). A number matches a number written there in digits; where the
+  conversation writes no number in digits, it spells its numbers out (in whatever
+  language) and numbers are not judged; an empty string matches nothing; a string matches when it, or one of its words, or a word it abbreviates
   (``"mi"`` for "miles") occurs there.
 - **stale**: after results have come back in this turn, the call brings no value that
   is both in the conversation and new to the turn's calls (a chain's next step carries
@@ -108,12 +109,16 @@ def values_of(arguments: Any, skip: frozenset[str] | set[str] = frozenset()) -> 
 class _Source:
     """The conversation's numbers and words, read once."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, number_words: bool = False) -> None:
         self.text = text.lower()
         self.words = set(_WORD.findall(self.text))
         self._squeezed: str | None = None
         self.numbers = {_to_float(m.group()) for m in _NUMBER.finditer(self.text)}
-        self.numbers |= {v for w, v in _NUMBER_WORDS.items() if w in self.words}
+        #: a conversation that writes no number in digits spells its numbers out, in any
+        #: language: its numbers are not judged (the English policies read number words)
+        self.judges_numbers = bool(self.numbers) or number_words
+        if number_words:
+            self.numbers |= {v for w, v in _NUMBER_WORDS.items() if w in self.words}
 
     @property
     def squeezed(self) -> str:
@@ -124,7 +129,7 @@ class _Source:
 
     def has(self, value: float | str) -> bool:
         if isinstance(value, float):
-            return any(_same(value, n) for n in self.numbers)
+            return not self.judges_numbers or any(_same(value, n) for n in self.numbers)
         if not value:
             return False
         if value in self.text:
@@ -161,8 +166,8 @@ def number_spans(value: float, text: str) -> list[tuple[int, int]]:
 
 
 def numbers_in(text: str) -> set[float]:
-    """The numbers ``text`` holds, written in digits or as number words."""
-    return set(_Source(text).numbers)
+    """The numbers ``text`` holds, written in digits or as (English) number words."""
+    return set(_Source(text, number_words=True).numbers)
 
 
 def grounded(value: float | str, conversation: str) -> bool:

@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from agentfsm.backends.scripted import ScriptedBackend, ScriptExhausted
-from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream
-from agentfsm.core.events import ModelOutputEvent, TranscriptEvent, parse_event
+from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, ScoresContinuations, TextStream
+from agentfsm.core.events import ChoiceEvent, ModelOutputEvent, TranscriptEvent, parse_event
 from agentfsm.core.messages import PromptMessage
 from agentfsm.runtime.transcript import read_events
 
-__all__ = ["ReplayBackend", "read_model_outputs"]
+__all__ = ["ReplayBackend", "read_model_outputs", "read_scores"]
 
 #: a transcript: its file, or its events (typed, or as JSON objects)
 TranscriptSource = str | os.PathLike[str] | Iterable[TranscriptEvent | Mapping[str, Any]]
@@ -44,6 +44,16 @@ def read_model_outputs(source: TranscriptSource, run: str | None = None) -> list
     ]
 
 
+def read_scores(source: TranscriptSource, run: str | None = None) -> list[tuple[float, ...]]:
+    """The score lists of a transcript's ``choice`` events, in the order the runtime asked
+    for them (each choice: its content-free baseline, then its scores)."""
+    served: list[tuple[float, ...]] = []
+    for e in _events(source):
+        if isinstance(e, ChoiceEvent) and (run is None or e.run == run):
+            served += [e.baseline, e.scores]
+    return served
+
+
 class ReplayBackend:
     """Serves a transcript's recorded model outputs in order.
 
@@ -59,11 +69,15 @@ class ReplayBackend:
         run: str | None = None,
         capabilities: Capabilities | None = None,
     ) -> None:
-        self.outputs = read_model_outputs(path_or_events, run=run)
+        events = list(_events(path_or_events))
+        self.outputs = read_model_outputs(events, run=run)
+        scores = read_scores(events, run=run)
+        # a run that scored a choice is replayed with its scores (and so chooses the same)
         self._script = ScriptedBackend(
             list(self.outputs),
             capabilities or Capabilities(prefill=True, json_schema=True),
             name="replay",
+            scores=scores or None,
         )
 
     @property
@@ -98,6 +112,24 @@ class ReplayBackend:
     ) -> Completion:
         """Async twin of :meth:`complete`."""
         return self.complete(messages, options)
+
+    def score(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """The next recorded score list (a run that recorded no choice has none)."""
+        scorer = self._script
+        if not isinstance(scorer, ScoresContinuations):
+            raise ScriptExhausted(0, source="replay transcript (no recorded choice)")
+        try:
+            return scorer.score(messages, options, continuations)
+        except ScriptExhausted as exc:
+            raise ScriptExhausted(exc.served, source="replay transcript's choices") from None
+
+    async def ascore(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
+        """Async twin of :meth:`score`."""
+        return self.score(messages, options, continuations)
 
     def stream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Iterator[str]:
         """The next recorded output as one delta."""

@@ -83,6 +83,7 @@ class RunConfigFields(TypedDict):
     grounding: bool
     policies: tuple[PolicyName, ...]
     consensus: int
+    choice: bool
 
 
 def run_config_fields(config: EngineConfig, enforcement: EnforcementLevel, backend: Backend) -> RunConfigFields:
@@ -99,6 +100,7 @@ def run_config_fields(config: EngineConfig, enforcement: EnforcementLevel, backe
         grounding=config.grounding,
         policies=policies_of(config).names,
         consensus=config.consensus,
+        choice=config.choice and backend.capabilities.scoring,
     )
 
 

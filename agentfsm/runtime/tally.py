@@ -26,6 +26,8 @@ class Tally:
     call_usage: list[Usage] = field(default_factory=list)
     #: model calls answered: attempts and consensus candidates (an extension continues its call)
     model_calls: int = 0
+    #: ``score`` calls of the backend (the model's call-or-answer choice: 2 per choice)
+    scores: int = 0
     #: corrections and stops, by the guard that made them (``{"schema": 1}``)
     guards: dict[str, int] = field(default_factory=dict)
     #: the run's tool calls, each ``{"call": ..., "result": ...}`` (None until it has run)

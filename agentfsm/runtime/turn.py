@@ -41,9 +41,11 @@ from typing import Any
 
 from agentfsm.core._types import EnforcementLevel
 from agentfsm.core.config import DEFAULTS
-from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
+from agentfsm.core.backend import Backend, GenerationOptions, ScoresContinuations, TextStream, Usage
+from agentfsm.core.choice import ToolChoice
 from agentfsm.engine.decisions import Plan
 from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord
+from agentfsm.engine.choice import wants_choice
 from agentfsm.engine.plan import plan, policies_of, wants_vote
 from agentfsm.core.errors import MaxStepsExceeded, RunError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
@@ -54,6 +56,7 @@ from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import build_action_schema
 from agentfsm.prompt.projection import project_history
+from agentfsm.runtime.choose import choose
 from agentfsm.runtime.model_calls import bounded, decide, extend, usage_of, vote
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder
 from agentfsm.runtime.tally import Tally
@@ -98,7 +101,9 @@ def _request(
     """The prompt, options and prefill that carry out plan ``p``."""
     prefill = ""
     if p.level == "constrained":
-        schema = build_action_schema(p.tools, p.tool_choice, p.listed, p.compact, config.answer_schema)
+        # once the model chose a call (engine.choice.narrow), the grammar drops the answer
+        choice = p.tool_choice if p.answers else ToolChoice.REQUIRED
+        schema = build_action_schema(p.tools, choice, p.listed, p.compact, config.answer_schema)
         options = options.model_copy(update={"json_schema": schema})
     elif p.prefill:
         prefill = get_dialect(config.dialect).opener
@@ -235,6 +240,12 @@ async def stream_turn(
         if max_steps is not None and steps_taken + attempts >= max_steps:
             raise MaxStepsExceeded(max_steps)
         p = plan(history, config, backend.capabilities, enforcement)
+        if config.choice and isinstance(backend, ScoresContinuations) and wants_choice(
+            history, p, backend.capabilities.scoring
+        ):
+            p, _ = await choose(
+                backend, history, p, lambda h, q: _request(h, config, q, options)[:2], recorder, tally, deadline
+            )
         prompt, opts, prefill = _request(history, config, p, options)
         attempts += 1
         tally.attempts += 1
