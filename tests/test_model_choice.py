@@ -62,9 +62,9 @@ def _model(lean: str) -> Any:
 
     def score(messages: Sequence[PromptMessage], options: Sequence[str]) -> list[float]:
         if _last_user(messages).endswith(CONTENT_FREE):
-            scores = [-3.0, -1.0, -1.5]  # the prompt's own lean: a call
+            scores = [-3.0, -0.5, -1.0, -1.5]  # the prompt's own lean: a call
         else:
-            scores = {"answer": [-0.5, -2.0, -2.5], "get_weather": [-3.0, -0.2, -4.0]}[lean]
+            scores = {"answer": [-0.5, -1.5, -2.0, -2.5], "get_weather": [-3.0, -0.1, -0.2, -4.0]}[lean]
         return scores[: len(options)]
 
     return score
@@ -99,7 +99,7 @@ def test_the_same_greeting_in_four_languages_is_answered(lang: str) -> None:
 
 def test_the_choice_is_calibrated_against_the_prompts_own_lean() -> None:
     # raw, a call looks likelier than an answer (-0.9 vs -1.0) ...
-    scores, lean = [-1.0, -0.9, -5.0], [-3.0, -0.5, -5.0]
+    scores, lean = [-1.0, -0.9, -0.9, -5.0], [-3.0, -0.5, -0.5, -5.0]
     assert pick(["get_weather", "multiply"], scores, lean, calibration=0.0).tool == "get_weather"
     # ... but the prompt leans far more toward a call with no request at all: an answer
     assert pick(["get_weather", "multiply"], scores, lean).tool is None
@@ -109,7 +109,7 @@ def test_continuations_are_the_grammar_branches() -> None:
     from agentfsm.core.messages import ToolSpec
 
     options = continuations([ToolSpec(name="get_weather", parameters={"type": "object"})])
-    assert options == ['{"final"', '{"action": {"tool": "get_weather"']
+    assert options == ['{"final"', '{"action"', '{"action": {"tool": "get_weather"']
 
 
 def test_no_choice_after_results_or_corrections_or_when_off() -> None:
@@ -134,7 +134,7 @@ def get_weather(city: str) -> str:
 
 backend = ScriptedBackend(['{"action": {"tool": "get_weather", "args": {"city": "Berlin"}}}',
                            '{"final": {"content": "3 C, snow."}}'],
-                          Capabilities(json_schema=True, small_model=True), scores=[[-3, -1], [-2, -0.1]])
+                          Capabilities(json_schema=True, small_model=True), scores=[[-3, -1, -1], [-2, -0.1, -0.1]])
 assert Agent(backend, [get_weather]).run(sys.argv[1]).content == "3 C, snow."
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("agentfsm.policy"))))
 """

@@ -20,7 +20,6 @@ does the scoring.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -40,7 +39,7 @@ CALIBRATION = 1.0
 class Choice:
     """What the model scored and what was chosen: ``tool`` is the tool to call, ``None``
     for an answer. ``scores`` and ``baseline`` hold one log-probability per option of
-    :func:`continuations` (the answer first, then the tools in order)."""
+    :func:`continuations` (an answer, a call, then each tool's name)."""
 
     tools: tuple[str, ...]
     scores: tuple[float, ...]
@@ -51,34 +50,31 @@ class Choice:
 
 
 def continuations(tools: Sequence[ToolSpec]) -> list[str]:
-    """The beginnings scored: an answer, then a call of each tool, as the json-protocol
-    grammar writes them."""
-    return ['{"final"'] + ['{"action": {"tool": ' + json.dumps(tool.name, ensure_ascii=False) for tool in tools]
+    """The beginnings scored, as the json-protocol grammar writes them: an answer and a
+    call (the branch), then the call of each tool (which one).
 
-
-def _logsumexp(values: Sequence[float]) -> float:
-    top = max(values)
-    return top + math.log(sum(math.exp(v - top) for v in values))
-
-
-def _call_margin(scores: Sequence[float]) -> float:
-    """log P(any call) - log P(answer)."""
-    return _logsumexp(scores[1:]) - scores[0]
+    Only where the grammar lets the model choose do the options differ: the first two
+    part at the key, the others at the tool's name. The tokens the grammar forces after
+    that (``: {"tool": "``) are the same for every tool, so they do not sway the choice
+    of a tool, and they are not counted against a call."""
+    return ['{"final"', '{"action"'] + [
+        '{"action": {"tool": ' + json.dumps(tool.name, ensure_ascii=False) for tool in tools
+    ]
 
 
 def pick(
     tools: Sequence[str], scores: Sequence[float], baseline: Sequence[float], calibration: float = CALIBRATION
 ) -> Choice:
-    """The choice ``scores`` make once the ``baseline`` lean is taken off: a call when a
-    call is likelier than an answer, of the tool the request makes likeliest (its score
-    over its content-free score)."""
-    if len(scores) != len(tools) + 1 or len(baseline) != len(scores):
-        raise ValueError(f"{len(scores)} scores and {len(baseline)} baseline scores for {len(tools)} tools and an answer")
-    margin = _call_margin(scores) - calibration * _call_margin(baseline)
+    """The choice ``scores`` make: a call when, once the ``baseline`` lean is taken off,
+    the model finds a call likelier than an answer; of the tool it finds likeliest for
+    this request."""
+    if len(scores) != len(tools) + 2 or len(baseline) != len(scores):
+        raise ValueError(f"{len(scores)} scores and {len(baseline)} baseline scores for {len(tools)} tools, a call and an answer")
+    margin = (scores[1] - scores[0]) - calibration * (baseline[1] - baseline[0])
     tool = None
     if margin > 0:
-        lifted = [s - calibration * b for s, b in zip(scores[1:], baseline[1:])]
-        tool = tools[max(range(len(tools)), key=lifted.__getitem__)]
+        named = scores[2:]
+        tool = tools[max(range(len(tools)), key=named.__getitem__)]
     return Choice(tuple(tools), tuple(scores), tuple(baseline), tool, margin)
 
 
