@@ -25,7 +25,7 @@ from agentfsm.engine.choice import CONTENT_FREE, continuations, pick
 from agentfsm.runtime.transcript import read_events
 
 ROOT = Path(__file__).parent.parent
-GRAMMAR = Capabilities(json_schema=True, small_model=True)
+GRAMMAR = Capabilities(json_schema=True)
 
 
 def get_weather(city: str) -> str:
@@ -121,11 +121,18 @@ def test_no_choice_after_results_or_corrections_or_when_off() -> None:
     off = ScriptedBackend([call, final], GRAMMAR, scores=_model("get_weather"))
     Agent(off, [get_weather], config=RunConfig(choice="off")).run(WEATHER["en"])
     assert off.score_requests == []
+    # auto leaves it off for a small model (the embedded one): its scores carry no signal
+    small = ScriptedBackend([call, final], GRAMMAR.model_copy(update={"small_model": True}), scores=_model("get_weather"))
+    Agent(small, [get_weather]).run(WEATHER["en"])
+    assert small.score_requests == []
+    forced = ScriptedBackend([call, final], GRAMMAR.model_copy(update={"small_model": True}), scores=_model("get_weather"))
+    Agent(forced, [get_weather], config=RunConfig(choice="on")).run(WEATHER["en"])
+    assert len(forced.score_requests) == 2
 
 
 _RUN = """
 import json, sys
-from agentfsm import Agent, ScriptedBackend
+from agentfsm import Agent, RunConfig, ScriptedBackend
 from agentfsm.backends import Capabilities
 
 def get_weather(city: str) -> str:
@@ -135,7 +142,7 @@ def get_weather(city: str) -> str:
 backend = ScriptedBackend(['{"action": {"tool": "get_weather", "args": {"city": "Berlin"}}}',
                            '{"final": {"content": "3 C, snow."}}'],
                           Capabilities(json_schema=True, small_model=True), scores=[[-3, -1, -1], [-2, -0.1, -0.1]])
-assert Agent(backend, [get_weather]).run(sys.argv[1]).content == "3 C, snow."
+assert Agent(backend, [get_weather], config=RunConfig(choice="on")).run(sys.argv[1]).content == "3 C, snow."
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("agentfsm.policy"))))
 """
 

@@ -87,10 +87,12 @@ class RunConfig:
     #: at the first decision of a user turn under ``auto``, the model scores how its reply
     #: begins (an answer, or a call of each tool) and the grammar allows only the branch it
     #: finds likeliest once the prompt's own lean is taken off (:mod:`agentfsm.engine.choice`);
-    #: ``auto``: where the backend scores continuations and constrains decoding
-    choice: Literal["auto", "off"] = field(
+    #: ``auto``: where the backend scores continuations and its model is not small (on
+    #: SmolLM2-135M the scores do not tell a greeting from a tool request:
+    #: ``bench/results/choice-smollm2.md``)
+    choice: Literal["auto", "on", "off"] = field(
         default="auto",
-        metadata=_doc("At the first decision of a user turn under tool_choice auto, let the model score whether its reply is an answer or a call (and of which tool), calibrated against a content-free request; the grammar then allows only that branch. auto: where the backend scores continuations and constrains decoding (the embedded model); off: the model's free reply decides."),
+        metadata=_doc("At the first decision of a user turn under tool_choice auto, let the model score whether its reply is an answer or a call (and of which tool), calibrated against a content-free request; the grammar then allows only that branch. Needs a backend that scores continuations and constrains decoding (the embedded one). auto: on unless the model is small (on the embedded SmolLM2-135M the scores carry no signal); on: wherever the backend scores; off: the model's free reply decides."),
     )
     #: after a refused first decision of a user turn, draw ``consensus_samples`` candidates of the same request at
     #: a sampling temperature and take the accepted decision most of them agree on, before

@@ -85,7 +85,7 @@ class EngineConfig:
             policies=run.policies,
             grounding=_resolve(run.grounding, capabilities),
             consensus=run.consensus_samples if _resolve(run.consensus, capabilities) else 0,
-            choice=run.choice != "off",
+            choice=run.choice == "on" or (run.choice == "auto" and capabilities is not None and not capabilities.small_model),
             relax_after_results=relax_after_results,
             answer_schema=answer_schema,
         )
