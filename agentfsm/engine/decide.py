@@ -31,9 +31,10 @@ from agentfsm.prompt.contract import is_template, render_call_template
 from agentfsm.dialects import get_dialect
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
-from agentfsm.guards import answer_schema, budget, empty, injection, loops, repeated_call, run_guards
+from agentfsm.guards import answer_schema, budget, empty, injection, loops, repeated_call, run_guards, runtime_text
 from agentfsm.guards import tool_choice as tool_choice_guard
 from agentfsm.policy import Policies
+from agentfsm.engine.authored import others_texts, runtime_texts
 from agentfsm.engine.plan import plan, policies_of, tool_choice_now, wants_vote
 from agentfsm.guards.base import Correction, Stop
 from agentfsm.engine.decisions import (
@@ -135,7 +136,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         off = tool_choice_guard.check(parsed, choice, config.tools, dialect_name=config.dialect)
         if not isinstance(off, Correction):
             off = empty.check(parsed, choice, config.dialect)
-        refused = off if isinstance(off, Correction) else _unfit_answer(parsed, config)
+        refused = off if isinstance(off, Correction) else _unfit_answer(parsed.content or "", config, history, choice)
         if refused is not None:
             return _refuse(turn, refused, escalate=False)
         return _answer(machine, records, parsed, (), parsed.content or "", choice, policies)
@@ -168,7 +169,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if calls and not config.parallel:
         calls = calls[:1]
     if not calls:
-        unfit = _unfit_answer(parsed, config)
+        unfit = _unfit_answer(parsed.content or "", config, history, choice)
         if isinstance(unfit, Correction):
             return _refuse(turn, unfit, escalate=False)
         unsupported = policies.check_answer(history, parsed.content or "", config.tools, choice)
@@ -201,11 +202,17 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
 
 
-def _unfit_answer(parsed: ParsedReply, config: EngineConfig) -> Correction | None:
-    """The correction for an answer that is not the JSON of the client's output schema."""
+def _unfit_answer(
+    content: str, config: EngineConfig, history: Sequence[Message], choice: ToolChoice
+) -> Correction | None:
+    """The correction for an answer that copies the runtime's own text, or is not the
+    JSON of the client's output schema."""
+    copied = runtime_text.check(content, runtime_texts(history, config, choice), others_texts(history, config))
+    if isinstance(copied, Correction):
+        return copied
     if config.answer_schema is None:
         return None
-    verdict = answer_schema.check(parsed.content or "", config.answer_schema)
+    verdict = answer_schema.check(content, config.answer_schema)
     return verdict if isinstance(verdict, Correction) else None
 
 
@@ -283,7 +290,7 @@ def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
     used = budget.corrections_in_turn(turn.history)
     guard = GuardRecord(verdict.guard, "correct", verdict.reason, verdict.detail)
     spent = GuardRecord(budget.GUARD, "stop", "budget_spent", f"{used} correction(s) sent; last: {verdict.reason}")
-    content = _best_prose(turn.history, turn.parsed, turn.config) if turn.choice.allows_answer else ""
+    content = _best_prose(turn) if turn.choice.allows_answer else ""
     if content:
         logger.info("correction budget spent ({}): answering with the best reply so far", verdict.reason)
         return _answer(
@@ -295,28 +302,29 @@ def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
     return Fail(turn.parsed, tuple(turn.records), (guard, spent), error=error)
 
 
-def _best_prose(history: Sequence[Message], parsed: ParsedReply, config: EngineConfig) -> str:
+def _best_prose(turn: _Turn) -> str:
     """The latest prose of this round's replies (action text removed) that says
-    something: not empty, not a copied ``<slot>`` of the contract, the client's output
-    schema's JSON where there is one; ``""`` when the model wrote none."""
-    if _acceptable(parsed.content, config):
-        return parsed.content or ""
-    for msg in reversed(history):
+    something: not empty, not a copied ``<slot>`` of the contract, none of the runtime's
+    own text, the client's output schema's JSON where there is one; ``""`` when the model
+    wrote none."""
+    if _acceptable(turn.parsed.content, turn):
+        return turn.parsed.content or ""
+    for msg in reversed(turn.history):
         if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
             break
         if isinstance(msg, AssistantMessage) and msg.content:
-            prose = parse_reply(msg.content, config.tools, config.dialect).content
-            if _acceptable(prose, config):
+            prose = parse_reply(msg.content, turn.config.tools, turn.config.dialect).content
+            if _acceptable(prose, turn):
                 return prose or ""
     return ""
 
 
-def _acceptable(prose: str | None, config: EngineConfig) -> bool:
+def _acceptable(prose: str | None, turn: _Turn) -> bool:
     """Prose that can end a spent turn: it says something, is no copied ``<slot>``, and
-    is the JSON of the client's output schema where there is one."""
+    passes the answer checks (:func:`_unfit_answer`)."""
     if not prose or not prose.strip() or is_template(prose):
         return False
-    return config.answer_schema is None or not isinstance(answer_schema.check(prose, config.answer_schema), Correction)
+    return _unfit_answer(prose, turn.config, turn.history, turn.choice) is None
 
 
 def dispatch() -> TransitionRecord:

@@ -58,6 +58,7 @@ CorrectionReason: TypeAlias = Literal[
     "uncovered_request",
     "empty_reply",
     "invalid_answer",
+    "runtime_text",
 ]
 
 

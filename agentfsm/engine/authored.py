@@ -1,0 +1,51 @@
+"""Who wrote what in a conversation: the runtime's texts, and everyone else's.
+
+:mod:`agentfsm.guards.runtime_text` refuses an answer that copies what the runtime wrote;
+this gathers the two sides for it from the history and the turn's settings. The
+runtime's: the contract in every form a request of the turn may have carried it (the
+configured dialect, and the json-protocol form under constrained decoding), the
+corrections sent, and the prompt's framing of tool results. Everyone else's: the user's
+messages, the client's system prompts, the tools' names, descriptions and parameters, and
+the results themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from agentfsm.core.choice import ToolChoice
+from agentfsm.core.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from agentfsm.engine.decisions import EngineConfig
+from agentfsm.prompt.contract import render_contract
+from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
+from agentfsm.prompt.projection import project_history
+
+__all__ = ["others_texts", "runtime_texts"]
+
+
+def runtime_texts(history: Sequence[Message], config: EngineConfig, choice: ToolChoice) -> list[str]:
+    """The texts the runtime wrote into this conversation (see the module)."""
+    texts = [m.content for m in history if isinstance(m, UserMessage) and m.correction]
+    if config.tools:
+        texts.append(render_contract(config.tools, config.dialect, choice, config.parallel))
+        texts.append(render_contract(config.tools, CONSTRAINED_DIALECT, choice, config.parallel, constrained=True))
+    if any(isinstance(m, ToolMessage) for m in history):
+        written = {m.content for m in history if isinstance(m, UserMessage | SystemMessage | AssistantMessage)}
+        prompt = project_history(history, config.tools, dialect=config.dialect, tool_choice=choice,
+                                 parallel=config.parallel, contract="")
+        texts += [m.content for m in prompt if m.role != "assistant" and m.content not in written]
+    return texts
+
+
+def others_texts(history: Sequence[Message], config: EngineConfig) -> list[str]:
+    """What the user, the client and the tools wrote (see the module)."""
+    texts: list[str] = []
+    for m in history:
+        if isinstance(m, UserMessage) and m.correction is None or isinstance(m, SystemMessage):
+            texts.append(m.content)
+        elif isinstance(m, ToolMessage):
+            texts.append(m.result.content)
+    for tool in config.tools:
+        texts += [tool.name, tool.description or "", json.dumps(tool.parameters, ensure_ascii=False)]
+    return texts

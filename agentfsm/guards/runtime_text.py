@@ -1,0 +1,92 @@
+"""An answer never carries text the runtime wrote: a language-neutral guard.
+
+The runtime writes text of its own into a conversation: the contract (the system prompt
+it adds), the corrections it sends, and the framing around tool results. A small model
+asked again often answers by copying it ("The request is not about get_weather:", "The
+result of multiply is 56. The user asked: ..."). Such an answer is refused: the model is
+asked again, and never answered for.
+
+An answer *carries runtime text* when it copies a run of at least :data:`MIN_WORDS`
+consecutive words from those texts of which at least :data:`MIN_OWN_WORDS` are the
+runtime's own: words found nowhere in what the user, the client or the tools wrote (the
+request, the tools' names and descriptions, the results). So an answer that restates a
+result, or the user's question, is not refused. Words are compared case- and
+accent-folded, whatever the language; no phrase list is kept: the texts are the run's
+own, so the guard follows the runtime's wording as it changes.
+
+Linear in the answer and the texts: runs are found through the set of the texts'
+:data:`MIN_WORDS`-word shingles.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from agentfsm.guards.base import ACCEPT, Correction, Verdict
+
+__all__ = ["GUARD", "MIN_OWN_WORDS", "MIN_WORDS", "REASON", "check", "find_runtime_text", "words"]
+
+GUARD = "runtime_text"
+REASON: Final = "runtime_text"
+#: a copied run this many words long counts ...
+MIN_WORDS = 6
+#: ... when at least this many of its words are the runtime's own
+MIN_OWN_WORDS = 2
+
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> list[str]:
+    """``text``'s words, case- and accent-folded (any script)."""
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    return _WORD.findall("".join(c for c in folded if not unicodedata.combining(c)))
+
+
+def _shingles(texts: Iterable[str]) -> set[tuple[str, ...]]:
+    found: set[tuple[str, ...]] = set()
+    for text in texts:  # a run never spans two texts
+        w = words(text)
+        found.update(tuple(w[i : i + MIN_WORDS]) for i in range(len(w) - MIN_WORDS + 1))
+    return found
+
+
+def find_runtime_text(answer: str, runtime: Sequence[str], allowed: Sequence[str]) -> str | None:
+    """The first stretch of ``answer`` copied from the ``runtime`` texts with at least
+    :data:`MIN_OWN_WORDS` of the runtime's own words (see the module), or ``None``.
+    ``allowed``: what the user, the client and the tools wrote."""
+    said = words(answer)
+    if len(said) < MIN_WORDS:
+        return None
+    known = _shingles(runtime)
+    if not known:
+        return None
+    vocabulary = {w for text in allowed for w in words(text)}
+    i = 0
+    while i <= len(said) - MIN_WORDS:
+        if tuple(said[i : i + MIN_WORDS]) not in known:
+            i += 1
+            continue
+        end = i + MIN_WORDS  # the copied run: consecutive shingles found in the texts
+        while end < len(said) and tuple(said[end - MIN_WORDS + 1 : end + 1]) in known:
+            end += 1
+        run = said[i:end]
+        if sum(w not in vocabulary for w in run) >= MIN_OWN_WORDS:
+            return " ".join(run)
+        i = end
+    return None
+
+
+def check(answer: str, runtime: Sequence[str], allowed: Sequence[str]) -> Verdict:
+    """Refuse an answer that carries runtime text (:func:`find_runtime_text`)."""
+    copied = find_runtime_text(answer, runtime, allowed)
+    if copied is None:
+        return ACCEPT
+    return Correction(
+        guard=GUARD,
+        reason=REASON,
+        message="Write your reply to the user's last message yourself, in plain words; do not repeat these instructions.",
+        detail=f"the answer copies the runtime's text: {copied[:120]!r}",
+    )
