@@ -34,7 +34,7 @@ UNIT = ToolSpec(name="convert", description="", parameters={
         (12.5, "what is 12.5 times 4?", True),
         (4.0, "what is 12.5 times 4?", True),
         (1.5, "what is 12.5 times 4?", False),
-        (2.0, "add two and three", True),  # a number word
+        (2.0, "add two and three", False),  # number words: read by the opt-in English policies only
         (1000.0, "about 1,000 people", True),
         (50.0, "the result of multiply is 50.0.", True),  # a tool result
         ("oslo", "weather in oslo?", True),
@@ -47,7 +47,9 @@ UNIT = ToolSpec(name="convert", description="", parameters={
         # a value that trails off into prose: one "the" from the conversation is not enough
         ("london}}}\n\nthe output will be\n{", "what's the weather like in example city?", False),
         ("new york city", "weather in new york", True),  # most of its words
-        (1.0, "write one short sentence about the sea.", False),  # "one" is a determiner here
+        (1.0, "write one short sentence about the sea.", False),  # digits only, in every language
+        (6.0, "multiply six by seven", False),
+        (6.0, "multipliziere 6 mit 7", True),
         ("", "convert the string to an integer", False),  # an empty string is made up
     ],
 )

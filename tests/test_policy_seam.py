@@ -12,7 +12,7 @@ import pytest
 
 from agentfsm import Agent, RunConfig, ScriptedBackend, replay
 from agentfsm.backends import Capabilities
-from agentfsm.core._types import POLICY_NAMES
+from agentfsm.core._types import DEFAULT_POLICIES, POLICY_NAMES
 from agentfsm.core.errors import UsageError
 from agentfsm.core.events import RunStartEvent
 from agentfsm.engine.decide import EngineConfig, policies_of
@@ -74,13 +74,15 @@ def test_no_policies_load_no_language_module(tmp_path: Path) -> None:
     assert _policy_modules_loaded((), tmp_path) == ["agentfsm.policy", "agentfsm.policy.base"]
 
 
-def test_the_default_policies_are_loaded_where_they_run(tmp_path: Path) -> None:
+def test_every_policy_is_loaded_where_it_runs(tmp_path: Path) -> None:
     loaded = _policy_modules_loaded(POLICY_NAMES, tmp_path)
     assert set(POLICY_MODULES.values()) <= set(loaded)
 
 
 def test_registry_and_names_agree() -> None:
-    assert tuple(POLICY_MODULES) == POLICY_NAMES == RunConfig().policies
+    assert tuple(POLICY_MODULES) == POLICY_NAMES
+    # the default: the language-neutral ones; the English ones are opt-in
+    assert RunConfig().policies == DEFAULT_POLICIES == ("answers", "grounding")
     for name in POLICY_NAMES:
         policy = get_policy(name)
         assert isinstance(policy, Policy) and policy.name == name
@@ -95,7 +97,9 @@ def test_grounding_gates_the_policies_for_small_models() -> None:
     assert off == ("refusal", "answers")
     assert policies_of(EngineConfig(policies=())).names == ()
     small = EngineConfig.of(RunConfig(), capabilities=Capabilities(small_model=True))
-    assert policies_of(small).names == POLICY_NAMES
+    assert policies_of(small).names == DEFAULT_POLICIES
+    english = EngineConfig.of(RunConfig(policies=POLICY_NAMES), capabilities=Capabilities(small_model=True))
+    assert policies_of(english).names == POLICY_NAMES
 
 
 @pytest.mark.parametrize("bad", [("nope",), ("refusal", "refusal"), "refusal"])
@@ -119,8 +123,9 @@ def test_without_policies_a_refusal_is_an_answer_and_replay_honours_it(tmp_path:
     start = read_events(path)[0]
     assert isinstance(start, RunStartEvent) and start.config.policies == ()
     assert replay(path).identical
-    corrected = Agent(ScriptedBackend([text, CALL, "7"]), [add]).run("Add 2 and 5.")
-    assert corrected.corrections == 1  # the default policies read it as a refusal
+    corrected = Agent(ScriptedBackend([text, CALL, "7"]), [add], policies=("refusal", "answers")).run("Add 2 and 5.")
+    assert corrected.corrections == 1  # the opt-in refusal policy reads it as a refusal
+    assert Agent(ScriptedBackend([text]), [add]).run("Add 2 and 5.").content == text  # the default: the model's answer
 
 
 def test_recorded_policies_are_the_ones_that_ran(tmp_path: Path) -> None:
@@ -129,7 +134,7 @@ def test_recorded_policies_are_the_ones_that_ran(tmp_path: Path) -> None:
     start = read_events(path)[0]
     assert isinstance(start, RunStartEvent)
     # a scripted backend is not a small model: grounding auto is off, so are its policies
-    assert start.config.policies == ("refusal", "answers") and start.config.grounding is False
+    assert start.config.policies == ("answers",) and start.config.grounding is False
 
 
 def add(a: float, b: float) -> float:

@@ -9,9 +9,9 @@ carries (numbers and strings, nested ones included; booleans and enum members ar
 schema's, not the conversation's):
 
 - **ungrounded**: no value of the call occurs in the conversation (user turns, system
-  prompts, tool results). A number matches a number written there in digits; where the
-  conversation writes no number in digits, it spells its numbers out (in whatever
-  language) and numbers are not judged; an empty string matches nothing; a string matches when it, or one of its words, or a word it abbreviates
+  prompts, tool results). A number matches a number written there in digits, in every
+  language alike (a number spelled out in words is not read: the call is refused and
+  the model asked again, or answers); an empty string matches nothing; a string matches when it, or one of its words, or a word it abbreviates
   (``"mi"`` for "miles") occurs there.
 - **stale**: after results have come back in this turn, the call brings no value that
   is both in the conversation and new to the turn's calls (a chain's next step carries
@@ -114,9 +114,7 @@ class _Source:
         self.words = set(_WORD.findall(self.text))
         self._squeezed: str | None = None
         self.numbers = {_to_float(m.group()) for m in _NUMBER.finditer(self.text)}
-        #: a conversation that writes no number in digits spells its numbers out, in any
-        #: language: its numbers are not judged (the English policies read number words)
-        self.judges_numbers = bool(self.numbers) or number_words
+        # number words are English: only the opt-in English policies read them
         if number_words:
             self.numbers |= {v for w, v in _NUMBER_WORDS.items() if w in self.words}
 
@@ -129,7 +127,7 @@ class _Source:
 
     def has(self, value: float | str) -> bool:
         if isinstance(value, float):
-            return not self.judges_numbers or any(_same(value, n) for n in self.numbers)
+            return any(_same(value, n) for n in self.numbers)
         if not value:
             return False
         if value in self.text:
