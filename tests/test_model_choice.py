@@ -142,16 +142,23 @@ def get_weather(city: str) -> str:
 backend = ScriptedBackend(['{"action": {"tool": "get_weather", "args": {"city": "Berlin"}}}',
                            '{"final": {"content": "3 C, snow."}}'],
                           Capabilities(json_schema=True, small_model=True), scores=[[-3, -1, -1], [-2, -0.1, -0.1]])
-assert Agent(backend, [get_weather], config=RunConfig(choice="on")).run(sys.argv[1]).content == "3 C, snow."
+config = RunConfig(choice="on", policies=tuple(json.loads(sys.argv[2])))
+assert Agent(backend, [get_weather], config=config).run(sys.argv[1]).content == "3 C, snow."
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("agentfsm.policy"))))
 """
 
 
-def test_default_policies_read_no_english(tmp_path: Path) -> None:
-    """With the defaults, the modules that hold English word lists are never loaded."""
-    out = subprocess.run([sys.executable, "-c", _RUN, WEATHER["de"]], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
-    loaded = set(json.loads(out.splitlines()[-1]))
-    assert not loaded & {"agentfsm.policy.refusal", "agentfsm.policy.relevance", "agentfsm.policy.coverage",
-                         "agentfsm.policy.clauses"}
-    assert "agentfsm.policy.grounding" in loaded  # the language-neutral value checks run
+def test_with_the_english_policies_off_no_english_word_list_is_consulted(tmp_path: Path) -> None:
+    """With the defaults, the modules that decide by English words whether a request is
+    about a tool are never loaded; with refusal off too, none that holds English words."""
+    def loaded(policies: Sequence[str]) -> set[str]:
+        out = subprocess.run([sys.executable, "-c", _RUN, WEATHER["de"], json.dumps(list(policies))], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+        return set(json.loads(out.splitlines()[-1]))
+
+    english = {"agentfsm.policy.relevance", "agentfsm.policy.coverage", "agentfsm.policy.clauses"}
+    default = loaded(RunConfig().policies)
+    assert not default & english
+    assert "agentfsm.policy.grounding" in default  # the language-neutral value checks run
+    neutral = loaded(("answers", "grounding"))
+    assert not neutral & (english | {"agentfsm.policy.refusal"})

@@ -4,6 +4,7 @@ call to the right clause's numbers."""
 
 from __future__ import annotations
 
+from agentfsm.core._types import POLICY_NAMES
 from agentfsm.core.backend import Capabilities
 from agentfsm.engine.decide import CallTools, Correct, EngineConfig, plan, step
 from agentfsm.core.messages import AssistantMessage, Message, ToolSpec, UserMessage
@@ -19,7 +20,7 @@ CONSTRAINED = Capabilities(json_schema=True)
 
 
 def config() -> EngineConfig:
-    return EngineConfig(tools=MATH, dialect="json-protocol", tool_choice="auto", grounding=True)
+    return EngineConfig(tools=MATH, dialect="json-protocol", tool_choice="auto", grounding=True, policies=POLICY_NAMES)
 
 
 def test_a_request_is_cut_into_clauses_each_with_the_tools_it_names() -> None:
@@ -128,7 +129,7 @@ def _derivative() -> ToolSpec:
 
 def test_an_optional_number_written_only_inside_another_arguments_text_is_misplaced() -> None:
     tools = [_derivative()]
-    cfg = EngineConfig(tools=tools, dialect="json-protocol", tool_choice="auto", grounding=True)
+    cfg = EngineConfig(tools=tools, dialect="json-protocol", tool_choice="auto", grounding=True, policies=POLICY_NAMES)
     history: list[Message] = [UserMessage(content="Calculate the derivative of the function 3x^2 + 2x - 1.")]
     reply = '{"action": {"tool": "calculate_derivative", "args": {"function": "3x^2 + 2x - 1", "x_value": 3}}}'
     decision = step(history, reply, cfg)

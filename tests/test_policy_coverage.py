@@ -3,6 +3,7 @@ back once; and a repeated call is told its own result."""
 
 from __future__ import annotations
 
+from agentfsm.core._types import POLICY_NAMES
 from agentfsm.core.choice import ToolChoice
 from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, step
 from agentfsm.guards import repeated_call
@@ -26,7 +27,7 @@ def test_what_a_request_names_that_no_call_used() -> None:
 
 
 def test_an_answer_leaving_part_of_the_request_undone_is_sent_back_once() -> None:
-    config = EngineConfig(tools=PLACES, dialect="json-protocol", tool_choice="auto", grounding=True)
+    config = EngineConfig(tools=PLACES, dialect="json-protocol", tool_choice="auto", grounding=True, policies=POLICY_NAMES)
     history = after("Find the capital of Norway, then tell me its weather.", (call("get_capital", country="Norway"), "Oslo"))
     early = step(history, '{"final": {"content": "The capital of Norway is Oslo."}}', config)
     assert isinstance(early, Correct) and early.reason == "uncovered_request"
@@ -55,7 +56,7 @@ def test_the_retry_after_coverage_holds_parameters_to_what_the_request_left() ->
     from agentfsm.core.backend import Capabilities
     from agentfsm.engine.decide import plan
 
-    config = EngineConfig(tools=PLACES, dialect="json-protocol", tool_choice="auto", grounding=True)
+    config = EngineConfig(tools=PLACES, dialect="json-protocol", tool_choice="auto", grounding=True, policies=POLICY_NAMES)
     history = after("What are the capitals of Peru and Kenya?", (call("get_capital", country="Kenya"), "Nairobi"))
     sent = step(history, '{"final": {"content": "Nairobi."}}', config)
     assert isinstance(sent, Correct) and sent.reason == "uncovered_request"

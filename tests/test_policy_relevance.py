@@ -3,6 +3,7 @@ about; otherwise the retry offers the tools it is about, or the answer alone."""
 
 from __future__ import annotations
 
+from agentfsm.core._types import POLICY_NAMES
 from agentfsm.core.backend import Capabilities
 from agentfsm.engine.decide import CallTools, Correct, EngineConfig, plan, step
 from agentfsm.core.messages import ToolSpec, UserMessage
@@ -19,7 +20,7 @@ TRIANGLE = "Calculate the area of a triangle given the base is 10 meters and hei
 
 
 def config(*tools: ToolSpec) -> EngineConfig:
-    return EngineConfig(tools=tools, dialect="json-protocol", tool_choice="auto", grounding=True)
+    return EngineConfig(tools=tools, dialect="json-protocol", tool_choice="auto", grounding=True, policies=POLICY_NAMES)
 
 
 def test_a_request_is_about_a_tool_when_it_uses_a_word_of_its_name_or_first_sentence() -> None:

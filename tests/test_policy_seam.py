@@ -82,7 +82,7 @@ def test_every_policy_is_loaded_where_it_runs(tmp_path: Path) -> None:
 def test_registry_and_names_agree() -> None:
     assert tuple(POLICY_MODULES) == POLICY_NAMES
     # the default: the language-neutral ones; the English ones are opt-in
-    assert RunConfig().policies == DEFAULT_POLICIES == ("answers", "grounding")
+    assert RunConfig().policies == DEFAULT_POLICIES == ("refusal", "answers", "grounding")
     for name in POLICY_NAMES:
         policy = get_policy(name)
         assert isinstance(policy, Policy) and policy.name == name
@@ -123,9 +123,8 @@ def test_without_policies_a_refusal_is_an_answer_and_replay_honours_it(tmp_path:
     start = read_events(path)[0]
     assert isinstance(start, RunStartEvent) and start.config.policies == ()
     assert replay(path).identical
-    corrected = Agent(ScriptedBackend([text, CALL, "7"]), [add], policies=("refusal", "answers")).run("Add 2 and 5.")
-    assert corrected.corrections == 1  # the opt-in refusal policy reads it as a refusal
-    assert Agent(ScriptedBackend([text]), [add]).run("Add 2 and 5.").content == text  # the default: the model's answer
+    corrected = Agent(ScriptedBackend([text, CALL, "7"]), [add]).run("Add 2 and 5.")
+    assert corrected.corrections == 1  # the default policies read it as a refusal
 
 
 def test_recorded_policies_are_the_ones_that_ran(tmp_path: Path) -> None:
@@ -134,7 +133,7 @@ def test_recorded_policies_are_the_ones_that_ran(tmp_path: Path) -> None:
     start = read_events(path)[0]
     assert isinstance(start, RunStartEvent)
     # a scripted backend is not a small model: grounding auto is off, so are its policies
-    assert start.config.policies == ("answers",) and start.config.grounding is False
+    assert start.config.policies == ("refusal", "answers") and start.config.grounding is False
 
 
 def add(a: float, b: float) -> float:

@@ -37,6 +37,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "run_start": {"config": {"producer": "agent", "dialect": "json-action", "max_steps": 4}},
     "request": {"messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "add"}], "tool_choice": "auto"},
     "contract": {"hash": "ab" * 32, "text": "You can call tools."},
+    "choice": {"tools": ["add"], "scores": [-2.0, -0.5, -0.5], "baseline": [-3.0, -0.2, -0.2], "tool": None,
+               "margin": -1.5},
     "model_request": {"attempt": 1, "messages": [{"role": "user", "content": "hi"}], "options": {"max_tokens": 9},
                       "enforcement": "prompt"},
     "model_output": {"text": "ok", "usage": {"prompt_tokens": 3, "completion_tokens": 1}, "finish_reason": "stop"},
@@ -64,8 +66,8 @@ def test_every_event_type_is_written_typed_and_read_back_unchanged(tmp_path: Pat
     assert all(e.v == SCHEMA_VERSION == 3 and e.run == "r1" and e.t.endswith("+00:00") for e in read)
     # the dict form is the same events, as written
     assert read_transcript(path) == [json.loads(line) for line in path.read_text().splitlines()]
-    assert read_transcript(path)[8]["from"] == "first-decision"
-    transition = read[8]
+    assert read_transcript(path)[9]["from"] == "first-decision"
+    transition = read[9]
     assert isinstance(transition, TransitionEvent) and (transition.from_, transition.to) == ("first-decision", "final")
 
 

@@ -35,7 +35,9 @@ PolicyName: TypeAlias = Literal["refusal", "answers", "clauses", "grounding", "r
 #: the policy names in order; the registry in :mod:`agentfsm.policy` holds one of each
 POLICY_NAMES: tuple[PolicyName, ...] = get_args(PolicyName)
 #: the policies a run consults unless told otherwise: the language-neutral ones (values
-#: copied from the conversation, digits; an answer's trailing loop). The rest read English
-#: words and are opt-in (``--policies``): whether a request is about a tool is the
-#: model's to decide (:mod:`agentfsm.engine.choice`)
-DEFAULT_POLICIES: tuple[PolicyName, ...] = ("answers", "grounding")
+#: copied from the conversation, digits; an answer's trailing loop) and ``refusal`` (English
+#: refusal phrases sent back for another try; kept until the quality table, held-out split
+#: included, shows whether it earns its place). ``clauses``, ``relevance`` and ``coverage``
+#: read English words to decide whether a request is about a tool and are opt-in
+#: (``--policies``): that is the model's to decide (:mod:`agentfsm.engine.choice`)
+DEFAULT_POLICIES: tuple[PolicyName, ...] = ("refusal", "answers", "grounding")

@@ -69,8 +69,8 @@ class RunConfig:
         metadata=_doc(
             "The language policies (rules that read the conversation's words), in order, comma-separated: "
             f"{', '.join(POLICY_NAMES)}; none: the pure protocol runtime. "
-            f"Default: {', '.join(DEFAULT_POLICIES)} (language-neutral); refusal, clauses, relevance and coverage "
-            "read English words and are opt-in. clauses, grounding, relevance and coverage run only where grounding is on."
+            f"Default: {', '.join(DEFAULT_POLICIES)}; clauses, relevance and coverage read English words to decide "
+            "whether a request is about a tool and are opt-in. clauses, grounding, relevance and coverage run only where grounding is on."
         ),
     )
     #: whether the policies for small models run (clauses, grounding, relevance,

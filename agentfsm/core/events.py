@@ -8,6 +8,7 @@ ISO-8601 time) and ``type``; the rest of its fields depend on the type:
 ``run_start``     ``config``: how the run was set up (:data:`RunStartConfig`, by producer)
 ``request``       ``messages``, ``tools``, ``tool_choice``; the proxy adds ``normalized``
 ``contract``      ``hash`` and ``text`` of the system prompt sent
+``choice``        ``tools``, ``scores``, ``baseline``, ``tool``, ``margin``: the scored call-or-answer choice
 ``model_request`` ``attempt``, ``messages``, ``options``, ``enforcement``; ``extension``
 ``model_output``  ``text`` (prefill included), ``usage``, ``finish_reason``; ``extension``
 ``parse``         ``content``, ``tool_calls``, ``problems``, ``truncated``
