@@ -13,6 +13,7 @@ from agentfsm.eval.runner import EvalPlan, RunSpec, run_eval
 from agentfsm.eval.runtime_text import find_runtime_text, runtime_text_of
 from agentfsm.eval.suite import run_suite_task
 from agentfsm.eval.suite_data import TASKS
+from agentfsm.core.events import GuardEvent
 from agentfsm.runtime.transcript import read_events
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "bfcl"
@@ -84,21 +85,23 @@ def _copy_the_correction(messages: Sequence[PromptMessage]) -> str:
     return _act("subtract", a=8, b=5)
 
 
-def test_a_task_whose_answer_copies_a_correction_fails_and_says_so(tmp_path: Path) -> None:
+def test_a_task_whose_answer_copies_a_correction_is_refused_and_gives_up(tmp_path: Path) -> None:
+    """The guard refuses an answer that copies a correction (one path with this detector):
+    a model that only copies spends its budget and the task gives up; no answer carries
+    runtime text, so the table counts none."""
     task = next(t for t in TASKS if t.name == "add_8_5.es1")
     path = tmp_path / "t.jsonl"
     result = asyncio.run(run_suite_task(ScriptedBackend(_copy_the_correction), task, transcript=path, enforcement="prompt"))
-    assert result.runtime_text is not None and not result.valid and result.why == "calls"
-    assert result.model_calls == 2
-    # the same finding from the transcript alone
-    assert runtime_text_of(read_events(path)) == result.runtime_text
+    assert not result.valid and result.error == "RetryBudgetExceeded" and result.runtime_text is None
+    assert "runtime_text" in (result.why or "")
+    refused = [e for e in read_events(path) if isinstance(e, GuardEvent) and e.reason == "runtime_text"]
+    assert refused and runtime_text_of(read_events(path)) is None
 
 
-def test_a_bfcl_answer_that_copies_a_correction_is_counted() -> None:
+def test_a_bfcl_answer_that_copies_a_correction_is_refused() -> None:
     plan = EvalPlan(categories=("irrelevance",), specs=(RunSpec("json-action", "prompt"),), limit=1, data_dir=FIXTURES)
     [result] = asyncio.run(run_eval(ScriptedBackend(_copy_the_correction), plan))
-    assert result.answer is not None and result.runtime_text is not None
-    assert result.model_calls == 2 and result.to_json()["runtime_text"] == result.runtime_text
+    assert result.answer is None and result.runtime_text is None
     clean = asyncio.run(run_eval(ScriptedBackend(["Herman Melville wrote it."]), plan))[0]
     assert clean.valid and clean.runtime_text is None and clean.model_calls == 1
 

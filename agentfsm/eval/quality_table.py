@@ -213,7 +213,7 @@ _HOW_TO_READ = (
     "the live BFCL group was not tuned on either. 95 % interval: Wilson score interval of the accuracy; a "
     "change is a gain or a loss only where the new interval leaves the old one, not where the point moves. "
     "Model calls: every completion the backend made (consensus candidates included). Runtime text: final "
-    f"answers that copy {MIN_WORDS} or more consecutive words (or {MIN_CHARS} characters) of text the runtime "
+    f"answers that copy {MIN_WORDS} or more consecutive words (or one word of {MIN_CHARS} characters) of text the runtime "
     f"wrote in that run (contract, corrections, result framing), {MIN_OWN_WORDS} or more of them found nowhere "
     "in the request, tools or results."
 )

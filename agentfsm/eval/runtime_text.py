@@ -1,27 +1,17 @@
-"""Does a final answer carry text that the runtime wrote? A language-neutral detector.
+"""Does a final answer carry text that the runtime wrote? The table counts what the guard refuses.
 
-The runtime writes text of its own into a run: the contract (system prompt), every
-correction message it sends, and the framing around tool results ("The result of X
-(call c0) is ...", "The user asked: ..."). None of it may reach the user. An answer
-*carries runtime text* when it copies a run of at least :data:`MIN_WORDS` consecutive
-words (or :data:`MIN_CHARS` characters) from that text, of which at least
-:data:`MIN_OWN_WORDS` words (or half of :data:`MIN_CHARS` characters) are the runtime's
-own: words that appear nowhere in the user's request, the tools' names and descriptions
-or the tool results. So an answer that restates a result in the runtime's order ("Paris
-is sunny, 18 °C. The ...", copied from "(city='Paris') is sunny, 18 °C.\nThe result"),
-or repeats the user's question, is not flagged; "The result of get_capital is Nairobi"
-and "The user asked: <question>" are.
-
-Words are compared folded (case and accents ignored), whatever the language; the texts
-come from the run's own events (:class:`RunTexts` is an ``on_event`` hook), so the
-detector needs no list of phrases and follows the runtime's wording as it changes.
+The rule is :mod:`agentfsm.guards.runtime_text`'s (one path: the guard refuses such an
+answer during a run, and the quality table counts any that got through):
+an answer carries runtime text when it copies :data:`MIN_WORDS` or more consecutive
+words of what the runtime wrote in the run (the contract, its corrections, the framing
+of results), :data:`MIN_OWN_WORDS` or more of them found nowhere in the request, the
+tools or the results. The texts come from the run's own events (:class:`RunTexts` is an
+``on_event`` hook), so no phrase list is kept.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,53 +24,9 @@ from agentfsm.core.events import (
     TranscriptEvent,
 )
 from agentfsm.core.messages import ToolMessage
+from agentfsm.guards.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS, find_runtime_text
 
 __all__ = ["MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "RunTexts", "find_runtime_text", "runtime_text_of"]
-
-#: a copied run this many words long counts ...
-MIN_WORDS = 6
-#: ... or this many characters (long identifiers, scripts without spaces)
-MIN_CHARS = 30
-#: ... when at least this many of its words (or half as many characters as MIN_CHARS) are the runtime's own
-MIN_OWN_WORDS = 2
-
-
-def _tokens(text: str) -> list[str]:
-    return re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
-
-
-def _blob(texts: Iterable[str]) -> str:
-    # one line per text: a run never spans two texts
-    return "\n".join(" " + " ".join(_tokens(t)) + " " for t in texts)
-
-
-def _in(run: Sequence[str], blob: str) -> bool:
-    return (" " + " ".join(run) + " ") in blob
-
-
-def _counts(run: Sequence[str], vocabulary: Collection[str]) -> bool:
-    """Whether a copied run is long enough and enough of it is the runtime's own."""
-    if len(run) < MIN_WORDS and len(" ".join(run)) < MIN_CHARS:
-        return False
-    own = [w for w in run if w not in vocabulary]
-    return len(own) >= MIN_OWN_WORDS or len(" ".join(own)) >= MIN_CHARS // 2
-
-
-def find_runtime_text(answer: str, runtime: Sequence[str], allowed: Sequence[str]) -> str | None:
-    """The stretch of ``answer`` copied from the ``runtime`` texts (see the module docstring),
-    or ``None``. ``allowed``: the user's request, the tools' descriptions, the tool results."""
-    words = _tokens(answer)
-    runtime_blob = _blob(runtime)
-    vocabulary = {w for text in allowed for w in _tokens(text)}
-    for i in range(len(words)):
-        j = i + 1
-        while j <= len(words) and _in(words[i:j], runtime_blob):
-            j += 1
-        run = words[i : j - 1]
-        if run and _counts(run, vocabulary):
-            return " ".join(run)
-    return None
-
 
 @dataclass
 class RunTexts:

@@ -8,7 +8,8 @@ asked again, and never answered for.
 
 An answer *carries runtime text* when it copies a run of at least :data:`MIN_WORDS`
 consecutive words from those texts of which at least :data:`MIN_OWN_WORDS` are the
-runtime's own: words found nowhere in what the user, the client or the tools wrote (the
+runtime's own (or one word of :data:`MIN_CHARS` characters, a long identifier or a script
+written without spaces): words found nowhere in what the user, the client or the tools wrote (the
 request, the tools' names and descriptions, the results). So an answer that restates a
 result, or the user's question, is not refused. Words are compared case- and
 accent-folded, whatever the language; no phrase list is kept: the texts are the run's
@@ -27,7 +28,7 @@ from typing import Final
 
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
-__all__ = ["GUARD", "MIN_OWN_WORDS", "MIN_WORDS", "REASON", "check", "find_runtime_text", "words"]
+__all__ = ["GUARD", "MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "REASON", "check", "find_runtime_text", "words"]
 
 GUARD = "runtime_text"
 REASON: Final = "runtime_text"
@@ -35,6 +36,8 @@ REASON: Final = "runtime_text"
 MIN_WORDS = 6
 #: ... when at least this many of its words are the runtime's own
 MIN_OWN_WORDS = 2
+#: one word this long counts alone (a long identifier; a script written without spaces)
+MIN_CHARS = 30
 
 _WORD = re.compile(r"\w+")
 
@@ -58,12 +61,14 @@ def find_runtime_text(answer: str, runtime: Sequence[str], allowed: Sequence[str
     :data:`MIN_OWN_WORDS` of the runtime's own words (see the module), or ``None``.
     ``allowed``: what the user, the client and the tools wrote."""
     said = words(answer)
-    if len(said) < MIN_WORDS:
-        return None
-    known = _shingles(runtime)
-    if not known:
-        return None
     vocabulary = {w for text in allowed for w in words(text)}
+    long_words = {w for text in runtime for w in words(text) if len(w) >= MIN_CHARS}
+    for w in said:
+        if w in long_words and w not in vocabulary:
+            return w
+    known = _shingles(runtime)
+    if len(said) < MIN_WORDS or not known:
+        return None
     i = 0
     while i <= len(said) - MIN_WORDS:
         if tuple(said[i : i + MIN_WORDS]) not in known:
