@@ -1,0 +1,262 @@
+"""``agentfsm calibrate``: which settings a model follows best, measured on a short fixed set.
+
+The calibration set (:data:`CALIBRATION_SET`) is a few tasks of the task suite
+(:mod:`agentfsm.eval.tasks`: tool calls run, answers checked) and a few single-turn BFCL
+cases (one deciding turn, scored by the AST checker). It takes none of ``make quality``'s
+held-out tasks (:func:`load_items` refuses them) and no BFCL case that ``make quality``
+runs: its BFCL cases come after the first 40 of their categories.
+
+Every setting of the grid (:func:`settings_grid`: each value of each axis in :data:`AXES`,
+by default every dialect x every enforcement level the backend supports) runs every item,
+item by item with the settings interleaved, so a slow spell of the machine hits all rows
+alike. Each row of the table: accuracy with its 95 % Wilson interval, protocol-valid,
+mean model calls and seconds per item.
+
+**The choice rule** (:func:`choose`, written into every profile as :data:`RULE`): the best
+row is the one with the most right items; among equals, the fewer model calls per item,
+then the fewer seconds. The best row replaces the default setting only when its interval
+clears the default's (its lower bound above the default's upper bound); otherwise the
+default is kept: a difference the set cannot tell from noise changes nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentfsm.core._types import DIALECT_NAMES
+from agentfsm.core.backend import Backend, Capabilities, GenerationOptions
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.errors import UsageError
+from agentfsm.core.profile import ProfileRow, value_text
+from agentfsm.eval.bfcl_data import BfclCase, load_cases
+from agentfsm.eval.runner import RunSpec, run_runtime_case
+from agentfsm.eval.stats import wilson_interval
+from agentfsm.eval.tasks import TASKS, Task, run_task
+from agentfsm.prompt.enforcement import choose_level
+
+__all__ = [
+    "AXES",
+    "CALIBRATION_SET",
+    "RULE",
+    "Axis",
+    "CalibrationSet",
+    "Item",
+    "Outcome",
+    "Setting",
+    "choose",
+    "default_setting",
+    "load_items",
+    "run_calibration",
+    "run_item",
+    "settings_grid",
+    "table",
+]
+
+#: the choice rule, as written into each profile
+RULE = (
+    "best accuracy; ties to fewer model calls per item, then fewer seconds; the best setting replaces "
+    "the default only when its 95 % interval clears the default's (lower bound above the default's upper bound)"
+)
+
+#: a setting: run-configuration fields and their values, in axis order
+Setting = dict[str, Any]
+
+
+def _levels(caps: Capabilities) -> tuple[str, ...]:
+    """``auto``, then each level the backend supports that ``auto`` does not already
+    amount to on every call (a backend that constrains decoding makes ``auto``
+    ``constrained``: that row would be run twice)."""
+    out = ["auto"]
+    for level in ("prompt", "prefill", "constrained"):
+        try:
+            choose_level(level, caps, "auto")
+        except UsageError:
+            continue  # the backend cannot do it
+        if any(choose_level("auto", caps, choice) != level for choice in ("auto", "required")):
+            out.append(level)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One run-configuration field the calibration varies, and its candidate values on a backend."""
+
+    field: str
+    values: Callable[[Capabilities], tuple[Any, ...]]
+
+
+#: the grid, one axis per varied field (a new axis is one more line)
+AXES: tuple[Axis, ...] = (
+    Axis("dialect", lambda caps: DIALECT_NAMES),
+    Axis("enforcement", _levels),
+)
+
+
+def default_setting(base: RunConfig = DEFAULTS, axes: Sequence[Axis] = AXES) -> Setting:
+    """The setting ``base`` already has, on the calibrated axes."""
+    return {axis.field: getattr(base, axis.field) for axis in axes}
+
+
+def settings_grid(caps: Capabilities, base: RunConfig = DEFAULTS, axes: Sequence[Axis] = AXES) -> list[Setting]:
+    """Every combination of the axes' values on a backend with ``caps``, the default first."""
+    default = default_setting(base, axes)
+    choices = [axis.values(caps) for axis in axes]
+    grid = [dict(zip(default, combo, strict=True)) for combo in itertools.product(*choices)]
+    return [default] + [s for s in grid if s != default]
+
+
+# -- the calibration set --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CalibrationSet:
+    """The items a calibration runs: suite tasks (the first tuned task of each kind named)
+    and BFCL cases (by id)."""
+
+    task_kinds: tuple[str, ...]
+    bfcl: tuple[str, ...]
+
+
+#: about five minutes over the embedded model's 12 settings on an idle 2-core machine
+CALIBRATION_SET = CalibrationSet(
+    task_kinds=("one call (required)",),
+    bfcl=("simple_python_40", "simple_python_44", "multiple_44", "irrelevance_40"),
+)
+
+#: the kind of ``make quality``'s held-out tasks (none is ever calibrated on)
+_HELD_OUT_KIND = "first tasks (held out)"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One calibration item: a suite task or a BFCL case."""
+
+    name: str
+    task: Task | None = None
+    case: BfclCase | None = None
+
+
+def load_items(
+    chosen: CalibrationSet = CALIBRATION_SET, tasks: Sequence[Task] = TASKS, data_dir: Path | None = None
+) -> list[Item]:
+    """The set's items, tasks first (a UsageError for a held-out kind or a missing case)."""
+    items: list[Item] = []
+    for kind in chosen.task_kinds:
+        if kind == _HELD_OUT_KIND:
+            raise UsageError("the calibration set may not take make quality's held-out tasks")
+        task = next((t for t in tasks if t.kind == kind), None)
+        if task is None:
+            raise UsageError(f"the task suite has no task of kind {kind!r}")
+        items.append(Item(f"task:{task.name}", task=task))
+    by_category: dict[str, dict[str, BfclCase]] = {}
+    for case_id in chosen.bfcl:
+        category = case_id.rsplit("_", 1)[0]
+        if category not in by_category:
+            by_category[category] = {c.id: c for c in load_cases(category, data_dir=data_dir)}
+        case = by_category[category].get(case_id)
+        if case is None:
+            raise UsageError(f"no BFCL case {case_id!r} in the installed data")
+        items.append(Item(case.id, case=case))
+    return items
+
+
+# -- running ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one item went under one setting."""
+
+    item: str
+    setting: Setting
+    valid: bool
+    protocol_valid: bool
+    model_calls: int
+    seconds: float
+
+
+async def run_item(
+    backend: Backend,
+    item: Item,
+    setting: Setting,
+    run: RunConfig,
+    options: GenerationOptions,
+    transcripts: Path | None = None,
+) -> Outcome:
+    """``item`` under ``run`` (a task through the agent, a case as one deciding turn);
+    with ``transcripts``, its transcript is written there."""
+    if item.task is not None:
+        path = None
+        if transcripts is not None:
+            transcripts.mkdir(parents=True, exist_ok=True)
+            path = transcripts / f"{item.task.name}.{'.'.join(map(value_text, setting.values()))}.jsonl"
+            path.unlink(missing_ok=True)
+        result = await run_task(backend, item.task, options, transcript=path, config=run)
+        return Outcome(item.name, setting, result.valid, result.protocol_valid, result.attempts, result.seconds)
+    assert item.case is not None
+    spec = RunSpec(run.dialect, run.enforcement)
+    case = await run_runtime_case(backend, item.case, spec, options, run, transcripts)
+    return Outcome(item.name, setting, case.valid, case.protocol_valid, case.replies, case.seconds)
+
+
+async def run_calibration(
+    backend: Backend,
+    items: Sequence[Item],
+    grid: Sequence[Setting],
+    *,
+    base: RunConfig = DEFAULTS,
+    options: GenerationOptions | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    transcripts: Path | None = None,
+) -> list[Outcome]:
+    """Every item under every setting of ``grid`` (each ``base`` with the setting), item by
+    item with the settings interleaved."""
+    options = options or GenerationOptions(max_tokens=256)
+    runs = [(setting, base.replace(**setting)) for setting in grid]  # checked before any model call
+    out: list[Outcome] = []
+    for item in items:
+        for setting, run in runs:
+            outcome = await run_item(backend, item, dict(setting), run, options, transcripts)
+            out.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+    return out
+
+
+# -- the table and the choice -----------------------------------------------------------
+
+
+def table(outcomes: Sequence[Outcome], grid: Sequence[Setting]) -> list[ProfileRow]:
+    """One row per setting of ``grid`` (in its order; the first is the default)."""
+    rows: list[ProfileRow] = []
+    for index, setting in enumerate(grid):
+        mine = [o for o in outcomes if o.setting == setting]
+        n = len(mine)
+        correct = sum(o.valid for o in mine)
+        low, high = wilson_interval(correct, n)
+        rows.append(ProfileRow(
+            settings=dict(setting),
+            cases=n,
+            correct=correct,
+            low=round(low, 4),
+            high=round(high, 4),
+            protocol_valid=sum(o.protocol_valid for o in mine),
+            model_calls=round(sum(o.model_calls for o in mine) / n, 3) if n else 0.0,
+            seconds=round(sum(o.seconds for o in mine) / n, 3) if n else 0.0,
+            default=index == 0,
+        ))
+    return rows
+
+
+def choose(rows: Sequence[ProfileRow]) -> ProfileRow:
+    """The row :data:`RULE` picks: the best, where its interval clears the default's, else
+    the default."""
+    if not rows:
+        raise UsageError("nothing was measured: no setting to choose from")
+    default = next((r for r in rows if r.default), rows[0])
+    best = min(rows, key=lambda r: (-r.correct, r.model_calls, r.seconds, not r.default))
+    return best if best.low > default.high else default
