@@ -81,7 +81,7 @@ def render_markdown(entry: ModelProfile) -> str:
         f"- rule: {entry.rule}",
         "",
         "| " + " | ".join(head) + " |",
-        "|" + "|".join("---" if i < len(columns) else "---:" for i in range(len(head))) + "|",
+        "|" + "|".join("---" if i < len(columns) or i == len(head) - 1 else "---:" for i in range(len(head))) + "|",
     ]
     for row in entry.table:
         mark = ", ".join(m for m, on in (("default", row.default), ("chosen", row.settings == entry.chosen)) if on)
@@ -108,26 +108,31 @@ def _run(
     from agentfsm.core.profile import value_text
     from agentfsm.eval.calibrate import Outcome, run_calibration
 
-    total = len(items) * len(grid)
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"), console=console, transient=False,
     ) as progress:
-        bar = progress.add_task("calibrate", total=total, last="")
+        bar = progress.add_task("calibrate", total=len(items) * len(grid), last="")
 
         def on_outcome(outcome: Outcome) -> None:
             mark = "[green]ok[/]" if outcome.valid else "[red]x[/]"
             last = f"{outcome.item} {' / '.join(map(value_text, outcome.setting.values()))} {mark}"
             progress.update(bar, advance=1, last=last)
             if not console.is_terminal:  # a log gets one line per run instead of a live bar
-                done = int(progress.tasks[0].completed)
+                done, total = int(progress.tasks[0].completed), int(progress.tasks[0].total or 0)
                 console.print(f"[{done}/{total}] {last} ({outcome.seconds:.1f} s)", highlight=False)
+
+        def on_stop(setting: Setting, ran: int) -> None:
+            total = int(progress.tasks[0].total or 0) - (len(items) - ran)
+            progress.update(bar, total=total)
+            label = " / ".join(map(value_text, setting.values()))
+            console.print(f"{label}: stopped after {ran} items (it cannot clear the default now)", highlight=False)
 
         async def run_and_close() -> list[Outcome]:
             try:
                 return await run_calibration(
                     backend, items, grid, base=base, options=GenerationOptions(max_tokens=max_tokens),
-                    on_outcome=on_outcome, transcripts=transcripts,
+                    on_outcome=on_outcome, on_stop=on_stop, transcripts=transcripts,
                 )
             finally:  # the async pool is closed on the loop that opened it
                 aclose = getattr(backend, "aclose", None)

@@ -17,6 +17,11 @@ row is the one with the most right items; among equals, the fewer model calls pe
 then the fewer seconds. The best row replaces the default setting only when its interval
 clears the default's (its lower bound above the default's upper bound); otherwise the
 default is kept: a difference the set cannot tell from noise changes nothing.
+
+A setting stops early (:func:`hopeless`) once it could not clear the default even with
+every remaining item right: the choice is the one running it to the end would make, and
+a model that fails a format pays for a few items of it, not for the whole set. Its row
+shows the items it ran.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ __all__ = [
     "Setting",
     "choose",
     "default_setting",
+    "hopeless",
     "load_items",
     "run_calibration",
     "run_item",
@@ -59,7 +65,8 @@ __all__ = [
 #: the choice rule, as written into each profile
 RULE = (
     "best accuracy; ties to fewer model calls per item, then fewer seconds; the best setting replaces "
-    "the default only when its 95 % interval clears the default's (lower bound above the default's upper bound)"
+    "the default only when its 95 % interval clears the default's (lower bound above the default's upper bound); "
+    "a setting stops early once it could not clear the default even with every remaining item right"
 )
 
 #: a setting: run-configuration fields and their values, in axis order
@@ -121,10 +128,15 @@ class CalibrationSet:
     bfcl: tuple[str, ...]
 
 
-#: about five minutes over the embedded model's 12 settings on an idle 2-core machine
+#: ten items (BFCL's first, cheap and single-turn, so a failing setting stops early): at
+#: ten, a setting right on all clears a default right on up to four, on nine up to two, on
+#: eight up to one (Wilson 95 %)
 CALIBRATION_SET = CalibrationSet(
-    task_kinds=("one call (required)",),
-    bfcl=("simple_python_40", "simple_python_44", "multiple_44", "irrelevance_40"),
+    task_kinds=("one call (required)", "one call (auto)"),
+    bfcl=(
+        "simple_python_40", "irrelevance_40", "simple_python_44", "multiple_44", "simple_python_41",
+        "irrelevance_41", "simple_python_45", "multiple_42",
+    ),
 )
 
 #: the kind of ``make quality``'s held-out tasks (none is ever calibrated on)
@@ -143,15 +155,8 @@ class Item:
 def load_items(
     chosen: CalibrationSet = CALIBRATION_SET, tasks: Sequence[Task] = TASKS, data_dir: Path | None = None
 ) -> list[Item]:
-    """The set's items, tasks first (a UsageError for a held-out kind or a missing case)."""
+    """The set's items, BFCL cases first (a UsageError for a held-out kind or a missing case)."""
     items: list[Item] = []
-    for kind in chosen.task_kinds:
-        if kind == _HELD_OUT_KIND:
-            raise UsageError("the calibration set may not take make quality's held-out tasks")
-        task = next((t for t in tasks if t.kind == kind), None)
-        if task is None:
-            raise UsageError(f"the task suite has no task of kind {kind!r}")
-        items.append(Item(f"task:{task.name}", task=task))
     by_category: dict[str, dict[str, BfclCase]] = {}
     for case_id in chosen.bfcl:
         category = case_id.rsplit("_", 1)[0]
@@ -161,6 +166,13 @@ def load_items(
         if case is None:
             raise UsageError(f"no BFCL case {case_id!r} in the installed data")
         items.append(Item(case.id, case=case))
+    for kind in chosen.task_kinds:
+        if kind == _HELD_OUT_KIND:
+            raise UsageError("the calibration set may not take make quality's held-out tasks")
+        task = next((t for t in tasks if t.kind == kind), None)
+        if task is None:
+            raise UsageError(f"the task suite has no task of kind {kind!r}")
+        items.append(Item(f"task:{task.name}", task=task))
     return items
 
 
@@ -203,6 +215,15 @@ async def run_item(
     return Outcome(item.name, setting, case.valid, case.protocol_valid, case.replies, case.seconds)
 
 
+def hopeless(correct: int, run: int, total: int, default_correct: int) -> bool:
+    """Whether a setting with ``correct`` of ``run`` items right can no longer clear the
+    default's interval, even with all ``total - run`` remaining items right (the default's
+    upper bound only rises as it gets more right, so ``default_correct`` so far is its best case)."""
+    best_low, _ = wilson_interval(correct + total - run, total)
+    _, default_high = wilson_interval(default_correct, total)
+    return best_low <= default_high
+
+
 async def run_calibration(
     backend: Backend,
     items: Sequence[Item],
@@ -211,19 +232,34 @@ async def run_calibration(
     base: RunConfig = DEFAULTS,
     options: GenerationOptions | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    on_stop: Callable[[Setting, int], None] | None = None,
     transcripts: Path | None = None,
 ) -> list[Outcome]:
-    """Every item under every setting of ``grid`` (each ``base`` with the setting), item by
-    item with the settings interleaved."""
+    """Every item under every setting of ``grid`` (each ``base`` with the setting; the first
+    is the default), item by item with the settings interleaved. A setting stops once
+    :func:`hopeless` (``on_stop`` is told it, and how many items it ran): it can no longer
+    be chosen, so the choice is the one running it to the end would make."""
     options = options or GenerationOptions(max_tokens=256)
-    runs = [(setting, base.replace(**setting)) for setting in grid]  # checked before any model call
+    runs = [(dict(setting), base.replace(**setting)) for setting in grid]  # checked before any model call
+    right = [0] * len(runs)
+    done = [0] * len(runs)
+    stopped = [False] * len(runs)
     out: list[Outcome] = []
     for item in items:
-        for setting, run in runs:
-            outcome = await run_item(backend, item, dict(setting), run, options, transcripts)
+        for index, (setting, run) in enumerate(runs):
+            if stopped[index]:
+                continue
+            outcome = await run_item(backend, item, setting, run, options, transcripts)
+            right[index] += outcome.valid
+            done[index] += 1
             out.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)
+        for index in range(1, len(runs)):
+            if not stopped[index] and hopeless(right[index], done[index], len(items), right[0]):
+                stopped[index] = True
+                if on_stop is not None:
+                    on_stop(runs[index][0], done[index])
     return out
 
 
@@ -258,5 +294,6 @@ def choose(rows: Sequence[ProfileRow]) -> ProfileRow:
     if not rows:
         raise UsageError("nothing was measured: no setting to choose from")
     default = next((r for r in rows if r.default), rows[0])
-    best = min(rows, key=lambda r: (-r.correct, r.model_calls, r.seconds, not r.default))
+    whole = [r for r in rows if r.cases == default.cases]  # a setting stopped early cannot be chosen
+    best = min(whole, key=lambda r: (-r.correct, r.model_calls, r.seconds, not r.default))
     return best if best.low > default.high else default
