@@ -26,6 +26,7 @@ import uvicorn
 from agentfsm.backends import OpenAICompatBackend, Timeouts
 from agentfsm.core.backend import Backend
 from agentfsm.server.app import create_app
+from agentfsm.server.models import ModelTable
 from agentfsm.testing import FakeUpstream, empty_answer
 from agentfsm.testing.answers import ANSWER_PATHS
 
@@ -119,7 +120,7 @@ def watch_answers(app: Any) -> Any:
 
 
 @contextmanager
-def proxy(backend: Backend, *, http: Any = "auto", **settings: Any) -> Iterator[str]:
+def proxy(backend: Backend | ModelTable, *, http: Any = "auto", **settings: Any) -> Iterator[str]:
     """Run the proxy for ``backend`` on a free port; yields ``http://127.0.0.1:PORT``.
     Every answer it sends is checked for an empty assistant message (:func:`watch_answers`).
     ``http``: uvicorn's HTTP protocol (``agentfsm serve`` runs a guarded one)."""

@@ -67,6 +67,9 @@ class ModelEntry(BaseModel):
     json_schema_mode: Literal["auto", "json_schema", "json_object", "off"] = "auto"
     #: transport retries per model call
     max_retries: int = Field(default=3, ge=0)
+    #: seconds one model call may take in all (retries included), and between two reads
+    timeout: float = Field(default=120.0, gt=0)
+    read_timeout: float = Field(default=60.0, gt=0)
     #: a profile written by ``agentfsm calibrate``, and the model to take from it (default:
     #: this entry's backend's name, as calibrate keys it)
     profile: str | None = None
@@ -86,7 +89,7 @@ def read_profile(path: Path) -> Profile:
 
 def build_backend(name: str, entry: ModelEntry, key: str | None) -> Backend:
     """The backend an entry describes (``key``: its upstream key, already read)."""
-    from agentfsm.backends import create_backend
+    from agentfsm.backends import Timeouts, create_backend
 
     if entry.backend == "local":
         if entry.base_url is not None or entry.api_key_env is not None:
@@ -102,6 +105,7 @@ def build_backend(name: str, entry: ModelEntry, key: str | None) -> Backend:
         context_tokens=entry.context_tokens,
         json_schema_mode=entry.json_schema_mode,
         max_retries=entry.max_retries,
+        timeout=Timeouts(read=entry.read_timeout, total=entry.timeout),
     )
 
 
