@@ -18,6 +18,10 @@ format: ``pyproject.toml``; comments, no indentation rules, no extra dependency)
     dialect = "command"                  # explicit settings: any run-configuration field the proxy uses
     enforcement = "constrained"
 
+Upstream keys: ``backend`` (``openai``, the default, or ``local``), ``base_url``, ``model``,
+``api_key_env``, ``context_tokens``, ``json_schema_mode``, ``max_retries``, ``timeout`` and
+``read_timeout`` (seconds), ``profile`` and ``profile_model`` (:class:`ModelEntry`).
+
 An entry's settings are, from the first that sets a field: the entry's own fields, its
 profile's chosen settings, the command line's options (``--dialect`` ...), the defaults.
 A relative ``profile`` path is read from the models file's folder. Every mistake (an
