@@ -217,6 +217,8 @@ def test_an_unknown_name_is_the_providers_404(served: tuple[str, Path]) -> None:
         assert error["type"] == "error" and error["error"]["type"] == "not_found_error"
         with pytest.raises(anthropic.NotFoundError):
             claude.messages.count_tokens(model="claude-x", messages=USER)  # type: ignore[arg-type]
+    nameless = httpx.post(f"{url}/v1/chat/completions", json={"messages": USER})
+    assert nameless.status_code == 400 and nameless.json()["error"]["param"] == "model"
 
 
 def test_transcripts_name_the_entry_and_its_settings_and_never_the_key(served: tuple[str, Path]) -> None:

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from agentfsm.core.backend import Backend
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.errors import ModelNotFound, UsageError
+from agentfsm.core.errors import ModelNotFound, RequestError, UsageError
 from agentfsm.core.profile import value_text
 from agentfsm.server.settings import NOT_FOR_THE_PROXY
 
@@ -76,13 +76,15 @@ class ModelTable:
 
     def route(self, requested: str | None) -> ServedModel:
         """The entry for a request's ``model`` (the fallback for a name not listed, when
-        there is one; else :class:`ModelNotFound`)."""
+        there is one; else :class:`ModelNotFound`, or a 400 when the request names none)."""
         found = self._by_name.get(requested or "")
         if found is not None:
             return found
         if self.fallback is not None:
             return self._by_name[self.fallback]
-        raise ModelNotFound(requested or "", self.names)
+        if not requested:
+            raise RequestError(f"the request names no model; this proxy serves: {', '.join(self.names)}", param="model")
+        raise ModelNotFound(requested, self.names)
 
     def backends(self) -> list[Backend]:
         """Each distinct backend once (entries may share one)."""
