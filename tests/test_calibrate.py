@@ -175,3 +175,38 @@ def test_cli_refuses_a_file_that_is_not_a_profile(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "agentfsm", "calibrate", "-o", str(output)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "is not an agentfsm profile: models.x.chosen" in done.stderr
+
+
+def test_a_time_limit_leaves_the_cut_item_out_of_every_row(followers: dict[str, FakeUpstream]) -> None:
+    backend = _backend(followers["command"])
+    grid = settings_grid(backend.capabilities)
+    asked: list[int] = []
+
+    def stop() -> bool:  # the limit passes while the second item runs, after two of its settings
+        asked.append(1)
+        return len(asked) > len(grid) + 2
+
+    async def measure() -> list[Outcome]:
+        try:
+            return await run_calibration(backend, ITEMS, grid, stop=stop)
+        finally:
+            await backend.aclose()
+
+    rows = table(asyncio.run(measure()), grid)
+    assert len(asked) == len(grid) + 3  # no run started once it said stop
+    assert [r.cases for r in rows] == [1] * len(grid)  # the first item only, in every row
+    assert choose(rows).default  # one item clears nothing
+
+
+def test_cli_time_limit_writes_what_ran(followers: dict[str, FakeUpstream], tmp_path: Path) -> None:
+    output = tmp_path / "p.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "calibrate", "--backend", "openai", "--base-url",
+         followers["command"].base_url, "--model", "cmd", "-o", str(output), "--time-limit", "0.001"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    entry = Profile.from_json(json.loads(output.read_text())).for_model("openai:cmd")
+    assert len(entry.items) < len(ITEMS) and all(r.cases == len(entry.items) for r in entry.table)
+    assert entry.note == f"stopped at the time limit (0.001 s): {len(entry.items)} of the set's {len(ITEMS)} items ran"
+    assert f"- note: {entry.note}" in output.with_suffix(".md").read_text()

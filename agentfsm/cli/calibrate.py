@@ -38,6 +38,13 @@ TranscriptsOpt = Annotated[
     Path | None,
     typer.Option("--transcripts", help="Write one transcript per item and setting into this directory (agentfsm replay reads them)."),
 ]
+TimeLimitOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--time-limit", min=0.001, show_default=False,
+        help="Seconds: start no run after this; the item it cuts is left out of every row, and the profile says how many items ran.",
+    ),
+]
 ContextOpt = Annotated[
     int | None,
     typer.Option("--context-tokens", min=1, help="The model's context window in tokens (as for serve).", show_default=False),
@@ -77,6 +84,7 @@ def render_markdown(entry: ModelProfile) -> str:
         f"- versions: {', '.join(f'{k} {v}' for k, v in entry.versions.items())}",
         f"- items ({len(entry.items)}): {', '.join(entry.items)}",
         f"- wall time: {entry.seconds:.0f} s",
+        *([f"- note: {entry.note}"] if entry.note else []),
         f"- chosen: {', '.join(f'{k}={v}' for k, v in entry.chosen.items())}",
         f"- rule: {entry.rule}",
         "",
@@ -100,7 +108,7 @@ def render_markdown(entry: ModelProfile) -> str:
 
 def _run(
     backend: Backend, items: list[Item], grid: list[Setting], base: RunConfig, max_tokens: int,
-    transcripts: Path | None, console: Console,
+    transcripts: Path | None, console: Console, deadline: float | None,
 ) -> list[Outcome]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -133,6 +141,7 @@ def _run(
                 return await run_calibration(
                     backend, items, grid, base=base, options=GenerationOptions(max_tokens=max_tokens),
                     on_outcome=on_outcome, on_stop=on_stop, transcripts=transcripts,
+                    stop=None if deadline is None else lambda: time.monotonic() >= deadline,
                 )
             finally:  # the async pool is closed on the loop that opened it
                 aclose = getattr(backend, "aclose", None)
@@ -152,6 +161,7 @@ def calibrate(
     output: OutputOpt = Path("profile.json"),
     max_tokens: MaxTokensOpt = 128,
     transcripts: TranscriptsOpt = None,
+    time_limit: TimeLimitOpt = None,
     config: RunConfig = DEFAULTS,
 ) -> None:
     """Run a short fixed calibration set over every dialect x enforcement level the backend supports; write a profile.
@@ -180,12 +190,17 @@ def calibrate(
             f"calibrating {model_backend.name}: {len(items)} items x {len(grid)} settings", highlight=False
         )
         start = time.perf_counter()
-        outcomes = _run(model_backend, items, grid, config, max_tokens, transcripts, console)
+        deadline = None if time_limit is None else time.monotonic() + time_limit
+        outcomes = _run(model_backend, items, grid, config, max_tokens, transcripts, console, deadline)
         seconds = time.perf_counter() - start
     except AgentFSMError as exc:
         typer.echo(f"agentfsm: error: {exc}", err=True)
         raise typer.Exit(2) from None
     rows = table(outcomes, grid)
+    ran = [i.name for i in items if any(o.item == i.name for o in outcomes)]
+    note = "" if len(ran) == len(items) else (
+        f"stopped at the time limit ({time_limit:g} s): {len(ran)} of the set's {len(items)} items ran"
+    )
     entry = ModelProfile(
         model=model_backend.name,
         chosen=dict(choose(rows).settings),
@@ -193,10 +208,11 @@ def calibrate(
         rule=RULE,
         date=now_iso(),
         versions=_versions(model_backend),
-        items=tuple(i.name for i in items),
+        items=tuple(ran),
         seconds=round(seconds, 1),
         command="agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         machine=machine_description(),
+        note=note,
     )
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(previous.with_model(entry).to_json(), indent=2) + "\n", encoding="utf-8")

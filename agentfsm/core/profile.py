@@ -84,6 +84,8 @@ class ModelProfile(BaseModel):
     seconds: float
     command: str = ""
     machine: str = ""
+    #: why the calibration ran fewer items than its set (a time limit), empty when it ran them all
+    note: str = ""
 
     def run_config(self, base: RunConfig = DEFAULTS) -> RunConfig:
         """``base`` with the chosen settings (checked: a UsageError for a value this

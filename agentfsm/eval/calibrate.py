@@ -21,7 +21,8 @@ default is kept: a difference the set cannot tell from noise changes nothing.
 A setting stops early (:func:`hopeless`) once it could not clear the default even with
 every remaining item right: the choice is the one running it to the end would make, and
 a model that fails a format pays for a few items of it, not for the whole set. Its row
-shows the items it ran.
+shows the items it ran. A calibration given a time limit stops starting runs when it
+passes; the table then holds the items every live setting completed, and the profile says so.
 """
 
 from __future__ import annotations
@@ -234,11 +235,15 @@ async def run_calibration(
     on_outcome: Callable[[Outcome], None] | None = None,
     on_stop: Callable[[Setting, int], None] | None = None,
     transcripts: Path | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> list[Outcome]:
     """Every item under every setting of ``grid`` (each ``base`` with the setting; the first
     is the default), item by item with the settings interleaved. A setting stops once
     :func:`hopeless` (``on_stop`` is told it, and how many items it ran): it can no longer
-    be chosen, so the choice is the one running it to the end would make."""
+    be chosen, so the choice is the one running it to the end would make.
+
+    With ``stop`` (asked before each run: a time limit), no run starts once it says so;
+    the item it cut is left out of every row, so the rows still compare the same items."""
     options = options or GenerationOptions(max_tokens=256)
     runs = [(dict(setting), base.replace(**setting)) for setting in grid]  # checked before any model call
     right = [0] * len(runs)
@@ -246,15 +251,20 @@ async def run_calibration(
     stopped = [False] * len(runs)
     out: list[Outcome] = []
     for item in items:
+        ran: list[tuple[int, Outcome]] = []
         for index, (setting, run) in enumerate(runs):
             if stopped[index]:
                 continue
+            if stop is not None and stop():
+                return out
             outcome = await run_item(backend, item, setting, run, options, transcripts)
+            ran.append((index, outcome))
+            if on_outcome is not None:
+                on_outcome(outcome)
+        for index, outcome in ran:
             right[index] += outcome.valid
             done[index] += 1
             out.append(outcome)
-            if on_outcome is not None:
-                on_outcome(outcome)
         for index in range(1, len(runs)):
             if not stopped[index] and hopeless(right[index], done[index], len(items), right[0]):
                 stopped[index] = True
