@@ -25,6 +25,7 @@ from agentfsm.eval.calibrate import (
     choose,
     hopeless,
     load_items,
+    policy_axes,
     run_calibration,
     settings_grid,
     table,
@@ -202,11 +203,24 @@ def test_cli_time_limit_writes_what_ran(followers: dict[str, FakeUpstream], tmp_
     output = tmp_path / "p.json"
     done = subprocess.run(
         [sys.executable, "-m", "agentfsm", "calibrate", "--backend", "openai", "--base-url",
-         followers["command"].base_url, "--model", "cmd", "-o", str(output), "--time-limit", "0.001"],
+         followers["command"].base_url, "--model", "cmd", "-o", str(output), "--time-limit", "0.001",
+         "--vary", "grounding"],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     entry = Profile.from_json(json.loads(output.read_text())).for_model("openai:cmd")
     assert len(entry.items) < len(ITEMS) and all(r.cases == len(entry.items) for r in entry.table)
+    assert {r.settings["grounding"] for r in entry.table} == {"auto", "on"}  # --vary grounding: a column
     assert entry.note == f"stopped at the time limit (0.001 s): {len(entry.items)} of the set's {len(ITEMS)} items ran"
     assert f"- note: {entry.note}" in output.with_suffix(".md").read_text()
+
+
+@pytest.mark.parametrize(("small", "values"), [(False, ["auto", "on"]), (True, ["auto", "off"])])
+def test_policy_axes_add_the_value_auto_does_not_amount_to(small: bool, values: list[str]) -> None:
+    caps = Capabilities(small_model=small)
+    grid = settings_grid(caps, axes=policy_axes(["grounding", "consensus", "grounding"]))
+    assert grid[0] == {"dialect": "json-action", "enforcement": "auto", "grounding": "auto", "consensus": "auto"}
+    assert len(grid) == 4 * 1 * 2 * 2
+    assert sorted({s["grounding"] for s in grid}) == sorted({s["consensus"] for s in grid}) == sorted(values)
+    with pytest.raises(UsageError, match="cannot vary max_steps; the policy choices: grounding, consensus"):
+        policy_axes(["max_steps"])

@@ -45,6 +45,13 @@ TimeLimitOpt = Annotated[
         help="Seconds: start no run after this; the item it cuts is left out of every row, and the profile says how many items ran.",
     ),
 ]
+VaryOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--vary", show_default=False,
+        help="Also vary a policy choice of the run configuration: grounding or consensus (auto and the value auto is not; repeatable; each doubles the grid).",
+    ),
+]
 ContextOpt = Annotated[
     int | None,
     typer.Option("--context-tokens", min=1, help="The model's context window in tokens (as for serve).", show_default=False),
@@ -162,6 +169,7 @@ def calibrate(
     max_tokens: MaxTokensOpt = 128,
     transcripts: TranscriptsOpt = None,
     time_limit: TimeLimitOpt = None,
+    vary: VaryOpt = None,
     config: RunConfig = DEFAULTS,
 ) -> None:
     """Run a short fixed calibration set over every dialect x enforcement level the backend supports; write a profile.
@@ -177,15 +185,16 @@ def calibrate(
 
     from agentfsm.core.profile import ModelProfile, Profile
     from agentfsm.server.models_file import read_profile
-    from agentfsm.eval.calibrate import RULE, choose, load_items, settings_grid, table
+    from agentfsm.eval.calibrate import RULE, choose, load_items, policy_axes, settings_grid, table
     from agentfsm.eval.host import machine_description, now_iso
 
     console = Console() if Console().is_terminal else Console(width=200)
     try:
         previous = read_profile(output) if output.exists() else Profile()
+        axes = policy_axes(vary or [])  # a mistake named before the model loads
         model_backend = make_backend(backend, base_url, model, api_key, context_tokens)
         items = load_items()
-        grid = settings_grid(model_backend.capabilities, config)
+        grid = settings_grid(model_backend.capabilities, config, axes)
         console.print(
             f"calibrating {model_backend.name}: {len(items)} items x {len(grid)} settings", highlight=False
         )

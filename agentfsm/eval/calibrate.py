@@ -7,7 +7,8 @@ held-out tasks (:func:`load_items` refuses them) and no BFCL case that ``make qu
 runs: its BFCL cases come after the first 40 of their categories.
 
 Every setting of the grid (:func:`settings_grid`: each value of each axis in :data:`AXES`,
-by default every dialect x every enforcement level the backend supports) runs every item,
+by default every dialect x every enforcement level the backend supports; with
+:data:`POLICY_AXES`, the grounding and consensus switches too) runs every item,
 item by item with the settings interleaved, so a slow spell of the machine hits all rows
 alike. Each row of the table: accuracy with its 95 % Wilson interval, protocol-valid,
 mean model calls and seconds per item.
@@ -36,6 +37,7 @@ from typing import Any
 from agentfsm.core._types import DIALECT_NAMES
 from agentfsm.core.backend import Backend, Capabilities, GenerationOptions
 from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.decisions import switch_on
 from agentfsm.core.errors import UsageError
 from agentfsm.core.profile import ProfileRow, value_text
 from agentfsm.eval.bfcl_data import BfclCase, load_cases
@@ -47,6 +49,7 @@ from agentfsm.prompt.enforcement import choose_level
 __all__ = [
     "AXES",
     "CALIBRATION_SET",
+    "POLICY_AXES",
     "RULE",
     "Axis",
     "CalibrationSet",
@@ -57,6 +60,7 @@ __all__ = [
     "default_setting",
     "hopeless",
     "load_items",
+    "policy_axes",
     "run_calibration",
     "run_item",
     "settings_grid",
@@ -104,9 +108,27 @@ AXES: tuple[Axis, ...] = (
 )
 
 
+def _switch(caps: Capabilities) -> tuple[str, ...]:
+    """``auto``, and the one of ``on`` / ``off`` that ``auto`` does not amount to on this backend."""
+    return ("auto", *(v for v in ("on", "off") if switch_on(v, caps) != switch_on("auto", caps)))
+
+
+#: the policy choices of the run configuration a calibration may vary too (``--vary``):
+#: each doubles the grid, so the default grid leaves them at their defaults
+POLICY_AXES: dict[str, Axis] = {name: Axis(name, _switch) for name in ("grounding", "consensus")}
+
+
 def default_setting(base: RunConfig = DEFAULTS, axes: Sequence[Axis] = AXES) -> Setting:
     """The setting ``base`` already has, on the calibrated axes."""
     return {axis.field: getattr(base, axis.field) for axis in axes}
+
+
+def policy_axes(names: Sequence[str]) -> tuple[Axis, ...]:
+    """:data:`AXES` and the policy axes ``names`` (a UsageError for a name that is none)."""
+    unknown = sorted(set(names) - set(POLICY_AXES))
+    if unknown:
+        raise UsageError(f"cannot vary {', '.join(unknown)}; the policy choices: {', '.join(POLICY_AXES)}")
+    return AXES + tuple(POLICY_AXES[n] for n in dict.fromkeys(names))
 
 
 def settings_grid(caps: Capabilities, base: RunConfig = DEFAULTS, axes: Sequence[Axis] = AXES) -> list[Setting]:
