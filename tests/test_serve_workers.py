@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +129,35 @@ dialect = "json-protocol"
     assert len(transcripts) == 64 and not any(KEY in p.read_text() for p in transcripts)
     logs = stderr.decode(errors="replace")
     assert "DEBUG" in logs and KEY not in logs
+
+
+def test_each_worker_keeps_the_header_deadline_and_the_connection_limit(tmp_path: Path) -> None:
+    """--workers runs serve's guarded HTTP protocol in every worker, as one process does."""
+    with FakeUpstream(follower("command", ANSWERS)) as upstream:
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agentfsm", "serve", "--port", str(port), "--backend", "openai",
+             "--base-url", upstream.base_url, "--workers", "2", "--header-timeout", "0.5", "--max-connections", "16"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until_serving(url, process, timeout=120)
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
+                slow.sendall(b"GET /health HTTP/1.1\r\n")  # the headers never end
+                answer = slow.recv(1024)
+            assert answer.startswith(b"HTTP/1.1 408 "), answer
+            held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(40)]
+            try:  # 40 open on two workers of 16 each: at least 8 are answered 503 and closed
+                answers: dict[socket.socket, bytes] = {}  # the others get a 408 once their deadline passes
+                deadline = time.monotonic() + 60
+                while len(answers) < len(held) and time.monotonic() < deadline:
+                    ready, _, _ = select.select([c for c in held if c not in answers], [], [], 1.0)
+                    answers.update((c, c.recv(1024)) for c in ready)
+                assert sum(a.startswith(b"HTTP/1.1 503 ") for a in answers.values()) >= 40 - 2 * 16
+            finally:
+                for conn in held:
+                    conn.close()
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
