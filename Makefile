@@ -57,8 +57,12 @@ chromium:
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 
+# the proxy tests of the three protocols once more, each proxy served by `agentfsm serve --workers 2`
+WORKER_TESTS := tests/test_server_openai.py tests/test_server_anthropic.py tests/test_server_responses.py
+
 test: install clients chromium
 	$(PY) -m pytest -q
+	AGENTFSM_TEST_SERVE_WORKERS=2 $(PY) -m pytest -q $(WORKER_TESTS)
 	$(PY) -m mypy --strict agentfsm
 
 demo: install

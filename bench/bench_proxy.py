@@ -3,7 +3,9 @@
 The reference is the same client calling the fake upstream directly, in the same run.
 Through the proxy (``agentfsm serve`` in its own process) each request with tools is
 normalized, projected with the contract, sent upstream, its reply parsed and guarded,
-and encoded back as ``tool_calls``. The peer is LiteLLM's proxy (one worker) against
+and encoded back as ``tool_calls``; agentfsm runs once with one worker and once with
+``--workers N`` (``AGENTFSM_BENCH_PROXY_WORKERS``, default the machine's cores, at least
+2), each its own row. The peer is LiteLLM's proxy (one worker) against
 the same fake, when ``.venv-peers/`` holds it (``make bench-peers`` installs it there,
 away from the project's pins). The fake upstream, each proxy and the load generator
 each run in their own process. Latency p50 and throughput at concurrency 1, 10 and 50,
@@ -31,6 +33,8 @@ import httpx
 __all__ = ["run"]
 
 _SCALE = float(os.environ.get("AGENTFSM_BENCH_PROXY_REQUESTS", "1.0"))
+#: worker processes of the second agentfsm target
+WORKERS = int(os.environ.get("AGENTFSM_BENCH_PROXY_WORKERS") or max(2, len(os.sched_getaffinity(0))))
 #: concurrency -> requests per measurement
 LOADS = {c: max(10, int(n * _SCALE)) for c, n in {1: 300, 10: 600, 50: 600}.items()}
 #: concurrency -> rounds per point: the targets are measured in turn, round after round, and
@@ -53,6 +57,8 @@ _TOOLS = [{
     },
 }]
 _MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+#: the name of the agentfsm target with several workers
+_MANY = "agentfsm-workers"
 _UPSTREAM = """
 import sys, time
 from agentfsm.testing import FakeUpstream
@@ -94,11 +100,11 @@ def _start_upstream() -> tuple[subprocess.Popen[bytes], str]:
     return proc, url
 
 
-def _start_proxy(upstream: str) -> tuple[subprocess.Popen[bytes], str]:
+def _start_proxy(upstream: str, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentfsm", "serve", "--port", str(port), "--backend", "openai",
-         "--base-url", upstream, "--model", "fake-model"],
+         "--base-url", upstream, "--model", "fake-model", "--workers", str(workers)],
         env=_env(), cwd=_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
@@ -223,6 +229,7 @@ def run() -> list[dict[str, Any]]:
         try:
             targets = {"direct": f"{base}/chat/completions"}
             procs["agentfsm"], targets["agentfsm"] = _start_proxy(base)
+            procs[_MANY], targets[_MANY] = _start_proxy(base, WORKERS)
             peer_note = "LiteLLM not installed (`make bench-peers` installs it in .venv-peers/)."
             if _LITELLM.is_file():
                 try:
@@ -246,20 +253,23 @@ def run() -> list[dict[str, Any]]:
                             rounds[name].append(_measure(url, stream, concurrency, requests))
                             sent[name] = sent.get(name, 0) + requests + WARMUP
                     got = {name: _median_of(runs) for name, runs in rounds.items()}
-                    direct, ours = got["direct"], got["agentfsm"]
+                    direct = got["direct"]
                     peer = got.get("litellm")
-                    rows.append([
-                        ("stream " if stream else "") + f"c={concurrency}",
-                        requests * len(rounds["direct"]),
-                        f"{direct['p50']:.2f}",
-                        f"{ours['p50']:.2f} (+{_added(rounds['agentfsm'], rounds['direct']):.2f})",
-                        f"{peer['p50']:.2f} (+{_added(rounds['litellm'], rounds['direct']):.2f})" if peer else "-",
-                        f"{direct['rps']:.0f}",
-                        f"{ours['rps']:.0f} ({ours['rps'] / direct['rps']:.2f}x direct)",
-                        f"{peer['rps']:.0f} ({peer['rps'] / direct['rps']:.2f}x direct)" if peer else "-",
-                        f"{ours['rps'] / peer['rps']:.1f}x" if peer and peer["rps"] else "-",
-                        "/".join(f"{g['errors']:.0f}" for g in got.values()),
-                    ])
+                    for variant, workers in (("agentfsm", 1), (_MANY, WORKERS)):
+                        ours = got[variant]
+                        rows.append([
+                            ("stream " if stream else "") + f"c={concurrency}",
+                            workers,
+                            requests * len(rounds["direct"]),
+                            f"{direct['p50']:.2f}",
+                            f"{ours['p50']:.2f} (+{_added(rounds[variant], rounds['direct']):.2f})",
+                            f"{peer['p50']:.2f} (+{_added(rounds['litellm'], rounds['direct']):.2f})" if peer else "-",
+                            f"{direct['rps']:.0f}",
+                            f"{ours['rps']:.0f} ({ours['rps'] / direct['rps']:.2f}x direct)",
+                            f"{peer['rps']:.0f} ({peer['rps'] / direct['rps']:.2f}x direct)" if peer else "-",
+                            f"{ours['rps'] / peer['rps']:.1f}x" if peer and peer["rps"] else "-",
+                            "/".join(f"{got[n]['errors']:.0f}" for n in ("direct", variant, "litellm") if n in got),
+                        ])
             # agentfsm's memory is read after SOAK requests in all (more, non-streamed, at c=10);
             # the peer's after the points above (at its rate a soak would take minutes)
             more = SOAK - sent["agentfsm"] - WARMUP
@@ -278,15 +288,16 @@ def run() -> list[dict[str, Any]]:
     return [{
         "title": "Proxy overhead beside its peer: tool-call requests, instant fake upstream on 127.0.0.1",
         "columns": [
-            "point", "requests", "direct p50 (ms)", "agentfsm p50 (added)", "LiteLLM p50 (added)",
+            "point", "agentfsm workers", "requests", "direct p50 (ms)", "agentfsm p50 (added)", "LiteLLM p50 (added)",
             "direct req/s", "agentfsm req/s", "LiteLLM req/s", "agentfsm / LiteLLM req/s",
             "errors direct/agentfsm/LiteLLM",
         ],
         "rows": rows,
         "notes": (
             "Direct: an httpx client (aiohttp's pool) posting to the fake upstream. Proxies: the same client posting the "
-            "same body (with one tool) to `agentfsm serve` (one uvicorn worker: adds the contract, calls "
-            "the fake, parses and guards its json-action reply, answers with tool_calls) and to the peer. "
+            "same body (with one tool) to `agentfsm serve` (adds the contract, calls the fake, parses and guards "
+            f"its json-action reply, answers with tool_calls), one uvicorn worker and `--workers {WORKERS}` (each a "
+            "row, against the same direct and peer figures of that point), and to the peer. "
             f"{peer_note} The fake upstream (FakeUpstream), each proxy and each load generator run in "
             f"their own processes. {WARMUP} warm-up requests per measurement are not timed; a streamed "
             f"request is timed to its last byte. c=1 points: {ROUNDS[1]} rounds of {LOADS[1]} requests per target, "

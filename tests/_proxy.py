@@ -3,14 +3,22 @@
 :func:`serve_command` runs the real ``agentfsm serve`` in a subprocess instead.
 The fixtures ``fake`` (an empty scripted upstream) and ``base`` (the proxy's URL in front
 of it) are used by importing them into a test module.
+
+With ``AGENTFSM_TEST_SERVE_WORKERS=N`` (N > 1), :func:`proxy` serves an OpenAI-compatible
+upstream backend through ``agentfsm serve --workers N --models FILE`` in a subprocess (the
+backend and settings written as a models file of one entry that answers every name, and
+options), so the proxy tests run against N worker processes; a backend or setting a
+models file cannot describe (a scripted backend, a tracer) is served in a thread as usual.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -20,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import uvicorn
 
 from agentfsm.backends import OpenAICompatBackend, Timeouts
 from agentfsm.core.backend import Backend
 from agentfsm.server.app import create_app
+from agentfsm.server.models import ModelTable
 from agentfsm.testing import FakeUpstream, empty_answer
 from agentfsm.testing.answers import ANSWER_PATHS
 
@@ -118,11 +128,78 @@ def watch_answers(app: Any) -> Any:
     return watched
 
 
+#: worker processes for :func:`proxy` (0: the proxy runs in a thread of the test process)
+SERVE_WORKERS = int(os.environ.get("AGENTFSM_TEST_SERVE_WORKERS") or 0)
+#: create_app's settings and the serve options that give them
+_SERVE_FLAGS = {
+    "api_key": "--api-key", "transcripts_dir": "--transcripts", "request_timeout": "--request-timeout",
+    "max_body_bytes": "--max-body-bytes", "body_timeout": "--body-timeout", "max_tools": "--max-tools",
+    "client_share": "--client-share",
+}
+
+
+def _workers_command(backend: Backend | ModelTable, settings: dict[str, Any], folder: Path) -> list[str] | None:
+    """``agentfsm serve --workers N --models FILE ...`` for ``backend`` and ``settings``
+    (None when a models file and the options cannot describe them)."""
+    from agentfsm.core.config import DEFAULTS, RunConfig
+
+    if not isinstance(backend, OpenAICompatBackend) or backend._prefill or backend._extra_body:
+        return None
+    policy = backend._policy
+    if policy.max_retries and policy.backoff != 0.5:
+        return None
+    config: RunConfig = settings.pop("config", DEFAULTS)
+    run = {k: v for k, v in settings.items() if k in RunConfig.__dataclass_fields__}
+    name = settings.pop("model_name", None) or backend.name
+    metrics = settings.pop("metrics", False)
+    if set(settings) - set(run) - set(_SERVE_FLAGS):
+        return None
+    fields = {k: v for k, v in config.replace(**run).as_dict().items() if v != getattr(DEFAULTS, k)}
+    lines = [f'fallback = "{name}"', f'[models."{name}"]', f'base_url = "{backend.base_url}"', f'model = "{backend.model}"',
+             f'json_schema_mode = "{backend.json_schema_mode}"', f"max_retries = {policy.max_retries}",
+             f"timeout = {backend.timeouts.total}", f"read_timeout = {backend.timeouts.read}"]
+    if backend.context_tokens is not None:
+        lines.append(f"context_tokens = {backend.context_tokens}")
+    if backend._key is not None:
+        os.environ["AGENTFSM_TEST_UPSTREAM_KEY"] = backend._key.get_secret_value()
+        lines.append('api_key_env = "AGENTFSM_TEST_UPSTREAM_KEY"')
+    lines += [f"{k} = {orjson.dumps(v).decode()}" for k, v in fields.items()]
+    models = folder / "models.toml"
+    models.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    command = [sys.executable, "-m", "agentfsm", "serve", "--workers", str(SERVE_WORKERS), "--models", str(models)]
+    for key, value in settings.items():
+        if key in _SERVE_FLAGS and value is not None:
+            command += [_SERVE_FLAGS[key], str(value)]
+    return command + (["--metrics"] if metrics else [])
+
+
 @contextmanager
-def proxy(backend: Backend, *, http: Any = "auto", **settings: Any) -> Iterator[str]:
+def _served_by_workers(command: list[str]) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(url, process, timeout=120)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+@contextmanager
+def proxy(backend: Backend | ModelTable, *, http: Any = "auto", **settings: Any) -> Iterator[str]:
     """Run the proxy for ``backend`` on a free port; yields ``http://127.0.0.1:PORT``.
     Every answer it sends is checked for an empty assistant message (:func:`watch_answers`).
-    ``http``: uvicorn's HTTP protocol (``agentfsm serve`` runs a guarded one)."""
+    ``http``: uvicorn's HTTP protocol (``agentfsm serve`` runs a guarded one). With
+    :data:`SERVE_WORKERS`, an upstream backend is served by worker processes instead
+    (each with serve's guarded protocol)."""
+    if SERVE_WORKERS > 1 and http == "auto":
+        with tempfile.TemporaryDirectory() as folder:
+            command = _workers_command(backend, dict(settings), Path(folder))
+            if command is not None:
+                with _served_by_workers(command) as url:
+                    yield url
+                return
     app = watch_answers(create_app(backend, **settings))
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="none", lifespan="on", http=http)
     server = uvicorn.Server(config)

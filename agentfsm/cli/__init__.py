@@ -28,7 +28,7 @@ app = typer.Typer(
 def _register_all() -> None:
     import importlib
 
-    for name in ("run", "diagram", "report", "serve", "replay", "batch", "eval"):
+    for name in ("run", "diagram", "report", "serve", "replay", "batch", "eval", "calibrate"):
         try:
             module = importlib.import_module(f"agentfsm.cli.{name}")
         except ModuleNotFoundError as exc:

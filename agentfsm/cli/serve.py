@@ -14,11 +14,12 @@ import typer
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.errors import AgentFSMError
-from agentfsm.server.settings import DEFAULT_HEADER_TIMEOUT, Settings
+from agentfsm.core.errors import AgentFSMError, UsageError
+from agentfsm.server.settings import DEFAULT_HEADER_TIMEOUT, NOT_FOR_THE_PROXY, Settings
 
 if TYPE_CHECKING:
     from agentfsm.core.backend import Backend
+    from agentfsm.server.models import ModelTable
 
 __all__ = ["build_app", "register"]
 
@@ -84,10 +85,22 @@ MaxConnectionsOpt = Annotated[
     typer.Option("--max-connections", envvar="AGENTFSM_MAX_CONNECTIONS", min=1, help="Client connections open at once; more are answered 503 and closed. Default: 1000, or half the process's descriptor limit.", show_default=False),
 ]
 ServedModelOpt = Annotated[str | None, typer.Option("--served-model-name", envvar="AGENTFSM_SERVED_MODEL_NAME", help="Model name listed at /v1/models (default: the backend's).")]
+ModelsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--models",
+        envvar="AGENTFSM_MODELS",
+        help="A models file (TOML): each client-visible model name, its upstream and its settings; requests are "
+        "routed by their model. Replaces --backend, --base-url, --model, --upstream-api-key, --context-tokens "
+        "and --served-model-name; the run options become every entry's starting settings.",
+        show_default=False,
+    ),
+]
+WorkersOpt = Annotated[
+    int,
+    typer.Option("--workers", envvar="AGENTFSM_WORKERS", min=1, help="Processes serving the one port (uvicorn workers; the proxy keeps no state between requests)."),
+]
 
-#: the proxy takes tool_choice and parallel from each request, and runs one deciding
-#: turn and no tools (no max_steps, no results to cut)
-_NOT_FOR_THE_PROXY = ("tool_choice", "parallel", "max_steps", "result_max_chars")
 
 
 def _backend(
@@ -105,6 +118,21 @@ def _backend(
             "openai", base_url=base_url, model=model or "default", api_key=key, context_tokens=context_tokens
         )
     return make_backend(backend, base_url, model, upstream_key, context_tokens)
+
+
+def _models(
+    path: Path, config: RunConfig, backend: str, *single: str | int | None
+) -> ModelTable:
+    """The models file's table; the single-backend options are refused beside it."""
+    from agentfsm.cli._logging import register_secret
+    from agentfsm.server.models_file import load_models_file
+
+    if backend != "local" or any(v is not None for v in single):
+        raise UsageError(
+            "--models replaces --backend, --base-url, --model, --upstream-api-key, --context-tokens and "
+            "--served-model-name: give each model's upstream in the models file"
+        )
+    return load_models_file(path, config, on_secret=register_secret)
 
 
 def build_app(
@@ -128,6 +156,7 @@ def build_app(
     allowed_origins: str | None = None,
     max_tools: int = Settings.max_tools,
     client_share: int | None = None,
+    models: Path | None = None,
 ) -> Any:
     """Check the options (the bind rule first) and build the ASGI app they describe."""
     from agentfsm.cli._logging import register_secret
@@ -142,8 +171,13 @@ def build_app(
         from agentfsm.server.tracing import global_provider
 
         tracer_provider = global_provider()
+    served = (
+        _models(models, config, backend, base_url, model, upstream_api_key, context_tokens, served_model_name)
+        if models is not None
+        else _backend(backend, base_url, model, upstream_api_key, context_tokens)
+    )
     return create_app(
-        _backend(backend, base_url, model, upstream_api_key, context_tokens),
+        served,
         config=config,
         api_key=api_key,
         max_body_bytes=max_body_bytes,
@@ -187,7 +221,7 @@ def register(app: typer.Typer) -> None:
     """Add ``serve`` to the CLI."""
 
     @app.command("serve")
-    @config_options(exclude=_NOT_FOR_THE_PROXY)
+    @config_options(exclude=NOT_FOR_THE_PROXY)
     def serve(
         host: HostOpt = "127.0.0.1",
         port: PortOpt = 8765,
@@ -210,6 +244,8 @@ def register(app: typer.Typer) -> None:
         client_share: ClientShareOpt = None,
         header_timeout: HeaderTimeoutOpt = DEFAULT_HEADER_TIMEOUT,
         max_connections: MaxConnectionsOpt = None,
+        models: ModelsOpt = None,
+        workers: WorkersOpt = 1,
         config: RunConfig = DEFAULTS,
     ) -> None:
         """Serve OpenAI /v1/chat/completions and /v1/responses and Anthropic /v1/messages with tool calling.
@@ -222,33 +258,27 @@ def register(app: typer.Typer) -> None:
 
         from agentfsm.server.limits import default_max_connections, guarded_protocol
 
+        options: dict[str, Any] = {
+            "host": host, "backend": backend, "base_url": base_url, "model": model, "config": config,
+            "transcripts": transcripts, "max_body_bytes": max_body_bytes, "request_timeout": request_timeout,
+            "body_timeout": body_timeout, "served_model_name": served_model_name, "context_tokens": context_tokens,
+            "metrics": metrics, "otel": otel, "models": models, "allowed_hosts": allowed_hosts,
+            "allowed_origins": allowed_origins, "max_tools": max_tools, "client_share": client_share,
+        }
         try:
-            asgi = build_app(
-                host=host,
-                backend=backend,
-                base_url=base_url,
-                model=model,
-                upstream_api_key=upstream_api_key,
-                api_key=api_key,
-                config=config,
-                transcripts=transcripts,
-                max_body_bytes=max_body_bytes,
-                request_timeout=request_timeout,
-                body_timeout=body_timeout,
-                served_model_name=served_model_name,
-                context_tokens=context_tokens,
-                metrics=metrics,
-                otel=otel,
-                allowed_hosts=allowed_hosts,
-                allowed_origins=allowed_origins,
-                max_tools=max_tools,
-                client_share=client_share,
-            )
+            asgi = build_app(upstream_api_key=upstream_api_key, api_key=api_key, **options)
         except AgentFSMError as exc:
             typer.echo(f"agentfsm: error: {exc}", err=True)
             raise typer.Exit(2) from None
         _freeze_heap()
         typer.echo(f"agentfsm proxy on http://{host}:{port} (OpenAI base URL http://{host}:{port}/v1)", err=True)
+        if workers > 1:  # the options checked above; each worker builds the same app
+            from agentfsm.cli._workers import serve_workers
+
+            del asgi
+            serve_workers(options, workers=workers, port=port, api_key=api_key, upstream_api_key=upstream_api_key,
+                          guard=(header_timeout, max_connections or default_max_connections()))
+            return
         # loop/http "auto": uvloop and httptools (dependencies) where installed, else asyncio and h11
         # http: uvicorn's own protocol (httptools where installed), with a header deadline and
         # a connection limit (agentfsm.server.limits)

@@ -19,6 +19,7 @@ Every error raised by agentfsm derives from :class:`AgentFSMError`. Foreign erro
     │   ├── BodyTimeout             the body did not arrive in time (408)
     │   ├── PromptTooLong           the prompt does not fit the model's context (400)
     │   │   └── MaxTokensTooLarge   it fits, but not with the completion asked for (400)
+    │   ├── ModelNotFound           the request names a model the proxy does not serve (404)
     │   ├── AuthError               no API key, or a wrong one (401)
     │   ├── NotAllowedOrigin        a Host or Origin not on the proxy's allow-list (403)
     │   ├── UnsupportedMediaType    a body not sent as JSON (415)
@@ -62,6 +63,7 @@ __all__ = [
     "MaxStepsExceeded",
     "MaxTokensTooLarge",
     "MissingExtraError",
+    "ModelNotFound",
     "NotAllowedOrigin",
     "PromptTooLong",
     "RequestError",
@@ -170,6 +172,21 @@ class MaxTokensTooLarge(PromptTooLong):
             maximum,
             f"input length and `max_tokens` exceed context limit: {tokens} + {max_tokens} > {maximum}, "
             "decrease input length or `max_tokens` and try again",
+        )
+
+
+class ModelNotFound(RequestError):
+    """The request names a model that the proxy does not serve (HTTP 404; OpenAI code
+    ``model_not_found``, Anthropic ``not_found_error``). ``served`` lists the names it does."""
+
+    status_code = 404
+
+    def __init__(self, model: str, served: tuple[str, ...]) -> None:
+        self.model = model
+        self.served = served
+        super().__init__(
+            f"The model `{model}` does not exist or you do not have access to it (served here: {', '.join(served)})",
+            param="model",
         )
 
 

@@ -87,6 +87,10 @@ class ProxyRunConfig(_RunConfigBase):
     #: the wire protocol the client spoke (as :data:`agentfsm.protocols.WireProtocol`)
     protocol: Literal["openai", "responses", "anthropic"]
     stream: bool = False
+    #: the served model's client-visible name (absent in transcripts written before models files)
+    model_entry: str | None = None
+    #: where its settings came from: ``flags``, ``models file`` or ``profile FILE``
+    settings_from: str | None = None
 
 
 class EvalRunConfig(_RunConfigBase):

@@ -27,6 +27,7 @@ __all__ = [
     "GuardRecord",
     "Plan",
     "TransitionRecord",
+    "switch_on",
 ]
 
 
@@ -83,15 +84,15 @@ class EngineConfig:
             max_corrections=run.max_corrections,
             loop_threshold=run.loop_threshold,
             policies=run.policies,
-            grounding=_resolve(run.grounding, capabilities),
-            consensus=run.consensus_samples if _resolve(run.consensus, capabilities) else 0,
+            grounding=switch_on(run.grounding, capabilities),
+            consensus=run.consensus_samples if switch_on(run.consensus, capabilities) else 0,
             choice=run.choice == "on" or (run.choice == "auto" and capabilities is not None and not capabilities.small_model),
             relax_after_results=relax_after_results,
             answer_schema=answer_schema,
         )
 
 
-def _resolve(setting: str, capabilities: Capabilities | None) -> bool:
+def switch_on(setting: str, capabilities: Capabilities | None) -> bool:
     """An ``auto | on | off`` setting that ``auto`` turns on for a small model."""
     return setting == "on" or (setting == "auto" and capabilities is not None and capabilities.small_model)
 

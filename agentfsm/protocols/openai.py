@@ -11,7 +11,7 @@ from typing import Any
 from agentfsm.core._types import JSONObject
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Usage
-from agentfsm.core.errors import AgentFSMError, PromptTooLong, RequestError, UnsupportedContent
+from agentfsm.core.errors import AgentFSMError, ModelNotFound, PromptTooLong, RequestError, UnsupportedContent
 from agentfsm.core.messages import (
     AssistantMessage,
     Message,
@@ -356,4 +356,6 @@ def openai_error_for(exc: AgentFSMError) -> tuple[int, JSONObject]:
     code = "unsupported_content" if isinstance(exc, UnsupportedContent) else None
     if isinstance(exc, PromptTooLong):
         code = "context_length_exceeded"
+    if isinstance(exc, ModelNotFound):  # as OpenAI answers it: a 404 typed as a request error
+        return status, openai_error(status, str(exc), "invalid_request_error", param, "model_not_found")
     return status, openai_error(status, str(exc), param=param, code=code)

@@ -30,6 +30,7 @@ by its run id.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -51,6 +52,7 @@ from agentfsm.server.limits import ClientShare
 from agentfsm.server.streaming import stream_events
 from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disconnect
 from agentfsm.server.fit import count_prompt_tokens, fit_exchange
+from agentfsm.server.models import ModelTable
 from agentfsm.server.observe import app_watches
 from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOLS, Settings
 from agentfsm.server.wire import Wire, wire_for, wire_for_path
@@ -92,15 +94,16 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     (a pool left open holds sockets the closing loop cannot release; a backend used again
     opens new ones), and what watches requests hands on what it still holds."""
     yield
-    aclose = getattr(app.state.backend, "aclose", None)
-    if aclose is not None:
-        await aclose()
+    for backend in app.state.models.backends():
+        aclose = getattr(backend, "aclose", None)
+        if aclose is not None:
+            await aclose()
     if app.state.settings.watch is not None:
         app.state.settings.watch.close()
 
 
 def create_app(
-    backend: Backend,
+    backend: Backend | ModelTable,
     *,
     config: RunConfig = DEFAULTS,
     api_key: str | None = None,
@@ -117,7 +120,10 @@ def create_app(
     client_share: int | None = None,
     **run_settings: Any,
 ) -> Starlette:
-    """The proxy as an ASGI app serving ``backend``.
+    """The proxy as an ASGI app serving ``backend``: one backend (under ``model_name``,
+    answering any model name), or a :class:`~agentfsm.server.models.ModelTable` (requests
+    routed by their ``model``, each entry with its own settings; ``config`` and
+    ``model_name`` are then the table's business).
 
     ``config`` is the run configuration (``run_settings``, e.g. ``dialect="command"``,
     change it; the proxy uses the fields :class:`~agentfsm.server.settings.Settings` names);
@@ -132,8 +138,8 @@ def create_app(
     carry (:func:`~agentfsm.server.auth.check_host_and_origin`; by default any host is
     allowed once an ``api_key`` is set). A request offering more than ``max_tools`` tools
     is the client's 400. ``client_share`` bounds the requests one client (address) has at
-    the upstream at once; its others wait (default: half the backend's connection pool,
-    when it has one). Slow headers and the number of connections are the HTTP server's
+    the upstream at once; its others wait (default: half the smallest connection pool among
+    the backends that have one). Slow headers and the number of connections are the HTTP server's
     to bound: ``agentfsm serve`` runs uvicorn with
     :func:`~agentfsm.server.limits.guarded_protocol`.
     """
@@ -146,9 +152,10 @@ def create_app(
         raise UsageError("body_timeout must be positive")
     if max_tools < 1:
         raise UsageError("max_tools must be positive")
-    if client_share is None:
-        pool = getattr(backend, "max_connections", None)
-        client_share = max(1, pool // 2) if isinstance(pool, int) and pool > 0 else None
+    table = backend if isinstance(backend, ModelTable) else ModelTable.single(backend, run, model_name)
+    if client_share is None:  # half the smallest connection pool among the models' backends
+        pools = [p for m in table.models if isinstance(p := getattr(m.backend, "max_connections", None), int) and p > 0]
+        client_share = max(1, min(pools) // 2) if pools else None
     elif client_share < 1:
         raise UsageError("client_share must be positive")
     share = ClientShare(client_share)
@@ -167,6 +174,13 @@ def create_app(
         max_tools=max_tools,
         client_share=client_share,
     )
+    routes_by_name = {  # each entry's settings, made once
+        m.name: (m.backend, dataclasses.replace(settings, run=m.run, model_name=m.name, settings_from=m.settings_from))
+        for m in table.models
+    }
+
+    def route(normalized: NormalizedRequest) -> tuple[Backend, Settings]:
+        return routes_by_name[table.route(normalized.model).name]
 
     async def http_error(request: Request, exc: Exception) -> Response:
         """Unknown routes and wrong methods, in the shape of the protocol the path suggests."""
@@ -181,36 +195,34 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     async def models(request: Request) -> Response:
-        """The one model this proxy serves, as an OpenAI or (with ``anthropic-version``) Anthropic list."""
+        """The models this proxy serves, as an OpenAI or (with ``anthropic-version``) Anthropic list."""
         anthropic = "anthropic-version" in request.headers
         wire = _ANTHROPIC if anthropic else _OPENAI
         try:
             _check_client(request, settings)
         except RequestError as exc:
             return _error(wire, exc, None)
-        name = settings.model_name or backend.name
+        names = table.names
         if anthropic:
-            item = {
-                "type": "model",
-                "id": name,
-                "display_name": name,
-                "created_at": "1970-01-01T00:00:00Z",
-            }
-            return JSONResponse({"data": [item], "has_more": False, "first_id": name, "last_id": name})
-        entry = {"id": name, "object": "model", "created": 0, "owned_by": "agentfsm"}
-        return JSONResponse({"object": "list", "data": [entry]})
+            items = [
+                {"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}
+                for name in names
+            ]
+            return JSONResponse({"data": items, "has_more": False, "first_id": names[0], "last_id": names[-1]})
+        entries = [{"id": name, "object": "model", "created": 0, "owned_by": "agentfsm"} for name in names]
+        return JSONResponse({"object": "list", "data": entries})
 
     async def chat_completions(request: Request) -> Response:
         """OpenAI chat completions, with tool calls for a model that has none."""
-        return await _serve(request, _OPENAI, backend, settings, share)
+        return await _serve(request, _OPENAI, route, settings, share)
 
     async def responses(request: Request) -> Response:
         """OpenAI Responses API (stateless), with ``function_call`` items for a model that has none."""
-        return await _serve(request, _RESPONSES, backend, settings, share)
+        return await _serve(request, _RESPONSES, route, settings, share)
 
     async def messages(request: Request) -> Response:
         """Anthropic messages, with ``tool_use`` for a model that has none."""
-        return await _serve(request, _ANTHROPIC, backend, settings, share)
+        return await _serve(request, _ANTHROPIC, route, settings, share)
 
     async def count_tokens(request: Request) -> Response:
         """Anthropic token counting: the input tokens of the prompt the model would see
@@ -219,7 +231,8 @@ def create_app(
             _check_client(request, settings)
             body = await read_json_body(request, settings.max_body_bytes, settings.body_timeout)
             normalized = _normalize(_ANTHROPIC, body, settings)
-            ex = Exchange(backend, settle(normalized, backend.capabilities), _ANTHROPIC, settings)
+            model_backend, model_settings = route(normalized)
+            ex = Exchange(model_backend, settle(normalized, model_backend.capabilities), _ANTHROPIC, model_settings)
             return JSONResponse({"input_tokens": await _off_loop(ex, count_prompt_tokens)})
         except AgentFSMError as exc:
             return _error(_ANTHROPIC, RequestError(str(exc)) if isinstance(exc, UsageError) else exc, None)
@@ -242,18 +255,25 @@ def create_app(
         routes.append(Route("/metrics", metrics_endpoint(proxy_metrics, settings.api_key), methods=["GET"]))
     app = Starlette(routes=routes, exception_handlers={StarletteHTTPException: http_error}, lifespan=_lifespan)
     app.state.settings = settings
-    app.state.backend = backend
+    app.state.models = table
     app.state.metrics = proxy_metrics
     return app
 
 
-async def _serve(request: Request, wire: Wire, backend: Backend, settings: Settings, share: ClientShare) -> Response:
+async def _serve(
+    request: Request,
+    wire: Wire,
+    route: Callable[[NormalizedRequest], tuple[Backend, Settings]],
+    settings: Settings,
+    share: ClientShare,
+) -> Response:
     ex: Exchange | None = None
     client = request.client.host if request.client is not None else ""
     place = _Place(share, client)
     try:
         _check_client(request, settings)
         normalized = _normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout), settings)
+        backend, settings = route(normalized)  # the model's own backend and settings (a 404 for an unknown name)
         normalized = settle(normalized, backend.capabilities)
         deadline = None
         if settings.request_timeout is not None:

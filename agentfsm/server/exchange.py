@@ -18,6 +18,7 @@ from typing import TypeVar
 from loguru import logger
 from starlette.requests import Request
 
+from agentfsm.server.models import settings_text
 from agentfsm.server.observe import RequestObserver
 from agentfsm.server.settings import Settings
 from agentfsm.server.wire import Wire
@@ -40,6 +41,8 @@ __all__ = [
     "CORRECTIONS_HEADER",
     "DEFAULTS_HEADER",
     "EXHAUSTED_HEADER",
+    "MODEL_HEADER",
+    "SETTINGS_HEADER",
     "ClientGone",
     "Exchange",
     "Reply",
@@ -58,6 +61,9 @@ CORRECTIONS_HEADER = "x-agentfsm-corrections"
 CALL_USAGE_HEADER = "x-agentfsm-call-usage"
 EXHAUSTED_HEADER = "x-agentfsm-exhausted"
 DEFAULTS_HEADER = "x-agentfsm-defaults"
+#: response headers: the served model (its client-visible name) and the settings it ran with
+MODEL_HEADER = "x-agentfsm-model"
+SETTINGS_HEADER = "x-agentfsm-settings"
 
 
 @dataclass(frozen=True)
@@ -187,7 +193,12 @@ class Exchange:
     def headers(self) -> dict[str, str]:
         """Response headers: how many model calls the answer took and what each cost, a
         spent budget, and the settings the proxy chose (what is known so far)."""
-        headers = {ATTEMPTS_HEADER: str(self.attempts), CORRECTIONS_HEADER: str(self.corrections)}
+        headers = {
+            ATTEMPTS_HEADER: str(self.attempts),
+            CORRECTIONS_HEADER: str(self.corrections),
+            MODEL_HEADER: self.settings.model_name or self.backend.name,
+            SETTINGS_HEADER: settings_text(self.settings.run),
+        }
         if self.tally.call_usage:
             headers[CALL_USAGE_HEADER] = self.call_usage()
         if self.exhausted:
@@ -237,6 +248,8 @@ class Exchange:
                 **run_config_fields(self.config, self.settings.run.enforcement, self.backend),
                 protocol=r.protocol,
                 stream=r.stream,
+                model_entry=self.settings.model_name or self.backend.name,
+                settings_from=self.settings.settings_from,
             ),
             self.config,
             r.messages,

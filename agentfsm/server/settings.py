@@ -18,7 +18,11 @@ if TYPE_CHECKING:
 
     from agentfsm.server.observe import Watch
 
-__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_HEADER_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TOOLS", "Settings"]
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_HEADER_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TOOLS", "NOT_FOR_THE_PROXY", "Settings"]
+
+#: run-configuration fields the proxy does not take from its configuration: each request
+#: brings its own tool_choice and parallel, and runs one deciding turn and no tools
+NOT_FOR_THE_PROXY = ("tool_choice", "parallel", "max_steps", "result_max_chars")
 
 #: the largest request body accepted by default (4 MiB)
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -62,3 +66,5 @@ class Settings:
     max_tools: int = DEFAULT_MAX_TOOLS
     #: requests one client (address) may have at the upstream at once (None: no bound)
     client_share: int | None = None
+    #: where ``run`` came from, as transcripts record it (:attr:`~agentfsm.server.models.ServedModel.settings_from`)
+    settings_from: str = "flags"

