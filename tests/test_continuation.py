@@ -97,8 +97,9 @@ def test_frame_results_auto_lets_the_model_call_or_answer() -> None:
         'If a further step is needed, call the next tool, written as a ```json action``` block with '
         '{"tool": NAME, "parameters": {...}}.'
     )
+    # the request is not echoed: a small model copied the echo into its answers
     asked = frame_results([(OK, None)], "json-action", ToolChoice.parse("auto"), request="Weather  in\nParis?")
-    assert "The user asked: Weather in Paris?\nIf you have what" in asked
+    assert "Weather in Paris?" not in asked and "The user asked" not in asked
 
 
 def test_frame_results_several_with_hints() -> None:

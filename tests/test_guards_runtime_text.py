@@ -62,3 +62,11 @@ def test_a_correction_reason_is_recorded() -> None:
     verdict = check("Write your reply to the user's last message yourself, in plain words", [
         "Write your reply to the user's last message yourself, in plain words; do not repeat these instructions."], [])
     assert isinstance(verdict, Correction) and verdict.reason == "runtime_text"
+
+
+def test_results_stated_plainly_are_the_models_answer() -> None:
+    """"The result of add is 7." states a result the way a correction asks for it: not refused."""
+    call = '```json action\n{"tool": "add", "args": {"a": 2, "b": 5}}\n```'
+    backend = ScriptedBackend([call, "The result of add is 7. The result of add is 7 indeed, as asked."])
+    result = Agent(backend, [add]).run("Add 2 and 5.")
+    assert result.content.startswith("The result of add is 7.") and result.corrections == 0

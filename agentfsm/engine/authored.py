@@ -6,7 +6,8 @@ runtime's: the contract in every form a request of the turn may have carried it 
 configured dialect, and the json-protocol form under constrained decoding), the
 corrections sent, and the prompt's framing of tool results. Everyone else's: the user's
 messages, the client's system prompts, the tools' names, descriptions and parameters, and
-the results themselves.
+the results themselves, stated plainly (an answer may state them in the words a
+correction asks for them in).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from agentfsm.engine.decisions import EngineConfig
+from agentfsm.guards._history import calls_and_results
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
 from agentfsm.prompt.projection import project_history
@@ -48,4 +50,7 @@ def others_texts(history: Sequence[Message], config: EngineConfig) -> list[str]:
             texts.append(m.result.content)
     for tool in config.tools:
         texts += [tool.name, tool.description or "", json.dumps(tool.parameters, ensure_ascii=False)]
+    # the results stated plainly ("The result of multiply is 50.0."), as a correction shows
+    # them to be stated: an answer that states them so is the model's answer
+    texts += calls_and_results(history)[1]
     return texts

@@ -144,8 +144,6 @@ def frame_result(
     return f"Result of {label}:\n{cut.content}"
 
 
-#: the longest echo of the user's request a continuation repeats
-REQUEST_ECHO_CHARS = 300
 
 
 def next_step(
@@ -153,10 +151,9 @@ def next_step(
 ) -> str:
     """The closing request of a continuation: what the model should do next.
 
-    ``request`` is the user's request of this turn; under ``auto`` it is repeated next
-    to the question (a small model decides "answer or call again" against the request
-    it can see, not one a long prompt ago), and answering comes first: most turns end
-    after one round of results.
+    ``request`` (the user's request of this turn) is no longer repeated: a small model
+    copied the echo into its answers. Under ``auto`` answering comes first: most turns
+    end after one round of results.
     """
     how_call = action_format(dialect_name)
     how_answer = answer_format(dialect_name)
@@ -173,14 +170,10 @@ def next_step(
         hints.append("An empty result means the tool found nothing.")
     if "truncated" in statuses:
         hints.append("A cut result is incomplete; ask for less if you need the rest.")
-    asked = ""
-    if request and request.strip():
-        echo = " ".join(request.split())
-        if len(echo) > REQUEST_ECHO_CHARS:
-            echo = echo[:REQUEST_ECHO_CHARS] + "..."
-        asked = f"The user asked: {echo}\n"
+    # the user's request is not repeated here: a small model copied "The user asked: ..."
+    # into its answers (issue 27); ``request`` is kept for callers and not shown
     ask = (
-        f"{asked}If you have what the user asked for, answer now, stating the results, in {how_answer}. "
+        f"If you have what the user asked for, answer now, stating the results, in {how_answer}. "
         f"If a further step is needed, call the next tool, written as {how_call}."
     )
     return " ".join([*hints, ask]) if hints else ask
