@@ -154,7 +154,8 @@ def _workers_command(backend: Backend | ModelTable, settings: dict[str, Any], fo
     metrics = settings.pop("metrics", False)
     if set(settings) - set(run) - set(_SERVE_FLAGS):
         return None
-    fields = {k: v for k, v in config.replace(**run).as_dict().items() if v != getattr(DEFAULTS, k)}
+    defaults = DEFAULTS.as_dict()  # plain values both sides (tool_choice as spelled)
+    fields = {k: v for k, v in config.replace(**run).as_dict().items() if v != defaults[k]}
     lines = [f'fallback = "{name}"', f'[models."{name}"]', f'base_url = "{backend.base_url}"', f'model = "{backend.model}"',
              f'json_schema_mode = "{backend.json_schema_mode}"', f"max_retries = {policy.max_retries}",
              f"timeout = {backend.timeouts.total}", f"read_timeout = {backend.timeouts.read}"]
