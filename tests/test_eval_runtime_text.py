@@ -122,3 +122,24 @@ def test_a_client_system_message_is_the_users_text() -> None:
     texts.allowed.append(client_system)
     assert texts.finding("You are a terse assistant for the weather desk.") is None
     assert texts.model_calls == 1
+
+
+def test_the_table_allows_what_the_guard_allows() -> None:
+    """Seen on the embedded model: "The result of add is 13.0. ..." is the plain statement of
+    the result the guard allows (guards/_history.calls_and_results); the table counted it as
+    runtime text because it read the results without their calls. One rule, one reading."""
+    from agentfsm.core.events import ModelRequestEvent, RequestEvent, RetryEvent, ToolCallEvent, ToolResultEvent
+    from agentfsm.core.messages import ToolCall, ToolResult
+    from agentfsm.eval.runtime_text import RunTexts
+
+    framing = ("Tool result:\nThe result of add (call call_0) is 13.0.\n\nIf you have what the user asked for, "
+               "answer now, stating the results.")
+    texts = RunTexts()
+    texts(RequestEvent(run="r", seq=0, t="t", messages=(UserMessage(content="Add 8 and 5."),)))
+    texts(ToolCallEvent(run="r", seq=1, t="t", call=ToolCall(id="call_0", name="add", arguments={"a": 8, "b": 5})))
+    texts(ToolResultEvent(run="r", seq=2, t="t", result=ToolResult(call_id="call_0", content="13.0", name="add")))
+    texts(ModelRequestEvent(run="r", seq=3, t="t", attempt=1, messages=(PromptMessage(role="user", content=framing),)))
+    # a correction states the result plainly, as the answer may
+    texts(RetryEvent(run="r", seq=4, t="t", reason="repeated_call", attempt=2, message="add was already called. The result of add is 13.0. Answer now."))
+    assert texts.finding("The result of add is 13.0.") is None
+    assert texts.finding("If you have what the user asked for, answer now.") is not None

@@ -20,10 +20,12 @@ from agentfsm.core.events import (
     ModelRequestEvent,
     RequestEvent,
     RetryEvent,
+    ToolCallEvent,
     ToolResultEvent,
     TranscriptEvent,
 )
-from agentfsm.core.messages import ToolMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolMessage
+from agentfsm.guards._history import calls_and_results
 from agentfsm.guards.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS, find_runtime_text
 
 __all__ = ["MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "RunTexts", "find_runtime_text", "runtime_text_of"]
@@ -39,10 +41,13 @@ class RunTexts:
     answer: str = ""
     #: model calls made (every completion: candidates and extensions included)
     model_calls: int = 0
+    #: the conversation as the run saw it (request, calls, results)
+    history: list[Message] = field(default_factory=list)
 
     def __call__(self, event: TranscriptEvent) -> None:
         match event:
             case RequestEvent():
+                self.history += event.messages
                 for message in event.messages:
                     content = getattr(message, "content", None)  # a tool message has a result instead
                     if isinstance(content, str):
@@ -57,7 +62,10 @@ class RunTexts:
                         self.runtime[m.content] = None
             case RetryEvent():
                 self.runtime[event.message] = None
+            case ToolCallEvent():
+                self.history.append(AssistantMessage(tool_calls=(event.call,)))
             case ToolResultEvent():
+                self.history.append(ToolMessage(result=event.result))
                 self.allowed.append(event.result.content)
             case FinalEvent():
                 self.answer = event.content
@@ -66,7 +74,9 @@ class RunTexts:
 
     def finding(self, answer: str | None = None) -> str | None:
         """The runtime text in ``answer`` (default: the run's final answer), or ``None``."""
-        return find_runtime_text(self.answer if answer is None else answer, list(self.runtime), self.allowed)
+        # the results stated plainly are the model's to say, as the guard allows them
+        allowed = self.allowed + calls_and_results(self.history)[1]
+        return find_runtime_text(self.answer if answer is None else answer, list(self.runtime), allowed)
 
 
 def _tool_text(name: str, description: str, parameters: Any) -> str:
