@@ -10,58 +10,29 @@ change: the outcome is the same whatever the chunking. Nothing here names a form
 
 from __future__ import annotations
 
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
-from pydantic import BaseModel
-
-from agentfsm.dialects._decode import Block, Context, Outcome, problem
+from agentfsm.core.parsed import ParsedReply, Problem
+from agentfsm.dialects._collect import Collected, DataScan
+from agentfsm.dialects._decode import Block, Context
 from agentfsm.dialects._format import Opened
-from agentfsm.dialects._json import MAX_REPAIR_CHARS, MISSING, RepairBudget
 from agentfsm.dialects._openers import BY_FIRST, FAMILIES, FIRST, GROUP_KIND, PRIORITY, WINDOW, Family
 from agentfsm.dialects._readers import Reader
 from agentfsm.dialects._registry import FORMAT_OF_BLOCK, FORMAT_OF_OPENER
-from agentfsm.core.parsed import ParsedReply, Problem
-from agentfsm.dialects.xml_function import STRAY_CLOSER
-from agentfsm.core.messages import ToolCall
 
 __all__ = ["MAX_BLOCKS", "DataScan", "Scanner"]
 
 #: after this many action blocks (or fences) in one reply, the rest is not parsed
 MAX_BLOCKS: Final = 512
 _NEED, _DONE = 0, 2
-_M = TypeVar("_M", bound=BaseModel)
-_set = object.__setattr__
-TEXT, CALL = 0, 1
-
-
-class DataScan:
-    """How a scan of data (a tool result, a user's pasted text) went.
-
-    Data is read for every action a model could copy out of it: no block suppresses the
-    ones after it (a broken one, a 513th), each block gets a repair budget of its own,
-    and each block's text is read again from just after its opener, so that an unclosed
-    fence or ``<tool_call>`` that swallows the rest of the text hides nothing. That
-    rereading is bounded by :attr:`budget` characters (four times the text, plus 64 KB);
-    past it, :attr:`incomplete_from` says from where the text was not read in full.
-    """
-
-    __slots__ = ("budget", "incomplete_from", "repaired", "work")
-
-    def __init__(self) -> None:
-        self.work = 0
-        self.repaired = 0
-        self.budget = 65_536
-        self.incomplete_from: int | None = None
 
 
 class Scanner:
     """Incremental reply scanner: ``feed`` text, then ``result``."""
 
     __slots__ = (
-        "_actions", "_base", "_blocks", "_broken", "_buf", "_cache", "_calls", "_ctx", "_dead", "_dropped",
-        "_fed", "_final", "_held", "_last", "_next", "_pending", "_pos", "_prev", "_problems",
-        "_prose_at", "_reader", "_stray", "_stream", "_tail", "_texts", "_truncated", "_until", "_xml_from",
-        "data", "events", "strict",
+        "_base", "_blocks", "_buf", "_cache", "_ctx", "_dead", "_dropped", "_fed", "_last", "_next",
+        "_pending", "_pos", "_prev", "_reader", "_until", "data", "out", "strict",
     )  # fmt: skip
 
     def __init__(
@@ -76,10 +47,10 @@ class Scanner:
         self._ctx = Context(known, protocol, schemas)
         #: reading data, not a reply (whole text only): see :class:`DataScan`
         self.data: DataScan | None = DataScan() if data else None
-        #: keep ``events`` (a whole-text parse only needs the result)
-        self._stream = stream
         #: json-protocol strict mode: calls are only known at the end
         self.strict = strict and protocol
+        #: what the scan found, in order (``out.events``: a stream's, since last taken)
+        self.out = Collected(self._ctx, self.data, stream, self.strict)
         self._buf = ""
         self._pos = 0
         self._base = 0
@@ -94,27 +65,8 @@ class Scanner:
         self._pending: Block | None = None
         self._cache: dict[int, tuple[int, int, int, str]] = {}
         self._next: list[int] = [-2] * len(FAMILIES)
-        #: ``(TEXT, str)`` and ``(CALL, ToolCall)`` in order, since last taken
-        self.events: list[tuple[int, Any]] = []
-        self._texts: list[str] = []
-        self._calls: list[ToolCall] = []
-        self._problems: list[Problem] = []
-        self._truncated = False
-        self._final: Any = MISSING
-        self._prose_at: int | None = None
-        self._actions: list[str] = []
         self._blocks = 0
         self._dropped = False
-        #: an action could not be read: where its text ends (and what follows begins) is a
-        #: guess, so no later action becomes a call
-        self._broken = False
-        #: the index of the first call from an XML block (None: none yet); from there on,
-        #: a stream's call events wait for the end (``_held``), when a stray XML closer in
-        #: the prose (``_stray``; ``_tail`` spans prose pieces) refuses them all
-        self._xml_from: int | None = None
-        self._held: list[tuple[int, Any]] = []
-        self._stray = False
-        self._tail = ""
 
     # -- feeding -----------------------------------------------------------------
 
@@ -122,7 +74,7 @@ class Scanner:
         """Scan ``chunk``; ``final`` when it is the last (the reply ends after it)."""
         self._feed(chunk, final)
         if final:
-            self._settle_xml()
+            self.out.settle_xml()
 
     def _feed(self, chunk: str, final: bool) -> None:
         start = self._fed
@@ -222,7 +174,7 @@ class Scanner:
             f"more than {MAX_BLOCKS} action blocks in one reply: "
             f"the rest of the reply, from offset {self._base + p}, was not parsed"
         )
-        self._problems.append(
+        self.out.problems.append(
             Problem.model_construct(
                 code="limit_exceeded", message=message, position=self._base + p, rejected=True
             )
@@ -234,14 +186,8 @@ class Scanner:
         if j <= i:
             self._pos = max(self._pos, j)
             return
-        text = self._buf[i:j]
         self._pos = j
-        self._watch(text)
-        if self._prose_at is None and not text.isspace():
-            self._prose_at = self._base + i + len(text) - len(text.lstrip())
-        self._texts.append(text)
-        if self._stream:
-            self.events.append((TEXT, text))
+        self.out.prose(self._buf[i:j], self._base + i)
 
     # -- finding openers -----------------------------------------------------------
 
@@ -326,7 +272,7 @@ class Scanner:
         reader = opened.reader
         if reader is None:
             block.raw, block.state = buf[p : opened.end], opened.state
-            self._block(block)
+            self.out.block(block)
             self._pos = opened.end
             return _DONE
         self._pending = block
@@ -353,126 +299,8 @@ class Scanner:
             block.state = "truncated"
         else:
             block.body_end = FORMAT_OF_BLOCK[block.kind].body_end(block)
-        self._block(block)
-
-    def _block(self, block: Block) -> None:
-        fmt = FORMAT_OF_BLOCK[block.kind]
-        data = self.data
-        if data is not None:  # each block of data has the repair budget of a reply of its own
-            self._ctx.budget = RepairBudget()
-        out: Outcome = fmt.decode(block, self._ctx)
-        if data is not None:
-            data.repaired += MAX_REPAIR_CHARS - self._ctx.budget.remaining
-            if data.repaired > data.budget and data.incomplete_from is None:
-                data.incomplete_from = block.start  # no more repairs: what follows is unread
-                self._ctx.budget = RepairBudget(remaining=0, calls=0)
-        if out.prose and fmt.closer and block.state == "closed":
-            body = block.raw[block.body : block.body_end]
-            # a JSON body holding its own closer that cannot be read: cut there, probably
-            self._broken = self._broken or (body.lstrip()[:1] in ("{", "[") and fmt.closer in body)
-        if out.prose:
-            self._texts.append(block.raw)
-            self._watch(block.raw)
-            if self._stream:
-                self.events.append((TEXT, block.raw))
-            if self._prose_at is None and not block.raw.isspace():
-                self._prose_at = block.start
-            return
-        self._actions.append(block.kind)
-        if out.text:
-            self._texts.append(out.text)
-            if self._stream:
-                self.events.append((TEXT, out.text))
-        if self._broken and out.calls and data is None:
-            message = "an action after one that could not be read; it was not run"
-            out.problems.append(problem("invalid_json", message, block.start, fmt.sources[block.kind]))
-            out.calls = []
-        self._broken = self._broken or any(p.code == "invalid_json" and p.rejected for p in out.problems)
-        if block.kind == "xml" and self._xml_from is None:
-            self._xml_from = len(self._calls)
-        for name, args in out.calls:
-            values = {"id": f"call_{len(self._calls)}", "name": name, "arguments": args}
-            call = _construct(ToolCall, values)
-            self._calls.append(call)
-            if self._stream:
-                (self.events if self._xml_from is None else self._held).append((CALL, call))
-        self._problems.extend(out.problems)
-        self._truncated = self._truncated or out.truncated
-        if out.final is not MISSING and self._final is MISSING:
-            self._final = out.final
-
-    def _watch(self, prose: str) -> None:
-        """Note a stray XML closer in prose (a piece may end inside one: keep a tail)."""
-        if self._stray:
-            return
-        text = self._tail + prose
-        if "</" in text and STRAY_CLOSER.search(text) is not None:
-            self._stray = True
-        self._tail = text[-12:]
-
-    def _settle_xml(self) -> None:
-        """At the end: the calls from the first XML block on, refused or released."""
-        start = self._xml_from
-        if start is None:
-            return
-        if self._stray and start < len(self._calls) and self.data is None:
-            message = (
-                "an XML parameter value held </parameter> or </function> (a closer followed in the "
-                "text): no call from the first <tool_call> on was run; write such a value in a JSON "
-                "object body, <function=NAME>{...}</function>"
-            )
-            self._problems.append(
-                Problem.model_construct(
-                    code="malformed_action", message=message, position=None, rejected=True, source="xml-function"
-                )
-            )
-            del self._calls[start:]
-        elif self._stream:
-            self.events.extend(self._held)
-        self._held = []
-        self._xml_from = None
-
-    # -- the result --------------------------------------------------------------------
+        self.out.block(block)
 
     def result(self) -> ParsedReply:
         """The parsed reply (call after the final feed)."""
-        calls, final, problems = self._calls, self._final, self._problems
-        if self.strict:
-            one_object = len(self._actions) == 1 and self._actions[0] == "object"
-            if not one_object or self._prose_at is not None:
-                what = "text outside the one JSON object" if self._actions else "no JSON object"
-                problems = [
-                    *problems,
-                    Problem.model_construct(
-                        code="extra_text",
-                        message=f"json-protocol (strict): the reply must be one JSON object; found {what}",
-                        position=self._prose_at if self._prose_at is not None else 0,
-                        rejected=True,
-                        source="json-protocol",
-                    ),
-                ]
-                calls, final = [], MISSING
-        content = "".join(self._texts).strip()
-        values = {
-            "content": content or None,
-            "tool_calls": tuple(calls),
-            "problems": tuple(problems),
-            "truncated": self._truncated,
-            "final": None if final is MISSING else final,
-        }
-        return _construct(ParsedReply, values)
-
-
-def _construct(cls: type[_M], values: dict[str, Any]) -> _M:
-    """``cls.model_construct(**values)`` for models given every field, without its overhead.
-
-    This is what pydantic's ``model_construct`` stores (the values were checked by
-    the parser itself); ``tests/test_parser.py`` checks the result equals a validated
-    model.
-    """
-    obj = cls.__new__(cls)
-    _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", set(values))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
+        return self.out.result()

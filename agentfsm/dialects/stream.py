@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from agentfsm.core._types import DialectName
-from agentfsm.dialects._scan import CALL, Scanner
+from agentfsm.dialects._collect import CALL
+from agentfsm.dialects._scan import Scanner
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall, ToolDefinition
@@ -96,7 +97,8 @@ class StreamParser:
         return self._result
 
     def _take(self) -> list[StreamEvent]:
-        raw, self._scanner.events = self._scanner.events, []
+        out = self._scanner.out
+        raw, out.events = out.events, []
         events: list[StreamEvent] = []
         for kind, value in raw:
             if kind == CALL:
