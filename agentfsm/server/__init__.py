@@ -1,7 +1,7 @@
 """The HTTP proxy (imported on its own, so library users do not load Starlette).
 
 ``create_app`` builds the app (:mod:`agentfsm.server.app`); the request's way through
-it: :mod:`~agentfsm.server.models` (the models served, routed by name; read from a
+it: :mod:`~agentfsm.server.handle` (one request, end to end), :mod:`~agentfsm.server.models` (the models served, routed by name; read from a
 models file by :mod:`~agentfsm.server.models_file`), :mod:`~agentfsm.server.auth` (Host,
 Origin, key, body), :mod:`~agentfsm.server.limits` (header deadline, connections, each
 client's share of the upstream), :mod:`~agentfsm.server.exchange` (one

@@ -15,7 +15,8 @@ within the budget, and the client receives real
 ``tool_calls`` / ``tool_use`` blocks. A request without tools is passed through. The
 client's sampling settings go upstream unchanged; what is not honoured is named in
 the ``x-agentfsm-ignored`` header (:mod:`agentfsm.protocols.sampling`). Streaming is
-described in :mod:`agentfsm.server.streaming`. Before any model call a request is
+described in :mod:`agentfsm.server.streaming`; one request, end to end, in
+:mod:`agentfsm.server.handle`. Before any model call a request is
 fitted to the backend's context (:mod:`agentfsm.server.fit`): tool descriptions
 compacted where needed, ``max_tokens`` clamped, or a 400 "prompt is too long".
 
@@ -29,63 +30,39 @@ by its run id.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import orjson
-from loguru import logger
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse as _StarletteJSON
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
-from agentfsm.server.auth import check_api_key, check_host_and_origin, read_json_body
+from agentfsm.core.backend import Backend
+from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.errors import AgentFSMError, RequestError, UsageError
+from agentfsm.protocols import NormalizedRequest, settle
+from agentfsm.server.auth import read_json_body
+from agentfsm.server.exchange import Exchange
+from agentfsm.server.fit import count_prompt_tokens
+from agentfsm.server.handle import JSONResponse, check_client, error_response, normalize, off_loop, serve
 from agentfsm.server.limits import ClientShare
-from agentfsm.server.streaming import stream_events
-from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disconnect
-from agentfsm.server.fit import count_prompt_tokens, fit_exchange
 from agentfsm.server.models import ModelTable
 from agentfsm.server.observe import app_watches
 from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOLS, Settings
-from agentfsm.server.wire import Wire, wire_for, wire_for_path
-from agentfsm.core.backend import Backend, counts_tokens
-from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.errors import (
-    AgentFSMError,
-    BackendHTTPError,
-    BodyTimeout,
-    BodyTooLarge,
-    RequestError,
-    TooManyTools,
-    UsageError,
-)
-from agentfsm.protocols import IGNORED_HEADER, NormalizedRequest, settle
+from agentfsm.server.wire import wire_for, wire_for_path
 
 __all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TOOLS", "Settings", "create_app"]
 
 
-class JSONResponse(_StarletteJSON):
-    """Starlette's JSON response, rendered by orjson (compact UTF-8, as Starlette writes it)."""
-
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
-
-
-_R = TypeVar("_R")
 _OPENAI = wire_for("openai")
 _ANTHROPIC = wire_for("anthropic")
 _RESPONSES = wire_for("responses")
-#: status sent when the client went away (nobody reads it; it marks the access log)
-_CLIENT_CLOSED = 499
-_PRIME_GRACE = 1.0
 
 
 @asynccontextmanager
@@ -199,9 +176,9 @@ def create_app(
         anthropic = "anthropic-version" in request.headers
         wire = _ANTHROPIC if anthropic else _OPENAI
         try:
-            _check_client(request, settings)
+            check_client(request, settings)
         except RequestError as exc:
-            return _error(wire, exc, None)
+            return error_response(wire, exc, None)
         names = table.names
         if anthropic:
             items = [
@@ -214,28 +191,28 @@ def create_app(
 
     async def chat_completions(request: Request) -> Response:
         """OpenAI chat completions, with tool calls for a model that has none."""
-        return await _serve(request, _OPENAI, route, settings, share)
+        return await serve(request, _OPENAI, route, settings, share)
 
     async def responses(request: Request) -> Response:
         """OpenAI Responses API (stateless), with ``function_call`` items for a model that has none."""
-        return await _serve(request, _RESPONSES, route, settings, share)
+        return await serve(request, _RESPONSES, route, settings, share)
 
     async def messages(request: Request) -> Response:
         """Anthropic messages, with ``tool_use`` for a model that has none."""
-        return await _serve(request, _ANTHROPIC, route, settings, share)
+        return await serve(request, _ANTHROPIC, route, settings, share)
 
     async def count_tokens(request: Request) -> Response:
         """Anthropic token counting: the input tokens of the prompt the model would see
         (contract included, compacted as a real request would be)."""
         try:
-            _check_client(request, settings)
+            check_client(request, settings)
             body = await read_json_body(request, settings.max_body_bytes, settings.body_timeout)
-            normalized = _normalize(_ANTHROPIC, body, settings)
+            normalized = normalize(_ANTHROPIC, body, settings)
             model_backend, model_settings = route(normalized)
             ex = Exchange(model_backend, settle(normalized, model_backend.capabilities), _ANTHROPIC, model_settings)
-            return JSONResponse({"input_tokens": await _off_loop(ex, count_prompt_tokens)})
+            return JSONResponse({"input_tokens": await off_loop(ex, count_prompt_tokens)})
         except AgentFSMError as exc:
-            return _error(_ANTHROPIC, RequestError(str(exc)) if isinstance(exc, UsageError) else exc, None)
+            return error_response(_ANTHROPIC, RequestError(str(exc)) if isinstance(exc, UsageError) else exc, None)
 
     # a plain Starlette app: every endpoint reads its raw request itself, so FastAPI's
     # layers (dependency solving, its middleware) only added CPU to each request and
@@ -258,197 +235,3 @@ def create_app(
     app.state.models = table
     app.state.metrics = proxy_metrics
     return app
-
-
-async def _serve(
-    request: Request,
-    wire: Wire,
-    route: Callable[[NormalizedRequest], tuple[Backend, Settings]],
-    settings: Settings,
-    share: ClientShare,
-) -> Response:
-    ex: Exchange | None = None
-    client = request.client.host if request.client is not None else ""
-    place = _Place(share, client)
-    try:
-        _check_client(request, settings)
-        normalized = _normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout), settings)
-        backend, settings = route(normalized)  # the model's own backend and settings (a 404 for an unknown name)
-        normalized = settle(normalized, backend.capabilities)
-        deadline = None
-        if settings.request_timeout is not None:
-            deadline = asyncio.get_running_loop().time() + settings.request_timeout
-        ex = Exchange(backend, normalized, wire, settings, deadline=deadline)
-        ex.open_transcript()
-        if normalized.stream:
-            fit = await _off_loop(ex, fit_exchange)  # compacted, clamped, or PromptTooLong
-            await until_disconnect(request, place.take(), deadline)
-            return await _stream(request, ex, fit.prompt_tokens, place)
-        if backend.capabilities.context_tokens is not None:
-            # in an unknown context nothing is compacted, clamped or refused: the fit would
-            # only measure the prompt (built in full, ~0.1 ms), which a whole answer never reports
-            await _off_loop(ex, fit_exchange)
-        await until_disconnect(request, place.take(), deadline)
-        reply = await until_disconnect(request, complete(ex), deadline)
-        place.give_back()
-        ex.end(reply)
-        body = wire.response(
-            model=ex.model,
-            content=reply.content,
-            calls=reply.calls,
-            usage=ex.usage,
-            response_id=ex.response_id,
-            created=ex.created,
-            finish_reason=reply.finish_reason,
-            custom_tools=ex.request.custom_tools,
-        )
-        return JSONResponse(body, headers=_headers(ex))
-    except ClientGone:
-        if ex is not None:
-            ex.end(error=ConnectionAbortedError("client disconnected"))
-        return Response(status_code=_CLIENT_CLOSED)
-    except AgentFSMError as exc:
-        if ex is not None:
-            ex.end(error=exc)
-        elif settings.watch is not None:
-            settings.watch.rejected(wire.protocol, exc, wire.error_for(exc)[0])
-        if isinstance(exc, UsageError):
-            # settings were checked when the app was built: this one came from the request
-            # (e.g. a tool schema the backend cannot turn into a grammar)
-            exc = RequestError(str(exc))
-        return _error(wire, exc, ex)
-    except Exception as exc:
-        logger.exception("unexpected error in {}", request.url.path)
-        if ex is not None:
-            ex.end(error=exc)
-        return JSONResponse(wire.error(500, "internal error in the proxy"), status_code=500)
-    finally:
-        if not place.handed:
-            place.give_back()
-
-
-class _Place:
-    """This request's place in its client's share of the upstream (see ClientShare)."""
-
-    __slots__ = ("client", "handed", "held", "share")
-
-    def __init__(self, share: ClientShare, client: str) -> None:
-        self.share, self.client = share, client
-        self.held = self.handed = False
-
-    async def take(self) -> None:
-        await self.share.enter(self.client)
-        self.held = True
-
-    def give_back(self) -> None:
-        if self.held:
-            self.held = False
-            self.share.leave(self.client)
-
-
-class _StreamWithPlace(StreamingResponse):
-    """A stream that gives its request's place back when it ends, however it ends."""
-
-    def __init__(self, *args: Any, place: _Place, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._place = place
-        place.handed = True
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._place.give_back()
-
-
-def _check_client(request: Request, settings: Settings) -> None:
-    """Host and Origin on the allow-lists, then the API key (when one is set)."""
-    check_host_and_origin(request, settings.allowed_hosts, settings.allowed_origins)
-    check_api_key(request, settings.api_key)
-
-
-async def _off_loop(ex: Exchange, measure: Callable[[Exchange], _R]) -> _R:
-    """``measure(ex)`` in a worker thread where the backend counts tokens itself (its
-    tokenizer may take a while); inline otherwise: the estimate (the first prompt built
-    and its characters counted, ~50 µs) costs about what the thread hop would."""
-    if counts_tokens(ex.backend):
-        return await asyncio.to_thread(measure, ex)
-    return measure(ex)
-
-
-def _normalize(wire: Wire, body: Any, settings: Settings) -> NormalizedRequest:
-    """The body as a normalized request; whatever it gets wrong is the client's 400 (more
-    tools than ``settings.max_tools`` too, counted before any is read)."""
-    tools = body.get("tools") if isinstance(body, dict) else None
-    if isinstance(tools, list) and len(tools) > settings.max_tools:
-        raise TooManyTools(len(tools), settings.max_tools)
-    try:
-        return wire.normalize(body)
-    except RequestError:
-        raise
-    except (UsageError, ValidationError, ValueError, TypeError) as exc:
-        raise RequestError(f"invalid request: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _error(wire: Wire, exc: AgentFSMError, ex: Exchange | None) -> Response:
-    status, body = wire.error_for(exc)
-    if status >= 500:
-        logger.warning("{} -> {}: {}", type(exc).__name__, status, exc)
-    else:
-        logger.info("{} -> {}: {}", type(exc).__name__, status, exc)
-    headers = _headers(ex) if ex is not None and ex.attempts else {}
-    if isinstance(exc, BackendHTTPError) and exc.retry_after is not None and status in (429, 503):
-        # the upstream's own wait, passed on: the client decides whether to wait that long
-        headers["retry-after"] = str(math.ceil(exc.retry_after))
-    if isinstance(exc, BodyTimeout | BodyTooLarge):
-        # the rest of the body is never read: close rather than keep a half-read connection
-        headers["connection"] = "close"
-    return JSONResponse(body, status_code=status, headers=headers or None)
-
-
-def _headers(ex: Exchange) -> dict[str, str]:
-    """The exchange's headers, and the client fields it did not honour (when any)."""
-    headers = ex.headers()
-    if ex.request.ignored:
-        headers[IGNORED_HEADER] = ",".join(dict.fromkeys(ex.request.ignored))
-    return headers
-
-
-async def _stream(request: Request, ex: Exchange, input_tokens: int, place: _Place) -> Response:
-    """Prime the stream (so that an early failure is a plain HTTP error), then stream on."""
-    r = ex.request
-    sink = ex.wire.sink(
-        model=ex.model,
-        response_id=ex.response_id,
-        created=ex.created,
-        include_usage=r.stream_include_usage,
-        input_tokens=input_tokens,
-        custom_tools=r.custom_tools,
-    )
-    events = stream_events(ex, sink)
-    # the stream bounds its own upstream waits by the deadline; the grace lets it say so first
-    deadline = None if ex.deadline is None else ex.deadline + _PRIME_GRACE
-    try:
-        first: str | None = await until_disconnect(request, anext(events), deadline)
-    except StopAsyncIteration:
-        first = None
-    headers = {**_headers(ex), "cache-control": "no-cache", "x-accel-buffering": "no"}
-    return _StreamWithPlace(_chain(first, events), media_type="text/event-stream", headers=headers, place=place)
-
-
-async def _chain(first: str | None, rest: AsyncIterator[str]) -> AsyncIterator[str]:
-    try:
-        if first is not None:
-            yield first
-        async for event in rest:
-            yield event
-    finally:
-        # a client gone while we were writing: stop reading the upstream now, not at GC
-        aclose = getattr(rest, "aclose", None)
-        if aclose is not None:
-            await aclose()
