@@ -31,6 +31,7 @@ import uvicorn
 
 from agentfsm.backends import GenerationOptions
 from agentfsm.backends.local import LocalBackend, PromptCounts
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import PromptMessage, ToolSpec
 from agentfsm.prompt.enforcement import build_action_schema
 from agentfsm.server.app import create_app
@@ -248,7 +249,7 @@ def _claude_code_table(backend: LocalBackend) -> dict[str, Any]:
 def _grammar_table(backend: LocalBackend) -> dict[str, Any]:
     body = json.loads((CLIENTS / "claude_code_request_full_tools.json").read_text(encoding="utf-8"))["body"]
     tools = [ToolSpec.from_anthropic(t) for t in body["tools"] if "input_schema" in t]
-    schema = build_action_schema(tools, "auto", parallel=True)
+    schema = build_action_schema(tools, ToolChoice.AUTO, parallel=True)
     cache = backend._model.grammars
     cache._texts.clear()
     start = time.perf_counter()

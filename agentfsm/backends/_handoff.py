@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import Executor
 
 __all__ = ["Mailbox", "read_in_thread"]
 
@@ -72,7 +73,7 @@ class Mailbox:
 
 
 async def read_in_thread(
-    produce: Callable[[], Iterator[str]], interval: float = 0.0
+    produce: Callable[[], Iterator[str]], interval: float = 0.0, executor: Executor | None = None
 ) -> AsyncIterator[str]:
     """The deltas of ``produce()``, run in a worker thread, as they arrive (several at once
     when the reader is slower than the producer); closing this stops the producer.
@@ -80,6 +81,7 @@ async def read_in_thread(
     With ``interval`` > 0, a take comes at least ``interval`` seconds after the one before
     (the first delta is read as soon as it arrives): the deltas of that time are read in
     one batch, and the event loop wakes at most once per interval, not once per token.
+    ``executor``: where ``produce`` runs (default: the loop's, as ``asyncio.to_thread``).
     """
     loop = asyncio.get_running_loop()
     mailbox = Mailbox(loop)
@@ -101,7 +103,7 @@ async def read_in_thread(
         else:
             mailbox.close()
 
-    worker = asyncio.ensure_future(asyncio.to_thread(run))
+    worker = asyncio.ensure_future(asyncio.to_thread(run) if executor is None else loop.run_in_executor(executor, run))
     try:
         while (text := await mailbox.take()) is not None:
             taken = loop.time()

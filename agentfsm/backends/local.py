@@ -6,12 +6,13 @@ runs it. Both come with the optional extra ``agentfsm[local]``; without them a
 :class:`~agentfsm.core.errors.MissingExtraError` names the extra.
 
 A model file is loaded once per process and shared; one generation runs at a time
-per model (a lock), and async calls run in a worker thread.
+per model (a lock), and every call that runs a model runs on the process's one model
+thread (:mod:`agentfsm.backends._llama_thread`: llama.cpp ran at 0.36x its speed when
+called from other threads).
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import importlib.util
 import os
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentfsm.backends._handoff import read_in_thread
+from agentfsm.backends._llama_thread import MODEL_THREAD
 from agentfsm.backends._llama_kv import PrefixStore, check_fits, score_continuations, tokenize
 from agentfsm.backends._local_grammar import GrammarCache, continuation_gbnf
 from agentfsm.backends._payload import context_error, response_format_schema
@@ -230,7 +231,7 @@ class LocalBackend:
     def load(self) -> None:
         """Load the model now (it is otherwise loaded on first use; once per process)."""
         if self._loaded is None:
-            self._loaded = _load(self.model_path, self.n_ctx, self.n_threads, self.seed)
+            self._loaded = MODEL_THREAD.call(lambda: _load(self.model_path, self.n_ctx, self.n_threads, self.seed))
 
     @property
     def _model(self) -> _LoadedModel:
@@ -273,6 +274,9 @@ class LocalBackend:
 
     def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
         """Generate the whole reply (without the prefill)."""
+        return MODEL_THREAD.call(lambda: self._complete(messages, options))
+
+    def _complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
         model = self._model
         arguments = self._arguments(messages, options)
         with model.lock:
@@ -296,12 +300,12 @@ class LocalBackend:
     async def acomplete(
         self, messages: Sequence[PromptMessage], options: GenerationOptions
     ) -> Completion:
-        """:meth:`complete` in a worker thread."""
-        return await asyncio.to_thread(self.complete, messages, options)
+        """:meth:`complete` on the model thread, awaited."""
+        return await MODEL_THREAD.acall(lambda: self._complete(messages, options))
 
     def stream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Iterator[str]:
         """Text deltas as they are generated (holds the model until consumed or closed)."""
-        return self._deltas(messages, options)
+        return MODEL_THREAD.iterate(lambda: self._deltas(messages, options))
 
     def _deltas(
         self, messages: Sequence[PromptMessage], options: GenerationOptions, ending: dict[str, Any] | None = None
@@ -342,7 +346,7 @@ class LocalBackend:
             )
 
     def astream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> AsyncIterator[str]:
-        """:meth:`stream` run in a worker thread, its deltas handed over in batches (the
+        """:meth:`stream` on the model thread, its deltas handed over in batches (the
         event loop is woken at most once per :data:`STREAM_BATCH_SECONDS`, not per token;
         the first delta at once); the :class:`TextStream`
         reports the finish_reason and usage once read."""
@@ -352,9 +356,7 @@ class LocalBackend:
         self, messages: Sequence[PromptMessage], options: GenerationOptions, end: TextStream
     ) -> AsyncIterator[str]:
         ending: dict[str, Any] = {}
-        async for text in read_in_thread(
-            lambda: self._deltas(messages, options, ending), STREAM_BATCH_SECONDS
-        ):
+        async for text in MODEL_THREAD.aiterate(lambda: self._deltas(messages, options, ending), STREAM_BATCH_SECONDS):
             yield text
         end.finish_reason = ending.get("finish_reason")
         end.usage = ending.get("usage")
@@ -365,6 +367,11 @@ class LocalBackend:
         """The log-probability of each continuation after the prompt (see
         :class:`~agentfsm.core.backend.ScoresContinuations`): the prompt is evaluated once,
         its prefix reused, and each continuation is one batched decode."""
+        return MODEL_THREAD.call(lambda: self._score(messages, options, continuations))
+
+    def _score(
+        self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
+    ) -> list[float]:
         model = self._model
         prompt = render_chatml(messages, options.prefill, self.default_system)
         with model.lock:
@@ -380,8 +387,8 @@ class LocalBackend:
     async def ascore(
         self, messages: Sequence[PromptMessage], options: GenerationOptions, continuations: Sequence[str]
     ) -> list[float]:
-        """:meth:`score` in a worker thread."""
-        return await asyncio.to_thread(self.score, messages, options, continuations)
+        """:meth:`score` on the model thread, awaited."""
+        return await MODEL_THREAD.acall(lambda: self._score(messages, options, continuations))
 
     def __repr__(self) -> str:
         return f"LocalBackend(model_path={str(self.model_path)!r}, n_ctx={self.n_ctx})"
