@@ -92,3 +92,22 @@ async def test_with_an_interval_the_first_delta_comes_at_once_and_the_rest_in_ba
         gate.set()
     assert texts[0] == "a" and "".join(texts) == "abcdefghijklmnopqrstuvwxyz"
     assert len(texts) < 26  # read in batches: the reader waited a second before each take
+
+
+async def test_the_end_of_a_stream_is_read_at_once_not_after_the_interval() -> None:
+    """The last deltas come when the producer ends, not when the batching interval is up
+    (a 25 ms wait after every reply was 3 % of a short one)."""
+    gate = threading.Event()
+
+    def produce() -> Iterator[str]:
+        yield "a"
+        gate.wait(10)
+        yield "b"  # and the end, right after the first was read
+
+    loop = asyncio.get_running_loop()
+    texts: list[str] = []
+    start = loop.time()
+    async for text in read_in_thread(produce, interval=30.0):
+        texts.append(text)
+        gate.set()
+    assert texts == ["a", "b"] and loop.time() - start < 10

@@ -32,21 +32,25 @@ class Mailbox:
         self._done = False
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._ending: asyncio.Future[None] | None = None
         #: set when the reader stopped reading (the producer should stop)
         self.cancelled = threading.Event()
 
     def _post(self, item: str | None, error: BaseException | None = None) -> None:
         with self._lock:
+            ending = None
             if item is None:
                 self._done, self._error = True, error
+                ending, self._ending = self._ending, None
             else:
                 self._items.append(item)
             waiter, self._waiter = self._waiter, None
-        if waiter is not None:
-            try:
-                self._loop.call_soon_threadsafe(_wake, waiter)
-            except RuntimeError:  # the loop is gone: nobody is listening
-                self.cancelled.set()
+        for future in (waiter, ending):
+            if future is not None:
+                try:
+                    self._loop.call_soon_threadsafe(_wake, future)
+                except RuntimeError:  # the loop is gone: nobody is listening
+                    self.cancelled.set()
 
     def put(self, item: str) -> None:
         """Producer: one more delta."""
@@ -55,6 +59,18 @@ class Mailbox:
     def close(self, error: BaseException | None = None) -> None:
         """Producer: no more deltas (``error``: raised to the reader after the last one)."""
         self._post(None, error)
+
+    async def pause(self, seconds: float) -> None:
+        """Reader: wait ``seconds``, or less if the producer ends meanwhile (the last
+        deltas are read at once, not at the end of a batching interval)."""
+        with self._lock:
+            if self._done:
+                return
+            ending = self._ending = self._loop.create_future()
+        try:
+            await asyncio.wait_for(ending, seconds)
+        except TimeoutError:
+            pass
 
     async def take(self) -> str | None:
         """Reader: everything that arrived since the last take, joined (waiting for at least
@@ -109,7 +125,7 @@ async def read_in_thread(
             taken = loop.time()
             yield text
             if interval > 0 and (left := taken + interval - loop.time()) > 0:
-                await asyncio.sleep(left)
+                await mailbox.pause(left)
     finally:
         mailbox.cancelled.set()
         await worker
