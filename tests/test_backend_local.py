@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import AsyncGenerator
 from typing import cast
@@ -62,6 +63,16 @@ def test_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` fail
     with pytest.raises(MissingExtraError, match=r"agentfsm\[local\]"):
         LocalBackend()
+
+
+def test_threads_come_from_the_environment_when_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTFSM_THREADS", "1")
+    assert LocalBackend().n_threads == 1 and LocalBackend(n_threads=3).n_threads == 3
+    monkeypatch.setenv("AGENTFSM_THREADS", "two")
+    with pytest.raises(UsageError, match="AGENTFSM_THREADS"):
+        LocalBackend()
+    monkeypatch.delenv("AGENTFSM_THREADS")
+    assert LocalBackend().n_threads == (os.cpu_count() or 1)
 
 
 def test_missing_model_file_is_a_usage_error() -> None:

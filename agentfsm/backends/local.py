@@ -13,18 +13,23 @@ called from other threads).
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentfsm.backends._llama_kv import score_continuations, tokenize
+from agentfsm.backends._llama_model import (
+    PREFIX_CACHE_BYTES,
+    LoadedModel,
+    PromptCounts,
+    llama_cpp_module,
+    load_model,
+)
 from agentfsm.backends._llama_thread import MODEL_THREAD
-from agentfsm.backends._llama_kv import PrefixStore, check_fits, score_continuations, tokenize
-from agentfsm.backends._local_grammar import GrammarCache, continuation_gbnf
+from agentfsm.backends._local_grammar import continuation_gbnf
 from agentfsm.backends._payload import context_error, response_format_schema
 from agentfsm.core.backend import (
     SAMPLING_OPTIONS,
@@ -44,6 +49,7 @@ __all__ = [
     "MODEL_FILE",
     "PREFIX_CACHE_BYTES",
     "STREAM_BATCH_SECONDS",
+    "THREADS_ENV",
     "LocalBackend",
     "PromptCounts",
     "continuation_gbnf",
@@ -57,9 +63,6 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_N_CTX = 8192
 #: what SmolLM2's own chat template inserts when a conversation has no system turn
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
-#: memory for the saved states of prompts pushed out of the context by others (a
-#: conversation's state is ~22 KB per token on SmolLM2-135M: ~23 states of 1,000 tokens)
-PREFIX_CACHE_BYTES = 512 * 1024 * 1024
 #: a streamed reply is handed to the event loop at most this often (the first token at
 #: once): a wake-up per token takes a core from the model's threads on a small machine
 STREAM_BATCH_SECONDS = 0.025
@@ -95,75 +98,18 @@ def render_chatml(
     return "".join(parts) + (prefill or "")
 
 
-@dataclass(frozen=True)
-class PromptCounts:
-    """Prompt tokens a loaded model was sent and evaluated since it was loaded: the
-    difference was read from the context or from a saved state instead."""
-
-    sent: int = 0
-    evaluated: int = 0
-    #: states of other prompts saved to make room, and restored to serve a prompt
-    saves: int = 0
-    restores: int = 0
+#: llama.cpp threads when none are given (default: one per core); on a machine shared with
+#: other model runs, 1 can be several times faster than one per core
+THREADS_ENV = "AGENTFSM_THREADS"
 
 
-class _LoadedModel:
-    """A llama.cpp model, the lock that serializes generations on it, its grammars, and
-    the states of recent prompts."""
-
-    def __init__(self, llama: Any) -> None:
-        self.llama = llama
-        self.lock = threading.Lock()
-        self.grammars = GrammarCache()
-        self.store = PrefixStore(PREFIX_CACHE_BYTES)
-        self.sent = 0
-        self.evaluated = 0
-
-    def prepare(self, prompt: str) -> list[int]:
-        """The prompt's tokens, with every one but the last already in the context (the
-        generation evaluates that one and samples after it); call under the lock."""
-        tokens = tokenize(self.llama, prompt)
-        check_fits(self.llama, len(tokens))
-        self.evaluated += self.store.prepare(self.llama, tokens[:-1]) + 1
-        self.sent += len(tokens)
-        return tokens
-
-
-_MODELS: dict[tuple[str, int, int, int], _LoadedModel] = {}
-_MODELS_LOCK = threading.Lock()
-
-
-@atexit.register
-def _close_models() -> None:
-    # free llama.cpp models while the interpreter is whole: their __del__ fails at teardown
-    for loaded in _MODELS.values():
-        close = getattr(loaded.llama, "close", None)
-        if close is not None:
-            close()
-    _MODELS.clear()
-
-
-def _llama_cpp() -> Any:
-    try:
-        import llama_cpp
-    except ImportError as exc:
-        raise MissingExtraError("local", "the embedded backend (llama-cpp-python)") from exc
-    return llama_cpp
-
-
-def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> _LoadedModel:
-    key = (str(path), n_ctx, n_threads, seed)
-    with _MODELS_LOCK:
-        if key not in _MODELS:
-            llama_cpp = _llama_cpp()
-            try:
-                llama = llama_cpp.Llama(
-                    model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False
-                )
-            except (ValueError, OSError, RuntimeError) as exc:
-                raise BackendError(f"cannot load model {path}: {exc}") from exc
-            _MODELS[key] = _LoadedModel(llama)
-        return _MODELS[key]
+def _threads_from_env() -> int | None:
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"{THREADS_ENV} must be a positive whole number, not {text!r}")
+    return int(text)
 
 
 class LocalBackend:
@@ -174,6 +120,7 @@ class LocalBackend:
     grammar applies to the continuation after the prefill. A list continuation
     (:class:`~agentfsm.core.backend.ListContinuation`) becomes a grammar for
     ``(, item){0,max}`` and the closing text, after a prefill that ends inside a list.
+    ``n_threads``: llama.cpp's threads (default: ``AGENTFSM_THREADS``, else one per core).
     """
 
     def __init__(
@@ -184,17 +131,17 @@ class LocalBackend:
         seed: int = 0,
         default_system: str | None = DEFAULT_SYSTEM_PROMPT,
     ) -> None:
-        _llama_cpp()  # fail early, naming the extra
+        llama_cpp_module()  # fail early, naming the extra
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
         if not self.model_path.is_file():
             raise UsageError(f"model file not found: {self.model_path}")
         if n_ctx < 1:
             raise UsageError("n_ctx must be positive")
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_threads = n_threads or _threads_from_env() or os.cpu_count() or 1
         self.seed = seed
         self.default_system = default_system
-        self._loaded: _LoadedModel | None = None
+        self._loaded: LoadedModel | None = None
 
     @property
     def name(self) -> str:
@@ -231,16 +178,16 @@ class LocalBackend:
     def load(self) -> None:
         """Load the model now (it is otherwise loaded on first use; once per process)."""
         if self._loaded is None:
-            self._loaded = MODEL_THREAD.call(lambda: _load(self.model_path, self.n_ctx, self.n_threads, self.seed))
+            self._loaded = MODEL_THREAD.call(lambda: load_model(self.model_path, self.n_ctx, self.n_threads, self.seed))
 
     @property
-    def _model(self) -> _LoadedModel:
+    def _model(self) -> LoadedModel:
         self.load()
         assert self._loaded is not None
         return self._loaded
 
     def _grammar(self, gbnf: str | None) -> Any:
-        return None if gbnf is None else _llama_cpp().LlamaGrammar.from_string(gbnf, verbose=False)
+        return None if gbnf is None else llama_cpp_module().LlamaGrammar.from_string(gbnf, verbose=False)
 
     def _arguments(
         self, messages: Sequence[PromptMessage], options: GenerationOptions
@@ -325,7 +272,7 @@ class LocalBackend:
                 tokens = model.prepare(arguments["prompt"])
                 chunks = model.llama.create_completion(
                     **{**arguments, "prompt": tokens}, stream=True,
-                    stopping_criteria=_llama_cpp().StoppingCriteriaList([count]),
+                    stopping_criteria=llama_cpp_module().StoppingCriteriaList([count]),
                 )
                 for chunk in chunks:
                     choice = chunk["choices"][0]
@@ -395,6 +342,7 @@ class LocalBackend:
 
 
 _DEFAULT: dict[tuple[Any, ...], LocalBackend] = {}
+_DEFAULT_LOCK = threading.Lock()
 
 
 def get_local_backend(
@@ -402,7 +350,7 @@ def get_local_backend(
 ) -> LocalBackend:
     """A shared :class:`LocalBackend` for these settings (the model loads once per process)."""
     key = (str(model_path) if model_path else None, n_ctx, n_threads)
-    with _MODELS_LOCK:
+    with _DEFAULT_LOCK:
         if key not in _DEFAULT:
             _DEFAULT[key] = LocalBackend(model_path, n_ctx=n_ctx, n_threads=n_threads)
         return _DEFAULT[key]
