@@ -1,4 +1,5 @@
-"""Transport policy for HTTP backends: timeouts, a per-call deadline, retries, error mapping.
+"""Transport policy for HTTP backends: the base URL, timeouts, a per-call deadline,
+retries, error mapping.
 
 Foreign errors (httpx, tenacity) become agentfsm errors here, at the edge.
 Retries are bounded twice: by ``max_retries`` and by the call's total deadline.
@@ -26,6 +27,7 @@ from agentfsm.core.errors import (
     BackendHTTPError,
     BackendProtocolError,
     BackendTimeout,
+    UsageError,
 )
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "is_retryable",
     "map_transport_error",
     "parse_retry_after",
+    "split_base_url",
 ]
 
 _T = TypeVar("_T")
@@ -257,3 +260,26 @@ def _log_retry(state: tenacity.RetryCallState) -> None:
         "upstream attempt {} failed ({}: {}); retrying in {:.2f}s",
         state.attempt_number, type(exc).__name__, exc, sleep,
     )
+
+
+def split_base_url(base_url: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The base URL without its query, and the query's parameters (sent with every request,
+    as Azure's ``?api-version=`` must be); a user name or password in it is refused.
+
+    Credentials in a URL travel in clear in every log line that shows the URL, and clash
+    with the key's own ``Authorization`` header: the key is given apart (``api_key``).
+    """
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL as exc:
+        raise UsageError(f"the base URL is not a URL: {exc}") from None
+    if url.userinfo:
+        shown = url.copy_with(username=None, password=None, query=None)
+        raise UsageError(
+            f"the base URL {str(shown)!r} holds a user name or password; give the upstream's key "
+            "apart (--upstream-api-key or $AGENTFSM_UPSTREAM_API_KEY), not in the URL"
+        )
+    if url.scheme not in ("http", "https") or not url.host:
+        raise UsageError(f"the base URL must be http(s)://HOST[:PORT][/PATH], got {str(url.copy_with(query=None))!r}")
+    params = tuple(url.params.multi_items())
+    return str(url.copy_with(query=None, fragment=None)).rstrip("/"), params

@@ -45,6 +45,7 @@ from agentfsm.backends._transport import (
     Timeouts,
     bounded,
     map_transport_error,
+    split_base_url,
 )
 from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream
 from agentfsm.core.errors import BackendError, BackendHTTPError, MaxTokensTooLarge, UsageError
@@ -55,29 +56,6 @@ __all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts", "split_base_url"
 
 def _env_key() -> str | None:
     return os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
-
-
-def split_base_url(base_url: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """The base URL without its query, and the query's parameters (sent with every request,
-    as Azure's ``?api-version=`` must be); a user name or password in it is refused.
-
-    Credentials in a URL travel in clear in every log line that shows the URL, and clash
-    with the key's own ``Authorization`` header: the key is given apart (``api_key``).
-    """
-    try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL as exc:
-        raise UsageError(f"the base URL is not a URL: {exc}") from None
-    if url.userinfo:
-        shown = url.copy_with(username=None, password=None, query=None)
-        raise UsageError(
-            f"the base URL {str(shown)!r} holds a user name or password; give the upstream's key "
-            "apart (--upstream-api-key or $AGENTFSM_UPSTREAM_API_KEY), not in the URL"
-        )
-    if url.scheme not in ("http", "https") or not url.host:
-        raise UsageError(f"the base URL must be http(s)://HOST[:PORT][/PATH], got {str(url.copy_with(query=None))!r}")
-    params = tuple(url.params.multi_items())
-    return str(url.copy_with(query=None, fragment=None)).rstrip("/"), params
 
 
 class OpenAICompatBackend:
