@@ -117,3 +117,37 @@ def test_consensus_is_off_for_a_capable_model_and_when_asked(tmp_path: Path) -> 
         path = tmp_path / f"run-{len(settings)}-{capabilities.small_model}.jsonl"
         _agent(backend, path, **settings).run("Hello! How are you?")
         assert backend.remaining == 0 and len(backend.requests) == 2  # no candidates drawn
+
+
+def test_drawing_stops_once_the_vote_cannot_change() -> None:
+    """settled: the leader ahead by more than the candidates left, and one of its group
+    with every string as written; otherwise drawing goes on."""
+    from agentfsm.engine.consensus import settled
+
+    request = "What's the weather like in Example City?"
+    written = decide(action("get_weather", city="Example City"), request)
+    squeezed = decide(action("get_weather", city="Example_City"), request)
+    refused = decide(action("multiply", a=1, b=2), request)
+    conversation = request.lower()
+    assert settled([refused, written, written, written], 2, conversation)  # 3 > 0 + 2
+    assert not settled([refused, written, written, written], 3, conversation)  # 3 more could tie
+    assert not settled([refused, squeezed, squeezed, squeezed], 2, conversation)  # one may copy it as written
+    assert settled([refused, squeezed, written, squeezed], 2, conversation)
+    assert not settled([refused, refused], 0, conversation)  # nothing accepted: nothing to keep
+    hello = decide('{"final": {"content": "Hello!"}}', "Hello there")
+    assert settled([hello, hello, hello], 2) and not settled([hello, hello], 2)
+
+
+def test_a_unanimous_draw_stops_early_and_replays(tmp_path: Path) -> None:
+    convert = action("convert_km_to_miles", km=42)
+    replies = [action("multiply", a=1, b=2)] + [convert] * 4 + ['{"final": {"content": "42 km is 26.1 miles."}}']
+    backend = ScriptedBackend(replies, capabilities=SMALL)
+    path = tmp_path / "run.jsonl"
+    result = _agent(backend, path).run("How many miles is 42 km?")
+    assert [c["call"]["name"] for c in result.tool_calls] == ["convert_km_to_miles"]
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    drawn = [e["candidate"] for e in events if e["type"] == "model_output" and e.get("candidate")]
+    assert drawn == [1, 2, 3, 4]  # 4 of 6: after the 4th, 2 more could not outvote 4
+    verdict = next(e for e in events if e["type"] == "guard" and e["guard"] == "consensus")
+    assert "4 of 4 accepted candidates (4 drawn)" in verdict["detail"]
+    assert replay(path).identical

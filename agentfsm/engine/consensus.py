@@ -11,7 +11,10 @@ decided the refused reply. This module picks among those decisions, purely:
   compared as numbers, strings by their words: "Example_City" is "example city"), in any order;
   every accepted answer votes for "answer" (the call-or-answer decision);
 - the most votes win (on a tie, the signature drawn first); among the decisions that
-  agree, the one that copied the user's words as written, then the first drawn.
+  agree, the one that copied the user's words as written, then the first drawn;
+- drawing stops once more candidates could not change the pick (:func:`settled`): the
+  leader is ahead by more than the candidates left, and one of its group copied every
+  string as written.
 
 Guards filter, the majority decides: a weak model's one-off mistakes (a made-up value,
 the wrong tool) are outvoted by what it does most often when asked the same thing.
@@ -28,7 +31,7 @@ from typing import Any
 
 from agentfsm.engine.decisions import Answer, CallTools, Decision
 
-__all__ = ["TEMPERATURE", "Vote", "choose", "signature", "verbatim"]
+__all__ = ["TEMPERATURE", "Vote", "choose", "settled", "signature", "verbatim"]
 
 _WORD = re.compile(r"[^\W_]+")
 #: the sampling temperature of the candidates (greedy decoding would repeat the refused reply)
@@ -104,3 +107,25 @@ def choose(decisions: Sequence[Decision], conversation: str = "") -> Vote | None
     group = [i for i, s in signed if s == winner]
     index = max(group, key=lambda i: (verbatim(decisions[i], conversation), -i))
     return Vote(index=index, votes=best, voters=len(signed), signature=winner)
+
+
+def settled(decisions: Sequence[Decision], remaining: int, conversation: str = "") -> bool:
+    """Whether :func:`choose` picks the same candidate whatever ``remaining`` more
+    candidates are drawn: its signature leads by more than ``remaining`` votes (so no
+    other, old or new, can reach or tie it), and a candidate of its group already has
+    every string as written (no later one can be preferred for copying more)."""
+    signed = [(i, s) for i, s in enumerate(map(signature, decisions)) if s is not None]
+    if not signed:
+        return False
+    ranked = Counter(s for _, s in signed).most_common(2)
+    lead, runner_up = ranked[0][1], ranked[1][1] if len(ranked) > 1 else 0
+    if lead <= runner_up + remaining:
+        return False
+    group = [decisions[i] for i, s in signed if s == ranked[0][0]]
+    return any(verbatim(d, conversation) == _string_count(d) for d in group)
+
+
+def _string_count(decision: Decision) -> int:
+    if not isinstance(decision, CallTools):
+        return 0
+    return sum(len(_strings(c.arguments)) for c in decision.calls)

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Sequence
 from typing import TypeVar
 
 from agentfsm.core.backend import Backend, GenerationOptions, Usage, estimate_tokens
-from agentfsm.engine.consensus import TEMPERATURE, choose
+from agentfsm.engine.consensus import TEMPERATURE, choose, settled
 from agentfsm.engine.decisions import Decision, EngineConfig, Plan
 from agentfsm.engine.decide import conversation_text, step
 from agentfsm.core.errors import BackendTimeout
@@ -136,6 +136,7 @@ async def vote(
     limit = max(CANDIDATE_TOKENS, 2 * refused_tokens)
     if options.max_tokens is not None:
         limit = min(options.max_tokens, limit)
+    conversation = conversation_text(history)
     for number in range(1, config.consensus + 1):
         opts = options.model_copy(
             update={"temperature": TEMPERATURE, "seed": first_seed + number, "max_tokens": limit}
@@ -154,7 +155,9 @@ async def vote(
             ModelOutputEvent, text=text, usage=used, finish_reason=completion.finish_reason, candidate=number,
         )
         decisions.append(await decide(history, text, config, completion.finish_reason))
-    chosen = choose(decisions, conversation_text(history))
+        if settled(decisions, config.consensus - number, conversation):
+            break  # the candidates left could not change the pick
+    chosen = choose(decisions, conversation)
     drawn = len(decisions) - 1
     if chosen is None:
         recorder.emit(
