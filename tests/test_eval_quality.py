@@ -29,6 +29,7 @@ from agentfsm.eval.quality import (
 )
 from agentfsm.eval.quality_table import build_rows, render_markdown, target_checks
 from agentfsm.eval.runner import CaseResult
+from agentfsm.eval.runtime_text import CallsSpent
 from agentfsm.eval.suite import SuiteTask, SuiteResult, run_suite_task
 from agentfsm.eval.suite_data import TASKS
 from agentfsm.testing import FakeUpstream
@@ -129,9 +130,10 @@ def test_run_quality_runs_tasks_then_cases_and_writes_transcripts(tmp_path: Path
     assert len(list((tmp_path / "bfcl").iterdir())) == 2
 
 
-def _result(name: str, valid: bool, calls: int = 2, leak: str | None = None) -> SuiteResult:
+def _result(name: str, valid: bool, calls: int = 2, leak: str | None = None,
+            spent: CallsSpent = CallsSpent()) -> SuiteResult:
     return SuiteResult(_task(name), valid, True, calls, 1.5, answer="Hola." if valid else "", why="" if valid else "calls",
-                      runtime_text=leak)
+                      runtime_text=leak, spent=spent)
 
 
 def _case(case_id: str, category: str, valid: bool, leak: str | None = None) -> CaseResult:
@@ -141,8 +143,8 @@ def _case(case_id: str, category: str, valid: bool, leak: str | None = None) -> 
 
 def _results() -> tuple[list[SuiteResult], list[CaseResult]]:
     tasks = [
-        _result("add_8_5.en1", True), _result("add_8_5.de1", False),
-        _result("multiply_12_5.en1", True), _result("multiply_12_5.fr1", True, calls=1),
+        _result("add_8_5.en1", True, spent=CallsSpent(extensions=1)), _result("add_8_5.de1", False),
+        _result("multiply_12_5.en1", True, spent=CallsSpent(corrections=1)), _result("multiply_12_5.fr1", True, calls=1),
         _result("greeting.es1", False, leak="the user asked hola que tal estas hoy"),
         _result("joke.en2", True, calls=1),
     ]
@@ -174,6 +176,8 @@ def test_rows_put_tuned_and_held_out_side_by_side_with_intervals() -> None:
     assert low == pytest.approx(30.0, abs=0.1) and high == pytest.approx(90.3, abs=0.1)
     one_call = by[("cost", "one-call tasks")]
     assert one_call.cases == 4 and one_call.model_calls / one_call.cases == 1.75
+    # of its 7 model calls, one extended a call and one corrected a reply
+    assert one_call.spent == CallsSpent(1, 0, 1) and one_call.cells()[7] == "14 / 0 / 14"
     irrelevant = by[("cost", "irrelevant requests")]  # no-tool tasks and both irrelevance categories
     assert irrelevant.cases == 4 and irrelevant.model_calls == 1 + 2 + 3 + 3
 

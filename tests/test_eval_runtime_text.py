@@ -143,3 +143,16 @@ def test_the_table_allows_what_the_guard_allows() -> None:
     texts(RetryEvent(run="r", seq=4, t="t", reason="repeated_call", attempt=2, message="add was already called. The result of add is 13.0. Answer now."))
     assert texts.finding("The result of add is 13.0.") is None
     assert texts.finding("If you have what the user asked for, answer now.") is not None
+
+
+def test_calls_are_counted_by_what_they_were_for() -> None:
+    """The quality table's shares: extensions, consensus candidates, corrections (attempts
+    after the first; a correction's extension is an extension)."""
+    from agentfsm.core.events import ModelRequestEvent
+    from agentfsm.eval.runtime_text import CallsSpent, RunTexts
+
+    texts = RunTexts()
+    for attempt, extension, candidate in [(1, False, 0), (1, True, 0), (1, False, 1), (1, False, 2), (2, False, 0),
+                                          (2, True, 0), (3, False, 0)]:
+        texts(ModelRequestEvent(run="r", seq=0, t="t", attempt=attempt, extension=extension, candidate=candidate))
+    assert texts.model_calls == 7 and texts.spent == CallsSpent(extensions=2, candidates=2, corrections=2)

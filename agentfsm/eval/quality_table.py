@@ -19,7 +19,7 @@ from typing import Any
 from rich.table import Table
 
 from agentfsm.eval.runner import CaseResult
-from agentfsm.eval.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS
+from agentfsm.eval.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS, CallsSpent
 from agentfsm.eval.stats import wilson_interval
 from agentfsm.eval.suite import KINDS, SuiteResult
 from agentfsm.eval.suite_data import LANGUAGES
@@ -42,6 +42,7 @@ COLUMNS: tuple[str, ...] = (
     "95 % interval",
     "protocol-valid %",
     "model calls/case",
+    "of which extension / candidate / correction %",
     "s/case",
     "runtime text",
 )
@@ -63,14 +64,15 @@ class _Scored:
     model_calls: int
     seconds: float
     runtime_text: bool
+    spent: CallsSpent = CallsSpent()
 
 
 def _of_task(r: SuiteResult) -> _Scored:
-    return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None)
+    return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None, r.spent)
 
 
 def _of_case(r: CaseResult) -> _Scored:
-    return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None)
+    return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None, r.spent)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ class QualityRow:
     model_calls: int
     seconds: float
     runtime_text: int
+    spent: CallsSpent = CallsSpent()
 
     @classmethod
     def of(cls, group: str, label: str, scored: Sequence[_Scored]) -> QualityRow:
@@ -98,6 +101,7 @@ class QualityRow:
             model_calls=sum(s.model_calls for s in scored),
             seconds=sum(s.seconds for s in scored),
             runtime_text=sum(s.runtime_text for s in scored),
+            spent=sum((s.spent for s in scored), CallsSpent()),
         )
 
     @property
@@ -111,6 +115,11 @@ class QualityRow:
         low, high = wilson_interval(self.correct, self.cases)
         return (100.0 * low, 100.0 * high)
 
+    def _shares(self) -> str:
+        calls = self.model_calls or 1
+        spent = self.spent
+        return " / ".join(f"{100.0 * k / calls:.0f}" for k in (spent.extensions, spent.candidates, spent.corrections))
+
     def cells(self) -> list[str]:
         """The row as table cells, in :data:`COLUMNS` order."""
         n = self.cases or 1
@@ -123,6 +132,7 @@ class QualityRow:
             f"{low:.1f}-{high:.1f}",
             f"{100.0 * self.protocol_valid / n:.1f}",
             f"{self.model_calls / n:.2f}",
+            self._shares(),
             f"{self.seconds / n:.2f}",
             str(self.runtime_text),
         ]
@@ -212,7 +222,9 @@ _HOW_TO_READ = (
     "file order. The held-out split (a third of the base tasks, by a committed seed) is never tuned on; "
     "the live BFCL group was not tuned on either. 95 % interval: Wilson score interval of the accuracy; a "
     "change is a gain or a loss only where the new interval leaves the old one, not where the point moves. "
-    "Model calls: every completion the backend made (consensus candidates included). Runtime text: final "
+    "Model calls: every completion the backend made (consensus candidates included); of which, the share "
+    "spent on list extensions (a call's continuation), consensus candidates and corrections (attempts after "
+    "the first, their extensions counted as extensions). Runtime text: final "
     f"answers that copy {MIN_WORDS} or more consecutive words (or one word of {MIN_CHARS} characters) of text the runtime "
     f"wrote in that run (contract, corrections, result framing), {MIN_OWN_WORDS} or more of them found nowhere "
     "in the request, tools or results."

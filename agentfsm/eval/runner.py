@@ -37,7 +37,7 @@ from agentfsm.eval.checker import check_case
 from agentfsm.core.messages import AssistantMessage, Message, PromptMessage, SystemMessage, UserMessage
 from agentfsm.batch.task import transcript_name
 from agentfsm.core.events import EvalRunConfig, GuardEvent, ModelOutputEvent, ParseEvent, TranscriptEvent
-from agentfsm.eval.runtime_text import RunTexts
+from agentfsm.eval.runtime_text import CallsSpent, RunTexts
 from agentfsm.runtime.recorder import Recorder, run_config_fields
 from agentfsm.runtime.turn import recorded_turn
 
@@ -108,6 +108,8 @@ class CaseResult:
     answer: str | None = None
     #: the runtime text that answer copied, if any (:mod:`agentfsm.eval.runtime_text`)
     runtime_text: str | None = None
+    #: model calls spent on extensions, consensus candidates and corrections
+    spent: CallsSpent = CallsSpent()
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict for the JSON report."""
@@ -289,6 +291,7 @@ async def run_runtime_case(
         decoded=decoded,
         last_reply=rec.last_text,
         model_calls=rec.texts.model_calls,
+        spent=rec.texts.spent,
         answer=answer,
         runtime_text=rec.texts.finding(answer) if answer is not None else None,
     )

@@ -28,7 +28,30 @@ from agentfsm.core.messages import AssistantMessage, Message, ToolMessage
 from agentfsm.guards._history import calls_and_results
 from agentfsm.guards.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS, find_runtime_text
 
-__all__ = ["MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "RunTexts", "find_runtime_text", "runtime_text_of"]
+__all__ = ["MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "CallsSpent", "RunTexts", "find_runtime_text", "runtime_text_of"]
+
+@dataclass(frozen=True)
+class CallsSpent:
+    """Model calls beyond a decision's first reply, by what they were for."""
+
+    extensions: int = 0
+    candidates: int = 0
+    corrections: int = 0
+
+    def plus(self, request: ModelRequestEvent) -> CallsSpent:
+        """These counts with ``request`` counted."""
+        if request.extension:
+            return CallsSpent(self.extensions + 1, self.candidates, self.corrections)
+        if request.candidate:
+            return CallsSpent(self.extensions, self.candidates + 1, self.corrections)
+        if request.attempt > 1:
+            return CallsSpent(self.extensions, self.candidates, self.corrections + 1)
+        return self
+
+    def __add__(self, other: CallsSpent) -> CallsSpent:
+        return CallsSpent(self.extensions + other.extensions, self.candidates + other.candidates,
+                          self.corrections + other.corrections)
+
 
 @dataclass
 class RunTexts:
@@ -41,6 +64,9 @@ class RunTexts:
     answer: str = ""
     #: model calls made (every completion: candidates and extensions included)
     model_calls: int = 0
+    #: of those, the calls spent on list extensions, consensus candidates and corrections
+    #: (attempts after the first, not counting their extensions)
+    spent: CallsSpent = field(default_factory=lambda: CallsSpent())
     #: the conversation as the run saw it (request, calls, results)
     history: list[Message] = field(default_factory=list)
 
@@ -57,6 +83,7 @@ class RunTexts:
                 self.allowed += [_tool_text(t.name, t.description, t.parameters) for t in event.tools]
             case ModelRequestEvent():
                 self.model_calls += 1
+                self.spent = self.spent.plus(event)
                 for m in event.messages:
                     if m.role != "assistant" and m.content not in self.allowed:
                         self.runtime[m.content] = None

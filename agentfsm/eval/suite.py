@@ -28,7 +28,7 @@ from agentfsm.core.errors import AgentFSMError
 from agentfsm.core.events import ToolCallEvent, TranscriptEvent
 from agentfsm.eval.fake_tools import TOOLS
 from agentfsm.eval.matching import Call, OneOf, answer_matches, calls_match
-from agentfsm.eval.runtime_text import RunTexts
+from agentfsm.eval.runtime_text import CallsSpent, RunTexts
 
 __all__ = ["KINDS", "SuiteTask", "SuiteResult", "run_suite_task"]
 
@@ -79,6 +79,8 @@ class SuiteResult:
     why: str = ""
     #: the runtime text the answer copied, if any
     runtime_text: str | None = None
+    #: model calls spent on extensions, consensus candidates and corrections
+    spent: CallsSpent = CallsSpent()
 
 
 async def run_suite_task(
@@ -115,7 +117,7 @@ async def run_suite_task(
     except AgentFSMError as exc:
         seconds = time.perf_counter() - start
         return SuiteResult(task, False, False, texts.model_calls, seconds, tuple(made), error=type(exc).__name__,
-                          why=str(exc)[:200])
+                          why=str(exc)[:200], spent=texts.spent)
     seconds = time.perf_counter() - start
     calls_ok = calls_match(task.calls, made)
     answer_ok = answer_matches(result.content, task.answer)
@@ -126,6 +128,7 @@ async def run_suite_task(
         valid=not why,
         protocol_valid=not result.exhausted,
         model_calls=texts.model_calls,
+        spent=texts.spent,
         seconds=seconds,
         calls=tuple(made),
         answer=result.content,
