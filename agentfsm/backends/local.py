@@ -29,6 +29,7 @@ from agentfsm.backends._llama_model import (
     load_model,
 )
 from agentfsm.backends._llama_thread import MODEL_THREAD
+from agentfsm.backends._loops import LoopStop
 from agentfsm.backends._local_grammar import continuation_gbnf
 from agentfsm.backends._payload import context_error, response_format_schema
 from agentfsm.core.backend import (
@@ -120,7 +121,8 @@ class LocalBackend:
     grammar applies to the continuation after the prefill. A list continuation
     (:class:`~agentfsm.core.backend.ListContinuation`) becomes a grammar for
     ``(, item){0,max}`` and the closing text, after a prefill that ends inside a list.
-    ``n_threads``: llama.cpp's threads (default: ``AGENTFSM_THREADS``, else one per core).
+    A generation stuck in a loop is cut early and reported as cut
+    (:mod:`agentfsm.backends._loops`). ``n_threads``: llama.cpp's threads (default: ``AGENTFSM_THREADS``, else one per core).
     """
 
     def __init__(
@@ -229,7 +231,11 @@ class LocalBackend:
         with model.lock:
             try:
                 tokens = model.prepare(arguments["prompt"])
-                output = model.llama.create_completion(**{**arguments, "prompt": tokens})
+                loop = LoopStop(len(tokens))
+                output = model.llama.create_completion(
+                    **{**arguments, "prompt": tokens},
+                    stopping_criteria=llama_cpp_module().StoppingCriteriaList([loop]),
+                )
             except ValueError as exc:  # the prompt exceeds the context window: PromptTooLong
                 raise context_error(400, str(exc)) or BackendError(f"local generation failed: {exc}") from exc
         choice = output["choices"][0]
@@ -240,7 +246,7 @@ class LocalBackend:
                 prompt_tokens=int(usage.get("prompt_tokens", 0)),
                 completion_tokens=int(usage.get("completion_tokens", 0)),
             ),
-            finish_reason=str(choice.get("finish_reason") or "stop"),
+            finish_reason="length" if loop.fired else str(choice.get("finish_reason") or "stop"),
             model=self.name,
         )
 
@@ -270,14 +276,15 @@ class LocalBackend:
         with model.lock:
             try:
                 tokens = model.prepare(arguments["prompt"])
+                loop = LoopStop(len(tokens))
                 chunks = model.llama.create_completion(
                     **{**arguments, "prompt": tokens}, stream=True,
-                    stopping_criteria=llama_cpp_module().StoppingCriteriaList([count]),
+                    stopping_criteria=llama_cpp_module().StoppingCriteriaList([count, loop]),
                 )
                 for chunk in chunks:
                     choice = chunk["choices"][0]
                     if ending is not None and choice.get("finish_reason"):
-                        ending["finish_reason"] = str(choice["finish_reason"])
+                        ending["finish_reason"] = "length" if loop.fired else str(choice["finish_reason"])
                     text = choice["text"]
                     if text:
                         yield text
