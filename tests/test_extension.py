@@ -141,6 +141,20 @@ async def test_a_refused_item_leaves_the_first_call_alone() -> None:
     assert "ungrounded_call" in guards[0]["detail"] or "missing_value" in guards[0]["detail"]
 
 
+async def test_a_refused_call_is_corrected_without_an_extension() -> None:
+    """A call the engine refuses is corrected as it is: the list an extension would make
+    of it is refused with it, so no model call is spent on one."""
+    made_up = '{"action": {"tool": "play", "args": {"artist": "Nobody Known", "minutes": 99}}}'
+    backend = ScriptedBackend([made_up, FIRST], capabilities=EXTENDING)
+    grounded = EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", grounding=True, consensus=0)
+    result, events = await _turn(backend, "Play Taylor Swift for 20 minutes.", grounded)
+    assert isinstance(result.decision, CallTools) and result.corrections == 1
+    requests = [f for k, f in events if k == "model_request"]
+    # the refused call: its request alone, no extension (a retry is not extended either)
+    assert [(r["attempt"], bool(r.get("extension"))) for r in requests] == [(1, False), (2, False)]
+    assert len(backend.requests) == 2
+
+
 @pytest.mark.parametrize("capabilities", [Capabilities(json_schema=True, prefill=True), EXTENDING])
 async def test_no_extension_without_the_capability_or_when_serial(capabilities: Capabilities) -> None:
     backend = ScriptedBackend([FIRST], capabilities=capabilities)

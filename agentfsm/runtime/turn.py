@@ -13,7 +13,7 @@ What happens once, here:
 - prose is *held* (not yielded while it arrives) when a call is required or under
   constrained decoding, where the model writes JSON; what of the accepted content the
   caller has not seen yet is yielded after the engine accepts the attempt;
-- the extension step (parallel calls by list continuation) after one clean call;
+- the extension step (parallel calls by list continuation) after one clean call the engine accepts;
 - usage per attempt (the backend's report, estimated only where it reports none), and
   the backend's ``finish_reason``, passed to the engine (an action cut at the token
   limit is a correction, never a call);
@@ -261,24 +261,25 @@ async def stream_turn(
         usage += out.usage
         tally.charge(out.usage)
         recorder.emit(ModelOutputEvent, text=out.text, usage=out.usage, finish_reason=out.finish_reason)
-        text = out.text
-        if p.extend:
-            text, extended = await extend(backend, prompt, options, config, p, text, attempts, recorder, deadline)
-            if extended is not None:
-                usage += extended
-                tally.charge(extended)
         # the reply is read, and corrected, in the format this attempt asked for (under a
         # grammar the json-protocol shape: a correction then shows that shape, not another)
         deciding = config if p.dialect == config.dialect else replace(config, dialect=p.dialect)
-        decision = await decide(history, text, deciding, out.finish_reason)
-        if text != out.text and isinstance(decision, Correct):
-            # the extension may add calls, never refuse the call the model made: a list
-            # with a refused item falls back to its first call when that one is accepted
-            alone = await decide(history, out.text, deciding, out.finish_reason)
-            if not isinstance(alone, Correct):
-                recorder.emit(GuardEvent, guard="extension", verdict="accept", reason="first_call_alone",
-                              detail=f"the extended list was refused ({decision.reason}); its first call is accepted alone")
-                decision = alone
+        decision = await decide(history, out.text, deciding, out.finish_reason)
+        if p.extend and not isinstance(decision, Correct):
+            # only an accepted call is extended (a refused one is corrected as it is: the
+            # list would be refused with it); the extension may add calls, never refuse
+            # the call the model made: a refused list falls back to its first call
+            text, extended = await extend(backend, prompt, options, config, p, out.text, attempts, recorder, deadline)
+            if extended is not None:
+                usage += extended
+                tally.charge(extended)
+            if text != out.text:
+                listed = await decide(history, text, deciding, out.finish_reason)
+                if isinstance(listed, Correct):
+                    recorder.emit(GuardEvent, guard="extension", verdict="accept", reason="first_call_alone",
+                                  detail=f"the extended list was refused ({listed.reason}); its first call is accepted alone")
+                else:
+                    decision = listed
         record_decision(decision, recorder, on_transition, tally)
         if (isinstance(decision, Correct) and config.consensus and not voted
                 and wants_vote(config, decision.reason, first)):
