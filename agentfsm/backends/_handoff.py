@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Executor
 
-__all__ = ["Mailbox", "read_in_thread"]
+__all__ = ["Mailbox", "pump", "read_in_thread"]
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -88,6 +88,21 @@ class Mailbox:
             await waiter
 
 
+def pump(produce: Callable[[], Iterator[str]], put: Callable[[str], None], stopped: Callable[[], bool]) -> None:
+    """Producer side: each delta of ``produce()`` to ``put`` until it ends or ``stopped()``;
+    the generator is closed either way (its errors propagate)."""
+    deltas = produce()
+    try:
+        for delta in deltas:
+            if stopped():
+                break
+            put(delta)
+    finally:
+        close = getattr(deltas, "close", None)
+        if close is not None:
+            close()
+
+
 async def read_in_thread(
     produce: Callable[[], Iterator[str]], interval: float = 0.0, executor: Executor | None = None
 ) -> AsyncIterator[str]:
@@ -104,16 +119,7 @@ async def read_in_thread(
 
     def run() -> None:
         try:
-            deltas = produce()
-            try:
-                for delta in deltas:
-                    if mailbox.cancelled.is_set():
-                        break
-                    mailbox.put(delta)
-            finally:
-                close = getattr(deltas, "close", None)
-                if close is not None:
-                    close()
+            pump(produce, mailbox.put, mailbox.cancelled.is_set)
         except BaseException as exc:  # handed to the reader, re-raised there
             mailbox.close(exc)
         else:

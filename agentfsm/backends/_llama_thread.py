@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from agentfsm.backends._handoff import read_in_thread
+from agentfsm.backends._handoff import pump, read_in_thread
 
 __all__ = ["MODEL_THREAD", "ModelThread"]
 
@@ -85,16 +85,7 @@ class ModelThread:
 
         def run() -> None:
             try:
-                deltas = produce()
-                try:
-                    for delta in deltas:
-                        if stop.is_set():
-                            break
-                        box.put(delta)
-                finally:
-                    close = getattr(deltas, "close", None)
-                    if close is not None:
-                        close()
+                pump(produce, box.put, stop.is_set)
             except BaseException as exc:  # raised to the reader
                 box.put(exc)
             box.put(_END)
