@@ -2,7 +2,9 @@
 
 The reference is plain in-process generation (``LocalBackend.complete``), measured in
 the same run; the other rows are ratios against it: streaming, JSON-schema grammar
-constrained decoding, and the same model served by ``python -m llama_cpp.server`` on
+constrained decoding (the embedded backend's, which asks the grammar about the drawn
+token only, and llama-cpp-python's, the grammar over the whole vocabulary each step),
+and the same model served by ``python -m llama_cpp.server`` on
 127.0.0.1 and reached through ``OpenAICompatBackend`` (HTTP, JSON, SSE overhead).
 Generation is greedy, so the same prompt gives the same tokens in every row. Each path
 first runs every prompt once untimed (so no row pays for reading a prompt another row
@@ -41,6 +43,9 @@ PROMPTS = (
     "List ten fruits and describe each one.",
 )
 MAX_TOKENS = 64
+#: the grammar row as llama-cpp-python samples it (the grammar over the whole vocabulary
+#: at every step), beside the embedded backend's own (the grammar asked about the drawn token)
+_STOCK = "in-process JSON-schema grammar, llama.cpp's grammar in the chain"
 REPEATS = 3
 SCHEMA = {
     "type": "object",
@@ -57,7 +62,7 @@ def _messages(prompt: str) -> list[PromptMessage]:
 
 
 def _tokens_per_second(
-    generate: Callable[[list[PromptMessage]], str], count: Callable[[str], int]
+    generate: Callable[[list[PromptMessage]], tuple[str, int | None]], count: Callable[[str], int]
 ) -> tuple[int, list[float]]:
     """Tokens of one round over every prompt, and each timed round's seconds (after an
     untimed round)."""
@@ -68,9 +73,9 @@ def _tokens_per_second(
         tokens, seconds = 0, 0.0
         for prompt in PROMPTS:
             start = time.perf_counter()
-            text = generate(_messages(prompt))
+            text, sampled = generate(_messages(prompt))
             seconds += time.perf_counter() - start
-            tokens += count(text)
+            tokens += count(text) if sampled is None else sampled
         rounds.append(seconds)
     return tokens, rounds
 
@@ -130,16 +135,17 @@ def run() -> list[dict[str, Any]]:
 
     def via(
         backend: Backend, options: GenerationOptions, mode: str
-    ) -> Callable[[list[PromptMessage]], str]:
-        def generate(messages: list[PromptMessage]) -> str:
+    ) -> Callable[[list[PromptMessage]], tuple[str, int | None]]:
+        def generate(messages: list[PromptMessage]) -> tuple[str, int | None]:
             if mode == "stream":
-                return "".join(backend.stream(messages, options))
+                return "".join(backend.stream(messages, options)), None
             if mode == "astream":
                 async def collect() -> str:
                     return "".join([d async for d in backend.astream(messages, options)])
 
-                return asyncio.run(collect())
-            return backend.complete(messages, options).text
+                return asyncio.run(collect()), None
+            done = backend.complete(messages, options)
+            return done.text, done.usage.completion_tokens
 
         return generate
 
@@ -148,6 +154,7 @@ def run() -> list[dict[str, Any]]:
         ("in-process stream", local, plain, "stream"),
         ("in-process astream (to an event loop)", local, plain, "astream"),
         ("in-process JSON-schema grammar", local, constrained, "complete"),
+        (_STOCK, local, constrained, "complete"),
         ("llama_cpp.server via HTTP complete", None, plain, "complete"),
         ("llama_cpp.server via HTTP stream (SSE)", None, plain, "stream"),
     ]
@@ -157,7 +164,11 @@ def run() -> list[dict[str, Any]]:
         with OpenAICompatBackend(base_url, "smollm2", api_key="", timeout=timeouts) as upstream:
             for name, backend, options, mode in paths:
                 generate = via(backend or upstream, options, mode)
-                measured.append((name, *_tokens_per_second(generate, count)))
+                llama.lazy_grammar = name != _STOCK
+                try:
+                    measured.append((name, *_tokens_per_second(generate, count)))
+                finally:
+                    llama.lazy_grammar = True
     _, reference_tokens, reference_rounds = measured[0]
     reference = statistics.median(reference_tokens / s for s in reference_rounds)
     return [{
@@ -168,7 +179,9 @@ def run() -> list[dict[str, Any]]:
         "notes": (
             f"{len(PROMPTS)} prompts a round, {REPEATS} timed rounds after an untimed one per path, "
             f"max_tokens={MAX_TOKENS}, greedy; n_threads={local.n_threads}. Tokens counted with "
-            "the model's tokenizer on the returned text. The server is a separate process with "
+            "the reply's usage (the tokens sampled) where the call reports it, else with the model's "
+            "tokenizer on the returned text (the same count within a token for free text; a "
+            "grammar's replies re-tokenize to fewer tokens than it sampled). The server is a separate process with "
             "the same thread count (idle while in-process rows run, and vice versa). Ratios are "
             "against in-process complete, measured in the same run."
         ),

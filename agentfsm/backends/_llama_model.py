@@ -1,5 +1,8 @@
 """A llama.cpp model loaded once per process: its lock, grammars and saved prompt states.
 
+The model is a ``Llama`` whose grammar-constrained generations check the grammar only
+on the token drawn (:mod:`agentfsm.backends._lazy_grammar`).
+
 :class:`~agentfsm.backends.local.LocalBackend` reaches its model through :func:`load_model`
 (on the model thread, :mod:`agentfsm.backends._llama_thread`); backends with the same
 file, context, threads and seed share one.
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentfsm.backends._lazy_grammar import lazy_grammar_llama
 from agentfsm.backends._llama_kv import PrefixStore, check_fits, tokenize
 from agentfsm.backends._local_grammar import GrammarCache
 from agentfsm.core.errors import BackendError, MissingExtraError
@@ -88,7 +92,7 @@ def load_model(path: Path, n_ctx: int, n_threads: int, seed: int) -> LoadedModel
         if key not in _MODELS:
             llama_cpp = llama_cpp_module()
             try:
-                llama = llama_cpp.Llama(
+                llama = lazy_grammar_llama(llama_cpp)(
                     model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False
                 )
             except (ValueError, OSError, RuntimeError) as exc:
