@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -79,24 +81,38 @@ def _failure(path: Path, reason: str) -> dict[str, Any]:
     }
 
 
+def _stop_group(proc: subprocess.Popen[str]) -> None:
+    """End a timed-out module and every process it started (its process group)."""
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.communicate(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def run_module(path: Path, timeout: float) -> tuple[list[dict[str, Any]], float]:
     """Run one module in a child process; its tables (or one failure table) and seconds taken."""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "tables.json"
+        # its own process group: on a timeout the servers it started go with it
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--child", str(path), str(out)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
         try:
-            proc = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--child", str(path), str(out)],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            _stop_group(proc)
             return [_failure(path, f"timed out after {timeout:.0f} s")], time.perf_counter() - start
         seconds = time.perf_counter() - start
         if proc.returncode != 0 or not out.is_file():
-            tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
+            tail = (stderr or stdout or "").strip().splitlines()[-3:]
             return [_failure(path, f"exit {proc.returncode}: " + " | ".join(tail))], seconds
         try:
             tables = json.loads(out.read_text(encoding="utf-8"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -68,3 +69,33 @@ def test_discover_orders_known_areas_first(bench_run: ModuleType) -> None:
 def test_a_partial_run_never_replaces_the_full_tables(bench_run: ModuleType) -> None:
     assert bench_run.result_stem(None) == "latest"
     assert bench_run.result_stem({"states", "parser"}) == "partial-parser-states"
+
+
+def test_a_timed_out_module_takes_the_processes_it_started_with_it(
+    bench_run: ModuleType, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "server.pid"
+    bad = tmp_path / "bench_bad.py"
+    bad.write_text(
+        "import subprocess, sys, time\n"
+        "def run():\n"
+        "    server = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(server.pid))\n"
+        "    time.sleep(60)\n"
+    )
+    tables, _ = bench_run.run_module(bad, timeout=3)
+    assert "timed out" in tables[0]["rows"][0][1]
+    pid = int(pid_file.read_text())
+    # the server is gone (a zombie reaped by init may linger a moment: poll briefly)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
