@@ -123,3 +123,32 @@ def test_a_stream_ends_with_usage_when_asked() -> None:
         text = httpx.post(f"{fake.base_url}/chat/completions", json=body).text
     chunks = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 2
+
+
+def test_stopping_with_a_client_that_stopped_reading_leaves_no_socket_open() -> None:
+    """A flood to a client that reads nothing fills both buffers; closing that connection
+    waits for a flush that never comes. Stopping must still close its socket (it was
+    collected unclosed later, failing whichever test the collector ran in)."""
+    import gc
+    import socket
+    import time
+    import warnings
+
+    from agentfsm.testing import flood
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        with FakeUpstream([flood()]) as fake:
+            port = int(fake.base_url.rsplit(":", 1)[1].split("/")[0])
+            body = json.dumps(CHAT).encode()
+            client = socket.create_connection(("127.0.0.1", port))
+            client.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\n\r\n" % len(body) + body
+            )
+            time.sleep(1.0)  # never read
+        del fake
+        gc.collect()
+        client.close()
+        gc.collect()
+    assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []

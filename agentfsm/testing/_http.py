@@ -176,6 +176,7 @@ class ThreadedHTTPServer:
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
     @property
@@ -215,10 +216,19 @@ class ThreadedHTTPServer:
     async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
+        for _ in range(5):
+            # a connection accepted just before the close gets its transport and its task
+            # over the next turns of the loop (cancelled before that, its socket would leak)
+            await asyncio.sleep(0)
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=5)
+        for writer in list(self._writers):
+            # a connection whose close still waits to flush to a client that stopped
+            # reading: its socket would outlive the loop (and be collected unclosed)
+            writer.transport.abort()
+        self._writers.clear()
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -228,6 +238,7 @@ class ThreadedHTTPServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self._writers.add(writer)
         response = ResponseWriter(writer)
         try:
             while response.keep_alive:
@@ -245,5 +256,8 @@ class ThreadedHTTPServer:
             self._connections.discard(task)
             if not writer.transport.is_closing():
                 writer.close()
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.wait_for(writer.wait_closed(), 1)
+            except Exception:  # noqa: BLE001 - unflushed to a client that stopped reading, or reset
+                writer.transport.abort()  # close() waits for the flush: drop the socket now
+            self._writers.discard(writer)
