@@ -33,6 +33,7 @@ import openai
 
 from _chaos_proxy import CLIENT_KEY, Evidence, rss_kib, serve
 from agentfsm.testing import FakeUpstream, ReceivedRequest, raw_body, status
+from agentfsm.testing.key_forms import KEY_FORMS
 from fixtures.injections import (
     INJECTED_TOOL,
     VARIANT_TOOLS_ANTHROPIC,
@@ -152,15 +153,6 @@ def _names(url: str, protocol: str, data: str, in_user: bool, evidence: Evidence
 
 # -- 3: the upstream key in every form, in every response path ---------------------------
 
-#: how upstreams write the key back: as sent, escaped, encoded, mixed
-KEY_FORMS: dict[str, Callable[[str], str]] = {
-    "raw": lambda k: k,
-    "slash-escaped": lambda k: k.replace("/", "\\/"),
-    "u-escaped": lambda k: "".join(f"\\u{ord(c):04x}" for c in k),
-    "u-escaped in part": lambda k: k[:4] + "".join(f"\\u{ord(c):04X}" for c in k[4:10]) + k[10:],
-    "url-encoded": lambda k: urllib.parse.quote(k, safe=""),
-    "html entities": lambda k: "".join(f"&#{ord(c)};" for c in k),
-}
 #: the key of the key-forms section (with a slash and a plus: escaped forms differ)
 FORMS_KEY = "sk-chaos/forms+canary-7e51"
 

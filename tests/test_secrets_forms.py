@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,21 +22,12 @@ from agentfsm.backends import OpenAICompatBackend, Timeouts
 from agentfsm.cli._logging import redact, register_secret
 from agentfsm.core.redaction import Redactor
 from agentfsm.testing import FakeReply, FakeUpstream, raw_body, status
+from agentfsm.testing.key_forms import KEY_FORMS
 from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, proxy
 
 KEY = "sk-live/9f+Xq-0123456789abcdef"
 
-#: the key as upstreams write it: raw, JSON-escaped, URL-encoded, HTML-escaped, and mixed
-FORMS: dict[str, Callable[[str], str]] = {
-    "raw": lambda k: k,
-    "slash-escaped": lambda k: k.replace("/", "\\/"),
-    "u-escaped": lambda k: "".join(f"\\u{ord(c):04x}" for c in k),
-    "u-escaped upper, in part": lambda k: k[:3] + "".join(f"\\u{ord(c):04X}" for c in k[3:9]) + k[9:],
-    "url-encoded": lambda k: urllib.parse.quote(k, safe=""),
-    "url-encoded, in part, lower-case hex": lambda k: k[:4] + re.sub("%..", lambda m: m.group().lower(), urllib.parse.quote(k[4:12], safe="")) + k[12:],
-    "html numeric": lambda k: "".join(f"&#{ord(c)};" for c in k),
-    "json ensure_ascii in a string": lambda k: json.dumps(k)[1:-1].replace("/", "\\/"),
-}
+FORMS = KEY_FORMS
 
 
 def _decoded(text: str) -> list[str]:
