@@ -63,6 +63,11 @@ def test_options_constrain_a_list_continuation_of_the_offered_tools() -> None:
     assert 64 <= opts.max_tokens < GenerationOptions().max_tokens
     small = extension_options(GenerationOptions(max_tokens=20), SWIFT, [PLAY], ToolChoice.parse("auto"))
     assert small is not None and small.max_tokens == 20
+    # a repeat of the first call, as the prefill wrote it, ends the generation (the list
+    # ends there anyway); the caller's stops are kept
+    kept = extension_options(GenerationOptions(stop=("<|end|>",)), SWIFT, [PLAY], ToolChoice.parse("auto"))
+    assert kept is not None
+    assert kept.stop == ("<|end|>", "," + item("Taylor Swift", 20), ", " + item("Taylor Swift", 20))
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,11 @@ def extension_options(
     if item is None:
         return None
     prefill = extension_prefill(call)
+    # the list ends at the first repeat (read_extension): a repeat of the first call, as
+    # the prefill wrote it, ends the generation there (greedy, the items before it are
+    # the same; a small model often repeats the call to the token limit)
+    first = dumps({"tool": call.name, "args": call.arguments})
+    stop = (*options.stop, f",{first}", f", {first}")
     # room for each further item to be twice as long as the first (about 3 characters
     # a token): a list the model fills with runaway values is cut early
     bound = max(64, 2 * MAX_EXTRA_CALLS * (len(prefill) - len('{"action": [')) // 3)
@@ -64,6 +69,7 @@ def extension_options(
             "json_schema": None,
             "max_tokens": bound if options.max_tokens is None else min(options.max_tokens, bound),
             "prefill": prefill,
+            "stop": stop,
             "list_continuation": ListContinuation(item_schema=item, max_items=MAX_EXTRA_CALLS, close=CLOSE),
         }
     )
