@@ -123,3 +123,41 @@ def test_the_embedded_backend_samples_its_grammars_this_way() -> None:
     jsonschema.validate(json.loads(reply.text), CALL)
     counts = backend._model.llama.grammar_samplers
     assert counts is not None and counts.sampled > 0
+
+
+def test_the_grammars_the_runtime_makes_parse_in_llama_cpp(models: tuple[Any, Any]) -> None:
+    """``LlamaGrammar.from_string`` only keeps the text: llama.cpp parses it when a
+    generation starts. Every kind of grammar the runtime sends parses: a real client's
+    21-tool set (serial, parallel, required), a list continuation of one of its tools,
+    and a client's response_format schema."""
+    from pathlib import Path
+
+    from agentfsm.backends._local_grammar import GrammarCache
+    from agentfsm.core.backend import ListContinuation
+    from agentfsm.core.choice import ToolChoice
+    from agentfsm.core.messages import ToolSpec
+    from agentfsm.prompt.enforcement import action_item_schema, build_action_schema
+    from agentfsm.prompt.grammar import grammar_schema
+
+    _, lazy = models
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "clients" / "claude_code_request_full_tools.json"
+    body = json.loads(fixture.read_text(encoding="utf-8"))["body"]
+    tools = [ToolSpec.from_anthropic(t) for t in body["tools"] if "input_schema" in t]
+    assert len(tools) >= 20
+    cache = GrammarCache()
+    texts = [
+        cache.gbnf(build_action_schema(tools, ToolChoice.AUTO, parallel=False)),
+        cache.gbnf(build_action_schema(tools, ToolChoice.AUTO, parallel=True)),
+        cache.gbnf(build_action_schema(tools, ToolChoice.REQUIRED, parallel=False)),
+        cache.gbnf(action_item_schema(tools[:1], ToolChoice.AUTO) or {},
+                   ListContinuation(item_schema=action_item_schema(tools[:1], ToolChoice.AUTO) or {}, max_items=3)),
+        cache.gbnf(grammar_schema(SCHEMA)),
+    ]
+    samplers = GrammarSamplers(llama_cpp, lazy._model.vocab)
+    try:
+        for text in texts:
+            assert text is not None
+            samplers.get(text, "root")  # raises ValueError when llama.cpp refuses it
+        assert samplers.parsed == len(set(texts))
+    finally:
+        samplers.close()
