@@ -53,3 +53,16 @@ def test_the_embedded_model_stops_a_loop_early_and_says_it_was_cut() -> None:
         return "".join([d async for d in stream])
 
     assert asyncio.run(read()) == whole.text and stream.finish_reason == "length"  # type: ignore[attr-defined]
+
+
+def test_a_sentence_said_again_and_again_is_cut() -> None:
+    sentence = list(range(300, 314))  # "The user requested the results of add to the user's request."
+    assert _fires([1, 2, 3] + sentence * (WINDOW // len(sentence) + 2))
+    assert not _fires([1, 2, 3] + sentence * 2)  # said twice is not a loop
+
+
+def test_a_numbered_list_is_not_a_loop() -> None:
+    items: list[int] = []
+    for n in range(60):
+        items += [500 + n, 46, 9, 10, 11]  # "7. apple" ...: the number differs each time
+    assert not _fires(items)
