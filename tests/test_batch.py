@@ -322,16 +322,19 @@ def test_workers_start_spread_over_the_ramp(tmp_path: Path) -> None:
 
     def script(request: Any) -> FakeReply:  # each answer outlasts the ramp: every worker gets one task
         first_request.append(time.monotonic())
-        return FakeReply(text="done", latency=0.6)
+        return FakeReply(text="done", latency=1.2)
 
     tasks = [{"id": f"t{i}", "prompt": f"task {i}"} for i in range(4)]
     with FakeUpstream(script) as fake:
-        stats = run_batch_sync(tasks, output=tmp_path / "out.jsonl", concurrency=4, ramp=0.4,
+        stats = run_batch_sync(tasks, output=tmp_path / "out.jsonl", concurrency=4, ramp=0.8,
                                backend=OpenAICompatBackend(fake.base_url, model="fake"))
     assert stats.ok == 4 and len(first_request) == 4
     starts = sorted(first_request)
-    # worker i waits ramp * i / concurrency before its first task: 0, 0.1, 0.2, 0.3 s
-    assert all(later - earlier >= 0.09 for earlier, later in zip(starts, starts[1:]))
+    # worker i waits ramp * i / concurrency before its first task: 0, 0.2, 0.4, 0.6 s (the
+    # requests reach the upstream later by scheduling jitter: half a step is allowed for it;
+    # without the ramp they arrive within a few milliseconds of each other)
+    assert all(later - earlier >= 0.1 for earlier, later in zip(starts, starts[1:]))
+    assert starts[-1] - starts[0] >= 0.45
 
 
 @pytest.mark.parametrize("ramp", [-0.1, float("nan")])
