@@ -352,6 +352,7 @@ def _tamper(rnd: random.Random, good: str) -> bytes:
 def tampered_transcripts(n: int, evidence: Evidence) -> Counts:
     """``n / 20`` transcripts (at least 7) tampered in one of seven ways, each replayed with
     ``agentfsm replay``: tracebacks, and exits other than 2 (an unreadable transcript)."""
+    from agentfsm.core.events import FinalEvent
     from agentfsm.runtime.transcript import TranscriptWriter
 
     rnd = random.Random(SEED)
@@ -360,7 +361,7 @@ def tampered_transcripts(n: int, evidence: Evidence) -> Counts:
     folder.mkdir(parents=True, exist_ok=True)
     seed_file = folder / "good.jsonl"
     with TranscriptWriter(seed_file) as writer:
-        writer.emit("final", content="a")
+        writer.write(FinalEvent(content="a"))
     good = seed_file.read_text().splitlines()[0]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for i in range(max(7, n // 20)):

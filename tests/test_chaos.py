@@ -22,7 +22,8 @@ def _chaos() -> ModuleType:
 
 
 #: the new sections that run in seconds (each heavier one has regression tests of its own)
-_QUICK = {"big_integers", "host_origin", "xml_and_quotes", "base_url", "transcript_keys", "tool_lists"}
+_QUICK = {"big_integers", "host_origin", "xml_and_quotes", "base_url", "transcript_keys", "tool_lists",
+          "schema_stall", "stream_stall", "upstream_size", "two_batches", "tampered_transcripts"}
 
 
 @pytest.mark.slow
@@ -46,6 +47,11 @@ def test_the_short_chaos_run_counts_nothing_wrong() -> None:
     assert results["big_integers"]["requests"] > 0 and results["host_origin"]["requests"] > 0
     assert results["xml_and_quotes"]["replies"] > 0 and results["transcript_keys"]["runs"] > 0
     assert results["base_url"]["starts"] > 0 and results["tool_lists"]["requests"] >= 3
+    assert results["schema_stall"]["probes"] > 0 and results["stream_stall"]["probes"] > 0
+    assert results["upstream_size"]["requests"] > 0 and results["two_batches"]["pairs"] > 0
+    # a section that stops running (the full run crashed in this one once: an API it used
+    # had gone) fails here, not in make bench
+    assert results["tampered_transcripts"]["files"] >= 7
 
 
 def test_every_section_is_listed_and_every_zero_count_is_one_a_section_makes() -> None:
