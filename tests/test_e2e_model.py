@@ -55,10 +55,15 @@ def test_every_enforcement_level_ends_protocol_valid(enforcement: str, tool_choi
             assert e["call"]["name"] in {"multiply", "convert_km_to_miles"}
             assert isinstance(e["call"]["arguments"], dict)
     if enforcement == "constrained":
-        # decoding is held to the action schema: every output is one JSON object (an
-        # extension step's list may be cut by its token bound: its complete items count)
+        # decoding is held to the action schema: every output is one JSON object; an
+        # extension step continues its open list, which ends at the first repeat of its
+        # first call (a stop string) or at its token bound: its complete items count
         for e in events:
-            if e["type"] == "model_output" and not (e.get("extension") and e["finish_reason"] == "length"):
+            if e["type"] != "model_output":
+                continue
+            if e.get("extension"):
+                assert e["text"].startswith('{"action": [') and e["finish_reason"] in ("stop", "length")
+            else:
                 assert isinstance(json.loads(e["text"]), dict)
 
 
