@@ -208,7 +208,6 @@ if __name__ == "__main__":
         with FakeUpstream(_script, port=int(sys.argv[2]), keep_requests=False):
             time.sleep(3600)
     else:
-        for table in run():
-            print(table["title"])
-            for row in table["rows"]:
-                print(row)
+        from run import print_tables  # bench/run.py
+
+        print_tables(run(), __file__)

@@ -278,7 +278,6 @@ def run() -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    for table in run():
-        print(table["title"])
-        for row in table["rows"]:
-            print(row)
+    from run import print_tables  # bench/run.py
+
+    print_tables(run(), __file__)

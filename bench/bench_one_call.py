@@ -80,8 +80,6 @@ def run() -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    for table in run():
-        print(table["title"])
-        for row in table["rows"]:
-            print(row)
-        print(table["notes"])
+    from run import print_tables  # bench/run.py
+
+    print_tables(run(), __file__)

@@ -152,8 +152,6 @@ def run() -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    for table in run():
-        print(f"\n{table['title']}\n{table['columns']}")
-        for row in table["rows"]:
-            print(row)
-        print(table["notes"])
+    from run import print_tables  # bench/run.py
+
+    print_tables(run(), __file__)

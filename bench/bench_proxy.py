@@ -323,8 +323,6 @@ if __name__ == "__main__":
         url, body_text, conc, count = sys.argv[2:6]
         print(json.dumps(asyncio.run(_load(url, json.loads(body_text), int(conc), int(count)))))
     else:
-        for table in run():
-            print(table["title"])
-            print(table["columns"])
-            for row in table["rows"]:
-                print(row)
+        from run import print_tables  # bench/run.py
+
+        print_tables(run(), __file__)

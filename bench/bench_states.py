@@ -197,9 +197,6 @@ def run() -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    for table in run():
-        print(table["title"])
-        print(" | ".join(table["columns"]))
-        for row in table["rows"]:
-            print(" | ".join(str(v) for v in row))
-        print(table["notes"])
+    from run import print_tables  # bench/run.py
+
+    print_tables(run(), __file__)

@@ -156,7 +156,8 @@ def render_markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _print_tables(tables: list[dict[str, Any]], module: str, seconds: float) -> None:
+def print_tables(tables: list[dict[str, Any]], module: str, seconds: float | None = None) -> None:
+    """Print ``tables`` as rich tables (a bench module run as a script prints its own this way)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -172,7 +173,8 @@ def _print_tables(tables: list[dict[str, Any]], module: str, seconds: float) -> 
         console.print(table)
         if t.get("notes"):
             console.print(f"[dim]{t['notes']}[/]")
-    console.print(f"[dim]{module}: {seconds:.1f} s[/]\n")
+    if seconds is not None:
+        console.print(f"[dim]{module}: {seconds:.1f} s[/]\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in modules:
         print(f"running {path.name} ...", flush=True)
         tables, seconds = run_module(path, args.timeout)
-        _print_tables(tables, path.name, seconds)
+        print_tables(tables, path.name, seconds)
         results.append({"module": path.name, "seconds": round(seconds, 2), "tables": tables})
     meta["seconds"] = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
