@@ -81,6 +81,33 @@ class GrammarSamplers:
                 self._c.llama_sampler_free(self._parsed.popitem()[1])
 
 
+class _Candidates:
+    """A ``llama_token_data_array`` over a buffer of up to ``n`` tokens, filled from numpy."""
+
+    def __init__(self, llama_cpp: Any, n: int) -> None:
+        self._c = llama_cpp
+        self._data = (llama_cpp.llama_token_data * n)()
+        self._view = np.ctypeslib.as_array(self._data)
+        pointer = ctypes.cast(self._data, ctypes.POINTER(llama_cpp.llama_token_data))
+        self._array = llama_cpp.llama_token_data_array(data=pointer, size=n, selected=-1, sorted=False)
+
+    def fill(self, ids: Any, logits: Any) -> Any:
+        """``ids`` with their ``logits`` (unsorted, none selected); the filled entries."""
+        view = self._view[: len(ids)]
+        view["id"], view["logit"], view["p"] = ids, logits, 0.0
+        array = self._array
+        array.size, array.selected, array.sorted = len(ids), -1, False
+        return view
+
+    def apply(self, sampler: Any) -> None:
+        """Run ``sampler`` (a grammar or a chain) over the entries."""
+        self._c.llama_sampler_apply(sampler, ctypes.byref(self._array))
+
+    def selected(self) -> int:
+        """The token the last sampler applied selected."""
+        return int(self._data[self._array.selected].id)
+
+
 class LazyGrammarSampler:
     """Stands in for llama-cpp-python's sampler chain in one generation: ``sample`` draws
     with ``chain`` (a ``LlamaSampler`` without the grammar), checks the token against
@@ -95,38 +122,21 @@ class LazyGrammarSampler:
         self._counts = counts
         #: the chain takes the highest logit as it is (no penalty, no processor, no draw)
         self.greedy = greedy
-        self._n = n_vocab
-        self._data = (llama_cpp.llama_token_data * n_vocab)()
-        self._view = np.ctypeslib.as_array(self._data)
-        self._ids = np.arange(n_vocab, dtype=self._view["id"].dtype)
-        self._all = llama_cpp.llama_token_data_array(
-            data=ctypes.cast(self._data, ctypes.POINTER(llama_cpp.llama_token_data)), size=n_vocab, selected=-1, sorted=False
-        )
-        self._few_data = (llama_cpp.llama_token_data * FEW)()
-        self._few_view = np.ctypeslib.as_array(self._few_data)
-        self._few = llama_cpp.llama_token_data_array(
-            data=ctypes.cast(self._few_data, ctypes.POINTER(llama_cpp.llama_token_data)), size=1, selected=-1, sorted=False
-        )
+        self._ids = np.arange(n_vocab, dtype=np.int32)
+        self._all = _Candidates(llama_cpp, n_vocab)
+        self._few = _Candidates(llama_cpp, FEW)
 
     def _draw(self, logits: Any, constrained: bool) -> int:
-        self._view["id"] = self._ids
-        self._view["logit"] = logits
-        self._view["p"] = 0.0
-        cur = self._all
-        cur.size, cur.selected, cur.sorted = self._n, -1, False
+        self._all.fill(self._ids, logits)
         if constrained:
-            self._c.llama_sampler_apply(self.grammar, ctypes.byref(cur))
-        self._c.llama_sampler_apply(self.chain.sampler, ctypes.byref(cur))
-        return int(self._data[cur.selected].id)
+            self._all.apply(self.grammar)
+        self._all.apply(self.chain.sampler)
+        return self._all.selected()
 
     def _allowed(self, tokens: Any) -> Any:
         """Which of ``tokens`` (at most :data:`FEW`) the grammar allows next, in its present state."""
-        n = len(tokens)
-        view = self._few_view[:n]
-        view["id"], view["logit"], view["p"] = tokens, 0.0, 0.0
-        few = self._few
-        few.size, few.selected, few.sorted = n, -1, False
-        self._c.llama_sampler_apply(self.grammar, ctypes.byref(few))
+        view = self._few.fill(tokens, 0.0)
+        self._few.apply(self.grammar)
         return ~np.isinf(view["logit"])
 
     def allows(self, token: int) -> bool:
@@ -150,7 +160,7 @@ class LazyGrammarSampler:
         """The next token after the logits at ``idx`` (as ``LlamaSampler.sample``), accepted
         by the chain and the grammar."""
         pointer = self._c.llama_get_logits_ith(ctx.ctx, idx)
-        logits = np.ctypeslib.as_array(pointer, shape=(self._n,))
+        logits = np.ctypeslib.as_array(pointer, shape=(len(self._ids),))
         token = self._draw(logits, constrained=False)
         if not self.allows(token):
             self._counts.redrawn += 1

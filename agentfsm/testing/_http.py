@@ -175,8 +175,8 @@ class ThreadedHTTPServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
+        #: each open connection's task and its writer (until its socket is closed)
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self.port = 0
 
     @property
@@ -224,11 +224,11 @@ class ThreadedHTTPServer:
             task.cancel()
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=5)
-        for writer in list(self._writers):
+        for writer in self._connections.values():
             # a connection whose close still waits to flush to a client that stopped
             # reading: its socket would outlive the loop (and be collected unclosed)
             writer.transport.abort()
-        self._writers.clear()
+        self._connections.clear()
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -237,8 +237,7 @@ class ThreadedHTTPServer:
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
-        self._writers.add(writer)
+        self._connections[task] = writer
         response = ResponseWriter(writer)
         try:
             while response.keep_alive:
@@ -253,11 +252,10 @@ class ThreadedHTTPServer:
         except asyncio.CancelledError:
             pass  # server shutdown
         finally:
-            self._connections.discard(task)
             if not writer.transport.is_closing():
                 writer.close()
             try:
                 await asyncio.wait_for(writer.wait_closed(), 1)
             except Exception:  # noqa: BLE001 - unflushed to a client that stopped reading, or reset
                 writer.transport.abort()  # close() waits for the flush: drop the socket now
-            self._writers.discard(writer)
+            self._connections.pop(task, None)
