@@ -217,12 +217,18 @@ def test_cli_time_limit_writes_what_ran(followers: dict[str, FakeUpstream], tmp_
     assert f"- note: {entry.note}" in output.with_suffix(".md").read_text()
 
 
-@pytest.mark.parametrize(("small", "values"), [(False, ["auto", "on"]), (True, ["auto", "off"])])
-def test_policy_axes_add_the_value_auto_does_not_amount_to(small: bool, values: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("small", "grounding", "consensus"), [(False, ["auto", "on"], ["off", "on"]), (True, ["auto", "off"], ["off", "auto"])]
+)
+def test_policy_axes_add_the_value_the_default_does_not_amount_to(
+    small: bool, grounding: list[str], consensus: list[str]
+) -> None:
     caps = Capabilities(small_model=small)
     grid = settings_grid(caps, axes=policy_axes(["grounding", "consensus", "grounding"]))
-    assert grid[0] == {"dialect": "json-action", "enforcement": "auto", "grounding": "auto", "consensus": "auto"}
+    # the defaults first: grounding auto, consensus off
+    assert grid[0] == {"dialect": "json-action", "enforcement": "auto", "grounding": "auto", "consensus": "off"}
     assert len(grid) == 4 * 1 * 2 * 2
-    assert sorted({s["grounding"] for s in grid}) == sorted({s["consensus"] for s in grid}) == sorted(values)
+    assert [*dict.fromkeys(s["grounding"] for s in grid)] == grounding
+    assert [*dict.fromkeys(s["consensus"] for s in grid)] == consensus
     with pytest.raises(UsageError, match="cannot vary max_steps; the policy choices: grounding, consensus"):
         policy_axes(["max_steps"])

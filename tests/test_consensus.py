@@ -63,7 +63,8 @@ def test_answers_vote_together() -> None:
 
 
 def _agent(backend: ScriptedBackend, transcript: Path, **settings: object) -> Agent:
-    return Agent(backend, TOOLS, transcript=transcript, **settings)  # type: ignore[arg-type]
+    """An agent with consensus at ``auto`` (on for a small model) unless ``settings`` say otherwise."""
+    return Agent(backend, TOOLS, transcript=transcript, **{"consensus": "auto", **settings})  # type: ignore[arg-type]
 
 
 def test_a_refused_call_is_outvoted_by_the_candidates_and_the_run_replays(tmp_path: Path) -> None:
@@ -110,13 +111,22 @@ def test_no_candidate_accepted_falls_back_to_the_correction(tmp_path: Path) -> N
     assert replay(path).identical
 
 
-def test_consensus_is_off_for_a_capable_model_and_when_asked(tmp_path: Path) -> None:
+def test_consensus_is_off_by_default_for_a_capable_model_and_when_asked(tmp_path: Path) -> None:
     made_up = action("multiply", a=1, b=2)
-    for capabilities, settings in ((Capabilities(), {"grounding": "on"}), (SMALL, {"consensus": "off"})):
+    cases = (
+        (SMALL, {"consensus": "off"}),
+        (Capabilities(), {"grounding": "on"}),  # auto: off for a capable model
+    )
+    for capabilities, settings in cases:
         backend = ScriptedBackend([made_up, '{"final": {"content": "Hi!"}}'], capabilities=capabilities)
         path = tmp_path / f"run-{len(settings)}-{capabilities.small_model}.jsonl"
         _agent(backend, path, **settings).run("Hello! How are you?")
         assert backend.remaining == 0 and len(backend.requests) == 2  # no candidates drawn
+    # the default: off, on the embedded (small) model too
+    backend = ScriptedBackend([made_up, '{"final": {"content": "Hi!"}}'], capabilities=SMALL)
+    Agent(backend, TOOLS).run("Hello! How are you?")
+    assert backend.remaining == 0 and len(backend.requests) == 2
+    assert RunConfig().consensus == "off"
 
 
 def test_drawing_stops_once_the_vote_cannot_change() -> None:

@@ -96,10 +96,13 @@ class RunConfig:
     )
     #: after a refused first decision of a user turn, draw ``consensus_samples`` candidates of the same request at
     #: a sampling temperature and take the accepted decision most of them agree on, before
-    #: correcting (:mod:`agentfsm.engine.consensus`); ``auto``: on for a small model
+    #: correcting (:mod:`agentfsm.engine.consensus`); ``auto``: on for a small model. Off by
+    #: default: on the embedded model the candidates doubled the model calls of a task
+    #: and of an irrelevant request and moved no row of the quality table beyond its
+    #: interval (``bench/results/quality-fast-cost.md``)
     consensus: Literal["auto", "on", "off"] = field(
-        default="auto",
-        metadata=_doc("When the first decision of a user turn is refused, sample candidates of the same request and take the accepted call (or answer) most of them agree on, before sending a correction. auto: on for a small model (the embedded one), off otherwise."),
+        default="off",
+        metadata=_doc("When the first decision of a user turn is refused, sample candidates of the same request and take the accepted call (or answer) most of them agree on, before sending a correction. auto: on for a small model (the embedded one), off otherwise. Off by default: on the embedded model it doubled the model calls for no gain beyond the quality table's intervals."),
     )
     #: how many candidates a consensus draws
     consensus_samples: int = field(

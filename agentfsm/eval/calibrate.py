@@ -110,14 +110,21 @@ AXES: tuple[Axis, ...] = (
 )
 
 
-def _switch(caps: Capabilities) -> tuple[str, ...]:
-    """``auto``, and the one of ``on`` / ``off`` that ``auto`` does not amount to on this backend."""
-    return ("auto", *(v for v in ("on", "off") if switch_on(v, caps) != switch_on("auto", caps)))
+def _switch(name: str) -> Axis:
+    """The axis of an ``auto | on | off`` field: its default, and the value that amounts
+    to the other state on the backend (``auto`` where it does, else ``on`` or ``off``)."""
+
+    def values(caps: Capabilities) -> tuple[str, ...]:
+        default: str = getattr(DEFAULTS, name)
+        other = next(v for v in ("auto", "on", "off") if switch_on(v, caps) != switch_on(default, caps))
+        return (default, other)
+
+    return Axis(name, values)
 
 
 #: the policy choices of the run configuration a calibration may vary too (``--vary``):
 #: each doubles the grid, so the default grid leaves them at their defaults
-POLICY_AXES: dict[str, Axis] = {name: Axis(name, _switch) for name in ("grounding", "consensus")}
+POLICY_AXES: dict[str, Axis] = {name: _switch(name) for name in ("grounding", "consensus")}
 
 
 def default_setting(base: RunConfig = DEFAULTS, axes: Sequence[Axis] = AXES) -> Setting:
