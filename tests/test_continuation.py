@@ -15,7 +15,8 @@ from agentfsm.prompt.results import (
     truncate_result,
 )
 from agentfsm.core.errors import UsageError
-from agentfsm.core.messages import ToolResult
+from agentfsm.core.messages import AssistantMessage, ToolCall, ToolMessage, ToolResult, UserMessage
+from agentfsm.prompt.projection import project_history
 
 OK = ToolResult(call_id="c1", content='{"temp": 18}', name="get_weather")
 EMPTY = ToolResult(call_id="c2", content="", status="empty")
@@ -50,20 +51,20 @@ def test_truncate_rejects_a_nonsense_cap() -> None:
     ("result", "name", "expected"),
     [
         # a short one-line result is a sentence the model can restate
-        (OK, None, 'The result of get_weather (call c1) is {"temp": 18}.'),
-        (OK, "weather", 'The result of weather (call c1) is {"temp": 18}.'),
-        (ToolResult(call_id="c7", content="sunny.\nwarm"), "w", "Result of w (call c7):\nsunny.\nwarm"),
-        (EMPTY, "lookup", "No data from lookup (call c2): the result is empty."),
+        (OK, None, 'The result of get_weather is {"temp": 18}.'),
+        (OK, "weather", 'The result of weather is {"temp": 18}.'),
+        (ToolResult(call_id="c7", content="sunny.\nwarm"), "w", "Result of w:\nsunny.\nwarm"),
+        (EMPTY, "lookup", "No data from lookup: the result is empty."),
         (
             ToolResult(call_id="c5", content="  \n"),
             "lookup",
-            "No data from lookup (call c5): the result is empty.",
+            "No data from lookup: the result is empty.",
         ),
-        (ERROR, "lookup", "Error from lookup (call c3), the call failed:\ncity not found"),
+        (ERROR, "lookup", "Error from lookup, the call failed:\ncity not found"),
         (
             ToolResult(call_id="c6", content="part", status="truncated"),
             None,
-            "Result of the tool (call c6), truncated (incomplete):\npart",
+            "Result of the tool, truncated (incomplete):\npart",
         ),
     ],
 )
@@ -73,13 +74,13 @@ def test_frame_result_wording(result: ToolResult, name: str | None, expected: st
 
 def test_frame_result_truncates_over_the_cap() -> None:
     text = frame_result(LONG, tool_name="dump", max_chars=10)
-    assert text.startswith("Result of dump (call c4), truncated (incomplete):\nxxxxxxxxxx\n[")
+    assert text.startswith("Result of dump, truncated (incomplete):\nxxxxxxxxxx\n[")
     assert "90 of 100 characters omitted" in text
 
 
 def test_each_status_has_its_own_wording() -> None:
     frames = [frame_result(r, tool_name="t", max_chars=40) for r in (OK, EMPTY, ERROR, LONG)]
-    heads = [re.sub(r" \(call c\d\)", "", frame.splitlines()[0]) for frame in frames]
+    heads = [frame.splitlines()[0] for frame in frames]
     assert heads == [
         'The result of t is {"temp": 18}.',
         "No data from t: the result is empty.",
@@ -90,7 +91,7 @@ def test_each_status_has_its_own_wording() -> None:
 
 def test_frame_results_auto_lets_the_model_call_or_answer() -> None:
     text = frame_results([(OK, None)], "json-action", ToolChoice.parse("auto"))
-    assert text.startswith('Tool result:\nThe result of get_weather (call c1) is {"temp": 18}.\n\n')
+    assert text.startswith('Tool result:\nThe result of get_weather is {"temp": 18}.\n\n')
     # answering comes first: most turns end after one round of results
     assert text.endswith(
         "If you have what the user asked for, answer now, stating the results, in plain text. "
@@ -102,11 +103,24 @@ def test_frame_results_auto_lets_the_model_call_or_answer() -> None:
     assert "Weather in Paris?" not in asked and "The user asked" not in asked
 
 
+def test_several_results_of_one_tool_are_told_apart_by_their_arguments() -> None:
+    calls = (ToolCall(id="call_0", name="get_capital", arguments={"country": "Peru"}),
+             ToolCall(id="call_1", name="get_capital", arguments={"country": "Kenya"}),
+             ToolCall(id="call_2", name="get_weather", arguments={"city": "Lima"}))
+    history = [UserMessage(content="Capitals of Peru and Kenya, and the weather in Lima?"),
+               AssistantMessage(tool_calls=calls),
+               *(ToolMessage(result=ToolResult(call_id=c.id, content=v)) for c, v in zip(calls, ("Lima", "Nairobi", "sunny")))]
+    text = project_history(history, [])[-1].content
+    assert "The result of get_capital(country='Peru') is Lima." in text
+    assert "The result of get_capital(country='Kenya') is Nairobi." in text
+    assert "The result of get_weather is sunny." in text
+
+
 def test_frame_results_several_with_hints() -> None:
     results = [(OK, None), (EMPTY, "a"), (ERROR, "b"), (LONG, "c")]
     text = frame_results(results, "command", ToolChoice.parse("auto"), max_chars=10)
     assert text.startswith("Tool results:\n")
-    assert text.count("(call c") == 4
+    assert "(call" not in text  # no call id: the model's own actions carry none
     assert "If a call failed, fix its arguments" in text
     assert "An empty result means the tool found nothing." in text
     assert "A cut result is incomplete" in text
@@ -129,10 +143,9 @@ def test_next_step_follows_tool_choice(choice: str, dialect: str, expected: str)
 def test_under_none_the_prompt_shows_no_action_text_and_no_tool_list(dialect: str) -> None:
     """Tools off after a call: the earlier call is not replayed as action text (a model
     shown one writes another), the result is framed by name, the contract lists nothing."""
-    from agentfsm.core.messages import AssistantMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
+    from agentfsm.core.messages import ToolSpec
     from agentfsm.dialects import get_dialect
     from agentfsm.dialects.parse import parse_reply
-    from agentfsm.prompt.projection import project_history
 
     weather = ToolSpec(name="get_weather", description="Weather in a city.",
                        parameters={"type": "object", "properties": {"city": {"type": "string"}}})
@@ -144,5 +157,5 @@ def test_under_none_the_prompt_shows_no_action_text_and_no_tool_list(dialect: st
     text = "\n".join(m.content for m in prompt)
     assert get_dialect(dialect).render_call(call) not in text
     assert not parse_reply(text, [weather], dialect).tool_calls
-    assert "get_weather (call call_0)" in prompt[-1].content and "sunny" in prompt[-1].content
+    assert "The result of get_weather is sunny." in prompt[-1].content
     assert prompt[-1].content.endswith("Now answer the user in plain prose, using these results.")

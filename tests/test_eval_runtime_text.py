@@ -19,7 +19,7 @@ from agentfsm.runtime.transcript import read_events
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "bfcl"
 QUESTION = "Wie ist das Wetter in Oslo gerade?"
 FRAMED = (
-    "Tool result:\nThe result of get_weather (call call_0) is snowing, -3 °C.\n\n"
+    "Tool result:\nThe result of get_weather is snowing, -3 °C.\n\n"
     f"The user asked: {QUESTION}\nIf you have what the user asked for, answer now, stating the results, in plain text."
 )
 CONTRACT = "You can call tools. Available tools:\n- get_weather: The current weather in a city.\n    city (string, required)"
@@ -34,7 +34,7 @@ def test_answers_that_copy_runtime_text_are_flagged() -> None:
     found = _find(f"Es schneit, -3 °C. The user asked: {QUESTION}")
     assert found is not None and found.endswith("the user asked wie ist das wetter in oslo gerade")
     assert _find("If you have what the user asked for, answer now.") is not None
-    assert _find("The result of get_weather (call call_0) is snowing, -3 °C.") is not None
+    assert _find("The result of get_weather is snowing, -3 °C.") is not None
     # folded: case and punctuation do not hide a copy
     assert _find("ANSWER NOW -- stating the results, in plain text!") is not None
 
@@ -132,7 +132,7 @@ def test_the_table_allows_what_the_guard_allows() -> None:
     from agentfsm.core.messages import ToolCall, ToolResult
     from agentfsm.eval.runtime_text import RunTexts
 
-    framing = ("Tool result:\nThe result of add (call call_0) is 13.0.\n\nIf you have what the user asked for, "
+    framing = ("Tool result:\nThe result of add is 13.0.\n\nIf you have what the user asked for, "
                "answer now, stating the results.")
     texts = RunTexts()
     texts(RequestEvent(run="r", seq=0, t="t", messages=(UserMessage(content="Add 8 and 5."),)))

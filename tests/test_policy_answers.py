@@ -42,9 +42,9 @@ def add(a: float, b: float) -> float:
 
 
 @pytest.mark.parametrize(("policies", "framed"), [
-    (("answers",), "The result of add (call call_0) is 7."),
-    ((), "Result of add (call call_0):\n7\n"),
-    (("refusal",), "Result of add (call call_0):\n7\n"),
+    (("answers",), "The result of add is 7."),
+    ((), "Result of add:\n7\n"),
+    (("refusal",), "Result of add:\n7\n"),
 ])
 def test_short_results_are_sentences_under_the_answers_policy_only(policies: tuple[str, ...], framed: str) -> None:
     """The sentence framing is language policy: ``answers`` turns it on, and a run

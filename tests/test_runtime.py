@@ -14,6 +14,7 @@ from syrupy.assertion import SnapshotAssertion
 from agentfsm import Agent
 from agentfsm.core.backend import Capabilities
 from agentfsm.backends.scripted import ScriptedBackend
+from agentfsm.engine.consensus import TEMPERATURE
 from agentfsm.core.errors import LoopDetected, MaxStepsExceeded, RetryBudgetExceeded, UsageError
 from agentfsm.testing.example_tools import calculate, convert_units
 from agentfsm.core.messages import AssistantMessage, ToolMessage
@@ -236,7 +237,7 @@ def test_bad_configuration_is_a_usage_error() -> None:
         Agent(ScriptedBackend([]), TOOLS, max_steps=0)
 
 
-def test_repeated_call_is_corrected_once_and_the_retry_grammar_drops_called_tools(tmp_path: Path) -> None:
+def test_repeated_call_is_corrected_once_and_the_retry_grammar_offers_the_answer_only(tmp_path: Path) -> None:
     call = '{"action": {"tool": "calculate", "args": {"expression": "1+1"}}}'
     backend = ScriptedBackend(
         [call, call, '{"final": {"content": "2"}}'], capabilities=Capabilities(json_schema=True)
@@ -245,12 +246,25 @@ def test_repeated_call_is_corrected_once_and_the_retry_grammar_drops_called_tool
     result = Agent(backend, TOOLS, transcript=path).run("q")
     assert result.content == "2"
     retry = next(e for e in read_transcript(path) if e["type"] == "retry")
-    assert retry["reason"] == "repeated_call" and "2.0" in retry["message"]
-    # the retry's schema offers no tool already called this turn: only convert_units and final
-    schema = backend.requests[2].options.json_schema
-    assert schema is not None
-    assert "calculate" not in json.dumps(schema) and "convert_units" in json.dumps(schema)
+    # the results stated plainly, as the answer should state them
+    assert retry["reason"] == "repeated_call" and "The result of calculate is 2.0." in retry["message"]
+    # the retry's schema offers the answer only: no tool, called or not
+    schema = json.dumps(backend.requests[2].options.json_schema)
+    assert '"final"' in schema and "calculate" not in schema and "convert_units" not in schema
     assert "calculate" in json.dumps(backend.requests[1].options.json_schema)
+
+
+def test_a_reply_refused_twice_word_for_word_is_retried_at_a_temperature(tmp_path: Path) -> None:
+    """Greedy decoding writes a refused reply again after its correction; once it has,
+    the next attempt is drawn at the consensus temperature (seeded: a run repeats)."""
+    template = '{"final": {"content": "<your answer>"}}'
+    backend = ScriptedBackend([template, template, '{"final": {"content": "hello"}}'],
+                              capabilities=Capabilities(json_schema=True))
+    result = Agent(backend, TOOLS, grounding="on", consensus="off").run("Say hello.")
+    assert result.content == "hello"
+    temperatures = [r.options.temperature for r in backend.requests]
+    assert temperatures == [0.0, 0.0, TEMPERATURE]
+    assert backend.requests[2].options.seed != backend.requests[0].options.seed
 
 
 @pytest.mark.parametrize("caps", [Capabilities(), Capabilities(json_schema=True)])

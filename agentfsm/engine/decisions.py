@@ -184,3 +184,6 @@ class Plan:
     #: the grammar allows an answer where ``tool_choice`` does (false once the model chose
     #: a call, :func:`~agentfsm.engine.choice.narrow`)
     answers: bool = True
+    #: the reply refused last repeats one refused earlier in this round: greedy decoding
+    #: would write it again, so the retry is drawn at a temperature (:func:`~agentfsm.engine.plan.plan`)
+    resample: bool = False

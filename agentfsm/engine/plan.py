@@ -17,7 +17,6 @@ from agentfsm.core.config import DEFAULTS
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
 from agentfsm.engine.decisions import EngineConfig, Plan
 from agentfsm.guards import repeated_call
-from agentfsm.guards._history import called
 from agentfsm.policy import Policies, policies_for
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, choose_level
 
@@ -45,8 +44,10 @@ def _retry_tools(
 
     - after a language policy's correction, what that policy offers
       (:meth:`~agentfsm.policy.base.Policy.retry_offer`);
-    - after a ``repeated_call`` correction, the tools already called in this user turn
-      are left out: the model must use the results (answer) or try another tool.
+    - after a ``repeated_call`` correction, the answer only: a model that calls again
+      what it was just answered has no next call in mind (on the embedded model the
+      call it makes instead is a made-up one nearly every time), so it states the
+      results it has.
 
     When a call is mandatory the grammar keeps every offered tool: a correction never
     strands the model without a valid call.
@@ -56,8 +57,18 @@ def _retry_tools(
     offer = policies.retry_offer(history, specs, choice)
     if offer is not None:
         return offer
-    dropped = called(history) if history[-1].correction == repeated_call.REASON else set()
-    return tuple(s for s in specs if s.name not in dropped)
+    return () if history[-1].correction == repeated_call.REASON else tuple(specs)
+
+
+def _stuck(history: Sequence[Message]) -> bool:
+    """Whether the reply refused last repeats, word for word, one refused earlier in this
+    round (the model wrote the same reply after a correction: greedy decoding would
+    write it a third time)."""
+    rounds = _round_corrections(history)
+    if len(rounds) < 2:
+        return False
+    last = (rounds[0][1].content or "").strip()
+    return any((rejected.content or "").strip() == last for _, rejected in rounds[1:])
 
 
 def policies_of(config: EngineConfig) -> Policies:
@@ -83,7 +94,7 @@ def plan(
     level: Level = choose_level(enforcement, capabilities, choice) if config.tools else "prompt"
     if level != "constrained":
         prefill = level == "prefill" and choice.requires_call
-        return Plan(choice, level, config.dialect, config.tools, prefill=prefill)
+        return Plan(choice, level, config.dialect, config.tools, prefill=prefill, resample=_stuck(history))
     # the grammar forces the json-protocol shape: teach and show that one format
     continues = config.parallel and capabilities.list_continuation
     return Plan(
@@ -95,6 +106,7 @@ def plan(
         # where the backend extends a single call into a list, the reply itself is one call
         listed=config.parallel and not capabilities.list_continuation,
         extend=continues,
+        resample=_stuck(history),
     )
 
 

@@ -1,5 +1,5 @@
 """Final answers: a reply that loops is cut where the loop starts; short tool results
-are framed as sentences ("The result of NAME (call ID) is VALUE."), which a small model
+are framed as sentences ("The result of NAME is VALUE."), which a small model
 restates in its answer where it would copy another number from a bare value.
 
 Greedy decoding on a small model often ends an answer by repeating a sentence until the

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from agentfsm.core._types import DialectName
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
-from agentfsm.prompt.results import frame_results, neutralise_actions
+from agentfsm.prompt.results import frame_results, neutralise_actions, result_subjects
 from agentfsm.prompt.contract import render_contract
 from agentfsm.dialects import get_dialect
 from agentfsm.core.messages import (
@@ -26,6 +26,7 @@ from agentfsm.core.messages import (
     PromptMessage,
     SystemMessage,
     ToolMessage,
+    ToolCall,
     ToolResult,
     ToolSpec,
     UserMessage,
@@ -48,6 +49,7 @@ def project_history(
     results framed as sentences, :func:`~agentfsm.prompt.results.frame_result`)."""
     d = get_dialect(dialect)
     names: dict[str, str] = {}
+    calls: dict[str, ToolCall] = {}
     system_parts: list[str] = []
     if tools or tool_choice != ToolChoice.AUTO:
         system_parts.append(
@@ -61,8 +63,9 @@ def project_history(
 
     def flush_results() -> None:
         if pending:
+            subjects = result_subjects(pending, calls)
             text = frame_results(
-                list(pending), dialect_name=dialect, tool_choice=tool_choice, tools=tools, request=request,
+                [(r, subject) for (r, _), subject in zip(pending, subjects, strict=True)], dialect_name=dialect, tool_choice=tool_choice, tools=tools, request=request,
                 sentences=sentences,
             )
             out.append(PromptMessage(role="user", content=text))
@@ -87,6 +90,7 @@ def project_history(
             if msg.tool_calls:
                 for call in msg.tool_calls:
                     names[call.id] = call.name
+                    calls[call.id] = call
                 if tool_choice.mode != "none":
                     text_parts.append(d.render_calls(list(msg.tool_calls)))
             if text_parts or not msg.tool_calls:  # a turn of calls alone, left out under none

@@ -1,15 +1,17 @@
 """Tool-result continuation: results go back to the model framed, with a request for the next step.
 
 Raw tool output alone leaves a small model unsure whose turn it is. Each result is
-framed with the tool's name and call id and a wording of its own for each status:
+framed with the tool's name (``NAME(ARGS)`` where one block holds several results of a
+tool, :func:`result_subjects`; never the call id, which the model's own actions do not
+carry and a small model copied into its answers) and a wording of its own for each status:
 
-- ``ok``: "Result of NAME (call ID):" and the content; with ``sentences`` (the
-  ``answers`` language policy), "The result of NAME (call ID) is CONTENT." for a short
-  one-line result (a sentence a small model restates in its answer, where it would copy
-  another number from a bare value);
-- ``empty``: "No data from NAME (call ID): the result is empty." (also ``ok`` with blank content);
-- ``error``: "Error from NAME (call ID), the call failed:" and the content;
-- ``truncated``: "Result of NAME (call ID), truncated (incomplete):" and the content
+- ``ok``: "Result of NAME:" and the content; with ``sentences`` (the ``answers``
+  language policy), "The result of NAME is CONTENT." for a short one-line result (a
+  sentence a small model restates in its answer, where it would copy another number
+  from a bare value);
+- ``empty``: "No data from NAME: the result is empty." (also ``ok`` with blank content);
+- ``error``: "Error from NAME, the call failed:" and the content;
+- ``truncated``: "Result of NAME, truncated (incomplete):" and the content
   (ending with the cut marker when the cut was made here).
 
 Results longer than ``max_chars`` are cut and marked (:func:`truncate_result`).
@@ -22,15 +24,16 @@ answer. Pure functions: no IO.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from agentfsm.core._types import DialectName
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.errors import UsageError
-from agentfsm.core.messages import ToolResult, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolResult, ToolSpec
 from agentfsm.dialects.smiley import SMILEY
 from agentfsm.guards.base import action_format, answer_format
+from agentfsm.guards._history import show_arguments
 from agentfsm.guards.injection import actions_in
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "neutralise_actions",
     "next_step",
     "result_sentence",
+    "result_subjects",
     "truncate_result",
 ]
 
@@ -109,8 +113,24 @@ def result_sentence(subject: str, text: str) -> str:
 
 
 def _label(result: ToolResult, tool_name: str | None) -> str:
-    name = tool_name or result.name or "the tool"
-    return f"{name} (call {result.call_id})"
+    # no call id: the model's own actions carry none, and a small model copied the id
+    # into its answers; two results of one tool are told apart by their arguments
+    # (:func:`result_subjects`)
+    return tool_name or result.name or "the tool"
+
+
+def result_subjects(results: Sequence[tuple[ToolResult, str | None]], calls: Mapping[str, ToolCall]) -> list[str | None]:
+    """What each of ``results`` (with its tool's name) is called in its frame: the tool's
+    name, or ``NAME(ARGS)`` where the block holds several results of that tool and
+    ``calls`` (by id) knows the call (as a correction states them,
+    :func:`agentfsm.guards._history.calls_and_results`)."""
+    names = [name or r.name for r, name in results]
+    subjects: list[str | None] = []
+    for (result, _), name in zip(results, names, strict=True):
+        call = calls.get(result.call_id)
+        several = name is not None and names.count(name) > 1
+        subjects.append(f"{name}({show_arguments(call)})" if several and call is not None else name)
+    return subjects
 
 
 def frame_result(

@@ -46,6 +46,7 @@ from agentfsm.core.choice import ToolChoice
 from agentfsm.engine.decisions import Plan
 from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord
 from agentfsm.engine.choice import wants_choice
+from agentfsm.engine.consensus import TEMPERATURE
 from agentfsm.engine.plan import plan, policies_of, wants_vote
 from agentfsm.core.errors import MaxStepsExceeded, RunError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
@@ -100,6 +101,9 @@ def _request(
 ) -> tuple[list[PromptMessage], GenerationOptions, str]:
     """The prompt, options and prefill that carry out plan ``p``."""
     prefill = ""
+    if p.resample and options.temperature == 0:
+        # the model wrote a refused reply again: greedy decoding would write it a third time
+        options = options.model_copy(update={"temperature": TEMPERATURE, "seed": (options.seed or 0) + len(history)})
     if p.level == "constrained":
         # once the model chose a call (engine.choice.narrow), the grammar drops the answer
         choice = p.tool_choice if p.answers else ToolChoice.REQUIRED
