@@ -48,8 +48,7 @@ def test_a_repeated_call_is_told_its_own_result_and_the_others() -> None:
     history = two_weathers()
     verdict = repeated_call.check(history, [call("get_weather", 2, city="Oslo")], ToolChoice.parse("auto"))
     assert isinstance(verdict, Correction)
-    assert verdict.message.startswith("You already called get_weather with these arguments.")
-    assert "get_weather(city='Oslo') is snowing, -3 °C." in verdict.message
+    assert verdict.message.startswith("You already called get_weather with these arguments and the result was: snowing, -3 °C")
     assert "get_weather(city='Paris') is sunny, 18 °C." in verdict.message
 
 

@@ -17,6 +17,7 @@ from agentfsm.core.config import DEFAULTS
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
 from agentfsm.engine.decisions import EngineConfig, Plan
 from agentfsm.guards import repeated_call
+from agentfsm.guards._history import called
 from agentfsm.policy import Policies, policies_for
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, choose_level
 
@@ -44,10 +45,10 @@ def _retry_tools(
 
     - after a language policy's correction, what that policy offers
       (:meth:`~agentfsm.policy.base.Policy.retry_offer`);
-    - after a ``repeated_call`` correction, the answer only: a model that calls again
-      what it was just answered has no next call in mind (on the embedded model the
-      call it makes instead is a made-up one nearly every time), so it states the
-      results it has.
+    - after a ``repeated_call`` correction, the tools already called in this user turn
+      are left out: the model must use the results (answer) or take the next step with
+      another tool. (Offering the answer only cut chains short: the embedded model
+      repeats the first step of "multiply, then convert" before it takes the second.)
 
     When a call is mandatory the grammar keeps every offered tool: a correction never
     strands the model without a valid call.
@@ -57,7 +58,8 @@ def _retry_tools(
     offer = policies.retry_offer(history, specs, choice)
     if offer is not None:
         return offer
-    return () if history[-1].correction == repeated_call.REASON else tuple(specs)
+    dropped = called(history) if history[-1].correction == repeated_call.REASON else set()
+    return tuple(s for s in specs if s.name not in dropped)
 
 
 def _stuck(history: Sequence[Message]) -> bool:

@@ -1,10 +1,9 @@
 """Repeated calls: a call that repeats the last round exactly is sent back, once per round.
 
 Weak models often re-issue the call whose result they just got. They are told once per
-round, with the turn's results stated plainly ("The result of NAME is VALUE.", as the
-answer may state them), and asked to answer (under constrained decoding the retry's
-grammar offers the answer only, see :func:`agentfsm.engine.plan.plan`); if they insist,
-the call runs, and :mod:`~agentfsm.guards.loops` stops the turn after
+round, with the result quoted (under constrained decoding the retry's grammar also
+leaves the tools already called out, see :func:`agentfsm.engine.decide.plan`); if they
+insist, the call runs, and :mod:`~agentfsm.guards.loops` stops the turn after
 ``loop_threshold`` identical rounds.
 
 Under a required call (``required`` or a named tool) the correction never asks for an
@@ -55,9 +54,9 @@ def check(history: Sequence[Message], calls: Sequence[ToolCall], tool_choice: To
     """Correct the first of ``calls`` that repeats the last round exactly (same call, and
     it got one result), unless this round was told so already.
 
-    The correction states the turn's results, each as one sentence (a model that repeats
-    the first of two calls restates only the results it is shown); under a required
-    call it quotes that call's result and asks for other arguments.
+    The correction quotes that call's own result, and the turn's other results when
+    there are several (a model that repeats the first of two calls restates only the
+    result it was shown).
     """
     if corrected_this_round(history):
         return ACCEPT
@@ -67,22 +66,20 @@ def check(history: Sequence[Message], calls: Sequence[ToolCall], tool_choice: To
         result = _result_of(history, call)
         if result is None:
             return ACCEPT
+        then = (
+            "Call the tool again only with different arguments."
+            if tool_choice.requires_call
+            else "Answer the user now, or call a different tool."
+        )
         others = results_so_far(history)
-        if tool_choice.requires_call:
-            shown = "\n".join(others) + "\nUse these results." if len(others) > 1 else "Use that result."
-            message = (
-                f"You already called {call.name} with these arguments and the result was: "
-                f"{result[:_SHOWN]}\n{shown} Call the tool again only with different arguments."
-            )
-        else:
-            # the results stated plainly, as the answer may state them (under constrained
-            # decoding the retry offers the answer only)
-            stated = "\n".join(others)
-            message = f"You already called {call.name} with these arguments.\n{stated}\nAnswer the user now, stating these results."
+        shown = "\n".join(others) + "\nUse these results." if len(others) > 1 else "Use that result."
         return Correction(
             guard=GUARD,
             reason=REASON,
-            message=message,
+            message=(
+                f"You already called {call.name} with these arguments and the result was: "
+                f"{result[:_SHOWN]}\n{shown} {then}"
+            ),
             detail=f"{call.name} repeated with the same arguments",
             call_index=index,
         )
