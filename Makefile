@@ -72,13 +72,13 @@ demo: install
 
 # Before each landing of a change to the model-facing path: the task suite (90 tasks, tuned
 # and held-out splits), 40 cases per BFCL single-turn category and 30 per live one, on the
-# embedded model with defaults; writes bench/results/quality.md (516 tasks and cases: about an hour
-# on 2 idle cores, estimated from the fast subset's seconds per case).
+# embedded model with defaults; writes bench/results/quality.md (516 tasks and cases: about 35
+# minutes on 2 cores).
 quality: install
 	nice -n 5 $(VENV)/bin/agentfsm eval quality --limit 40 --live-limit 30 --transcripts runs/quality
 
 # While iterating: 10 cases per BFCL category (live included) and the tuned split in English
-# and German (170 tasks and cases: about 20 minutes on 2 idle cores); writes runs/quality-fast.md.
+# and German (170 tasks and cases: about 12 minutes on 2 idle cores); writes runs/quality-fast.md.
 quality-fast: install
 	nice -n 5 $(VENV)/bin/agentfsm eval quality --fast --transcripts runs/quality-fast
 
