@@ -102,9 +102,25 @@ def test_an_answer_after_results_must_state_one_of_them() -> None:
     # a long or multi-line result is summarised, not restated: not judged
     long = [*history[:2], ToolMessage(result=ToolResult(call_id="call_0", content="line one\nline two"))]
     assert isinstance(grounding.check_answer(long, "Done."), Accept)
-    # a copied slot of the contract is not an answer, results or not
-    template = grounding.check_answer([UserMessage(content="Hi")], "<your answer>")
-    assert isinstance(template, Correction) and template.reason == "unsupported_answer"
+    # a copied slot of the contract is the runtime-text guard's, for every run (below)
+    assert isinstance(grounding.check_answer([UserMessage(content="Hi")], "<your answer>"), Accept)
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_a_copied_slot_of_the_contract_is_never_an_answer(small: bool) -> None:
+    """``<your answer>`` copied from the contract is refused with the language policies on
+    or off (a capable model's run has grounding off); with grounding on, the retry offers
+    the answer only, as after any answer it refuses."""
+    config = EngineConfig(tools=PLACES, dialect="json-protocol", tool_choice="auto", grounding=small)
+    history: list[Any] = [UserMessage(content="Hi there")]
+    decision = step(history, '{"final": {"content": "<your answer>"}}', config)
+    assert isinstance(decision, Correct) and decision.reason == "runtime_text"
+    assert decision.message.content == "Write your actual reply to the user's message, in plain words."
+    history += [decision.assistant, decision.message]
+    offered = plan(history, config, Capabilities(json_schema=True)).tools
+    assert offered == (() if small else PLACES)
+    # a slot the runtime never wrote is the model's own text
+    assert isinstance(step([UserMessage(content="Hi there")], '{"final": {"content": "<3>"}}', config), Answer)
 
 
 def test_a_missing_value_may_be_fetched_with_another_tool_once() -> None:

@@ -13,7 +13,9 @@ written without spaces): words found nowhere in what the user, the client or the
 request, the tools' names and descriptions, the results). So an answer that restates a
 result, or the user's question, is not refused. Words are compared case- and
 accent-folded, whatever the language; no phrase list is kept: the texts are the run's
-own, so the guard follows the runtime's wording as it changes.
+own, so the guard follows the runtime's wording as it changes. An answer that is only a
+``<slot>`` of those texts (``<your answer>``, the contract's placeholder: too short for a
+run) is refused too: it says nothing.
 
 Linear in the answer and the texts: runs are found through the set of the texts'
 :data:`MIN_WORDS`-word shingles.
@@ -28,7 +30,10 @@ from typing import Final
 
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
-__all__ = ["GUARD", "MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "REASON", "check", "find_runtime_text", "words"]
+__all__ = [
+    "GUARD", "MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "REASON", "SLOT_MESSAGE", "check", "find_runtime_text",
+    "is_template", "words",
+]
 
 GUARD = "runtime_text"
 REASON: Final = "runtime_text"
@@ -40,6 +45,15 @@ MIN_OWN_WORDS = 2
 MIN_CHARS = 30
 
 _WORD = re.compile(r"\w+")
+#: a reply that is only a slot of the contract's shapes (``<your answer>``), copied
+_TEMPLATE = re.compile(r"<[^<>\n]{1,40}>")
+#: the correction of an answer that is a copied slot
+SLOT_MESSAGE = "Write your actual reply to the user's message, in plain words."
+
+
+def is_template(answer: str) -> bool:
+    """Whether ``answer`` is only a ``<slot>`` (``<your answer>``): no reply at all."""
+    return _TEMPLATE.fullmatch(answer.strip()) is not None
 
 
 def words(text: str) -> list[str]:
@@ -85,7 +99,12 @@ def find_runtime_text(answer: str, runtime: Sequence[str], allowed: Sequence[str
 
 
 def check(answer: str, runtime: Sequence[str], allowed: Sequence[str]) -> Verdict:
-    """Refuse an answer that carries runtime text (:func:`find_runtime_text`)."""
+    """Refuse an answer that carries runtime text (:func:`find_runtime_text`), or that is
+    only a ``<slot>`` of the runtime's own text (``<your answer>``, copied from the
+    contract: two words, under :data:`MIN_WORDS`, and no reply at all)."""
+    slot = answer.strip()
+    if is_template(slot) and any(slot in text for text in runtime):
+        return Correction(guard=GUARD, reason=REASON, message=SLOT_MESSAGE, detail=f"the answer is a slot of the contract: {slot!r}")
     copied = find_runtime_text(answer, runtime, allowed)
     if copied is None:
         return ACCEPT

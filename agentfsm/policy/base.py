@@ -33,7 +33,7 @@ from agentfsm.guards.base import ACCEPT, Accept, Verdict
 from agentfsm.guards.refusal import RefusalMatch, RefusalMatcher
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
 
-__all__ = ["Policies", "Policy", "correction_of", "refused_calls"]
+__all__ = ["Policies", "Policy", "correction_of", "refused_answer", "refused_calls"]
 
 
 class Policy:
@@ -169,6 +169,14 @@ def correction_of(history: Sequence[Message]) -> str | None:
     """The reason of the correction that ends ``history`` (None when it ends otherwise)."""
     last = history[-1] if history else None
     return last.correction if isinstance(last, UserMessage) else None
+
+
+def refused_answer(history: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+    """The prose of the reply that the correction ending ``history`` refused, read as the
+    constrained grammar writes it (``""`` when it has none)."""
+    rejected = history[-2] if len(history) > 1 else None
+    text = rejected.content or "" if isinstance(rejected, AssistantMessage) else ""
+    return parse_reply(text, tools, CONSTRAINED_DIALECT).content or ""
 
 
 def refused_calls(history: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[ToolCall, ...]:

@@ -44,8 +44,9 @@ from agentfsm.policy.answers import latest_results
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards._history import calls_and_results, show_arguments
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.policy.base import Policy, correction_of, refused_calls
-from agentfsm.prompt.contract import is_template
+from agentfsm.guards import runtime_text
+from agentfsm.guards.runtime_text import is_template
+from agentfsm.policy.base import Policy, correction_of, refused_answer, refused_calls
 
 __all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "POLICY", "GroundingPolicy", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
            "request_of", "values_of"]
@@ -271,8 +272,8 @@ def _reflects(answer: str, result: str) -> bool:
 
 
 def check_answer(history: Sequence[Message], answer: str) -> Verdict:
-    """Correct an answer that is only a copied ``<slot>`` of the contract, or one given
-    right after results that leaves one of them out.
+    """Correct an answer given right after results that leaves one of them out (an
+    answer that is only a copied ``<slot>`` of the contract is the runtime-text guard's).
 
     The latest round's results are what the answer must use (a chain's earlier results
     may be steps); a result is stated when the answer holds one of its numbers (within
@@ -280,9 +281,6 @@ def check_answer(history: Sequence[Message], answer: str) -> Verdict:
     "the weather in Oslo and in Paris") each must be stated: a small model restates
     the last one and drops the others. Failed calls and empty results are not judged.
     """
-    if is_template(answer):
-        return Correction(guard=GUARD, reason=ANSWER_REASON, detail=f"the answer is a template: {answer.strip()!r}",
-                          message="Write your actual reply to the user's message, in plain words.")
     # short one-line results only: those are values to state (a file's text or a long
     # document is summarised, not restated)
     usable = [
@@ -332,11 +330,14 @@ class GroundingPolicy(Policy):
         self, history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice
     ) -> tuple[ToolSpec, ...] | None:
         """The answer only after :data:`REASONS` (no value to call with, or the results in
-        hand); after ``missing_value`` the tools the refused reply did not call, once, to
+        hand) and after an answer that was a copied ``<slot>`` of the contract (refused by
+        the runtime-text guard); after ``missing_value`` the tools the refused reply did not call, once, to
         fetch the value (:func:`fetch_tools`), and the answer."""
         reason = correction_of(history)
         if reason in REASONS:
             return ()
+        if reason == runtime_text.REASON and is_template(refused_answer(history, tools)):
+            return ()  # a copied <slot> of the contract: the model was answering
         if reason == MISSING_REASON:
             return fetch_tools(history[:-2], tools, {c.name for c in refused_calls(history, tools)})
         return None

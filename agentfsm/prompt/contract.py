@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
 from agentfsm.core._memo import Memo, tools_key
 from agentfsm.guards.answer_schema import describe
+from agentfsm.guards.runtime_text import is_template
 
 __all__ = [
     "NO_TOOLS",
@@ -32,15 +32,6 @@ __all__ = [
 ]
 
 _MAX_DESCRIPTION = 300
-#: a reply that is only a slot of the contract's shapes (``<your answer>``), copied
-_TEMPLATE = re.compile(r"<[^<>\n]{1,40}>")
-
-
-def is_template(answer: str) -> bool:
-    """Whether ``answer`` is only a copied ``<slot>`` of the contract (no reply at all)."""
-    return _TEMPLATE.fullmatch(answer.strip()) is not None
-
-
 def _type_name(schema: Any) -> str:
     if not isinstance(schema, dict):
         return "any"
