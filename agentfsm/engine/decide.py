@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from loguru import logger
 
 from agentfsm.core.choice import ToolChoice
-from agentfsm.prompt.contract import is_template, render_call_template
+from agentfsm.prompt.contract import render_call_template
 from agentfsm.dialects import get_dialect
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExceeded
 from agentfsm.guards import answer_schema, budget, empty, injection, loops, repeated_call, run_guards, runtime_text
+from agentfsm.guards.runtime_text import is_template
 from agentfsm.guards import tool_choice as tool_choice_guard
 from agentfsm.policy import Policies
 from agentfsm.engine.authored import others_texts, runtime_texts

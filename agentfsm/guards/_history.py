@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 
-__all__ = ["called", "calls_and_results", "results", "results_so_far", "show_arguments", "told", "turn"]
+__all__ = ["called", "calls_and_results", "results", "results_so_far", "show_arguments", "subjects", "told", "turn"]
 
 #: how much of a result, or of a call's arguments, a correction quotes
 _SHOWN = 120
@@ -65,16 +65,25 @@ def calls_and_results(history: Sequence[Message]) -> tuple[list[ToolCall], list[
         elif isinstance(msg, AssistantMessage):
             calls.extend(msg.tool_calls)
     by_id = {c.id: c for c in calls}
-    names = [by_id[i].name for i, _ in found if i in by_id]
+    found.reverse()
+    heads = subjects([(c.name if (c := by_id.get(i)) else None, c) for i, _ in found])
     lines = []
-    for call_id, content in reversed(found):
-        call = by_id.get(call_id)
-        head = call.name if call is not None else call_id
-        if call is not None and names.count(call.name) > 1:
-            head = f"{call.name}({show_arguments(call)})"  # the same tool twice: say which call
+    for (call_id, content), head in zip(found, heads, strict=True):
         text = " ".join(content.split())
+        head = head or call_id
         lines.append(f"The result of {head} is {text[:_SHOWN] + '...' if len(text) > _SHOWN else text}.")
     return calls, lines
+
+
+def subjects(named: Sequence[tuple[str | None, ToolCall | None]]) -> list[str | None]:
+    """What each result (its tool's name, and its call where known) is called: the tool's
+    name, or ``NAME(ARGS)`` where several of them share that name and the call is known
+    (the same tool twice: say which call)."""
+    names = [name for name, _ in named]
+    return [
+        f"{name}({show_arguments(call)})" if name is not None and call is not None and names.count(name) > 1 else name
+        for name, call in named
+    ]
 
 
 def show_arguments(call: ToolCall) -> str:

@@ -28,6 +28,7 @@ from typing import ClassVar
 from agentfsm.core._types import PolicyName
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolSpec, UserMessage
+from agentfsm.core.parsed import ParsedReply
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.guards.base import ACCEPT, Accept, Verdict
 from agentfsm.guards.refusal import RefusalMatch, RefusalMatcher
@@ -171,17 +172,19 @@ def correction_of(history: Sequence[Message]) -> str | None:
     return last.correction if isinstance(last, UserMessage) else None
 
 
-def refused_answer(history: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
-    """The prose of the reply that the correction ending ``history`` refused, read as the
-    constrained grammar writes it (``""`` when it has none)."""
+def _refused(history: Sequence[Message], tools: Sequence[ToolSpec]) -> ParsedReply:
+    """The reply that the correction ending ``history`` refused, read as the constrained
+    grammar writes it."""
     rejected = history[-2] if len(history) > 1 else None
     text = rejected.content or "" if isinstance(rejected, AssistantMessage) else ""
-    return parse_reply(text, tools, CONSTRAINED_DIALECT).content or ""
+    return parse_reply(text, tools, CONSTRAINED_DIALECT)
+
+
+def refused_answer(history: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+    """The prose of that refused reply (``""`` when it has none)."""
+    return _refused(history, tools).content or ""
 
 
 def refused_calls(history: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[ToolCall, ...]:
-    """The calls of the reply that the correction ending ``history`` refused, read as the
-    constrained grammar writes them."""
-    rejected = history[-2] if len(history) > 1 else None
-    text = rejected.content or "" if isinstance(rejected, AssistantMessage) else ""
-    return parse_reply(text, tools, CONSTRAINED_DIALECT).tool_calls
+    """The calls of that refused reply."""
+    return _refused(history, tools).tool_calls

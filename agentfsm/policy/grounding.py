@@ -45,7 +45,6 @@ from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, Use
 from agentfsm.guards._history import calls_and_results, show_arguments
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import runtime_text
-from agentfsm.guards.runtime_text import is_template
 from agentfsm.policy.base import Policy, correction_of, refused_answer, refused_calls
 
 __all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "POLICY", "GroundingPolicy", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
@@ -336,7 +335,7 @@ class GroundingPolicy(Policy):
         reason = correction_of(history)
         if reason in REASONS:
             return ()
-        if reason == runtime_text.REASON and is_template(refused_answer(history, tools)):
+        if reason == runtime_text.REASON and runtime_text.is_template(refused_answer(history, tools)):
             return ()  # a copied <slot> of the contract: the model was answering
         if reason == MISSING_REASON:
             return fetch_tools(history[:-2], tools, {c.name for c in refused_calls(history, tools)})

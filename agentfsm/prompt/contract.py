@@ -20,12 +20,10 @@ from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall, ToolDefinition, ToolSpec
 from agentfsm.core._memo import Memo, tools_key
 from agentfsm.guards.answer_schema import describe
-from agentfsm.guards.runtime_text import is_template
 
 __all__ = [
     "NO_TOOLS",
     "contract_hash",
-    "is_template",
     "render_call_template",
     "render_contract",
     "summarize_schema",

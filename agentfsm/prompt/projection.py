@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from agentfsm.core._types import DialectName
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
-from agentfsm.prompt.results import frame_results, neutralise_actions, result_subjects
+from agentfsm.guards._history import subjects
+from agentfsm.prompt.results import frame_results, neutralise_actions
 from agentfsm.prompt.contract import render_contract
 from agentfsm.dialects import get_dialect
 from agentfsm.core.messages import (
@@ -48,8 +49,7 @@ def project_history(
     """Turn ``history`` into the prompt sent to a text-only model (``sentences``: short
     results framed as sentences, :func:`~agentfsm.prompt.results.frame_result`)."""
     d = get_dialect(dialect)
-    names: dict[str, str] = {}
-    calls: dict[str, ToolCall] = {}
+    calls: dict[str, ToolCall] = {}  # by id
     system_parts: list[str] = []
     if tools or tool_choice != ToolChoice.AUTO:
         system_parts.append(
@@ -58,15 +58,17 @@ def project_history(
             else render_contract(tools, dialect=dialect, tool_choice=tool_choice, parallel=parallel)
         )
     out: list[PromptMessage] = []
-    pending: list[tuple[ToolResult, str | None]] = []
+    pending: list[ToolResult] = []
     request: str | None = None  # the latest user request (not a runtime correction)
 
     def flush_results() -> None:
         if pending:
-            subjects = result_subjects(pending, calls)
+            # several results of one tool in a block are told apart by their arguments
+            known = [calls.get(r.call_id) for r in pending]
+            named = subjects([(r.name or (c.name if c else None), c) for r, c in zip(pending, known, strict=True)])
             text = frame_results(
-                [(r, subject) for (r, _), subject in zip(pending, subjects, strict=True)], dialect_name=dialect, tool_choice=tool_choice, tools=tools, request=request,
-                sentences=sentences,
+                list(zip(pending, named, strict=True)), dialect_name=dialect, tool_choice=tool_choice, tools=tools,
+                request=request, sentences=sentences,
             )
             out.append(PromptMessage(role="user", content=text))
             pending.clear()
@@ -76,7 +78,7 @@ def project_history(
             system_parts.append(msg.content)
             continue
         if isinstance(msg, ToolMessage):
-            pending.append((msg.result, msg.result.name or names.get(msg.result.call_id)))
+            pending.append(msg.result)
             continue
         flush_results()
         if isinstance(msg, UserMessage):
@@ -88,9 +90,7 @@ def project_history(
         elif isinstance(msg, AssistantMessage):
             text_parts = [msg.content] if msg.content else []
             if msg.tool_calls:
-                for call in msg.tool_calls:
-                    names[call.id] = call.name
-                    calls[call.id] = call
+                calls.update((call.id, call) for call in msg.tool_calls)
                 if tool_choice.mode != "none":
                     text_parts.append(d.render_calls(list(msg.tool_calls)))
             if text_parts or not msg.tool_calls:  # a turn of calls alone, left out under none

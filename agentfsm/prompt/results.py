@@ -2,7 +2,7 @@
 
 Raw tool output alone leaves a small model unsure whose turn it is. Each result is
 framed with the tool's name (``NAME(ARGS)`` where one block holds several results of a
-tool, :func:`result_subjects`; never the call id, which the model's own actions do not
+tool, :func:`agentfsm.guards._history.subjects`; never the call id, which the model's own actions do not
 carry and a small model copied into its answers) and a wording of its own for each status:
 
 - ``ok``: "Result of NAME:" and the content; with ``sentences`` (the ``answers``
@@ -24,16 +24,15 @@ answer. Pure functions: no IO.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from agentfsm.core._types import DialectName
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.errors import UsageError
-from agentfsm.core.messages import ToolCall, ToolResult, ToolSpec
+from agentfsm.core.messages import ToolResult, ToolSpec
 from agentfsm.dialects.smiley import SMILEY
 from agentfsm.guards.base import action_format, answer_format
-from agentfsm.guards._history import show_arguments
 from agentfsm.guards.injection import actions_in
 
 __all__ = [
@@ -44,7 +43,6 @@ __all__ = [
     "neutralise_actions",
     "next_step",
     "result_sentence",
-    "result_subjects",
     "truncate_result",
 ]
 
@@ -115,22 +113,8 @@ def result_sentence(subject: str, text: str) -> str:
 def _label(result: ToolResult, tool_name: str | None) -> str:
     # no call id: the model's own actions carry none, and a small model copied the id
     # into its answers; two results of one tool are told apart by their arguments
-    # (:func:`result_subjects`)
+    # (:func:`agentfsm.guards._history.subjects`)
     return tool_name or result.name or "the tool"
-
-
-def result_subjects(results: Sequence[tuple[ToolResult, str | None]], calls: Mapping[str, ToolCall]) -> list[str | None]:
-    """What each of ``results`` (with its tool's name) is called in its frame: the tool's
-    name, or ``NAME(ARGS)`` where the block holds several results of that tool and
-    ``calls`` (by id) knows the call (as a correction states them,
-    :func:`agentfsm.guards._history.calls_and_results`)."""
-    names = [name or r.name for r, name in results]
-    subjects: list[str | None] = []
-    for (result, _), name in zip(results, names, strict=True):
-        call = calls.get(result.call_id)
-        several = name is not None and names.count(name) > 1
-        subjects.append(f"{name}({show_arguments(call)})" if several and call is not None else name)
-    return subjects
 
 
 def frame_result(
