@@ -18,7 +18,7 @@ from agentfsm.eval.fake_tools import get_capital, get_weather
 from agentfsm.testing.example_tools import TOOLS
 from agentfsm.runtime.tools import ToolRegistry
 
-from tests._histories import PLACES, call, two_weathers
+from tests._histories import MATH, PLACES, call, two_weathers
 
 SPECS = ToolRegistry(TOOLS).specs
 UNIT = ToolSpec(name="convert", description="", parameters={
@@ -121,6 +121,28 @@ def test_a_copied_slot_of_the_contract_is_never_an_answer(small: bool) -> None:
     assert offered == (() if small else PLACES)
     # a slot the runtime never wrote is the model's own text
     assert isinstance(step([UserMessage(content="Hi there")], '{"final": {"content": "<3>"}}', config), Answer)
+
+
+def test_an_answer_refused_for_its_wording_keeps_the_answer_only() -> None:
+    """Once the results are judged in hand (a stale call, answer only), an answer refused
+    for copying the runtime's text is retried with the answer only: its wording does not
+    reopen the calls (the embedded model called again and spent the budget)."""
+    config = EngineConfig(tools=MATH, dialect="json-protocol", tool_choice="auto", grounding=True)
+    history: list[Message] = _after_multiply()
+    stale = step(history, '{"action": {"tool": "add", "args": {"a": 12.5, "b": 4}}}', config)
+    assert isinstance(stale, Correct) and stale.reason == "stale_call"
+    history += [stale.assistant, stale.message]
+    assert plan(history, config, Capabilities(json_schema=True)).tools == ()
+    copied = step(history, '{"final": {"content": "Answer the user\'s request now, stating these results."}}', config)
+    assert isinstance(copied, Correct) and copied.reason == "runtime_text"
+    history += [copied.assistant, copied.message]
+    assert plan(history, config, Capabilities(json_schema=True)).tools == ()
+    # before any answer-only offer in the round, a refused wording leaves the offer alone
+    fresh: list[Message] = [UserMessage(content="Hi there")]
+    first = step(fresh, '{"final": {"content": "Take every argument value from the user\'s message or from a tool result."}}', config)
+    assert isinstance(first, Correct) and first.reason == "runtime_text"
+    fresh += [first.assistant, first.message]
+    assert plan(fresh, config, Capabilities(json_schema=True)).tools == MATH
 
 
 def test_a_missing_value_may_be_fetched_with_another_tool_once() -> None:

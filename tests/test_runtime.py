@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
+from agentfsm.prompt.enforcement import NO_SLOT
 from agentfsm import Agent
 from agentfsm.core.backend import Capabilities
 from agentfsm.backends.scripted import ScriptedBackend
@@ -257,14 +258,31 @@ def test_repeated_call_is_corrected_once_and_the_retry_grammar_drops_called_tool
 def test_a_reply_refused_twice_word_for_word_is_retried_at_a_temperature(tmp_path: Path) -> None:
     """Greedy decoding writes a refused reply again after its correction; once it has,
     the next attempt is drawn at the consensus temperature (seeded: a run repeats)."""
-    template = '{"final": {"content": "<your answer>"}}'
-    backend = ScriptedBackend([template, template, '{"final": {"content": "hello"}}'],
+    unknown = '{"action": {"tool": "weather", "args": {"city": "Oslo"}}}'
+    backend = ScriptedBackend([unknown, unknown, '{"final": {"content": "hello"}}'],
                               capabilities=Capabilities(json_schema=True))
     result = Agent(backend, TOOLS, grounding="on", consensus="off").run("Say hello.")
     assert result.content == "hello"
     temperatures = [r.options.temperature for r in backend.requests]
     assert temperatures == [0.0, 0.0, TEMPERATURE]
     assert backend.requests[2].options.seed != backend.requests[0].options.seed
+
+
+@pytest.mark.parametrize("grounding", ["on", "off"])
+def test_after_a_copied_slot_the_grammar_answer_cannot_begin_with_one(grounding: str) -> None:
+    """``<your answer>`` is the format line's slot copied by greedy decoding, which writes
+    it again after its correction, at a temperature too (two slots spent a one-call
+    task's last corrections): once one is refused, the rest of the round's grammar holds
+    the answer's text to one that does not begin with ``<``."""
+    template = '{"final": {"content": "<your answer>"}}'
+    backend = ScriptedBackend([template, '{"final": {"content": "hello"}}'],
+                              capabilities=Capabilities(json_schema=True))
+    result = Agent(backend, TOOLS, grounding=grounding, consensus="off").run("Say hello.")
+    assert result.content == "hello"
+    first, retry = (json.dumps(r.options.json_schema) for r in backend.requests)
+    assert "pattern" not in first
+    assert json.dumps(NO_SLOT) in retry
+    assert [r.options.temperature for r in backend.requests] == [0.0, 0.0]
 
 
 @pytest.mark.parametrize("caps", [Capabilities(), Capabilities(json_schema=True)])

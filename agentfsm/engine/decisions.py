@@ -184,6 +184,9 @@ class Plan:
     #: the grammar allows an answer where ``tool_choice`` does (false once the model chose
     #: a call, :func:`~agentfsm.engine.choice.narrow`)
     answers: bool = True
+    #: an answer was refused in this round for being a copied ``<slot>`` of the contract:
+    #: the grammar's answer may not begin with ``<`` (:data:`~agentfsm.prompt.enforcement.NO_SLOT`)
+    no_slot: bool = False
     #: the reply refused last repeats one refused earlier in this round: greedy decoding
     #: would write it again, so the retry is drawn at a temperature (:func:`~agentfsm.engine.plan.plan`)
     resample: bool = False

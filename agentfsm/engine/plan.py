@@ -3,7 +3,8 @@
 The tool_choice that binds the reply (:func:`tool_choice_now`), the enforcement level
 and the dialect it teaches, the tools of the retry's grammar (after a language policy's
 correction, what that policy offers), compact argument lists after a cut-off action,
-and the extension step of a parallel turn. Pure, like :func:`~agentfsm.engine.decide.step`.
+an answer that cannot be a ``<slot>`` after one was refused, and the extension step of
+a parallel turn. Pure, like :func:`~agentfsm.engine.decide.step`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
 from agentfsm.engine.decisions import EngineConfig, Plan
-from agentfsm.guards import repeated_call
+from agentfsm.dialects.parse import parse_reply
+from agentfsm.guards import repeated_call, runtime_text
+from agentfsm.guards.runtime_text import is_template
 from agentfsm.guards._history import called
 from agentfsm.policy import Policies, policies_for
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, choose_level
@@ -73,6 +76,16 @@ def _stuck(history: Sequence[Message]) -> bool:
     return any((rejected.content or "").strip() == last for _, rejected in rounds[1:])
 
 
+def _slot_refused(history: Sequence[Message], config: EngineConfig) -> bool:
+    """Whether an answer refused in this round was only a ``<slot>`` of the contract
+    (``{"final": {"content": "<your answer>"}}``, the format line copied: greedy decoding
+    writes it again after its correction, at a temperature too)."""
+    return any(
+        reason == runtime_text.REASON and is_template(parse_reply(rejected.content or "", config.tools, config.dialect).content or "")
+        for reason, rejected in _round_corrections(history)
+    )
+
+
 def policies_of(config: EngineConfig) -> Policies:
     """The language policies ``config`` consults, in order (:mod:`agentfsm.policy`)."""
     return policies_for(config.policies, config.grounding)
@@ -105,6 +118,7 @@ def plan(
         CONSTRAINED_DIALECT,
         _retry_tools(history, config.tools, choice, policies_of(config)),
         compact=any(reason == "truncated_action" for reason, _ in _round_corrections(history)),
+        no_slot=_slot_refused(history, config),
         # where the backend extends a single call into a list, the reply itself is one call
         listed=config.parallel and not capabilities.list_continuation,
         extend=continues,

@@ -42,9 +42,9 @@ from typing import Any, Final
 from agentfsm.core.choice import ToolChoice
 from agentfsm.policy.answers import latest_results
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
-from agentfsm.guards._history import calls_and_results, show_arguments
+from agentfsm.guards._history import calls_and_results, show_arguments, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
-from agentfsm.guards import runtime_text
+from agentfsm.guards import answer_schema, runtime_text
 from agentfsm.policy.base import Policy, correction_of, refused_answer, refused_calls
 
 __all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "POLICY", "GroundingPolicy", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
@@ -61,6 +61,8 @@ ANSWER_REASON: Final = "unsupported_answer"
 MISSING_REASON: Final = "missing_value"
 #: this guard's correction reasons after which the retry offers the answer only
 REASONS = frozenset({REASON, STALE_REASON, ANSWER_REASON})
+#: the protocol guards' reasons for refusing an answer for its wording, not for what it does
+_WORDING = frozenset({runtime_text.REASON, answer_schema.REASON})
 #: the longest result an answer is expected to restate
 _SHORT_RESULT = 200
 #: words that say nothing about a value (an answer's or a string argument's)
@@ -329,14 +331,21 @@ class GroundingPolicy(Policy):
         self, history: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice
     ) -> tuple[ToolSpec, ...] | None:
         """The answer only after :data:`REASONS` (no value to call with, or the results in
-        hand) and after an answer that was a copied ``<slot>`` of the contract (refused by
-        the runtime-text guard); after ``missing_value`` the tools the refused reply did not call, once, to
-        fetch the value (:func:`fetch_tools`), and the answer."""
+        hand); after an answer refused for its wording (the runtime's text, a copied
+        ``<slot>``, not the client's output schema) when it was a copied ``<slot>`` or the
+        answer only was offered earlier in this round (the model was answering: a
+        refused wording does not reopen the calls already judged); after
+        ``missing_value`` the tools the refused reply did not call, once, to fetch the
+        value (:func:`fetch_tools`), and the answer."""
         reason = correction_of(history)
         if reason in REASONS:
             return ()
-        if reason == runtime_text.REASON and runtime_text.is_template(refused_answer(history, tools)):
-            return ()  # a copied <slot> of the contract: the model was answering
+        if reason in _WORDING:
+            answer = refused_answer(history, tools)
+            if runtime_text.is_template(answer) or (
+                answer and not refused_calls(history, tools) and any(told(history, r, this_round=True) for r in REASONS)
+            ):
+                return ()
         if reason == MISSING_REASON:
             return fetch_tools(history[:-2], tools, {c.name for c in refused_calls(history, tools)})
         return None

@@ -95,6 +95,7 @@ def build_action_schema(
     parallel: bool = False,
     compact: bool = False,
     answer_schema: JSONObject | None = None,
+    no_slot: bool = False,
 ) -> JSONObject:
     """The JSON schema of one reply under constrained decoding.
 
@@ -105,10 +106,19 @@ def build_action_schema(
     calls (the json-protocol way to write several calls in one reply). The shape is the
     ``json-protocol`` dialect's, so the contract, the projected history and the
     grammar all show the model one format. ``compact``: see :func:`action_item_schema`.
+    ``no_slot``: a free-text answer may not begin with ``<`` or a space (:data:`NO_SLOT`:
+    the retry after an answer that was a copied ``<slot>`` of the contract).
     """
     answer = None if answer_schema is None else json_digest(answer_schema)
-    key = (tools_key(tools), tool_choice, parallel, compact, answer)
-    return _SCHEMAS.get(key, lambda: _action_schema(tools, tool_choice, parallel, compact, answer_schema), json_weight)
+    key = (tools_key(tools), tool_choice, parallel, compact, answer, no_slot)
+    return _SCHEMAS.get(
+        key, lambda: _action_schema(tools, tool_choice, parallel, compact, answer_schema, no_slot), json_weight
+    )
+
+
+#: a JSON string's text that does not begin with ``<`` or white space (nor is empty):
+#: no ``<your answer>`` slot of the contract can be written under it
+NO_SLOT = r'^[^<"\\\x00-\x20]([^"\\\x00-\x1f]|\\["\\/bfnrt])*$'
 
 
 #: action schemas by tool set and settings (shared: not to be mutated)
@@ -116,7 +126,12 @@ _SCHEMAS: Memo[JSONObject] = Memo(64, max_bytes=8 << 20)
 
 
 def _action_schema(
-    tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool, compact: bool, answer: JSONObject | None
+    tools: Sequence[ToolSpec],
+    tool_choice: ToolChoice,
+    parallel: bool,
+    compact: bool,
+    answer: JSONObject | None,
+    no_slot: bool,
 ) -> JSONObject:
     one = action_item_schema(tools, tool_choice, compact)
     branches: list[JSONObject] = []
@@ -134,13 +149,14 @@ def _action_schema(
             }
         )
     if tool_choice.allows_answer:
+        text: JSONObject = {"type": "string", "pattern": NO_SLOT} if no_slot else {"type": "string"}
         branches.append(
             {
                 "type": "object",
                 "properties": {
                     "final": {
                         "type": "object",
-                        "properties": {"content": {"type": "string"} if answer is None else grammar_schema(answer)},
+                        "properties": {"content": text if answer is None else grammar_schema(answer)},
                         "required": ["content"],
                         "additionalProperties": False,
                     }
