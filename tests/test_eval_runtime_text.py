@@ -10,7 +10,8 @@ from pathlib import Path
 from agentfsm.backends.scripted import ScriptedBackend
 from agentfsm.core.messages import PromptMessage, UserMessage
 from agentfsm.eval.runner import EvalPlan, RunSpec, run_eval
-from agentfsm.eval.runtime_text import find_runtime_text, runtime_text_of
+from agentfsm.eval.quality_table import build_rows, echo_answers
+from agentfsm.eval.runtime_text import echoes, find_runtime_text, runtime_text_of
 from agentfsm.eval.suite import run_suite_task
 from agentfsm.eval.suite_data import TASKS
 from agentfsm.core.events import GuardEvent
@@ -104,6 +105,34 @@ def test_a_bfcl_answer_that_copies_a_correction_is_refused() -> None:
     assert result.answer is None and result.runtime_text is None
     clean = asyncio.run(run_eval(ScriptedBackend(["Herman Melville wrote it."]), plan))[0]
     assert clean.valid and clean.runtime_text is None and clean.model_calls == 1
+
+
+def test_an_answer_that_repeats_the_request_is_an_echo_in_any_language() -> None:
+    assert echoes(QUESTION, QUESTION)
+    assert echoes("wie ist das Wetter in Oslo gerade", QUESTION)  # case and punctuation set aside
+    assert echoes("Hi! Who wrote Romeo and Juliet?", "Who wrote Romeo and Juliet?")
+    assert echoes("¿Qué tiempo hace en Madrid?", "¿Qué tiempo hace en Madrid?")
+    assert not echoes("In Oslo schneit es gerade, bei -3 °C.", QUESTION)
+    # the request quoted inside a longer reply of its own is a reply
+    assert not echoes(f"You asked: {QUESTION} In Oslo schneit es gerade, bei -3 °C, mit Wind aus Nord.", QUESTION)
+    assert not echoes("", QUESTION) and not echoes("Hello!", "")
+    # the first half of the request, cut, is an echo; a value taken from it is a reply
+    assert echoes("Wie ist das Wetter", QUESTION)
+    assert not echoes("Oslo", QUESTION) and not echoes("10.0", "What is 10.0 plus 0?")
+
+
+def test_echoes_are_counted_and_listed_not_failed() -> None:
+    """A task that needs no tool passes on any answer, an echo too; the table counts it."""
+    task = next(t for t in TASKS if t.base == "greeting" and t.language == "en")
+    echoed = asyncio.run(run_suite_task(ScriptedBackend([task.prompt]), task, enforcement="prompt"))
+    replied = asyncio.run(run_suite_task(ScriptedBackend(["I am well, thank you!"]), task, enforcement="prompt"))
+    assert echoed.valid and echoed.echo and replied.valid and not replied.echo
+    rows = build_rows([echoed, replied], [])
+    assert {r.label: r.echoes for r in rows if r.group == "tasks"}["all"] == 1
+    assert echo_answers([echoed, replied], []) == [f"{task.name}: {task.prompt!r}"]
+    plan = EvalPlan(categories=("irrelevance",), specs=(RunSpec("json-action", "prompt"),), limit=1, data_dir=FIXTURES)
+    case = asyncio.run(run_eval(ScriptedBackend(lambda messages: messages[-1].content), plan))[0]
+    assert case.valid and case.echo and case.to_json()["echo"] is True
 
 
 def test_a_client_system_message_is_the_users_text() -> None:

@@ -5,9 +5,11 @@ language, and in total (tuned, held-out, all); each BFCL category; each live BFC
 category (untuned); and two cost rows (one-call tasks; irrelevant requests: the tasks
 that need no tool and BFCL's irrelevance cases). Columns: cases, accuracy with its Wilson
 95 % interval, protocol-valid, mean model calls and seconds per case, and how many final
-answers carry runtime text (:mod:`agentfsm.eval.runtime_text`). Under the table: issue
-27's targets, each met or not (:func:`target_checks`), the total of answers carrying
-runtime text (each case counted once), each of them, and the failed tasks.
+answers carry runtime text (:mod:`agentfsm.eval.runtime_text`) or repeat the request
+(echoes: counted, not failed; an echo is no reply, but a task needing no tool, like an
+irrelevance case, passes on any answer). Under the table: issue 27's targets, each met
+or not (:func:`target_checks`), the total of answers carrying runtime text (each case
+counted once), each of them, the echoes, and the failed tasks.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "build_rows",
     "render_markdown",
     "render_table",
+    "echo_answers",
     "runtime_text_answers",
     "target_checks",
 ]
@@ -45,6 +48,7 @@ COLUMNS: tuple[str, ...] = (
     "of which extension / candidate / correction %",
     "s/case",
     "runtime text",
+    "echoes",
 )
 _IRRELEVANT = ("irrelevance", "live_irrelevance")
 #: issue 27's bounds on model calls per case
@@ -65,14 +69,15 @@ class _Scored:
     seconds: float
     runtime_text: bool
     spent: CallsSpent = CallsSpent()
+    echo: bool = False
 
 
 def _of_task(r: SuiteResult) -> _Scored:
-    return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None, r.spent)
+    return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None, r.spent, r.echo)
 
 
 def _of_case(r: CaseResult) -> _Scored:
-    return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None, r.spent)
+    return _Scored(r.valid, r.protocol_valid, r.model_calls, r.seconds, r.runtime_text is not None, r.spent, r.echo)
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,8 @@ class QualityRow:
     seconds: float
     runtime_text: int
     spent: CallsSpent = CallsSpent()
+    #: final answers that repeat the request (counted, not failed)
+    echoes: int = 0
 
     @classmethod
     def of(cls, group: str, label: str, scored: Sequence[_Scored]) -> QualityRow:
@@ -102,6 +109,7 @@ class QualityRow:
             seconds=sum(s.seconds for s in scored),
             runtime_text=sum(s.runtime_text for s in scored),
             spent=sum((s.spent for s in scored), CallsSpent()),
+            echoes=sum(s.echo for s in scored),
         )
 
     @property
@@ -135,6 +143,7 @@ class QualityRow:
             self._shares(),
             f"{self.seconds / n:.2f}",
             str(self.runtime_text),
+            str(self.echoes),
         ]
 
 
@@ -179,6 +188,13 @@ def runtime_text_answers(tasks: Sequence[SuiteResult], cases: Sequence[CaseResul
 
 def _verdict(met: bool) -> str:
     return "met" if met else "**not met**"
+
+
+def echo_answers(tasks: Sequence[SuiteResult], cases: Sequence[CaseResult]) -> list[str]:
+    """One line per final answer that repeats the request: where, and the answer."""
+    out = [f"{t.task.name}: {t.answer[:120]!r}" for t in tasks if t.echo]
+    out += [f"{c.case_id}: {(c.answer or '')[:120]!r}" for c in cases if c.echo]
+    return out
 
 
 def target_checks(rows: Sequence[QualityRow], runtime_text: int) -> list[str]:
@@ -227,7 +243,9 @@ _HOW_TO_READ = (
     "the first, their extensions counted as extensions). Runtime text: final "
     f"answers that copy {MIN_WORDS} or more consecutive words (or one word of {MIN_CHARS} characters) of text the runtime "
     f"wrote in that run (contract, corrections, result framing), {MIN_OWN_WORDS} or more of them found nowhere "
-    "in the request, tools or results."
+    "in the request, tools or results. Echoes: final answers that repeat the user's request (punctuation "
+    "and case set aside, the request at least half the answer); they are counted, not failed: a task or "
+    "case that needs no call passes on any answer, an echo included."
 )
 
 
@@ -254,6 +272,11 @@ def render_markdown(
               f" (of {len(tasks) + len(cases)} tasks and cases)."]
     if leaks:
         lines += [""] + [f"- {line}" for line in leaks]
+    echoed = echo_answers(tasks, cases)
+    lines += ["", f"Final answers that repeat the request (echoes, counted as the checks score them), in the whole"
+              f" table: **{len(echoed)}**."]
+    if echoed:
+        lines += [""] + [f"- {line}" for line in echoed]
     failures = [_failure(t) for t in tasks if not t.valid]
     if failures:
         lines += ["", f"Failed tasks ({len(failures)}):", ""] + [f"- {f}" for f in failures]

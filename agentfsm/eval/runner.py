@@ -108,6 +108,8 @@ class CaseResult:
     answer: str | None = None
     #: the runtime text that answer copied, if any (:mod:`agentfsm.eval.runtime_text`)
     runtime_text: str | None = None
+    #: that answer repeats the request (:func:`~agentfsm.eval.runtime_text.echoes`)
+    echo: bool = False
     #: model calls spent on extensions, consensus candidates and corrections
     spent: CallsSpent = CallsSpent()
 
@@ -134,6 +136,7 @@ class CaseResult:
             "model_calls": self.model_calls,
             "answer": self.answer,
             "runtime_text": self.runtime_text,
+            "echo": self.echo,
         }
 
 
@@ -294,6 +297,7 @@ async def run_runtime_case(
         spent=rec.texts.spent,
         answer=answer,
         runtime_text=rec.texts.finding(answer) if answer is not None else None,
+        echo=answer is not None and rec.texts.echo(answer),
     )
 
 

@@ -11,6 +11,8 @@ tools or the results. The texts come from the run's own events (:class:`RunTexts
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +26,13 @@ from agentfsm.core.events import (
     ToolResultEvent,
     TranscriptEvent,
 )
-from agentfsm.core.messages import AssistantMessage, Message, ToolMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from agentfsm.guards._history import calls_and_results
 from agentfsm.guards.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS, find_runtime_text
 
-__all__ = ["MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "CallsSpent", "RunTexts", "find_runtime_text", "runtime_text_of"]
+__all__ = [
+    "MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "CallsSpent", "RunTexts", "echoes", "find_runtime_text", "runtime_text_of",
+]
 
 @dataclass(frozen=True)
 class CallsSpent:
@@ -69,11 +73,15 @@ class RunTexts:
     spent: CallsSpent = field(default_factory=lambda: CallsSpent())
     #: the conversation as the run saw it (request, calls, results)
     history: list[Message] = field(default_factory=list)
+    #: the user's latest request (its last user message)
+    request: str = ""
 
     def __call__(self, event: TranscriptEvent) -> None:
         match event:
             case RequestEvent():
                 self.history += event.messages
+                asked = [m.content for m in event.messages if isinstance(m, UserMessage) and m.correction is None]
+                self.request = asked[-1] if asked else self.request
                 for message in event.messages:
                     content = getattr(message, "content", None)  # a tool message has a result instead
                     if isinstance(content, str):
@@ -99,11 +107,33 @@ class RunTexts:
             case _:
                 pass
 
+    def echo(self, answer: str | None = None) -> bool:
+        """Whether ``answer`` (default: the run's final answer) repeats the request (:func:`echoes`)."""
+        return echoes(self.answer if answer is None else answer, self.request)
+
     def finding(self, answer: str | None = None) -> str | None:
         """The runtime text in ``answer`` (default: the run's final answer), or ``None``."""
         # the results stated plainly are the model's to say, as the guard allows them
         allowed = self.allowed + calls_and_results(self.history)[1]
         return find_runtime_text(self.answer if answer is None else answer, list(self.runtime), allowed)
+
+
+def _folded(text: str) -> str:
+    """``text`` compared as characters alone: NFKC, case-folded, every run of non-word
+    characters (punctuation, spaces) one space."""
+    return re.sub(r"\W+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def echoes(answer: str, request: str) -> bool:
+    """Whether ``answer`` repeats the user's ``request`` rather than replying to it:
+    punctuation and case set aside, one occurs whole in the other and is at least half of
+    it ("Hi! Who wrote Romeo and Juliet?" for "Who wrote Romeo and Juliet?"; the first
+    half of a long request, cut). Characters only: no word of any language is read."""
+    said, asked = _folded(answer), _folded(request)
+    if not said or not asked:
+        return False
+    short, long = sorted((said, asked), key=len)
+    return short in long and 2 * len(short) >= len(long)
 
 
 def _tool_text(name: str, description: str, parameters: Any) -> str:

@@ -79,6 +79,8 @@ class SuiteResult:
     why: str = ""
     #: the runtime text the answer copied, if any
     runtime_text: str | None = None
+    #: the answer repeats the request (:func:`~agentfsm.eval.runtime_text.echoes`); counted, not failed
+    echo: bool = False
     #: model calls spent on extensions, consensus candidates and corrections
     spent: CallsSpent = CallsSpent()
 
@@ -134,4 +136,5 @@ async def run_suite_task(
         answer=result.content,
         why=why,
         runtime_text=leak,
+        echo=texts.echo(result.content),
     )
