@@ -12,7 +12,9 @@ from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Capabilities, GenerationOptions, ListContinuation
 from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.prompt.enforcement import action_item_schema
-from agentfsm.prompt.extension import CLOSE, MAX_EXTRA_CALLS, extension_options, extension_prefill, read_extension
+from agentfsm.prompt.extension import (
+    CLOSE, MAX_EXTRA_CALLS, extension_options, extension_prefill, nothing_to_list, read_extension,
+)
 from agentfsm.core.messages import ToolCall, ToolSpec, UserMessage
 from agentfsm.replays.compare import replay
 from agentfsm.runtime.agent import Agent
@@ -194,3 +196,56 @@ def test_an_extended_run_replays_identically(tmp_path: Path) -> None:
     assert [bool(e.get("extension")) for e in requests] == [False, True, False]
     report = replay(path)
     assert report.identical, report.divergence
+
+
+ADD = ToolSpec(
+    name="add",
+    description="Add two numbers.",
+    parameters={"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]},
+)
+
+
+def _add(a: float, b: float) -> ToolCall:
+    return ToolCall(id="call_0", name="add", arguments={"a": a, "b": b})
+
+
+@pytest.mark.parametrize(
+    ("call", "tool", "conversation", "nothing"),
+    [
+        (_add(8, 5), ADD, "Add 8 and 5.", True),
+        (_add(12.5, 4), ADD, "Wie viel ist 12,5 plus 4?", True),  # a decimal comma, any language
+        (_add(8, 5), ADD, "¿Cuánto es 8 más 5, y 2 más 3?", False),  # numbers left: a second call
+        (_add(8, 5), ADD, "8 + 5 = ?  Then 8 + 6.", False),
+        (_add(8, 5), ADD, "What is eight plus five?", True),  # no digits left (words are not read)
+        (SWIFT, PLAY, "Play Taylor Swift for 20 minutes.", False),  # a string: anything may be left
+        (ToolCall(id="c", name="order", arguments={"food": "PIZZA"}),  # an enum of words the request may name
+         ToolSpec(name="order", description="", parameters={"type": "object", "properties": {
+             "food": {"type": "string", "enum": ["PIZZA", "BURGER"]}}}), "Pizza and a burger, please.", False),
+        (ToolCall(id="c", name="dim", arguments={"level": 2, "on": True}),
+         ToolSpec(name="dim", description="", parameters={"type": "object", "properties": {
+             "level": {"enum": [1, 2, 3]}, "on": {"type": "boolean"}}}), "Dim to 2.", True),
+        (ToolCall(id="c", name="stop", arguments={}),
+         ToolSpec(name="stop", description="", parameters={"type": "object", "properties": {}}), "Stop.", True),
+    ],
+)
+def test_nothing_is_left_to_list_when_every_number_is_used(call: ToolCall, tool: ToolSpec, conversation: str, nothing: bool) -> None:
+    assert nothing_to_list(call, tool, conversation) is nothing
+    opts = extension_options(GenerationOptions(), call, [tool], ToolChoice.parse("auto"), conversation)
+    assert (opts is None) is nothing
+    # without the conversation, the extension is offered as before
+    assert extension_options(GenerationOptions(), call, [tool], ToolChoice.parse("auto")) is not None or not tool.parameters["properties"]
+
+
+async def test_a_call_that_used_every_number_is_not_extended() -> None:
+    """"Add 8 and 5.": add(8, 5) is all the request holds; another add could only repeat
+    it or make its numbers up, so no model call is spent on a list."""
+    config = EngineConfig(tools=(ADD,), dialect="json-action", tool_choice="auto", parallel=True, grounding=False)
+    backend = ScriptedBackend(['{"action": {"tool": "add", "args": {"a": 8, "b": 5}}}'], capabilities=EXTENDING)
+    result, events = await _turn(backend, "Add 8 and 5.", config)
+    assert isinstance(result.decision, CallTools) and len(backend.requests) == 1
+    assert not any(f.get("extension") for k, f in events if k == "model_request")
+    # with numbers left over, the list is extended as before
+    two = ScriptedBackend(['{"action": {"tool": "add", "args": {"a": 8, "b": 5}}}', ', {"tool": "add", "args": {"a": 2, "b": 3}}]}'],
+                          capabilities=EXTENDING)
+    listed, _ = await _turn(two, "Add 8 and 5, and 2 and 3.", config)
+    assert isinstance(listed.decision, CallTools) and len(listed.decision.calls) == 2

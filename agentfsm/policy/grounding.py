@@ -40,6 +40,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from agentfsm.core.choice import ToolChoice
+from agentfsm.core.numbers import NUMBER, digits_in, same, to_float
 from agentfsm.policy.answers import latest_results
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards._history import calls_and_results, show_arguments, told
@@ -70,7 +71,6 @@ _STOP = frozenset(
     "a an the and or of to in on at by for with from as is are was were be been will would can could "
     "that this there these those what when where which who your you it its have has had not no".split()
 )
-_NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[^\W_]+")
 _NUMBER_WORDS = {
     w: float(i)
@@ -115,7 +115,7 @@ class _Source:
         self.text = text.lower()
         self.words = set(_WORD.findall(self.text))
         self._squeezed: str | None = None
-        self.numbers = {_to_float(m.group()) for m in _NUMBER.finditer(self.text)}
+        self.numbers = digits_in(self.text)
         # number words are English: only the opt-in English policies read them
         if number_words:
             self.numbers |= {v for w, v in _NUMBER_WORDS.items() if w in self.words}
@@ -129,7 +129,7 @@ class _Source:
 
     def has(self, value: float | str) -> bool:
         if isinstance(value, float):
-            return any(_same(value, n) for n in self.numbers)
+            return any(same(value, n) for n in self.numbers)
         if not value:
             return False
         if value in self.text:
@@ -143,24 +143,9 @@ class _Source:
         return found > 0 and 2 * found >= len(content)
 
 
-def _same(a: float, b: float) -> bool:
-    """Whether two numbers are the same value (``12.5`` written, ``12.500000001`` computed)."""
-    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
-
-
-def _to_float(text: str) -> float:
-    # "1,000" is a thousand; "12,5" is read as 12.5 only when the comma is the one separator
-    if text.count(",") == 1 and "." not in text and len(text.split(",")[1]) != 3:
-        text = text.replace(",", ".")
-    try:
-        return float(text.replace(",", ""))
-    except ValueError:
-        return float("nan")
-
-
 def number_spans(value: float, text: str) -> list[tuple[int, int]]:
     """Where ``text`` (lowercase) writes the number ``value``, in digits or as a number word."""
-    spans = [(m.start(), m.end()) for m in _NUMBER.finditer(text) if _same(_to_float(m.group()), value)]
+    spans = [(m.start(), m.end()) for m in NUMBER.finditer(text) if same(to_float(m.group()), value)]
     spans += [(m.start(), m.end()) for m in _WORD.finditer(text) if _NUMBER_WORDS.get(m.group()) == value]
     return sorted(spans)
 
@@ -258,7 +243,7 @@ def check(
 def _marks(text: str) -> tuple[set[float], set[str]]:
     """The numbers and the significant words (4+ letters) of ``text``, lowercased."""
     low = text.lower()
-    numbers = {_to_float(m.group()) for m in _NUMBER.finditer(low)}
+    numbers = digits_in(low)
     words = {w for w in _WORD.findall(low) if len(w) >= 4 and not w.isdigit() and w not in _STOP}
     return numbers, words
 

@@ -20,6 +20,9 @@ tool lists the whole chain at once, with guessed inputs).
 
 The list ends at the first item that repeats an earlier call (same tool, same
 arguments) or cannot be read: a repeat is how a small model says it has nothing more.
+The step is skipped where nothing is left to list (:func:`nothing_to_list`): a tool that
+takes only numbers, called with every number of the conversation, can only be called
+again with the same numbers or made-up ones.
 The accepted reply is the list of calls kept, in the json-protocol format.
 """
 
@@ -29,12 +32,13 @@ from collections.abc import Sequence
 
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import GenerationOptions, ListContinuation
+from agentfsm.core.numbers import digits_in, same
 from agentfsm.dialects._json import DECODER, JSON_WS
 from agentfsm.dialects._render import dumps
 from agentfsm.prompt.enforcement import action_item_schema
 from agentfsm.core.messages import ToolCall, ToolSpec
 
-__all__ = ["CLOSE", "MAX_EXTRA_CALLS", "extension_options", "extension_prefill", "read_extension"]
+__all__ = ["CLOSE", "MAX_EXTRA_CALLS", "extension_options", "extension_prefill", "nothing_to_list", "read_extension"]
 
 #: the most calls the extension step may add to the first one
 MAX_EXTRA_CALLS = 3
@@ -47,12 +51,43 @@ def extension_prefill(call: ToolCall) -> str:
     return '{"action": [' + dumps({"tool": call.name, "args": call.arguments})
 
 
+def nothing_to_list(call: ToolCall, tool: ToolSpec, conversation: str) -> bool:
+    """Whether another call of ``tool`` could only repeat ``call`` or make its values up:
+    every parameter of the tool takes a number or a boolean, and every number the
+    ``conversation`` writes in digits is one of the call's. Digits only, read alike in
+    every language; any other parameter (a string, an enum of strings, a list) says
+    nothing, and the list is extended."""
+    props = tool.parameters.get("properties")
+    if not isinstance(props, dict) or not all(isinstance(p, dict) and _numeric(p) for p in props.values()):
+        return False
+    used = [float(v) for v in call.arguments.values() if isinstance(v, int | float) and not isinstance(v, bool)]
+    return all(any(same(n, u) for u in used) for n in digits_in(conversation))
+
+
+def _numeric(schema: dict[str, object]) -> bool:
+    """A parameter whose values are numbers or booleans (an enum of them included); an
+    enum of strings is words the request may name ("pizza and a burger")."""
+    enum = schema.get("enum")
+    members = enum if isinstance(enum, list) else [schema["const"]] if "const" in schema else None
+    if members is not None:
+        return all(isinstance(m, int | float) for m in members)  # bool is an int
+    return schema.get("type") in ("number", "integer", "boolean")
+
+
 def extension_options(
-    options: GenerationOptions, call: ToolCall, tools: Sequence[ToolSpec], tool_choice: ToolChoice
+    options: GenerationOptions,
+    call: ToolCall,
+    tools: Sequence[ToolSpec],
+    tool_choice: ToolChoice,
+    conversation: str | None = None,
 ) -> GenerationOptions | None:
     """The options of the extension step after ``call``: more calls of ``call``'s tool,
-    if ``tools`` offers it (else ``None``)."""
-    item = action_item_schema([t for t in tools if t.name == call.name], tool_choice)
+    if ``tools`` offers it and, where ``conversation`` (the text a call's values come
+    from) is given, something is left to list (:func:`nothing_to_list`); else ``None``."""
+    offered = [t for t in tools if t.name == call.name]
+    if conversation is not None and offered and nothing_to_list(call, offered[0], conversation):
+        return None
+    item = action_item_schema(offered, tool_choice)
     if item is None:
         return None
     prefill = extension_prefill(call)

@@ -75,6 +75,7 @@ def usage_of(reported: Usage | None, prompt: Sequence[PromptMessage], text: str)
 
 async def extend(
     backend: Backend,
+    history: Sequence[Message],
     prompt: list[PromptMessage],
     options: GenerationOptions,
     config: EngineConfig,
@@ -85,14 +86,15 @@ async def extend(
     deadline: float | None,
 ) -> tuple[str, Usage | None]:
     """The extension step of a parallel turn (:mod:`agentfsm.prompt.extension`): after a
-    reply that is exactly one clean call, let the model list more. Returns the reply
+    reply that is exactly one clean call, let the model list more (unless nothing is left
+    to list in ``history``: :func:`~agentfsm.prompt.extension.nothing_to_list`). Returns the reply
     the engine sees (the list of calls kept, or ``text`` unchanged) and the step's usage
     (None when no model call was made)."""
     parsed = parse_reply(text, config.tools, CONSTRAINED_DIALECT)
     if len(parsed.tool_calls) != 1 or parsed.rejected or parsed.truncated:
         return text, None
     first = parsed.tool_calls[0]
-    opts = extension_options(options, first, p.tools, p.tool_choice)
+    opts = extension_options(options, first, p.tools, p.tool_choice, conversation_text(history))
     if opts is None:
         return text, None
     recorder.emit(

@@ -273,7 +273,7 @@ async def stream_turn(
             # only an accepted call is extended (a refused one is corrected as it is: the
             # list would be refused with it); the extension may add calls, never refuse
             # the call the model made: a refused list falls back to its first call
-            text, extended = await extend(backend, prompt, options, config, p, out.text, attempts, recorder, deadline)
+            text, extended = await extend(backend, history, prompt, options, config, p, out.text, attempts, recorder, deadline)
             if extended is not None:
                 usage += extended
                 tally.charge(extended)
