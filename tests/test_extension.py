@@ -236,6 +236,17 @@ def test_nothing_is_left_to_list_when_every_number_is_used(call: ToolCall, tool:
     assert extension_options(GenerationOptions(), call, [tool], ToolChoice.parse("auto")) is not None or not tool.parameters["properties"]
 
 
+def test_numbers_spent_by_earlier_calls_of_the_turn_are_not_left_to_list() -> None:
+    """The chain's step after multiply(12.5, 4) -> 50.0 is convert(50.0): 12.5 and 4 were
+    spent by the earlier call, so nothing is left; without it, they are."""
+    convert = ToolSpec(name="convert_km_to_miles", description="", parameters={
+        "type": "object", "properties": {"km": {"type": "number"}}})
+    step = ToolCall(id="call_1", name="convert_km_to_miles", arguments={"km": 50.0})
+    conversation = "multiply 12.5 by 4, then convert the result from km to miles.\n50.0"
+    assert nothing_to_list(step, convert, conversation, [ToolCall(id="call_0", name="multiply", arguments={"a": 12.5, "b": 4})])
+    assert not nothing_to_list(step, convert, conversation)
+
+
 async def test_a_call_that_used_every_number_is_not_extended() -> None:
     """"Add 8 and 5.": add(8, 5) is all the request holds; another add could only repeat
     it or make its numbers up, so no model call is spent on a list."""

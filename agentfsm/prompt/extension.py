@@ -51,17 +51,22 @@ def extension_prefill(call: ToolCall) -> str:
     return '{"action": [' + dumps({"tool": call.name, "args": call.arguments})
 
 
-def nothing_to_list(call: ToolCall, tool: ToolSpec, conversation: str) -> bool:
+def nothing_to_list(call: ToolCall, tool: ToolSpec, conversation: str, earlier: Sequence[ToolCall] = ()) -> bool:
     """Whether another call of ``tool`` could only repeat ``call`` or make its values up:
     every parameter of the tool takes a number or a boolean, and every number the
-    ``conversation`` writes in digits is one of the call's. Digits only, read alike in
-    every language; any other parameter (a string, an enum of strings, a list) says
-    nothing, and the list is extended."""
+    ``conversation`` writes in digits is one of the call's or of the ``earlier`` calls of
+    the turn (a chain's step after ``multiply(12.5, 4)`` is ``convert(50.0)``: 12.5 and 4
+    are spent). Digits only, read alike in every language; any other parameter (a string,
+    an enum of strings, a list) says nothing, and the list is extended."""
     props = tool.parameters.get("properties")
     if not isinstance(props, dict) or not all(isinstance(p, dict) and _numeric(p) for p in props.values()):
         return False
-    used = [float(v) for v in call.arguments.values() if isinstance(v, int | float) and not isinstance(v, bool)]
-    return all(any(same(n, u) for u in used) for n in digits_in(conversation))
+    used = [_number(v) for c in (call, *earlier) for v in c.arguments.values() if _number(v) is not None]
+    return all(any(u is not None and same(n, u) for u in used) for n in digits_in(conversation))
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _numeric(schema: dict[str, object]) -> bool:
@@ -80,12 +85,14 @@ def extension_options(
     tools: Sequence[ToolSpec],
     tool_choice: ToolChoice,
     conversation: str | None = None,
+    earlier: Sequence[ToolCall] = (),
 ) -> GenerationOptions | None:
     """The options of the extension step after ``call``: more calls of ``call``'s tool,
     if ``tools`` offers it and, where ``conversation`` (the text a call's values come
-    from) is given, something is left to list (:func:`nothing_to_list`); else ``None``."""
+    from) is given, something is left to list after the ``earlier`` calls of the turn
+    (:func:`nothing_to_list`); else ``None``."""
     offered = [t for t in tools if t.name == call.name]
-    if conversation is not None and offered and nothing_to_list(call, offered[0], conversation):
+    if conversation is not None and offered and nothing_to_list(call, offered[0], conversation, earlier):
         return None
     item = action_item_schema(offered, tool_choice)
     if item is None:

@@ -27,7 +27,8 @@ from agentfsm.engine.decisions import Decision, EngineConfig, Plan
 from agentfsm.engine.decide import conversation_text, step
 from agentfsm.core.errors import BackendTimeout
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent
-from agentfsm.core.messages import Message, PromptMessage
+from agentfsm.core.messages import AssistantMessage, Message, PromptMessage
+from agentfsm.guards._history import turn as turn_of
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
@@ -94,7 +95,8 @@ async def extend(
     if len(parsed.tool_calls) != 1 or parsed.rejected or parsed.truncated:
         return text, None
     first = parsed.tool_calls[0]
-    opts = extension_options(options, first, p.tools, p.tool_choice, conversation_text(history))
+    earlier = [c for m in turn_of(history) if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    opts = extension_options(options, first, p.tools, p.tool_choice, conversation_text(history), earlier)
     if opts is None:
         return text, None
     recorder.emit(
