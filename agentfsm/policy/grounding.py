@@ -64,6 +64,8 @@ MISSING_REASON: Final = "missing_value"
 REASONS = frozenset({REASON, STALE_REASON, ANSWER_REASON})
 #: the protocol guards' reasons for refusing an answer for its wording, not for what it does
 _WORDING = frozenset({runtime_text.REASON, answer_schema.REASON})
+#: what a refused call is told once results are in hand, after them
+_ANSWER_NOW = "Answer the user's request now, stating these results."
 #: the longest result an answer is expected to restate
 _SHORT_RESULT = 200
 #: words that say nothing about a value (an answer's or a string argument's)
@@ -224,16 +226,18 @@ def check(
                     f'user\'s message directly: "{request_of(history)}"'
                 )
                 return Correction(guard=GUARD, reason=MISSING_REASON, message=why, call_index=index, detail=detail)
+            # after results, the same words as a stale call's: the results, then the ask (a
+            # reason given before the answer, "None of these values is in the conversation.",
+            # was copied into it)
             why = (
-                f"{have}None of these values is in the conversation. Answer the user's request now, "
-                "stating these results."
+                f"{have}{_ANSWER_NOW}"
                 if results
                 else f'No tool fits this request. Reply to the user\'s message directly: "{request_of(history)}"'
             )
             return Correction(guard=GUARD, reason=REASON, message=why, call_index=index, detail=detail)
         if results and not {v for v in values if source.has(v)} - used:
             return Correction(guard=GUARD, reason=STALE_REASON, call_index=index,
-                              message=f"{have}Answer the user's request now, stating these results.",
+                              message=f"{have}{_ANSWER_NOW}",
                               detail=f"call {index}: {call.name}({show_arguments(call)}): stale (only values already used)")
     return ACCEPT
 
