@@ -81,7 +81,8 @@ def _slot_refused(history: Sequence[Message], config: EngineConfig) -> bool:
     (``{"final": {"content": "<your answer>"}}``, the format line copied: greedy decoding
     writes it again after its correction, at a temperature too)."""
     return any(
-        reason == runtime_text.REASON and is_template(parse_reply(rejected.content or "", config.tools, config.dialect).content or "")
+        reason == runtime_text.REASON
+        and is_template(parse_reply(rejected.content or "", config.tools, config.dialect).content or "")
         for reason, rejected in _round_corrections(history)
     )
 
