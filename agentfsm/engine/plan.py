@@ -65,25 +65,25 @@ def _retry_tools(
     return tuple(s for s in specs if s.name not in dropped)
 
 
-def _stuck(history: Sequence[Message]) -> bool:
+def _stuck(rounds: Sequence[tuple[str, AssistantMessage]]) -> bool:
     """Whether the reply refused last repeats, word for word, one refused earlier in this
-    round (the model wrote the same reply after a correction: greedy decoding would
-    write it a third time)."""
-    rounds = _round_corrections(history)
+    round (``rounds``: :func:`_round_corrections`; the model wrote the same reply after a
+    correction: greedy decoding would write it a third time)."""
     if len(rounds) < 2:
         return False
     last = (rounds[0][1].content or "").strip()
     return any((rejected.content or "").strip() == last for _, rejected in rounds[1:])
 
 
-def _slot_refused(history: Sequence[Message], config: EngineConfig) -> bool:
-    """Whether an answer refused in this round was only a ``<slot>`` of the contract
-    (``{"final": {"content": "<your answer>"}}``, the format line copied: greedy decoding
-    writes it again after its correction, at a temperature too)."""
+def _slot_refused(rounds: Sequence[tuple[str, AssistantMessage]], config: EngineConfig) -> bool:
+    """Whether an answer refused in this round (``rounds``: :func:`_round_corrections`) was
+    only a ``<slot>`` of the contract (``{"final": {"content": "<your answer>"}}``, the
+    format line copied: greedy decoding writes it again after its correction, at a
+    temperature too)."""
     return any(
         reason == runtime_text.REASON
         and is_template(parse_reply(rejected.content or "", config.tools, config.dialect).content or "")
-        for reason, rejected in _round_corrections(history)
+        for reason, rejected in rounds
     )
 
 
@@ -108,9 +108,10 @@ def plan(
     """
     choice = tool_choice_now(history, config)
     level: Level = choose_level(enforcement, capabilities, choice) if config.tools else "prompt"
+    rounds = _round_corrections(history)
     if level != "constrained":
         prefill = level == "prefill" and choice.requires_call
-        return Plan(choice, level, config.dialect, config.tools, prefill=prefill, resample=_stuck(history))
+        return Plan(choice, level, config.dialect, config.tools, prefill=prefill, resample=_stuck(rounds))
     # the grammar forces the json-protocol shape: teach and show that one format
     continues = config.parallel and capabilities.list_continuation
     return Plan(
@@ -118,12 +119,12 @@ def plan(
         level,
         CONSTRAINED_DIALECT,
         _retry_tools(history, config.tools, choice, policies_of(config)),
-        compact=any(reason == "truncated_action" for reason, _ in _round_corrections(history)),
-        no_slot=_slot_refused(history, config),
+        compact=any(reason == "truncated_action" for reason, _ in rounds),
+        no_slot=_slot_refused(rounds, config),
         # where the backend extends a single call into a list, the reply itself is one call
         listed=config.parallel and not capabilities.list_continuation,
         extend=continues,
-        resample=_stuck(history),
+        resample=_stuck(rounds),
     )
 
 

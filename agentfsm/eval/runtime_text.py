@@ -11,8 +11,6 @@ tools or the results. The texts come from the run's own events (:class:`RunTexts
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +26,7 @@ from agentfsm.core.events import (
 )
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from agentfsm.guards._history import calls_and_results
-from agentfsm.guards.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS, find_runtime_text
+from agentfsm.guards.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS, find_runtime_text, words
 
 __all__ = [
     "MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "CallsSpent", "RunTexts", "echoes", "find_runtime_text", "runtime_text_of",
@@ -118,18 +116,13 @@ class RunTexts:
         return find_runtime_text(self.answer if answer is None else answer, list(self.runtime), allowed)
 
 
-def _folded(text: str) -> str:
-    """``text`` compared as characters alone: NFKC, case-folded, every run of non-word
-    characters (punctuation, spaces) one space."""
-    return re.sub(r"\W+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
-
-
 def echoes(answer: str, request: str) -> bool:
-    """Whether ``answer`` repeats the user's ``request`` rather than replying to it:
-    punctuation and case set aside, one occurs whole in the other and is at least half of
-    it ("Hi! Who wrote Romeo and Juliet?" for "Who wrote Romeo and Juliet?"; the first
-    half of a long request, cut). Characters only: no word of any language is read."""
-    said, asked = _folded(answer), _folded(request)
+    """Whether ``answer`` repeats the user's ``request`` rather than replying to it: their
+    words as the runtime-text guard folds them (case, accents and punctuation set aside),
+    one occurs whole in the other and is at least half of it ("Hi! Who wrote Romeo and
+    Juliet?" for "Who wrote Romeo and Juliet?"; the first half of a long request, cut).
+    Characters only: no word of any language is read."""
+    said, asked = " ".join(words(answer)), " ".join(words(request))
     if not said or not asked:
         return False
     short, long = sorted((said, asked), key=len)

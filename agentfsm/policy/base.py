@@ -34,7 +34,7 @@ from agentfsm.guards.base import ACCEPT, Accept, Verdict
 from agentfsm.guards.refusal import RefusalMatch, RefusalMatcher
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
 
-__all__ = ["Policies", "Policy", "correction_of", "refused_answer", "refused_calls"]
+__all__ = ["Policies", "Policy", "correction_of", "refused_answer", "refused_calls", "refused_reply"]
 
 
 class Policy:
@@ -172,7 +172,7 @@ def correction_of(history: Sequence[Message]) -> str | None:
     return last.correction if isinstance(last, UserMessage) else None
 
 
-def _refused(history: Sequence[Message], tools: Sequence[ToolSpec]) -> ParsedReply:
+def refused_reply(history: Sequence[Message], tools: Sequence[ToolSpec]) -> ParsedReply:
     """The reply that the correction ending ``history`` refused, read as the constrained
     grammar writes it."""
     rejected = history[-2] if len(history) > 1 else None
@@ -182,9 +182,9 @@ def _refused(history: Sequence[Message], tools: Sequence[ToolSpec]) -> ParsedRep
 
 def refused_answer(history: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
     """The prose of that refused reply (``""`` when it has none)."""
-    return _refused(history, tools).content or ""
+    return refused_reply(history, tools).content or ""
 
 
 def refused_calls(history: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[ToolCall, ...]:
     """The calls of that refused reply."""
-    return _refused(history, tools).tool_calls
+    return refused_reply(history, tools).tool_calls

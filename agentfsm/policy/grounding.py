@@ -46,7 +46,7 @@ from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, Use
 from agentfsm.guards._history import calls_and_results, show_arguments, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import answer_schema, runtime_text
-from agentfsm.policy.base import Policy, correction_of, refused_answer, refused_calls
+from agentfsm.policy.base import Policy, correction_of, refused_calls, refused_reply
 
 __all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "POLICY", "GroundingPolicy", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
            "request_of", "values_of"]
@@ -330,9 +330,10 @@ class GroundingPolicy(Policy):
         if reason in REASONS:
             return ()
         if reason in _WORDING:
-            answer = refused_answer(history, tools)
+            refused = refused_reply(history, tools)
+            answer = refused.content or ""
             if runtime_text.is_template(answer) or (
-                answer and not refused_calls(history, tools) and any(told(history, r, this_round=True) for r in REASONS)
+                answer and not refused.tool_calls and any(told(history, r, this_round=True) for r in REASONS)
             ):
                 return ()
         if reason == MISSING_REASON:

@@ -61,8 +61,8 @@ def nothing_to_list(call: ToolCall, tool: ToolSpec, conversation: str, earlier: 
     props = tool.parameters.get("properties")
     if not isinstance(props, dict) or not all(isinstance(p, dict) and _numeric(p) for p in props.values()):
         return False
-    used = [_number(v) for c in (call, *earlier) for v in c.arguments.values() if _number(v) is not None]
-    return all(any(u is not None and same(n, u) for u in used) for n in digits_in(conversation))
+    used = [n for c in (call, *earlier) for v in c.arguments.values() if (n := _number(v)) is not None]
+    return all(any(same(n, u) for u in used) for n in digits_in(conversation))
 
 
 def _number(value: object) -> float | None:
