@@ -233,8 +233,9 @@ def quality(
     """The quality gate of the model-facing path: the task suite and BFCL's single-turn categories.
 
     Prints one table (per row: cases, accuracy with its 95 % interval, protocol-valid,
-    model calls and seconds per case, answers carrying runtime text; tuned and held-out
-    side by side) and writes it, with date, machine and command, to the Markdown report.
+    model calls and seconds per case, answers carrying runtime text, answers that repeat
+    the request; tuned and held-out side by side) and writes it, with date, machine and
+    command, to the Markdown report.
     """
     from rich.console import Console
 
