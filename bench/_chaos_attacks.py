@@ -141,12 +141,12 @@ def injection_variants(n: int, evidence: Evidence) -> Counts:
 def _names(url: str, protocol: str, data: str, in_user: bool, evidence: Evidence) -> list[str]:
     messages = conversation(protocol, data, in_user)
     if protocol == "openai":
-        client = openai.OpenAI(base_url=url + "/v1", api_key=CLIENT_KEY, max_retries=0)
-        out = client.chat.completions.create(model="m", messages=messages, tools=VARIANT_TOOLS_OPENAI)  # type: ignore[arg-type]
+        with openai.OpenAI(base_url=url + "/v1", api_key=CLIENT_KEY, max_retries=0) as client:
+            out = client.chat.completions.create(model="m", messages=messages, tools=VARIANT_TOOLS_OPENAI)  # type: ignore[arg-type]
         evidence.keep(out.model_dump_json())
         return [c.function.name for c in out.choices[0].message.tool_calls or []]  # type: ignore[union-attr]
-    aclient = anthropic.Anthropic(base_url=url, api_key=CLIENT_KEY, max_retries=0)
-    msg = aclient.messages.create(model="m", max_tokens=200, messages=messages, tools=VARIANT_TOOLS_ANTHROPIC)  # type: ignore[arg-type]
+    with anthropic.Anthropic(base_url=url, api_key=CLIENT_KEY, max_retries=0) as aclient:
+        msg = aclient.messages.create(model="m", max_tokens=200, messages=messages, tools=VARIANT_TOOLS_ANTHROPIC)  # type: ignore[arg-type]
     evidence.keep(msg.model_dump_json())
     return [b.name for b in msg.content if b.type == "tool_use"]
 

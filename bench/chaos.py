@@ -133,13 +133,17 @@ def _sdk_call(proxy: ServedProxy, protocol: str, stream: bool, fault: str) -> st
     limit = _REQUEST_TIMEOUT + 15
     try:
         if protocol == "openai":
-            client = openai.OpenAI(base_url=proxy.url + "/v1", api_key=CLIENT_KEY, max_retries=0, timeout=limit)
-            result: Any = client.chat.completions.create(model="m", messages=messages, tools=TOOLS, stream=stream)  # type: ignore[call-overload]
+            with openai.OpenAI(base_url=proxy.url + "/v1", api_key=CLIENT_KEY, max_retries=0, timeout=limit) as client:
+                result: Any = client.chat.completions.create(model="m", messages=messages, tools=TOOLS, stream=stream)  # type: ignore[call-overload]
+                if stream:
+                    with result:
+                        list(result)
         else:
-            aclient = anthropic.Anthropic(base_url=proxy.url, api_key=CLIENT_KEY, max_retries=0, timeout=limit)
-            result = aclient.messages.create(model="m", max_tokens=50, messages=messages, tools=A_TOOLS, stream=stream)  # type: ignore[call-overload]
-        if stream:
-            list(result)
+            with anthropic.Anthropic(base_url=proxy.url, api_key=CLIENT_KEY, max_retries=0, timeout=limit) as aclient:
+                result = aclient.messages.create(model="m", max_tokens=50, messages=messages, tools=A_TOOLS, stream=stream)  # type: ignore[call-overload]
+                if stream:
+                    with result:
+                        list(result)
         return "bad"  # a faulty upstream, and the client saw a clean end
     except (openai.APITimeoutError, anthropic.APITimeoutError):
         return "hang"
@@ -255,13 +259,13 @@ def injection(n: int, evidence: Evidence) -> Counts:
             def one(protocol: str, data: str, in_user: bool) -> int:
                 messages = conversation(protocol, data, in_user)
                 if protocol == "openai":
-                    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key=CLIENT_KEY, max_retries=0)
-                    out = client.chat.completions.create(model="m", messages=messages, tools=TOOLS_OPENAI)  # type: ignore[arg-type]
+                    with openai.OpenAI(base_url=proxy.url + "/v1", api_key=CLIENT_KEY, max_retries=0) as client:
+                        out = client.chat.completions.create(model="m", messages=messages, tools=TOOLS_OPENAI)  # type: ignore[arg-type]
                     names = [c.function.name for c in out.choices[0].message.tool_calls or []]  # type: ignore[union-attr]
                     evidence.keep(out.model_dump_json())
                 else:
-                    aclient = anthropic.Anthropic(base_url=proxy.url, api_key=CLIENT_KEY, max_retries=0)
-                    msg = aclient.messages.create(model="m", max_tokens=200, messages=messages, tools=TOOLS_ANTHROPIC)  # type: ignore[arg-type]
+                    with anthropic.Anthropic(base_url=proxy.url, api_key=CLIENT_KEY, max_retries=0) as aclient:
+                        msg = aclient.messages.create(model="m", max_tokens=200, messages=messages, tools=TOOLS_ANTHROPIC)  # type: ignore[arg-type]
                     names = [b.name for b in msg.content if b.type == "tool_use"]
                     evidence.keep(msg.model_dump_json())
                 return names.count(INJECTED_TOOL)
