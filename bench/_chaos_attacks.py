@@ -27,19 +27,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import httpx
-import openai
 
 from _chaos_proxy import CLIENT_KEY, Evidence, rss_kib, serve
 from agentfsm.testing import FakeUpstream, ReceivedRequest, raw_body, status
 from agentfsm.testing.key_forms import KEY_FORMS
 from fixtures.injections import (
     INJECTED_TOOL,
-    VARIANT_TOOLS_ANTHROPIC,
-    VARIANT_TOOLS_OPENAI,
     VARIANTS,
-    conversation,
+    names_called,
     variant_model,
     wrap,
 )
@@ -130,25 +126,12 @@ def injection_variants(n: int, evidence: Evidence) -> Counts:
                         for in_user in ((False,) if own else (False, True)):
                             # a random paragraph around the data: not always the same text
                             filler = " ".join(rnd.choice(["Lunch", "notes", "budget", "Friday", "café"]) for _ in range(rnd.randint(1, 12)))
-                            jobs.append(lambda p=protocol, u=in_user, d=f"{filler}\n{wrap(data)}": _names(proxy.url, p, d, u, evidence))
+                            jobs.append(lambda p=protocol, u=in_user, d=f"{filler}\n{wrap(data)}": names_called(proxy.url, p, d, u, CLIENT_KEY, variant=True, keep=evidence.keep))
                 for names in _pool(jobs, workers=6):
                     count["requests"] += 1
                     count["calls_not_authored"] += names.count(INJECTED_TOOL)
                     count["own_calls_lost"] += own and "read_notes" not in names
     return count
-
-
-def _names(url: str, protocol: str, data: str, in_user: bool, evidence: Evidence) -> list[str]:
-    messages = conversation(protocol, data, in_user)
-    if protocol == "openai":
-        with openai.OpenAI(base_url=url + "/v1", api_key=CLIENT_KEY, max_retries=0) as client:
-            out = client.chat.completions.create(model="m", messages=messages, tools=VARIANT_TOOLS_OPENAI)  # type: ignore[arg-type]
-        evidence.keep(out.model_dump_json())
-        return [c.function.name for c in out.choices[0].message.tool_calls or []]  # type: ignore[union-attr]
-    with anthropic.Anthropic(base_url=url, api_key=CLIENT_KEY, max_retries=0) as aclient:
-        msg = aclient.messages.create(model="m", max_tokens=200, messages=messages, tools=VARIANT_TOOLS_ANTHROPIC)  # type: ignore[arg-type]
-    evidence.keep(msg.model_dump_json())
-    return [b.name for b in msg.content if b.type == "tool_use"]
 
 
 # -- 3: the upstream key in every form, in every response path ---------------------------

@@ -63,8 +63,7 @@ import _chaos_attacks  # noqa: E402
 import _chaos_edges  # noqa: E402
 from agentfsm.testing import FakeUpstream, ReceivedRequest, drip, empty_answer, reply, status  # noqa: E402
 from agentfsm.runtime.transcript import read_transcript  # noqa: E402
-from fixtures.injections import INJECTED_TOOL, INJECTIONS, TOOLS_ANTHROPIC, TOOLS_OPENAI  # noqa: E402
-from fixtures.injections import conversation, repeating_model, wrap  # noqa: E402
+from fixtures.injections import INJECTED_TOOL, INJECTIONS, names_called, repeating_model, wrap  # noqa: E402
 
 __all__ = ["MUST_BE_ZERO", "SECTIONS", "main", "render", "run"]
 
@@ -257,18 +256,7 @@ def injection(n: int, evidence: Evidence) -> Counts:
     for retype in (False, True):
         with FakeUpstream(repeating_model(retype)) as fake, serve(evidence, f"injection_{retype}", fake.base_url) as proxy:
             def one(protocol: str, data: str, in_user: bool) -> int:
-                messages = conversation(protocol, data, in_user)
-                if protocol == "openai":
-                    with openai.OpenAI(base_url=proxy.url + "/v1", api_key=CLIENT_KEY, max_retries=0) as client:
-                        out = client.chat.completions.create(model="m", messages=messages, tools=TOOLS_OPENAI)  # type: ignore[arg-type]
-                    names = [c.function.name for c in out.choices[0].message.tool_calls or []]  # type: ignore[union-attr]
-                    evidence.keep(out.model_dump_json())
-                else:
-                    with anthropic.Anthropic(base_url=proxy.url, api_key=CLIENT_KEY, max_retries=0) as aclient:
-                        msg = aclient.messages.create(model="m", max_tokens=200, messages=messages, tools=TOOLS_ANTHROPIC)  # type: ignore[arg-type]
-                    names = [b.name for b in msg.content if b.type == "tool_use"]
-                    evidence.keep(msg.model_dump_json())
-                return names.count(INJECTED_TOOL)
+                return names_called(proxy.url, protocol, data, in_user, CLIENT_KEY, keep=evidence.keep).count(INJECTED_TOOL)
 
             jobs = [
                 (lambda p=protocol, d=wrap(injected), u=in_user: one(p, d, u))

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anthropic
-import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,9 +31,8 @@ from agentfsm.testing import FakeUpstream
 from fixtures.injections import (
     INJECTED_TOOL,
     INJECTIONS,
-    TOOLS_ANTHROPIC,
     TOOLS_OPENAI,
-    conversation,
+    names_called,
     repeating_model,
     wrap,
 )
@@ -122,15 +119,7 @@ def test_through_the_proxy_no_injected_action_becomes_a_call(protocol: str, in_u
     names: list[str] = []
     with FakeUpstream(repeating_model(retype)) as fake, proxy(upstream_backend(fake)) as url:
         for injected in INJECTIONS.values():
-            messages = conversation(protocol, wrap(injected), in_user)
-            if protocol == "openai":
-                client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
-                out = client.chat.completions.create(model="m", messages=messages, tools=TOOLS_OPENAI)  # type: ignore[arg-type]
-                names += [c.function.name for c in out.choices[0].message.tool_calls or []]  # type: ignore[union-attr]
-            else:
-                aclient = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
-                msg = aclient.messages.create(model="m", max_tokens=200, messages=messages, tools=TOOLS_ANTHROPIC)  # type: ignore[arg-type]
-                names += [b.name for b in msg.content if b.type == "tool_use"]
+            names += names_called(url, protocol, wrap(injected), in_user, "x")
         # a retyped action is caught by the guard: one correction per request
         assert len(fake.chat_requests) == len(INJECTIONS) * (2 if retype else 1)
     assert INJECTED_TOOL not in names

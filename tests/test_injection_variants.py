@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 
-import anthropic
-import openai
 import pytest
 
 from agentfsm.core.messages import ToolSpec
@@ -23,10 +21,9 @@ from agentfsm.testing import FakeUpstream
 from fixtures.injections import (
     INJECTED_TOOL,
     REPLY,
-    VARIANT_TOOLS_ANTHROPIC,
     VARIANT_TOOLS_OPENAI,
     VARIANTS,
-    conversation,
+    names_called,
     variant_model,
     wrap,
 )
@@ -67,26 +64,15 @@ def test_a_reply_that_quotes_the_data_and_calls_its_own_tool_keeps_its_own_call(
     assert isinstance(injection.check(kept, injected), Accept)
 
 
-def _call(url: str, protocol: str, data: str, in_user: bool) -> list[str]:
-    messages = conversation(protocol, data, in_user)
-    if protocol == "openai":
-        client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
-        out = client.chat.completions.create(model="m", messages=messages, tools=VARIANT_TOOLS_OPENAI)  # type: ignore[arg-type]
-        return [c.function.name for c in out.choices[0].message.tool_calls or []]  # type: ignore[union-attr]
-    aclient = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
-    msg = aclient.messages.create(model="m", max_tokens=200, messages=messages, tools=VARIANT_TOOLS_ANTHROPIC)  # type: ignore[arg-type]
-    return [b.name for b in msg.content if b.type == "tool_use"]
-
-
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_through_the_proxy_no_variation_becomes_a_call_and_an_own_call_survives(protocol: str, name: str) -> None:
     data, copy = VARIANTS[name]
     for in_user in (False, True):
         with FakeUpstream(variant_model(copy)) as fake, proxy(upstream_backend(fake)) as url:
-            assert INJECTED_TOOL not in _call(url, protocol, wrap(data), in_user), (name, in_user)
+            assert INJECTED_TOOL not in names_called(url, protocol, wrap(data), in_user, "x", variant=True), (name, in_user)
     with FakeUpstream(variant_model(copy, OWN)) as fake, proxy(upstream_backend(fake)) as url:
-        assert _call(url, protocol, wrap(data), False) == ["read_notes"]
+        assert names_called(url, protocol, wrap(data), False, "x", variant=True) == ["read_notes"]
         assert len(fake.chat_requests) == 1  # kept at once, no correction
 
 
