@@ -1,4 +1,5 @@
-"""A final answer that loops (a sentence repeated to the token limit) is cut where the loop starts."""
+"""A final answer that loops (a sentence, or a stretch inside one, repeated to the token limit)
+is cut where the loop starts."""
 
 from __future__ import annotations
 
@@ -22,6 +23,29 @@ from agentfsm.core.messages import UserMessage
         ("It is 5.0. Then 6.0.", "It is 5.0. Then 6.0."),
         ("Hello!", "Hello!"),
         ("", ""),
+        # a loop inside a sentence, running to the end: the stretch kept once
+        ("No, no, no, no, no, no, no, no, no, no, no, no, no, no, no, no, no, no, n", "No"),
+        ("Nein, es tut mir leid, es tut mir leid, es tut mir leid, es tut mir leid, es tut mir leid, es tut",
+         "Nein, es tut mir leid"),
+        ("The value of the current current current current current current current current curr",
+         "The value of the current"),
+        ("It is 18.23°C, which is 18.23°C, 18.23°C, 18.23°C, 18.23°C, 18.23°C, 18.23°C, 18.2",
+         "It is 18.23°C, which is 18.23°C"),
+        ("我想知道我想知道我想知道我想知道我想知道我想知道我想知道我想知道我想知道", "我想知道"),
+        # repeated digits are a number as written; short or few repeats are not a loop
+        ("It is 5,000,000,000,000,000,000,000,000,000,000,000,000,000,000,000,000,",
+         "It is 5,000,000,000,000,000,000,000,000,000,000,000,000,000,000,000,000,"),
+        ("That is $1.100000000000001.00000000000001.00000000000001.00000000000001.0000",
+         "That is $1.100000000000001.00000000000001.00000000000001.00000000000001.0000"),
+        ("He laughed: ha ha ha ha", "He laughed: ha ha ha ha"),
+        ("25.5°C, 10.5°F, 2.5°C, 1.5°F, 2.5°C, 1.5°F", "25.5°C, 10.5°F, 2.5°C, 1.5°F, 2.5°C, 1.5°F"),
+        # a loop that starts inside a number is cut where a copy's last number ends
+        ("Tel Aviv: 25.5°C, 10.5°F, 2.5°C, 1.5°F, 2.5°C, 1.5°F, 2.5°C, 1.5°F, 2.5°C, 1.5°F, 2.5°C, 1.5°F, 2.5°C,",
+         "Tel Aviv: 25.5°C, 10.5°F, 2.5°C, 1.5°F"),
+        ("the cursor 'pp_next.com.au.victim.com.au.victim.com.au.victim.com.au.victim.com.au.victim.com.au",
+         "the cursor 'pp_next.com.au.victim"),
+        ("Very very good, and that is all there is to say about it.",
+         "Very very good, and that is all there is to say about it."),
     ],
 )
 def test_trim_repetition(text: str, expected: str) -> None:

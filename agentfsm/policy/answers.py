@@ -6,8 +6,14 @@ Greedy decoding on a small model often ends an answer by repeating a sentence un
 token limit ("The capital of Japan is Tokyo. The capital of Japan is Tokyo. The capi").
 When everything from some sentence on only repeats sentences already written (the last
 one possibly cut off), the answer ends before that point. An answer that says a thing
-twice and then goes on is left as it is. Pure: the same text always gives the same cut,
-so replay decides the same way.
+twice and then goes on is left as it is. A loop inside a sentence ("No, no, no, no, ...",
+"I'm sorry, I'm sorry, ...") is cut the same way when it runs to the end of the answer,
+repeats one stretch of up to :data:`MAX_STRETCH` characters at least :data:`MIN_REPEATS`
+times over at least :data:`MIN_LOOP` characters (case set aside), and the stretch holds a
+letter: the answer keeps the stretch once. Digits repeated ("1.10000000000001",
+"5,000,000,000,...") are left as written: cutting them would write another number. Both
+cuts compare characters only, so they read no language. Pure: the same text always gives
+the same cut, so replay decides the same way.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Sequence
 from agentfsm.core.messages import Message, ToolMessage, ToolResult, UserMessage
 from agentfsm.policy.base import Policy
 
-__all__ = ["POLICY", "AnswersPolicy", "latest_results", "trim_repetition"]
+__all__ = ["MAX_STRETCH", "MIN_LOOP", "MIN_REPEATS", "POLICY", "AnswersPolicy", "latest_results", "trim_repetition"]
 
 #: a sentence ends at . ! ? followed by white space (not inside "50.0"), or at a newline
 _BREAK = re.compile(r"((?<=[.!?])\s+|\n+)")
@@ -28,8 +34,57 @@ def _key(sentence: str) -> str:
     return " ".join(sentence.split()).lower()
 
 
+#: the longest stretch a loop inside a sentence repeats, in characters
+MAX_STRETCH = 40
+#: ... how many times at the least (a loop cut by the token limit repeats it dozens of times)
+MIN_REPEATS = 5
+#: ... and over how many characters at the least ("ha ha ha" is not a loop)
+MIN_LOOP = 30
+#: what a cut leaves at the end of a stretch: its separators, not its full stop
+_TRAILING = " \t\n,;:-\u2013\u2014"
+
+
+def _loop_start(low: str) -> tuple[int, int] | None:
+    """Where the loop that ``low`` ends in starts, and its stretch's length (see the module)."""
+    best: tuple[int, int] | None = None
+    end = len(low)
+    for period in range(1, min(MAX_STRETCH, end // MIN_REPEATS) + 1):
+        i = end - 1
+        while i >= period and low[i] == low[i - period]:
+            i -= 1
+        start = i + 1 - period  # the first copy of the stretch
+        length = end - start
+        if length >= max(MIN_LOOP, MIN_REPEATS * period) and (best is None or start < best[0]):
+            if any(c.isalpha() for c in low[start : start + period]):
+                best = (start, period)
+    return best
+
+
+def _trim_loop(text: str) -> str:
+    found = _loop_start(text.lower())
+    if found is None:
+        return text
+    start, period = found
+    # the first copy kept whole, ending where a word or number ends: the loop may start
+    # inside one ("10.5°F, 2.5°C, 1.5°F, 2.5°C, 1.5°F, ..." repeats from ".5°F")
+    cut = next((c for c in range(start + period, min(start + 2 * period, len(text))) if _ends_word(text, c)),
+               start + period)
+    if text[cut - 1].isdigit() and text[cut].isdigit():
+        return text  # no such end, and inside a number: a cut there would write another one
+    return text[:cut].rstrip(_TRAILING)
+
+
+def _ends_word(text: str, cut: int) -> bool:
+    return text[cut].isspace() or text[cut - 1] in _TRAILING
+
+
 def trim_repetition(text: str) -> str:
-    """``text`` without a trailing loop of repeated sentences (see the module)."""
+    """``text`` without a trailing loop of repeated sentences, or of a stretch inside one
+    (see the module)."""
+    return _trim_loop(_trim_sentences(text))
+
+
+def _trim_sentences(text: str) -> str:
     pieces = _BREAK.split(text)  # sentence, break, sentence, break, ...
     sentences = pieces[::2]
     seen: list[str] = []
