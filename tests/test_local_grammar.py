@@ -56,3 +56,21 @@ def test_a_refused_schema_is_none_and_warned_about_once() -> None:
         logger.remove(sink)
     assert len(lines) == 1 and "no grammar for this JSON schema (AssertionError)" in lines[0]
     assert (cache.misses, cache.hits) == (1, 1)
+
+
+def test_the_cache_keeps_at_most_its_limit_the_least_recently_used_dropped() -> None:
+    cache = GrammarCache(limit=2)
+
+    def schema(city: str) -> dict[str, Any]:
+        return {**CALL, "properties": {**CALL["properties"], "args": {"type": "object", "properties": {
+            "city": {"enum": [city]}}}}}
+
+    cache.gbnf(schema("Paris"))
+    cache.gbnf(schema("Tokio"))
+    cache.gbnf(schema("Paris"))  # used again: Tokio is now the oldest
+    cache.gbnf(schema("Lima"))
+    assert (cache.misses, cache.hits) == (3, 1)
+    cache.gbnf(schema("Paris"))
+    assert cache.hits == 2
+    cache.gbnf(schema("Tokio"))  # dropped: converted again
+    assert cache.misses == 4

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from typing import Any
 
 from loguru import logger
@@ -36,12 +37,19 @@ def continuation_gbnf(item_gbnf: str, continuation: ListContinuation) -> str:
     return f"{renamed.rstrip()}\n{space}root ::= {more}space {close} space\n"
 
 
+#: the most grammars :class:`GrammarCache` keeps (the least recently used goes first): a
+#: list continuation whose strings are copies of the request is one grammar per request
+MAX_CACHED = 512
+
+
 class GrammarCache:
     """GBNF per schema (and list continuation), made once; ``None`` for a schema llama.cpp's
-    converter refuses (the call then runs unconstrained: the guards still check it)."""
+    converter refuses (the call then runs unconstrained: the guards still check it). At
+    most ``limit`` are kept, the least recently used dropped first."""
 
-    def __init__(self) -> None:
-        self._texts: dict[str, str | None] = {}
+    def __init__(self, limit: int = MAX_CACHED) -> None:
+        self._limit = limit
+        self._texts: OrderedDict[str, str | None] = OrderedDict()
         #: lookups answered from the cache, and schemas converted (for the benchmarks)
         self.hits = 0
         self.misses = 0
@@ -52,6 +60,7 @@ class GrammarCache:
         key = text if continuation is None else f"{continuation.max_items}|{continuation.close}|{text}"
         if key in self._texts:
             self.hits += 1
+            self._texts.move_to_end(key)
             return self._texts[key]
         self.misses += 1
         from llama_cpp.llama_grammar import json_schema_to_gbnf
@@ -63,4 +72,7 @@ class GrammarCache:
             # grammar_schema's output always converts; a schema from elsewhere may not
             logger.warning("no grammar for this JSON schema ({}): {}", type(exc).__name__, exc)
             self._texts[key] = None
-        return self._texts[key]
+        found = self._texts[key]
+        while len(self._texts) > self._limit:
+            self._texts.popitem(last=False)
+        return found
