@@ -76,3 +76,18 @@ def test_the_demo_task_runs_to_an_answer(tmp_path: Path) -> None:
     assert result.path[-1] == "final"
     assert result.tool_calls, "the demo task is answered through tool calls"
     assert {c["call"]["name"] for c in result.tool_calls} <= {"multiply", "convert_km_to_miles"}
+
+
+def test_two_cities_in_german_are_both_called(tmp_path: Path) -> None:
+    """The parallel list's second city is a copy of the request's word ("Tokio"), not a
+    garbled one the guards refuse (the model alone writes "Tko")."""
+    def get_weather(city: str) -> str:
+        """The current weather in a city."""
+        return {"paris": "sunny, 18 °C", "tokio": "cloudy, 22 °C"}.get(city.lower(), "unknown")
+
+    path = tmp_path / "run.jsonl"
+    result = Agent(get_local_backend(), [get_weather], transcript=path).run("Wie ist das Wetter in Paris und in Tokio?")
+    assert [c["call"]["arguments"]["city"] for c in result.tool_calls][:2] == ["Paris", "Tokio"]
+    extension = [e for e in read_transcript(path) if e["type"] == "model_request" and e.get("extension")]
+    city = extension[0]["options"]["list_continuation"]["item_schema"]["properties"]["args"]["properties"]["city"]
+    assert "Tokio" in city["enum"]

@@ -13,7 +13,8 @@ from agentfsm.core.backend import Capabilities, GenerationOptions, ListContinuat
 from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.prompt.enforcement import action_item_schema
 from agentfsm.prompt.extension import (
-    CLOSE, MAX_EXTRA_CALLS, extension_options, extension_prefill, nothing_to_list, read_extension,
+    CLOSE, MAX_EXTRA_CALLS, MAX_SPANS, SPAN_WORDS, copy_spans, extension_options, extension_prefill, nothing_to_list,
+    read_extension,
 )
 from agentfsm.core.messages import ToolCall, ToolSpec, UserMessage
 from agentfsm.replays.compare import replay
@@ -260,3 +261,92 @@ async def test_a_call_that_used_every_number_is_not_extended() -> None:
                           capabilities=EXTENDING)
     listed, _ = await _turn(two, "Add 8 and 5, and 2 and 3.", config)
     assert isinstance(listed.decision, CallTools) and len(listed.decision.calls) == 2
+
+
+# --- a further call's strings are copies, where the grounding policy says so ---------------
+
+
+@pytest.mark.parametrize(("text", "spans"), [
+    ("Wie ist das Wetter in Paris und in Tokio?", {"Tokio", "in Tokio", "Paris und in Tokio", "Wie"}),
+    ("¿Qué tiempo hace en París y en Tokio?", {"Qué", "París", "Tokio", "en París"}),
+    ("Play Taylor Swift, then Maroon 5.", {"Taylor Swift", "Maroon 5", "Swift, then Maroon"}),
+])
+def test_copy_spans_are_runs_of_whole_words(text: str, spans: set[str]) -> None:
+    found = copy_spans(text)
+    assert spans <= set(found)
+    assert len(found) == len(set(found))
+    # punctuation at a run's ends is left out; no run is longer than SPAN_WORDS words
+    assert not any(s.endswith(("?", ".", ",")) or s.startswith("¿") for s in found)
+    assert max(len(s.split()) for s in found) <= SPAN_WORDS
+
+
+@pytest.mark.parametrize("text", [
+    "我想知道上海目前的天气状况",  # written without spaces: its words cannot be told apart
+    "",
+    " ".join(f"w{i}" for i in range(MAX_SPANS)),  # too many stretches for one grammar
+])
+def test_no_spans_where_none_can_be_told_apart(text: str) -> None:
+    assert copy_spans(text) == ()
+
+
+def test_no_span_holds_a_quote_or_backslash() -> None:
+    # llama.cpp's converter writes an enum's JSON text into the grammar unescaped
+    found = copy_spans('Say "hi" to C:\\temp now')
+    assert "hi" in found and "now" in found
+    assert not any('"' in s or "\\" in s for s in found)
+
+
+def test_a_copied_list_holds_free_strings_to_the_spans_or_the_first_calls_value() -> None:
+    listed = ToolSpec(name="play", description="Play.", parameters={
+        "type": "object",
+        "properties": {
+            "artist": {"type": "string"}, "minutes": {"type": "integer"},
+            "mood": {"type": "string", "enum": ["calm", "loud"]}, "tags": {"type": "array", "items": {"type": "string"}},
+            "note": {"type": "string"},
+        },
+        "required": ["artist"],
+    })
+    first = ToolCall(id="call_0", name="play", arguments={"artist": "Taylor Swift", "note": "quiet please"})
+    request = "Play Taylor Swift and Maroon 5."
+    opts = extension_options(GenerationOptions(), first, [listed], ToolChoice.parse("auto"), copy_from=request)
+    assert opts is not None and opts.list_continuation is not None
+    props = opts.list_continuation.item_schema["properties"]["args"]["properties"]
+    assert props["artist"] == {"enum": list(copy_spans(request))}
+    assert "Maroon 5" in props["artist"]["enum"]
+    assert props["note"]["enum"][-1] == "quiet please"  # the first call's own value
+    assert props["minutes"] == {"type": "integer"} and props["mood"]["enum"] == ["calm", "loud"]
+    assert props["tags"]["items"] == {"enum": list(copy_spans(request))}
+    # without copy_from, or with nothing to copy, the strings are free
+    for copy_from in (None, "我想知道"):
+        free = extension_options(GenerationOptions(), first, [listed], ToolChoice.parse("auto"), copy_from=copy_from)
+        assert free is not None and free.list_continuation is not None
+        assert free.list_continuation.item_schema == action_item_schema([listed], ToolChoice.parse("auto"))
+
+
+@pytest.mark.parametrize(("grounding", "copied"), [(True, True), (False, False)])
+async def test_the_grounding_policy_holds_an_extension_to_the_request_and_results(grounding: bool, copied: bool) -> None:
+    backend = ScriptedBackend([FIRST, f", {item('Maroon 5', 15)}]}}"], capabilities=EXTENDING)
+    config = EngineConfig(tools=(PLAY,), dialect="json-action", tool_choice="auto", grounding=grounding, consensus=0)
+    result, _ = await _turn(backend, "Play Taylor Swift for 20 minutes and Maroon 5 for 15.", config)
+    assert isinstance(result.decision, CallTools) and len(result.decision.calls) == 2
+    continuation = backend.requests[1].options.list_continuation
+    assert continuation is not None
+    artist = continuation.item_schema["properties"]["args"]["properties"]["artist"]
+    assert ("Maroon 5" in artist.get("enum", ())) == copied
+    assert ("enum" in artist) == copied
+
+
+def test_grounding_copies_from_the_latest_request_and_the_turns_results() -> None:
+    from agentfsm.core.messages import AssistantMessage, ToolMessage, ToolResult
+    from agentfsm.policy import grounding
+
+    call = ToolCall(id="call_0", name="get_capital", arguments={"country": "Peru"})
+    history = [
+        UserMessage(content="Earlier: Oslo."), AssistantMessage(content="Fine."),
+        UserMessage(content="Capitals of Peru and Kenya, then their weather."),
+        AssistantMessage(content=None, tool_calls=(call,)),
+        ToolMessage(result=ToolResult(call_id="call_0", name="get_capital", content="Lima")),
+        UserMessage(content="That call was repeated.", correction="repeated_call"),
+    ]
+    text = grounding.POLICY.copied_from(history)
+    assert text == "Capitals of Peru and Kenya, then their weather.\nLima"

@@ -87,6 +87,12 @@ class Policy:
         """The final answer's text, as this policy leaves it."""
         return content
 
+    def copied_from(self, history: Sequence[Message]) -> str | None:
+        """The text that the strings of a list's further calls are copied from (the
+        extension step, :mod:`agentfsm.prompt.extension`); None when this policy does
+        not hold them to one."""
+        return None
+
 
 @dataclass(frozen=True)
 class Policies:
@@ -164,6 +170,10 @@ class Policies:
         for policy in self.policies:
             content = policy.finish_answer(content)
         return content
+
+    def copied_from(self, history: Sequence[Message]) -> str | None:
+        """The first policy's text that a list's further strings are copied from."""
+        return next((text for p in self.policies if (text := p.copied_from(history)) is not None), None)
 
 
 def correction_of(history: Sequence[Message]) -> str | None:

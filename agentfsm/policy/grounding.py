@@ -28,6 +28,10 @@ not called and the answer (``missing_value``, :func:`fetch_tools`). Under a requ
 correction there must still allow a call, and the model's values are all it has.
 A call with no value to judge (no arguments, only booleans or enum members) passes.
 
+The same rule shapes the parallel-call extension (:mod:`agentfsm.prompt.extension`):
+:meth:`GroundingPolicy.copied_from` names the text (the latest request and the turn's
+results) whose runs of words a list's further calls copy their strings from.
+
 Known cost: a request that needs two tools on the *same* values, made one after the
 other ("weather and local time in Paris", the time asked after the weather's result)
 gets the second call refused as stale; made in one reply (parallel calls), both run.
@@ -343,6 +347,17 @@ class GroundingPolicy(Policy):
     def wants_vote(self, reason: str, first_decision: bool) -> bool | None:
         # a made-up value: the candidates may find the one in the conversation, even after results
         return True if reason == REASON else None
+
+    def copied_from(self, history: Sequence[Message]) -> str | None:
+        """The user's latest request and the turn's results so far: where a value comes from."""
+        texts: list[str] = []
+        for msg in reversed(history):
+            if isinstance(msg, ToolMessage):
+                texts.append(msg.result.content)
+            elif isinstance(msg, UserMessage) and msg.correction is None:
+                texts.append(msg.content)
+                break
+        return "\n".join(reversed(texts))
 
 
 POLICY = GroundingPolicy()

@@ -24,11 +24,20 @@ The step is skipped where nothing is left to list (:func:`nothing_to_list`): a t
 takes only numbers, called with every number of the conversation, can only be called
 again with the same numbers or made-up ones.
 The accepted reply is the list of calls kept, in the json-protocol format.
+
+Where a policy says the values are copied from a text (``copy_from``: grounding's rule, a
+call takes its values from the conversation), a further call's strings are held to that
+text's stretches of whole words (:func:`copy_spans`) or the first call's own value: a
+small model that writes "Paris" right writes "Tokio" as "Tko" or "Otosio", and the list
+is refused for it. Characters and white space only: no language is read.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Sequence
+from typing import Any
 
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import GenerationOptions, ListContinuation
@@ -38,7 +47,17 @@ from agentfsm.dialects._render import dumps
 from agentfsm.prompt.enforcement import action_item_schema
 from agentfsm.core.messages import ToolCall, ToolSpec
 
-__all__ = ["CLOSE", "MAX_EXTRA_CALLS", "extension_options", "extension_prefill", "nothing_to_list", "read_extension"]
+__all__ = [
+    "CLOSE",
+    "MAX_EXTRA_CALLS",
+    "MAX_SPANS",
+    "SPAN_WORDS",
+    "copy_spans",
+    "extension_options",
+    "extension_prefill",
+    "nothing_to_list",
+    "read_extension",
+]
 
 #: the most calls the extension step may add to the first one
 MAX_EXTRA_CALLS = 3
@@ -79,6 +98,67 @@ def _numeric(schema: dict[str, object]) -> bool:
     return schema.get("type") in ("number", "integer", "boolean")
 
 
+#: the most words a copied stretch holds ("Rio de Janeiro", "New York City")
+SPAN_WORDS = 4
+#: a text with more stretches than this is not held to them (its grammar would be large)
+MAX_SPANS = 400
+_WORD = re.compile(r"\S+")
+#: scripts written without spaces between words: their words cannot be told apart here
+_UNSPACED = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN")
+
+
+def _edge(c: str) -> bool:
+    return unicodedata.category(c).startswith("P")
+
+
+def copy_spans(text: str) -> tuple[str, ...]:
+    """The stretches of ``text`` a copied value can be: runs of 1 to :data:`SPAN_WORDS`
+    whole words (split at white space, punctuation at a run's two ends left out), first
+    seen first, each once. Empty where no stretch can be told apart (no word, a script
+    written without spaces) or there are more than :data:`MAX_SPANS`."""
+    if any(ord(c) > 0x2E7F and unicodedata.name(c, "").startswith(_UNSPACED) for c in text):
+        return ()
+    words: list[tuple[int, int]] = []
+    for m in _WORD.finditer(text):
+        start, end = m.start(), m.end()
+        while start < end and _edge(text[start]):
+            start += 1
+        while end > start and _edge(text[end - 1]):
+            end -= 1
+        if start < end:
+            words.append((start, end))
+    runs = (text[words[i][0] : words[j][1]] for i in range(len(words)) for j in range(i, min(i + SPAN_WORDS, len(words))))
+    spans = dict.fromkeys(r for r in runs if _copyable(r))
+    return tuple(spans) if len(spans) <= MAX_SPANS else ()
+
+
+def _copyable(value: str) -> bool:
+    """No quote, backslash or control character: llama.cpp's converter writes an enum's
+    JSON text into the grammar without escaping a backslash again (a grammar that would
+    reject the JSON)."""
+    return '"' not in value and "\\" not in value and value.isprintable()
+
+
+def _held_to_copies(args: Any, spans: Sequence[str], call: ToolCall) -> Any:
+    """``args`` (the arguments' grammar schema) with each free string parameter (and each
+    list of free strings) held to ``spans`` or ``call``'s own value for it."""
+    props = args.get("properties") if isinstance(args, dict) else None
+    if not isinstance(props, dict):
+        return args
+
+    def held(schema: Any, own: Any) -> Any:
+        if not isinstance(schema, dict) or "enum" in schema or "const" in schema:
+            return schema
+        if schema.get("type") == "string":
+            values = dict.fromkeys([*spans, *([own] if isinstance(own, str) and _copyable(own) else [])])
+            return {"enum": list(values)}
+        if schema.get("type") == "array":
+            return {**schema, "items": held(schema.get("items"), None)}
+        return schema
+
+    return {**args, "properties": {name: held(schema, call.arguments.get(name)) for name, schema in props.items()}}
+
+
 def extension_options(
     options: GenerationOptions,
     call: ToolCall,
@@ -86,17 +166,23 @@ def extension_options(
     tool_choice: ToolChoice,
     conversation: str | None = None,
     earlier: Sequence[ToolCall] = (),
+    copy_from: str | None = None,
 ) -> GenerationOptions | None:
     """The options of the extension step after ``call``: more calls of ``call``'s tool,
     if ``tools`` offers it and, where ``conversation`` (the text a call's values come
     from) is given, something is left to list after the ``earlier`` calls of the turn
-    (:func:`nothing_to_list`); else ``None``."""
+    (:func:`nothing_to_list`); else ``None``. With ``copy_from``, a further call's
+    strings are that text's stretches (:func:`copy_spans`) or ``call``'s own."""
     offered = [t for t in tools if t.name == call.name]
     if conversation is not None and offered and nothing_to_list(call, offered[0], conversation, earlier):
         return None
     item = action_item_schema(offered, tool_choice)
     if item is None:
         return None
+    spans = copy_spans(copy_from) if copy_from is not None else ()
+    if spans:
+        props = item["properties"]
+        item = {**item, "properties": {**props, "args": _held_to_copies(props["args"], spans, call)}}
     prefill = extension_prefill(call)
     # the list ends at the first repeat (read_extension): a repeat of the first call, as
     # the prefill wrote it, ends the generation there (greedy, the items before it are

@@ -25,6 +25,7 @@ from agentfsm.core.backend import Backend, GenerationOptions, Usage, estimate_to
 from agentfsm.engine.consensus import TEMPERATURE, choose, settled
 from agentfsm.engine.decisions import Decision, EngineConfig, Plan
 from agentfsm.engine.decide import conversation_text, step
+from agentfsm.engine.plan import policies_of
 from agentfsm.core.errors import BackendTimeout
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent
 from agentfsm.core.messages import AssistantMessage, Message, PromptMessage
@@ -96,7 +97,8 @@ async def extend(
         return text, None
     first = parsed.tool_calls[0]
     earlier = [c for m in turn_of(history) if isinstance(m, AssistantMessage) for c in m.tool_calls]
-    opts = extension_options(options, first, p.tools, p.tool_choice, conversation_text(history), earlier)
+    opts = extension_options(options, first, p.tools, p.tool_choice, conversation_text(history), earlier,
+                             copy_from=policies_of(config).copied_from(history))
     if opts is None:
         return text, None
     recorder.emit(
