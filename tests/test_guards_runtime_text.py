@@ -70,3 +70,42 @@ def test_results_stated_plainly_are_the_models_answer() -> None:
     backend = ScriptedBackend([call, "The result of add is 7. The result of add is 7 indeed, as asked."])
     result = Agent(backend, [add]).run("Add 2 and 5.")
     assert result.content.startswith("The result of add is 7.") and result.corrections == 0
+
+
+def translate_text(text: str) -> str:
+    """Translate a text into English."""
+    return text
+
+
+def get_weather(city: str) -> str:
+    """The current weather in a city."""
+    return "sunny"
+
+
+_SEA = "The sea is a vast and mysterious realm full of life and light."
+
+
+@pytest.mark.parametrize("dialect", ["json-action", "json-protocol"])
+def test_the_models_own_words_from_a_refused_call_are_its_answer(dialect: str) -> None:
+    """A small model puts its answer into a call's argument; the correction that refuses
+    the call quotes it; the same sentence as the answer is the model's, not the runtime's."""
+    call = (f'```json action\n{{"tool": "translate_text", "args": {{"text": "{_SEA}"}}}}\n```' if dialect == "json-action"
+            else f'{{"action": {{"tool": "translate_text", "args": {{"text": "{_SEA}"}}}}}}')
+    answer = _SEA if dialect == "json-action" else f'{{"final": {{"content": "{_SEA}"}}}}'
+    backend = ScriptedBackend([call, answer])
+    result = Agent(backend, [translate_text, get_weather], config=RunConfig(dialect=dialect, grounding="on")).run(
+        "Write one short sentence about the sea.")
+    assert result.content == _SEA
+    assert result.corrections == 1  # the made-up call only
+
+
+def test_a_call_that_copied_a_correction_does_not_make_the_copy_the_models() -> None:
+    # the correction's words, written into a refused call and then answered, are still its
+    copied = "If one of your tools finds them from the user's words, call it first"
+    made_up = f'```json action\n{{"tool": "translate_text", "args": {{"text": "{_SEA}"}}}}\n```'
+    again = f'```json action\n{{"tool": "translate_text", "args": {{"text": "{copied}"}}}}\n```'
+    backend = ScriptedBackend([made_up, again, copied, "The sea is wide."])
+    result = Agent(backend, [translate_text, get_weather], config=RunConfig(grounding="on", max_corrections=3)).run(
+        "Write one short sentence about the sea.")
+    assert result.content == "The sea is wide."
+    assert result.corrections == 3

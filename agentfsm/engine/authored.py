@@ -7,7 +7,10 @@ configured dialect, and the json-protocol form under constrained decoding), the
 corrections sent, and the prompt's framing of tool results. Everyone else's: the user's
 messages, the client's system prompts, the tools' names, descriptions and parameters, and
 the results themselves, stated plainly (an answer may state them in the words a
-correction asks for them in).
+correction asks for them in), and the strings of the model's own calls, a refused call's
+included, that no correction had written before them (a correction that refuses
+``translate_text(text="The sea is wide.")`` quotes the call; an answer that then says
+"The sea is wide." is the model's own sentence, not a copy of the correction).
 """
 
 from __future__ import annotations
@@ -16,14 +19,16 @@ import json
 from collections.abc import Sequence
 
 from agentfsm.core.choice import ToolChoice
-from agentfsm.core.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
 from agentfsm.engine.decisions import EngineConfig
+from agentfsm.dialects.parse import parse_reply
+from agentfsm.guards import runtime_text
 from agentfsm.guards._history import calls_and_results
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
 from agentfsm.prompt.projection import project_history
 
-__all__ = ["others_texts", "runtime_texts"]
+__all__ = ["others_texts", "own_values", "runtime_texts"]
 
 
 def runtime_texts(history: Sequence[Message], config: EngineConfig, choice: ToolChoice) -> list[str]:
@@ -53,4 +58,32 @@ def others_texts(history: Sequence[Message], config: EngineConfig) -> list[str]:
     # the results stated plainly ("The result of multiply is 50.0."), as a correction shows
     # them to be stated: an answer that states them so is the model's answer
     texts += calls_and_results(history)[1]
-    return texts
+    return texts + own_values(history, config.tools)
+
+
+def own_values(history: Sequence[Message], tools: Sequence[ToolSpec]) -> list[str]:
+    """The strings of the model's own calls (read from each reply in any action format, a
+    refused reply's included) that no correction before them had written, but for a
+    reply refused for copying the runtime's text: its words, not the runtime's."""
+    corrections: list[str] = []
+    own: list[str] = []
+    for m, after in zip(history, [*history[1:], None], strict=True):
+        if isinstance(m, UserMessage) and m.correction:
+            corrections.append(m.content)
+        if not isinstance(m, AssistantMessage) or (
+            isinstance(after, UserMessage) and after.correction == runtime_text.REASON
+        ):
+            continue
+        calls = [*m.tool_calls, *parse_reply(m.content or "", tools).tool_calls]
+        own += [v for c in calls for v in _strings(c.arguments) if not any(v in t for t in corrections)]
+    return own
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []

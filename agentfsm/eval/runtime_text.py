@@ -17,6 +17,7 @@ from typing import Any
 
 from agentfsm.core.events import (
     FinalEvent,
+    ModelOutputEvent,
     ModelRequestEvent,
     RequestEvent,
     RetryEvent,
@@ -24,7 +25,8 @@ from agentfsm.core.events import (
     ToolResultEvent,
     TranscriptEvent,
 )
-from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
+from agentfsm.engine.authored import own_values
 from agentfsm.guards._history import calls_and_results
 from agentfsm.guards.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS, find_runtime_text, words
 
@@ -73,6 +75,10 @@ class RunTexts:
     history: list[Message] = field(default_factory=list)
     #: the user's latest request (its last user message)
     request: str = ""
+    #: the tools offered
+    tools: list[ToolSpec] = field(default_factory=list)
+    #: the model's latest reply (not an extension or a candidate): the one a retry refused
+    reply: str = ""
 
     def __call__(self, event: TranscriptEvent) -> None:
         match event:
@@ -87,14 +93,20 @@ class RunTexts:
                     elif isinstance(message, ToolMessage):
                         self.allowed.append(message.result.content)
                 self.allowed += [_tool_text(t.name, t.description, t.parameters) for t in event.tools]
+                self.tools += event.tools
             case ModelRequestEvent():
                 self.model_calls += 1
                 self.spent = self.spent.plus(event)
                 for m in event.messages:
                     if m.role != "assistant" and m.content not in self.allowed:
                         self.runtime[m.content] = None
+            case ModelOutputEvent(extension=False, candidate=0):
+                self.reply = event.text
             case RetryEvent():
                 self.runtime[event.message] = None
+                # the refused reply and its correction, as the engine's history holds them
+                self.history += [AssistantMessage(content=self.reply),
+                                 UserMessage(content=event.message, correction=event.reason)]
             case ToolCallEvent():
                 self.history.append(AssistantMessage(tool_calls=(event.call,)))
             case ToolResultEvent():
@@ -111,8 +123,9 @@ class RunTexts:
 
     def finding(self, answer: str | None = None) -> str | None:
         """The runtime text in ``answer`` (default: the run's final answer), or ``None``."""
-        # the results stated plainly are the model's to say, as the guard allows them
-        allowed = self.allowed + calls_and_results(self.history)[1]
+        # the results stated plainly, and the model's own values, are the model's to say, as
+        # the guard allows them
+        allowed = self.allowed + calls_and_results(self.history)[1] + own_values(self.history, self.tools)
         return find_runtime_text(self.answer if answer is None else answer, list(self.runtime), allowed)
 
 
