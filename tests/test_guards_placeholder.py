@@ -192,6 +192,39 @@ def test_the_retry_after_a_cut_off_action_is_compact() -> None:
     assert opts.json_schema != build_action_schema([AREA, SUM], ToolChoice.parse("auto"))
 
 
+STOCK = ToolSpec(
+    name="stock",
+    description="A stock price by ticker.",
+    parameters={"type": "object", "properties": {"symbol": {"type": "string"}, "exchange": {"type": "string", "enum": ["NYSE", "LSE"]}},
+                "required": ["symbol"]},
+)
+
+
+@pytest.mark.parametrize(("cut", "bound"), [
+    # a string that loops until the token limit: bounded to its text up to the loop's first copy
+    ('{"action": {"tool": "stock", "args": {"symbol": "AZKLNK' + "_2022" * 40, 16),
+    ('{"action": {"tool": "stock", "args": {"symbol": "The quarterly results of the company named' + " again" * 20,
+     "The quarterly results of the company named again".__len__()),
+    # cut by length alone, or a loop outside any one string: no string bound
+    ('{"action": {"tool": "stock", "args": {"symbol": "' + "The quarterly results of a company, " + "then more words " * 3, None),
+    ('{"action": {"tool": "total", "args": {"xs": [' + "1, " * 40, None),
+])
+def test_the_retry_after_an_action_cut_off_in_a_loop_bounds_its_strings(cut: str, bound: int | None) -> None:
+    backend = ScriptedBackend([], capabilities=Capabilities(json_schema=True))
+    config = EngineConfig(tools=(STOCK, SUM), dialect="json-action", tool_choice="auto", parallel=False)
+    history: list[Any] = [UserMessage(content="What is the stock price of Apple?")]
+    decision = step(history, cut, config)
+    assert isinstance(decision, Correct) and decision.reason == "truncated_action"
+    history += [decision.assistant, decision.message]
+    _, opts, _, _ = prepare_request(backend, history, config, "constrained", GenerationOptions())
+    assert opts.json_schema == build_action_schema([STOCK, SUM], ToolChoice.parse("auto"), compact=True, max_length=bound)
+    item = action_item_schema([STOCK], ToolChoice.parse("auto"), max_length=bound)
+    assert item is not None
+    symbol, exchange = (item["properties"]["args"]["properties"][k] for k in ("symbol", "exchange"))
+    assert symbol.get("maxLength") == bound
+    assert "maxLength" not in exchange  # an enum is bounded already
+
+
 @pytest.mark.parametrize(
     ("reply", "content"),
     [

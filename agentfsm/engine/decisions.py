@@ -175,6 +175,9 @@ class Plan:
     tools: tuple[ToolSpec, ...]
     #: bound every argument list (the retry after an action was cut off)
     compact: bool = False
+    #: bound every free string of the arguments to this many characters (the retry after
+    #: an action cut off in a loop: :func:`~agentfsm.engine.plan.plan`)
+    max_length: int | None = None
     #: the grammar allows a list of calls in the reply itself
     listed: bool = False
     #: after a reply that is one clean call, run the extension step (parallel calls)

@@ -2,8 +2,9 @@
 
 The tool_choice that binds the reply (:func:`tool_choice_now`), the enforcement level
 and the dialect it teaches, the tools of the retry's grammar (after a language policy's
-correction, what that policy offers), compact argument lists after a cut-off action,
-an answer that cannot be a ``<slot>`` after one was refused, and the extension step of
+correction, what that policy offers), compact argument lists after a cut-off action
+(and short strings after one cut off in a loop: greedy decoding writes the same loop
+again, at a temperature too, until the budget is spent), an answer that cannot be a ``<slot>`` after one was refused, and the extension step of
 a parallel turn. Pure, like :func:`~agentfsm.engine.decide.step`.
 """
 
@@ -15,14 +16,16 @@ from agentfsm.core._types import EnforcementLevel, Level
 from agentfsm.core.backend import Capabilities
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
+from agentfsm.core.loops import tail_loops
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
 from agentfsm.engine.decisions import EngineConfig, Plan
 from agentfsm.dialects.parse import parse_reply
-from agentfsm.guards import repeated_call, runtime_text
+from agentfsm.guards import json_valid, repeated_call, runtime_text
 from agentfsm.guards.runtime_text import is_template
 from agentfsm.guards._history import called
 from agentfsm.policy import Policies, policies_for
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, choose_level
+from agentfsm.prompt.grammar import MAX_REPEAT
 
 __all__ = ["plan", "policies_of", "tool_choice_now", "wants_vote"]
 
@@ -75,6 +78,48 @@ def _stuck(rounds: Sequence[tuple[str, AssistantMessage]]) -> bool:
     return any((rejected.content or "").strip() == last for _, rejected in rounds[1:])
 
 
+#: the shortest bound a looping string gets (a value of a few words still fits)
+MIN_LOOP_BOUND = 16
+
+
+def _loop_bound(rounds: Sequence[tuple[str, AssistantMessage]]) -> int | None:
+    """The length every free string of the retry's arguments is bounded to after an
+    action cut off in a loop inside a string (``rounds``: :func:`_round_corrections`):
+    the looping string up to its loop's first copy, at least :data:`MIN_LOOP_BOUND`
+    and at most the grammar's :data:`~agentfsm.prompt.grammar.MAX_REPEAT`; None where no
+    cut-off action of this round ends in one (a value cut at the token limit by its
+    length alone is left as long as the model writes it)."""
+    for reason, rejected in rounds:
+        text = rejected.content or ""
+        loops = list(tail_loops(text)) if reason == json_valid.TRUNCATED else []
+        if not loops:
+            continue
+        start, period = min(loops)
+        opened = _open_string(text, start)
+        if opened is None or '"' in text[start:]:
+            continue  # not inside one string: the compact lists bound it
+        return max(MIN_LOOP_BOUND, min(MAX_REPEAT, start - opened - 1 + period))
+    return None
+
+
+def _open_string(text: str, end: int) -> int | None:
+    """Where the JSON string open at ``end`` of ``text`` begins (its quote); None when no
+    string is open there."""
+    opened: int | None = None
+    escaped = False
+    for i, c in enumerate(text[:end]):
+        if opened is None:
+            if c == '"':
+                opened = i
+        elif escaped:
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif c == '"':
+            opened = None
+    return opened
+
+
 def _slot_refused(rounds: Sequence[tuple[str, AssistantMessage]], config: EngineConfig) -> bool:
     """Whether an answer refused in this round (``rounds``: :func:`_round_corrections`) was
     only a ``<slot>`` of the contract (``{"final": {"content": "<your answer>"}}``, the
@@ -119,7 +164,8 @@ def plan(
         level,
         CONSTRAINED_DIALECT,
         _retry_tools(history, config.tools, choice, policies_of(config)),
-        compact=any(reason == "truncated_action" for reason, _ in rounds),
+        compact=any(reason == json_valid.TRUNCATED for reason, _ in rounds),
+        max_length=_loop_bound(rounds),
         no_slot=_slot_refused(rounds, config),
         # where the backend extends a single call into a list, the reply itself is one call
         listed=config.parallel and not capabilities.list_continuation,

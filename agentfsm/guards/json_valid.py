@@ -7,6 +7,8 @@ decides the correction, which names the error and its character position.
 
 from __future__ import annotations
 
+from typing import Final
+
 from agentfsm.core._types import DialectName
 from agentfsm.core.parsed import ParsedReply, Problem
 from agentfsm.guards.base import (
@@ -19,13 +21,15 @@ from agentfsm.guards.base import (
     with_example,
 )
 
-__all__ = ["GUARD", "check"]
+__all__ = ["GUARD", "TRUNCATED", "check"]
 
 GUARD = "json_valid"
+#: the reason of an action cut off before its end
+TRUNCATED: Final = "truncated_action"
 
 _REASONS: dict[str, CorrectionReason] = {
     "invalid_json": "invalid_json",
-    "truncated": "truncated_action",
+    "truncated": TRUNCATED,
     "malformed_action": "malformed_action",
     "extra_text": "extra_text",
     "limit_exceeded": "limit_exceeded",

@@ -8,9 +8,9 @@ When everything from some sentence on only repeats sentences already written (th
 one possibly cut off), the answer ends before that point. An answer that says a thing
 twice and then goes on is left as it is. A loop inside a sentence ("No, no, no, no, ...",
 "I'm sorry, I'm sorry, ...") is cut the same way when it runs to the end of the answer,
-repeats one stretch of up to :data:`MAX_STRETCH` characters at least :data:`MIN_REPEATS`
-times over at least :data:`MIN_LOOP` characters (case set aside), and the stretch holds a
-letter: the answer keeps the stretch once. Digits repeated ("1.10000000000001",
+repeats one stretch (:func:`agentfsm.core.loops.tail_loops`: up to 40 characters, at
+least 5 times over at least 30, case set aside), and the stretch holds a letter: the
+answer keeps the stretch once. Digits repeated ("1.10000000000001",
 "5,000,000,000,...") are left as written: cutting them would write another number. Both
 cuts compare characters only, so they read no language. Pure: the same text always gives
 the same cut, so replay decides the same way.
@@ -21,10 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from agentfsm.core.loops import tail_loops
 from agentfsm.core.messages import Message, ToolMessage, ToolResult, UserMessage
 from agentfsm.policy.base import Policy
 
-__all__ = ["MAX_STRETCH", "MIN_LOOP", "MIN_REPEATS", "POLICY", "AnswersPolicy", "latest_results", "trim_repetition"]
+__all__ = ["POLICY", "AnswersPolicy", "latest_results", "trim_repetition"]
 
 #: a sentence ends at . ! ? followed by white space (not inside "50.0"), or at a newline
 _BREAK = re.compile(r"((?<=[.!?])\s+|\n+)")
@@ -34,34 +35,20 @@ def _key(sentence: str) -> str:
     return " ".join(sentence.split()).lower()
 
 
-#: the longest stretch a loop inside a sentence repeats, in characters
-MAX_STRETCH = 40
-#: ... how many times at the least (a loop cut by the token limit repeats it dozens of times)
-MIN_REPEATS = 5
-#: ... and over how many characters at the least ("ha ha ha" is not a loop)
-MIN_LOOP = 30
 #: what a cut leaves at the end of a stretch: its separators, not its full stop
 _TRAILING = " \t\n,;:-\u2013\u2014"
 
 
-def _loop_start(low: str) -> tuple[int, int] | None:
-    """Where the loop that ``low`` ends in starts, and its stretch's length (see the module)."""
-    best: tuple[int, int] | None = None
-    end = len(low)
-    for period in range(1, min(MAX_STRETCH, end // MIN_REPEATS) + 1):
-        i = end - 1
-        while i >= period and low[i] == low[i - period]:
-            i -= 1
-        start = i + 1 - period  # the first copy of the stretch
-        length = end - start
-        if length >= max(MIN_LOOP, MIN_REPEATS * period) and (best is None or start < best[0]):
-            if any(c.isalpha() for c in low[start : start + period]):
-                best = (start, period)
-    return best
+def _loop_start(text: str) -> tuple[int, int] | None:
+    """Where the loop that ``text`` ends in starts, and its stretch's length, for the
+    longest loop whose stretch holds a letter (see the module)."""
+    found = [(start, period) for start, period in tail_loops(text)
+             if any(c.isalpha() for c in text[start : start + period])]
+    return min(found, default=None)
 
 
 def _trim_loop(text: str) -> str:
-    found = _loop_start(text.lower())
+    found = _loop_start(text)
     if found is None:
         return text
     start, period = found

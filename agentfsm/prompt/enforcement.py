@@ -57,7 +57,7 @@ def choose_level(requested: EnforcementLevel | str, capabilities: Capabilities, 
 
 
 def action_item_schema(
-    tools: Sequence[ToolSpec], tool_choice: ToolChoice, compact: bool = False
+    tools: Sequence[ToolSpec], tool_choice: ToolChoice, compact: bool = False, max_length: int | None = None
 ) -> JSONObject | None:
     """The schema of one action, ``{tool: const name, args: that tool's schema}``
     (``anyOf`` over the offered tools); ``None`` when no tool is offered.
@@ -65,6 +65,8 @@ def action_item_schema(
     A named ``tool_choice`` keeps only that tool. ``compact`` bounds every array of
     the arguments to :data:`COMPACT_MAX_ITEMS` items (the retry after an action was
     cut off: a small model can fill an unbounded list until the token limit).
+    ``max_length`` bounds every free string of the arguments (the retry after an action
+    cut off in a loop, :func:`agentfsm.engine.plan.plan`).
     """
     offered = list(tools)
     if tool_choice.name is not None:
@@ -73,7 +75,7 @@ def action_item_schema(
             raise UsageError(f"tool_choice names {tool_choice.name!r}, which is not an offered tool")
     actions: list[JSONObject] = []
     for tool in offered:
-        args = grammar_schema(tool.parameters, max_items=COMPACT_MAX_ITEMS if compact else None)
+        args = grammar_schema(tool.parameters, max_items=COMPACT_MAX_ITEMS if compact else None, max_length=max_length)
         if args.get("type") != "object" and "anyOf" not in args:
             args = {"type": "object"}  # arguments are an object whatever the schema says
         actions.append(
@@ -96,6 +98,7 @@ def build_action_schema(
     compact: bool = False,
     answer_schema: JSONObject | None = None,
     no_slot: bool = False,
+    max_length: int | None = None,
 ) -> JSONObject:
     """The JSON schema of one reply under constrained decoding.
 
@@ -107,12 +110,14 @@ def build_action_schema(
     ``json-protocol`` dialect's, so the contract, the projected history and the
     grammar all show the model one format. ``compact``: see :func:`action_item_schema`.
     ``no_slot``: a free-text answer may not begin with ``<`` or a space (:data:`NO_SLOT`:
-    the retry after an answer that was a copied ``<slot>`` of the contract).
+    the retry after an answer that was a copied ``<slot>`` of the contract). ``max_length``:
+    see :func:`action_item_schema`.
     """
     answer = None if answer_schema is None else json_digest(answer_schema)
-    key = (tools_key(tools), tool_choice, parallel, compact, answer, no_slot)
+    key = (tools_key(tools), tool_choice, parallel, compact, answer, no_slot, max_length)
     return _SCHEMAS.get(
-        key, lambda: _action_schema(tools, tool_choice, parallel, compact, answer_schema, no_slot), json_weight
+        key, lambda: _action_schema(tools, tool_choice, parallel, compact, answer_schema, no_slot, max_length),
+        json_weight,
     )
 
 
@@ -132,8 +137,9 @@ def _action_schema(
     compact: bool,
     answer: JSONObject | None,
     no_slot: bool,
+    max_length: int | None = None,
 ) -> JSONObject:
-    one = action_item_schema(tools, tool_choice, compact)
+    one = action_item_schema(tools, tool_choice, compact, max_length)
     branches: list[JSONObject] = []
     if one is not None:
         action = one

@@ -79,18 +79,20 @@ def any_value() -> JSONObject:
     return {"type": list(ANY_TYPES)}
 
 
-def grammar_schema(schema: Any, max_items: int | None = None) -> JSONObject:
+def grammar_schema(schema: Any, max_items: int | None = None, max_length: int | None = None) -> JSONObject:
     """``schema`` reduced to what a JSON-schema grammar compiler takes (see the module
     docstring for each rewrite); never raises. ``$ref`` pointers resolve against
-    ``schema`` itself. ``max_items`` caps every array's length (the compact retry grammar).
+    ``schema`` itself. ``max_items`` caps every array's length (the compact retry grammar);
+    ``max_length`` every free string's (the retry after an action cut off in a loop).
     """
-    return _Reducer(schema, max_items).reduce(schema, 0)
+    return _Reducer(schema, max_items, max_length).reduce(schema, 0)
 
 
 class _Reducer:
-    def __init__(self, root: Any, max_items: int | None) -> None:
+    def __init__(self, root: Any, max_items: int | None, max_length: int | None = None) -> None:
         self.root = root
         self.max_items = max_items
+        self.max_length = max_length
         self.nodes = 0
 
     def reduce(self, schema: Any, depth: int) -> JSONObject:
@@ -169,6 +171,8 @@ class _Reducer:
             self._object(schema, out, depth)
         elif kind == "array":
             self._array(schema, out, depth)
+        elif kind == "string" and self.max_length is not None and "enum" not in out and "const" not in out:
+            out["maxLength"] = self.max_length
         return _described(out, schema)
 
     def _object(self, schema: Mapping[str, Any], out: JSONObject, depth: int) -> None:
