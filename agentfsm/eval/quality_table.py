@@ -243,7 +243,7 @@ _HOW_TO_READ = (
     "the first, their extensions counted as extensions). Runtime text: final "
     f"answers that copy {MIN_WORDS} or more consecutive words (or one word of {MIN_CHARS} characters) of text the runtime "
     f"wrote in that run (contract, corrections, result framing), {MIN_OWN_WORDS} or more of them found nowhere "
-    "in the request, tools or results. Echoes: final answers that repeat the user's request (case, "
+    "in the request, tools, results or the model's own call values. Echoes: final answers that repeat the user's request (case, "
     "accents and punctuation set aside, one occurs whole in the other and is at least half of it); they are counted, not "
     "failed: a task or case that needs no call passes on any answer, an echo included."
 )

@@ -5,7 +5,8 @@ answer during a run, and the quality table counts any that got through):
 an answer carries runtime text when it copies :data:`MIN_WORDS` or more consecutive
 words of what the runtime wrote in the run (the contract, its corrections, the framing
 of results), :data:`MIN_OWN_WORDS` or more of them found nowhere in the request, the
-tools or the results. The texts come from the run's own events (:class:`RunTexts` is an
+tools, the results or the model's own calls (:func:`~agentfsm.engine.authored.own_values`,
+as the guard reads them). The texts come from the run's own events (:class:`RunTexts` is an
 ``on_event`` hook), so no phrase list is kept.
 """
 

@@ -10,7 +10,8 @@ An answer *carries runtime text* when it copies a run of at least :data:`MIN_WOR
 consecutive words from those texts of which at least :data:`MIN_OWN_WORDS` are the
 runtime's own (or one word of :data:`MIN_CHARS` characters, a long identifier or a script
 written without spaces): words found nowhere in what the user, the client or the tools wrote (the
-request, the tools' names and descriptions, the results). So an answer that restates a
+request, the tools' names and descriptions, the results), nor in the model's own calls
+before a correction quoted them (:func:`agentfsm.engine.authored.own_values`). So an answer that restates a
 result, or the user's question, is not refused. Words are compared case- and
 accent-folded, whatever the language; no phrase list is kept: the texts are the run's
 own, so the guard follows the runtime's wording as it changes. An answer that is only a
