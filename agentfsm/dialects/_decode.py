@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from agentfsm.dialects._calls import Found, find_calls, plain_call
 from agentfsm.dialects._json import DECODER, JSON_WS, MISSING, Read, RepairBudget, read_json
-from agentfsm.dialects._shape import MAX_DEPTH, deeper_than
+from agentfsm.dialects._shape import MAX_DEPTH, deeper_than, unclosed
 from agentfsm.core.parsed import Problem, ProblemCode
 from agentfsm.dialects.json_protocol import THOUGHT_CAP
 
@@ -181,25 +181,10 @@ def _closed(text: str) -> str:
 
     A cut after a key, a colon or a comma still fails to decode; so be it.
     """
-    stack: list[str] = []
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            stack.append("]" if ch == "[" else "}")
-        elif ch in "]}" and stack:
-            stack.pop()
-    if escaped:
+    left = unclosed(text)
+    if left.escape:
         text = text[:-1]
-    return text + ('"' if in_string else "") + "".join(reversed(stack))
+    return text + ('"' if left.string is not None else "") + left.closers
 
 
 def _read(block: Block, ctx: Context) -> Read:

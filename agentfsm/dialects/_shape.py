@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "TOO_DEEP", "deeper_than", "deeper_text", "normalize_smart_quotes", "structure"]
+__all__ = [
+    "MAX_DEPTH",
+    "TOO_DEEP",
+    "Unclosed",
+    "deeper_than",
+    "deeper_text",
+    "normalize_smart_quotes",
+    "structure",
+    "unclosed",
+]
 
 #: a value (arguments, a final answer) nested deeper than this is refused (serde_json's
 #: limit, as for client JSON): deeper values cannot be re-encoded or serialised
@@ -84,6 +94,41 @@ def structure(text: str) -> tuple[str, bool]:
         return text, False
     parts.append(text[last:])
     return "".join(parts), False
+
+
+@dataclass(frozen=True, slots=True)
+class Unclosed:
+    """What a JSON text cut off mid-way leaves open at its end."""
+
+    #: where the string open at the end begins (its quote); None when none is open
+    string: int | None
+    #: the brackets that close the open arrays and objects, innermost first
+    closers: str
+    #: the text ends inside a string on a lone backslash
+    escape: bool
+
+
+_STRING_BODY = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
+
+
+def unclosed(text: str) -> Unclosed:
+    """What is open at the end of ``text`` (one linear pass, strings skipped whole)."""
+    stack: list[str] = []
+    i, n = 0, len(text)
+    while (m := _STRUCT.search(text, i)) is not None:
+        c = m.group()
+        i = m.end()
+        if c == '"':
+            body = _STRING_BODY.match(text, i)
+            end = body.end() if body is not None else i
+            if end >= n or (end == n - 1 and text[end] == "\\"):
+                return Unclosed(m.start(), "".join(reversed(stack)), end == n - 1)
+            i = end + 1
+        elif c in "[{":
+            stack.append("]" if c == "[" else "}")
+        elif stack:
+            stack.pop()
+    return Unclosed(None, "".join(reversed(stack)), False)
 
 
 def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:

@@ -23,7 +23,7 @@ from agentfsm.core.messages import AssistantMessage, Message, SystemMessage, Too
 from agentfsm.engine.decisions import EngineConfig
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.guards import runtime_text
-from agentfsm.guards._history import calls_and_results
+from agentfsm.guards._history import argument_strings, calls_and_results
 from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT
 from agentfsm.prompt.projection import project_history
@@ -75,15 +75,5 @@ def own_values(history: Sequence[Message], tools: Sequence[ToolSpec]) -> list[st
         ):
             continue
         calls = [*m.tool_calls, *parse_reply(m.content or "", tools).tool_calls]
-        own += [v for c in calls for v in _strings(c.arguments) if not any(v in t for t in corrections)]
+        own += [v for c in calls for v in argument_strings(c.arguments) if not any(v in t for t in corrections)]
     return own
-
-
-def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []

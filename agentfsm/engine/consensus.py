@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentfsm.engine.decisions import Answer, CallTools, Decision
+from agentfsm.guards._history import argument_strings
 
 __all__ = ["TEMPERATURE", "Vote", "choose", "settled", "signature", "verbatim"]
 
@@ -84,13 +85,8 @@ def verbatim(decision: Decision, conversation: str) -> int:
 
 
 def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value.strip().lower()] if value.strip() else []
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
+    """The call's non-blank string values, stripped and lowercased."""
+    return [s.strip().lower() for s in argument_strings(value) if s.strip()]
 
 
 def choose(decisions: Sequence[Decision], conversation: str = "") -> Vote | None:

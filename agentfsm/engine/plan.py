@@ -20,6 +20,7 @@ from agentfsm.core.loops import tail_loops
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
 from agentfsm.engine.decisions import EngineConfig, Plan
 from agentfsm.dialects.parse import parse_reply
+from agentfsm.dialects._shape import unclosed
 from agentfsm.guards import json_valid, repeated_call, runtime_text
 from agentfsm.guards.runtime_text import is_template
 from agentfsm.guards._history import called
@@ -95,29 +96,11 @@ def _loop_bound(rounds: Sequence[tuple[str, AssistantMessage]]) -> int | None:
         if not loops:
             continue
         start, period = min(loops)
-        opened = _open_string(text, start)
+        opened = unclosed(text[:start]).string
         if opened is None or '"' in text[start:]:
             continue  # not inside one string: the compact lists bound it
         return max(MIN_LOOP_BOUND, min(MAX_REPEAT, start - opened - 1 + period))
     return None
-
-
-def _open_string(text: str, end: int) -> int | None:
-    """Where the JSON string open at ``end`` of ``text`` begins (its quote); None when no
-    string is open there."""
-    opened: int | None = None
-    escaped = False
-    for i, c in enumerate(text[:end]):
-        if opened is None:
-            if c == '"':
-                opened = i
-        elif escaped:
-            escaped = False
-        elif c == "\\":
-            escaped = True
-        elif c == '"':
-            opened = None
-    return opened
 
 
 def _slot_refused(rounds: Sequence[tuple[str, AssistantMessage]], config: EngineConfig) -> bool:

@@ -4,10 +4,21 @@ was told, the calls it made and the results they got."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 
-__all__ = ["called", "calls_and_results", "results", "results_so_far", "show_arguments", "subjects", "told", "turn"]
+__all__ = [
+    "argument_strings",
+    "called",
+    "calls_and_results",
+    "results",
+    "results_so_far",
+    "show_arguments",
+    "subjects",
+    "told",
+    "turn",
+]
 
 #: how much of a result, or of a call's arguments, a correction quotes
 _SHOWN = 120
@@ -90,3 +101,15 @@ def show_arguments(call: ToolCall) -> str:
     """A call's arguments as a correction quotes them (``a=1, b='x'``, cut when long)."""
     text = ", ".join(f"{k}={v!r}" for k, v in call.arguments.items())
     return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def argument_strings(value: Any) -> list[str]:
+    """Every string value inside a call's arguments (nested objects and lists too), as
+    written; keys are not values."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in argument_strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in argument_strings(v)]
+    return []
