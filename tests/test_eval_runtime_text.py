@@ -185,3 +185,17 @@ def test_calls_are_counted_by_what_they_were_for() -> None:
                                           (2, True, 0), (3, False, 0)]:
         texts(ModelRequestEvent(run="r", seq=0, t="t", attempt=attempt, extension=extension, candidate=candidate))
     assert texts.model_calls == 7 and texts.spent == CallsSpent(extensions=2, candidates=2, corrections=2)
+
+
+def test_tools_offered_again_are_kept_once() -> None:
+    """Each request of a multi-turn run offers its tools again; the table keeps each once."""
+    from agentfsm.core.events import RequestEvent
+    from agentfsm.core.messages import ToolSpec
+    from agentfsm.eval.runtime_text import RunTexts
+
+    add = ToolSpec(name="add", description="Add two numbers.", parameters={"type": "object"})
+    texts = RunTexts()
+    for seq in range(3):
+        texts(RequestEvent(run="r", seq=seq, t="t", messages=(UserMessage(content="Add 8 and 5."),), tools=(add,)))
+    assert [t.name for t in texts.tools] == ["add"]
+    assert len(texts.allowed) == 4  # three requests, one tool text

@@ -4,8 +4,9 @@ The tool_choice that binds the reply (:func:`tool_choice_now`), the enforcement 
 and the dialect it teaches, the tools of the retry's grammar (after a language policy's
 correction, what that policy offers), compact argument lists after a cut-off action
 (and short strings after one cut off in a loop: greedy decoding writes the same loop
-again, at a temperature too, until the budget is spent), an answer that cannot be a ``<slot>`` after one was refused, and the extension step of
-a parallel turn. Pure, like :func:`~agentfsm.engine.decide.step`.
+again, at a temperature too, until the budget is spent), an answer that cannot be a
+``<slot>`` after one was refused, and the extension step of a parallel turn. Pure, like
+:func:`~agentfsm.engine.decide.step`.
 """
 
 from __future__ import annotations
@@ -127,7 +128,10 @@ def wants_vote(config: EngineConfig, reason: str, first_decision: bool) -> bool:
 
 
 def plan(
-    history: Sequence[Message], config: EngineConfig, capabilities: Capabilities, enforcement: EnforcementLevel = DEFAULTS.enforcement
+    history: Sequence[Message],
+    config: EngineConfig,
+    capabilities: Capabilities,
+    enforcement: EnforcementLevel = DEFAULTS.enforcement,
 ) -> Plan:
     """What the next request for ``history`` offers, on a backend with ``capabilities``.
 

@@ -76,7 +76,7 @@ class RunTexts:
     history: list[Message] = field(default_factory=list)
     #: the user's latest request (its last user message)
     request: str = ""
-    #: the tools offered
+    #: the tools offered, each once (the first offer of a name)
     tools: list[ToolSpec] = field(default_factory=list)
     #: the model's latest reply (not an extension or a candidate): the one a retry refused
     reply: str = ""
@@ -93,8 +93,10 @@ class RunTexts:
                         self.allowed.append(content)
                     elif isinstance(message, ToolMessage):
                         self.allowed.append(message.result.content)
-                self.allowed += [_tool_text(t.name, t.description, t.parameters) for t in event.tools]
-                self.tools += event.tools
+                known = {t.name for t in self.tools}
+                new = [t for t in event.tools if t.name not in known]  # each request offers them again
+                self.allowed += [_tool_text(t.name, t.description, t.parameters) for t in new]
+                self.tools += new
             case ModelRequestEvent():
                 self.model_calls += 1
                 self.spent = self.spent.plus(event)
