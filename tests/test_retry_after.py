@@ -37,25 +37,25 @@ def test_a_long_retry_after_is_passed_to_the_client_not_waited_for(protocol: str
     with FakeUpstream([status(429, retry_after=60)]) as fake, proxy(_backend(fake)) as url:
         started = time.monotonic()
         if protocol == "openai":
-            client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0)
-            with pytest.raises(openai.RateLimitError) as info:
-                result = client.chat.completions.create(
-                    model="m", messages=USER, tools=TOOLS_OPENAI, stream=stream  # type: ignore[arg-type]
-                )
-                if stream:
-                    list(result)  # type: ignore[arg-type]
-            body = info.value.body
-            assert isinstance(body, dict) and body["type"] == "rate_limit_error"
+            with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as client:
+                with pytest.raises(openai.RateLimitError) as info:
+                    result = client.chat.completions.create(
+                        model="m", messages=USER, tools=TOOLS_OPENAI, stream=stream  # type: ignore[arg-type]
+                    )
+                    if stream:
+                        list(result)  # type: ignore[arg-type]
+                body = info.value.body
+                assert isinstance(body, dict) and body["type"] == "rate_limit_error"
         else:
-            aclient = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
-            with pytest.raises(anthropic.RateLimitError) as ainfo:
-                result = aclient.messages.create(
-                    model="m", max_tokens=50, messages=USER, tools=TOOLS_ANTHROPIC, stream=stream  # type: ignore[arg-type]
-                )
-                if stream:
-                    list(result)  # type: ignore[arg-type]
-            info = ainfo  # type: ignore[assignment]
-            assert ainfo.value.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
+            with anthropic.Anthropic(base_url=url, api_key="x", max_retries=0) as aclient:
+                with pytest.raises(anthropic.RateLimitError) as ainfo:
+                    result = aclient.messages.create(
+                        model="m", max_tokens=50, messages=USER, tools=TOOLS_ANTHROPIC, stream=stream  # type: ignore[arg-type]
+                    )
+                    if stream:
+                        list(result)  # type: ignore[arg-type]
+                info = ainfo  # type: ignore[assignment]
+                assert ainfo.value.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
         elapsed = time.monotonic() - started
         assert info.value.status_code == 429
         assert info.value.response.headers["retry-after"] == "60"

@@ -64,57 +64,57 @@ def test_a_corrected_request_is_one_span_with_a_child_per_model_call(
     fake: FakeUpstream, traced: tuple[str, str], exporter: InMemorySpanExporter
 ) -> None:
     base, backend_name = traced
-    client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
-    fake.enqueue(action("nope"), CALL)
-    reply = client.chat.completions.create(model="m1", messages=ASK, tools=TOOLS_OPENAI)  # type: ignore[arg-type]
-    [(root, children)] = tree(exporter.get_finished_spans())
-    assert root.name == "chat m1" and root.kind is SpanKind.SERVER
-    attrs = dict(root.attributes or {})
-    assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.request.model"] == "m1"
-    assert attrs["agentfsm.protocol"] == "openai" and attrs["agentfsm.outcome"] == "tool_calls"
-    assert (attrs["agentfsm.attempts"], attrs["agentfsm.corrections"], attrs["agentfsm.model_calls"]) == (2, 1, 2)
-    assert reply.usage is not None
-    assert attrs["gen_ai.usage.input_tokens"] == reply.usage.prompt_tokens
-    assert attrs["gen_ai.usage.output_tokens"] == reply.usage.completion_tokens
-    assert attrs["gen_ai.response.finish_reasons"] == ("tool_calls",)
-    assert root.status.status_code is StatusCode.UNSET
-    # a child per model call, each with its usage; the first carries the verdict and the correction
-    assert [c.name for c in children] == [f"chat {backend_name}"] * 2
-    assert all(c.kind is SpanKind.CLIENT for c in children)
-    first, second = (dict(c.attributes or {}) for c in children)
-    assert (first["agentfsm.attempt"], second["agentfsm.attempt"]) == (1, 2)
-    assert first["gen_ai.request.model"] == backend_name and first["gen_ai.response.finish_reasons"] == ("stop",)
-    assert first["gen_ai.usage.input_tokens"] + second["gen_ai.usage.input_tokens"] == reply.usage.prompt_tokens
-    verdicts = events(children[0])
-    assert ("agentfsm.guard", {"agentfsm.guard.name": "unknown_tool", "agentfsm.guard.verdict": "correct",
-                               "agentfsm.guard.reason": "unknown_tool"}) in verdicts
-    assert verdicts[-1] == ("agentfsm.correction", {"agentfsm.correction.reason": "unknown_tool", "agentfsm.correction.attempt": 1})
-    assert not any(name == "agentfsm.correction" for name, _ in events(children[1]))
-    # every child lies inside its parent
-    for child in children:
-        assert root.start_time is not None and root.end_time is not None
-        assert child.start_time is not None and child.end_time is not None
-        assert root.start_time <= child.start_time <= child.end_time <= root.end_time
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0) as client:
+        fake.enqueue(action("nope"), CALL)
+        reply = client.chat.completions.create(model="m1", messages=ASK, tools=TOOLS_OPENAI)  # type: ignore[arg-type]
+        [(root, children)] = tree(exporter.get_finished_spans())
+        assert root.name == "chat m1" and root.kind is SpanKind.SERVER
+        attrs = dict(root.attributes or {})
+        assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.request.model"] == "m1"
+        assert attrs["agentfsm.protocol"] == "openai" and attrs["agentfsm.outcome"] == "tool_calls"
+        assert (attrs["agentfsm.attempts"], attrs["agentfsm.corrections"], attrs["agentfsm.model_calls"]) == (2, 1, 2)
+        assert reply.usage is not None
+        assert attrs["gen_ai.usage.input_tokens"] == reply.usage.prompt_tokens
+        assert attrs["gen_ai.usage.output_tokens"] == reply.usage.completion_tokens
+        assert attrs["gen_ai.response.finish_reasons"] == ("tool_calls",)
+        assert root.status.status_code is StatusCode.UNSET
+        # a child per model call, each with its usage; the first carries the verdict and the correction
+        assert [c.name for c in children] == [f"chat {backend_name}"] * 2
+        assert all(c.kind is SpanKind.CLIENT for c in children)
+        first, second = (dict(c.attributes or {}) for c in children)
+        assert (first["agentfsm.attempt"], second["agentfsm.attempt"]) == (1, 2)
+        assert first["gen_ai.request.model"] == backend_name and first["gen_ai.response.finish_reasons"] == ("stop",)
+        assert first["gen_ai.usage.input_tokens"] + second["gen_ai.usage.input_tokens"] == reply.usage.prompt_tokens
+        verdicts = events(children[0])
+        assert ("agentfsm.guard", {"agentfsm.guard.name": "unknown_tool", "agentfsm.guard.verdict": "correct",
+                                   "agentfsm.guard.reason": "unknown_tool"}) in verdicts
+        assert verdicts[-1] == ("agentfsm.correction", {"agentfsm.correction.reason": "unknown_tool", "agentfsm.correction.attempt": 1})
+        assert not any(name == "agentfsm.correction" for name, _ in events(children[1]))
+        # every child lies inside its parent
+        for child in children:
+            assert root.start_time is not None and root.end_time is not None
+            assert child.start_time is not None and child.end_time is not None
+            assert root.start_time <= child.start_time <= child.end_time <= root.end_time
 
 
 def test_a_streamed_request_whose_budget_runs_out_is_an_error_span(
     fake: FakeUpstream, traced: tuple[str, str], exporter: InMemorySpanExporter
 ) -> None:
     base, _ = traced
-    client = anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0)
-    fake.enqueue(*SPENT)
-    with pytest.raises(anthropic.APIStatusError):
-        with client.messages.stream(model="claude-x", max_tokens=256, messages=ASK, tools=TOOLS_ANTHROPIC,  # type: ignore[arg-type]
-                                    tool_choice={"type": "any"}) as stream:
-            stream.get_final_message()
-    [(root, children)] = tree(exporter.get_finished_spans())
-    attrs = dict(root.attributes or {})
-    assert attrs["agentfsm.stream"] is True and attrs["agentfsm.outcome"] == "budget_spent"
-    assert attrs["error.type"] == "RetryBudgetExceeded" and root.status.status_code is StatusCode.ERROR
-    assert len(children) == 4
-    stops = [a for c in children for name, a in events(c) if name == "agentfsm.guard" and a["agentfsm.guard.verdict"] == "stop"]
-    assert [s["agentfsm.guard.reason"] for s in stops] == ["budget_spent"]
-    assert sum(1 for c in children for name, _ in events(c) if name == "agentfsm.correction") == 3
+    with anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0) as client:
+        fake.enqueue(*SPENT)
+        with pytest.raises(anthropic.APIStatusError):
+            with client.messages.stream(model="claude-x", max_tokens=256, messages=ASK, tools=TOOLS_ANTHROPIC,  # type: ignore[arg-type]
+                                        tool_choice={"type": "any"}) as stream:
+                stream.get_final_message()
+        [(root, children)] = tree(exporter.get_finished_spans())
+        attrs = dict(root.attributes or {})
+        assert attrs["agentfsm.stream"] is True and attrs["agentfsm.outcome"] == "budget_spent"
+        assert attrs["error.type"] == "RetryBudgetExceeded" and root.status.status_code is StatusCode.ERROR
+        assert len(children) == 4
+        stops = [a for c in children for name, a in events(c) if name == "agentfsm.guard" and a["agentfsm.guard.verdict"] == "stop"]
+        assert [s["agentfsm.guard.reason"] for s in stops] == ["budget_spent"]
+        assert sum(1 for c in children for name, _ in events(c) if name == "agentfsm.correction") == 3
 
 
 def test_a_request_without_tools_has_its_one_call(
@@ -122,13 +122,13 @@ def test_a_request_without_tools_has_its_one_call(
 ) -> None:
     base, _ = traced
     fake.enqueue("Hello.")
-    client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
-    client.chat.completions.create(model="m1", messages=ASK, max_tokens=40)  # type: ignore[arg-type]
-    [(root, [call])] = tree(exporter.get_finished_spans())
-    assert dict(root.attributes or {})["agentfsm.outcome"] == "answer"
-    assert dict(call.attributes or {})["gen_ai.request.max_tokens"] == 40
-    # metrics watched the same request beside the spans
-    assert 'outcome="answer"' in httpx.get(f"{base}/metrics").text
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0) as client:
+        client.chat.completions.create(model="m1", messages=ASK, max_tokens=40)  # type: ignore[arg-type]
+        [(root, [call])] = tree(exporter.get_finished_spans())
+        assert dict(root.attributes or {})["agentfsm.outcome"] == "answer"
+        assert dict(call.attributes or {})["gen_ai.request.max_tokens"] == 40
+        # metrics watched the same request beside the spans
+        assert 'outcome="answer"' in httpx.get(f"{base}/metrics").text
 
 
 def test_serve_otel_exports_spans_with_the_console_exporter(fake: FakeUpstream) -> None:
