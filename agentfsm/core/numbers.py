@@ -9,8 +9,10 @@ only an opt-in language policy reads them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-__all__ = ["NUMBER", "digits_in", "same", "to_float"]
+__all__ = ["NUMBER", "Decimal", "decimals_in", "digits_in", "same", "to_float"]
 
 #: a number written in digits, with its separators
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
@@ -35,3 +37,32 @@ def to_float(text: str) -> float:
 def digits_in(text: str) -> set[float]:
     """The numbers ``text`` writes in digits."""
     return {to_float(m.group()) for m in NUMBER.finditer(text)}
+
+
+@dataclass(frozen=True, slots=True)
+class Decimal:
+    """A number written with one decimal mark (``12,5``, ``-3.75``), and what a misreading
+    makes of it."""
+
+    #: as written
+    text: str
+    value: float
+    #: the part before the mark and the part after it, signed as written (12 and 5)
+    whole: float
+    after: float
+    #: both parts run together (125)
+    joined: float
+    #: the mark is a comma, which also separates list items ("1,5 and 10 years")
+    comma: bool
+
+
+def decimals_in(text: str) -> Iterator[Decimal]:
+    """The numbers ``text`` writes with one decimal mark: thousands ("1,000") are not."""
+    for m in NUMBER.finditer(text):
+        written = m.group()
+        parts = re.split(r"[.,]", written.lstrip("-"))
+        if len(parts) != 2 or len(parts[1]) == 3:
+            continue
+        sign = -1.0 if written.startswith("-") else 1.0
+        yield Decimal(written, to_float(written), sign * float(parts[0]), sign * float(parts[1]),
+                      sign * float(parts[0] + parts[1]), "," in written)

@@ -34,6 +34,7 @@ from agentfsm.core.errors import InvalidTransition, LoopDetected, RetryBudgetExc
 from agentfsm.guards import answer_schema, budget, empty, injection, loops, repeated_call, run_guards, runtime_text
 from agentfsm.guards.runtime_text import is_template
 from agentfsm.guards import tool_choice as tool_choice_guard
+from agentfsm.guards._history import conversation_text
 from agentfsm.policy import Policies
 from agentfsm.engine.authored import others_texts, runtime_texts
 from agentfsm.engine.plan import plan, policies_of, tool_choice_now, wants_vote
@@ -53,7 +54,6 @@ from agentfsm.core.machine import AgentMachine
 from agentfsm.core.messages import (
     AssistantMessage,
     Message,
-    SystemMessage,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -90,21 +90,6 @@ def _fire(machine: AgentMachine, event: str, records: list[TransitionRecord], **
     source = machine.state
     dest = machine.fire(event, **facts)
     records.append(TransitionRecord(source, event, dest))
-
-
-def conversation_text(history: Sequence[Message]) -> str:
-    """What the conversation said, lowercased: system prompts, user turns (not the
-    runtime's corrections) and tool results; the model's own replies are left out."""
-    parts: list[str] = []
-    for msg in history:
-        if isinstance(msg, ToolMessage):
-            parts.append(msg.result.content)
-        elif isinstance(msg, UserMessage):
-            if msg.correction is None:
-                parts.append(msg.content)
-        elif isinstance(msg, SystemMessage):
-            parts.append(msg.content)
-    return "\n".join(parts).lower()
 
 
 def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_reason: str = "stop") -> Decision:

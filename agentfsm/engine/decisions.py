@@ -178,6 +178,9 @@ class Plan:
     #: bound every free string of the arguments to this many characters (the retry after
     #: an action cut off in a loop: :func:`~agentfsm.engine.plan.plan`)
     max_length: int | None = None
+    #: hold every free number of the arguments to one of these (the retry after a number
+    #: misread from the conversation: :meth:`~agentfsm.policy.base.Policies.retry_numbers`)
+    numbers: tuple[float, ...] | None = None
     #: the grammar allows a list of calls in the reply itself
     listed: bool = False
     #: after a reply that is one clean call, run the extension step (parallel calls)

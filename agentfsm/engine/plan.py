@@ -153,6 +153,7 @@ def plan(
         _retry_tools(history, config.tools, choice, policies_of(config)),
         compact=any(reason == json_valid.TRUNCATED for reason, _ in rounds),
         max_length=_loop_bound(rounds),
+        numbers=policies_of(config).retry_numbers(history),
         no_slot=_slot_refused(rounds, config),
         # where the backend extends a single call into a list, the reply itself is one call
         listed=config.parallel and not capabilities.list_continuation,

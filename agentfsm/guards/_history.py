@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 
 __all__ = [
     "argument_strings",
     "called",
+    "conversation_text",
     "calls_and_results",
     "results",
     "results_so_far",
@@ -113,3 +114,18 @@ def argument_strings(value: Any) -> list[str]:
     if isinstance(value, list | tuple):
         return [s for v in value for s in argument_strings(v)]
     return []
+
+
+def conversation_text(history: Sequence[Message]) -> str:
+    """What the conversation said, lowercased: system prompts, user turns (not the
+    runtime's corrections) and tool results; the model's own replies are left out."""
+    parts: list[str] = []
+    for msg in history:
+        if isinstance(msg, ToolMessage):
+            parts.append(msg.result.content)
+        elif isinstance(msg, UserMessage):
+            if msg.correction is None:
+                parts.append(msg.content)
+        elif isinstance(msg, SystemMessage):
+            parts.append(msg.content)
+    return "\n".join(parts).lower()

@@ -51,6 +51,7 @@ CorrectionReason: TypeAlias = Literal[
     "injected_action",
     "ungrounded_call",
     "missing_value",
+    "misread_number",
     "misplaced_value",
     "irrelevant_tool",
     "stale_call",

@@ -61,7 +61,7 @@ class Policy:
         conversation: str,
     ) -> Verdict:
         """A verdict on calls the protocol guards accepted (``conversation``: the
-        conversation's text, :func:`agentfsm.engine.decide.conversation_text`)."""
+        conversation's text, :func:`agentfsm.guards._history.conversation_text`)."""
         return ACCEPT
 
     def check_answer(
@@ -91,6 +91,12 @@ class Policy:
         """The text that the strings of a list's further calls are copied from (the
         extension step, :mod:`agentfsm.prompt.extension`); None when this policy does
         not hold them to one."""
+        return None
+
+    def retry_numbers(self, history: Sequence[Message]) -> tuple[float, ...] | None:
+        """The numbers the retry's arguments are held to (the constrained grammar's enum for
+        every free number) after this policy's correction ends ``history``; None when it
+        does not hold them."""
         return None
 
 
@@ -174,6 +180,10 @@ class Policies:
     def copied_from(self, history: Sequence[Message]) -> str | None:
         """The first policy's text that a list's further strings are copied from."""
         return next((text for p in self.policies if (text := p.copied_from(history)) is not None), None)
+
+    def retry_numbers(self, history: Sequence[Message]) -> tuple[float, ...] | None:
+        """The first policy's numbers that the retry's arguments are held to."""
+        return next((found for p in self.policies if (found := p.retry_numbers(history)) is not None), None)
 
 
 def correction_of(history: Sequence[Message]) -> str | None:

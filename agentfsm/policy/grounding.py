@@ -6,7 +6,7 @@ city the tools know nothing of becomes ``get_weather(city="London, UK")``; and o
 results are back it walks on through the tool list with the values it already used
 (``multiply(12.5, 4)``, then ``add(12.5, 4)``). Two checks, on the values a call
 carries (numbers and strings, nested ones included; booleans and enum members are the
-schema's, not the conversation's):
+schema's, not the conversation's), and one on its numbers:
 
 - **ungrounded**: no value of the call occurs in the conversation (user turns, system
   prompts, tool results). A number matches a number written there in digits, in every
@@ -18,8 +18,12 @@ schema's, not the conversation's):
   a result, a second task of the request its own values; ``multiply(42, 1.0)`` after
   ``convert(42)`` carries only a used value and a made-up one). An exact repeat is
   :mod:`~agentfsm.guards.repeated_call`'s business.
+- **misread** (under any ``tool_choice``, :mod:`~agentfsm.policy._misread`): a number
+  that is only part of a decimal written there (12 or 125 for "12,5"), in a call whose
+  other values are grounded. The retry's grammar holds every free number to the numbers
+  the conversation writes (:meth:`GroundingPolicy.retry_numbers`).
 
-Only under ``auto``, where answering is a valid outcome: the correction asks for the
+The first two only under ``auto``, where answering is a valid outcome: the correction asks for the
 answer and the retry's grammar offers the answer only (see
 :func:`agentfsm.engine.decide.plan`), except once per turn before any result, when other
 tools are offered: a made-up value may be one another tool finds ("the weather in the
@@ -47,12 +51,13 @@ from agentfsm.core.choice import ToolChoice
 from agentfsm.core.numbers import NUMBER, digits_in, same, to_float
 from agentfsm.policy.answers import latest_results
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
-from agentfsm.guards._history import calls_and_results, show_arguments, told
+from agentfsm.guards._history import calls_and_results, conversation_text, show_arguments, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import answer_schema, runtime_text
+from agentfsm.policy._misread import MISREAD_REASON, check_misread
 from agentfsm.policy.base import Policy, correction_of, refused_calls, refused_reply
 
-__all__ = ["ANSWER_REASON", "GUARD", "MISSING_REASON", "POLICY", "GroundingPolicy", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
+__all__ = ["ANSWER_REASON", "GUARD", "MISREAD_REASON", "MISSING_REASON", "POLICY", "GroundingPolicy", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
            "request_of", "values_of"]
 
 GUARD = "grounding"
@@ -70,6 +75,8 @@ REASONS = frozenset({REASON, STALE_REASON, ANSWER_REASON})
 _WORDING = frozenset({runtime_text.REASON, answer_schema.REASON})
 #: what a refused call is told once results are in hand, after them
 _ANSWER_NOW = "Answer the user's request now, stating these results."
+#: the most numbers a retry's grammar offers after a misread one (more: left free)
+_MAX_NUMBERS = 64
 #: the longest result an answer is expected to restate
 _SHORT_RESULT = 200
 #: words that say nothing about a value (an answer's or a string argument's)
@@ -205,23 +212,30 @@ def check(
     tools: Sequence[ToolSpec],
     conversation: str,
 ) -> Verdict:
-    """Correct the first of ``calls`` that is ungrounded or stale (under ``auto`` only).
+    """Correct the first of ``calls`` that misreads a written decimal (under any
+    ``tool_choice``: :mod:`~agentfsm.policy._misread`), or is ungrounded or stale (under
+    ``auto`` only).
 
-    ``conversation`` is the conversation's text (:func:`agentfsm.engine.decide.conversation_text`).
+    ``conversation`` is the conversation's text (:func:`agentfsm.guards._history.conversation_text`).
     """
-    if tool_choice != ToolChoice.AUTO or not calls:
+    if not calls:
         return ACCEPT
     schemas = {t.name: t.parameters for t in tools}
-    source = _Source(conversation)
     earlier, results = calls_and_results(history)
     used = {v for c in earlier for v in values_of(c.arguments, _enum_params(schemas.get(c.name)))}
+    source = _Source(conversation)
+    values = [set(values_of(c.arguments, _enum_params(schemas.get(c.name)))) for c in calls]
+    # a misreading is corrected under any tool_choice: the correction asks for a call
+    before = {v for v in used if isinstance(v, float)}
+    misread = check_misread(calls, values, before, conversation.lower(), source.has)
+    if misread is not ACCEPT or tool_choice != ToolChoice.AUTO:
+        return misread
     # the results so far, right before the answer: a small model states what it can see
     have = ("\n".join(results) + "\n") if results else ""
-    for index, call in enumerate(calls):
-        values = set(values_of(call.arguments, _enum_params(schemas.get(call.name))))
-        if not values:
+    for index, (call, found) in enumerate(zip(calls, values, strict=True)):
+        if not found:
             continue
-        if not any(source.has(v) for v in values):
+        if not any(source.has(v) for v in found):
             detail = f"call {index}: {call.name}({show_arguments(call)}): no value from the conversation"
             if not results and fetch_tools(history, tools, {c.name for c in calls}):
                 why = (
@@ -239,7 +253,7 @@ def check(
                 else f'No tool fits this request. Reply to the user\'s message directly: "{request_of(history)}"'
             )
             return Correction(guard=GUARD, reason=REASON, message=why, call_index=index, detail=detail)
-        if results and not {v for v in values if source.has(v)} - used:
+        if results and not {v for v in found if source.has(v)} - used:
             return Correction(guard=GUARD, reason=STALE_REASON, call_index=index,
                               message=f"{have}{_ANSWER_NOW}",
                               detail=f"call {index}: {call.name}({show_arguments(call)}): stale (only values already used)")
@@ -347,6 +361,13 @@ class GroundingPolicy(Policy):
     def wants_vote(self, reason: str, first_decision: bool) -> bool | None:
         # a made-up value: the candidates may find the one in the conversation, even after results
         return True if reason == REASON else None
+
+    def retry_numbers(self, history: Sequence[Message]) -> tuple[float, ...] | None:
+        """After a misread number, the numbers the conversation writes: the retry copies one."""
+        if correction_of(history) != MISREAD_REASON:
+            return None
+        found = sorted(n for n in digits_in(conversation_text(history)) if n == n)  # nan: not a number
+        return tuple(found) if 0 < len(found) <= _MAX_NUMBERS else None
 
     def copied_from(self, history: Sequence[Message]) -> str | None:
         """The user's latest request and the turn's results so far: where a value comes from."""

@@ -57,7 +57,11 @@ def choose_level(requested: EnforcementLevel | str, capabilities: Capabilities, 
 
 
 def action_item_schema(
-    tools: Sequence[ToolSpec], tool_choice: ToolChoice, compact: bool = False, max_length: int | None = None
+    tools: Sequence[ToolSpec],
+    tool_choice: ToolChoice,
+    compact: bool = False,
+    max_length: int | None = None,
+    numbers: tuple[float, ...] | None = None,
 ) -> JSONObject | None:
     """The schema of one action, ``{tool: const name, args: that tool's schema}``
     (``anyOf`` over the offered tools); ``None`` when no tool is offered.
@@ -66,7 +70,8 @@ def action_item_schema(
     the arguments to :data:`COMPACT_MAX_ITEMS` items (the retry after an action was
     cut off: a small model can fill an unbounded list until the token limit).
     ``max_length`` bounds every free string of the arguments (the retry after an action
-    cut off in a loop, :func:`agentfsm.engine.plan.plan`).
+    cut off in a loop, :func:`agentfsm.engine.plan.plan`); ``numbers`` holds every free
+    number to one of them (the retry after a misread number).
     """
     offered = list(tools)
     if tool_choice.name is not None:
@@ -75,7 +80,9 @@ def action_item_schema(
             raise UsageError(f"tool_choice names {tool_choice.name!r}, which is not an offered tool")
     actions: list[JSONObject] = []
     for tool in offered:
-        args = grammar_schema(tool.parameters, max_items=COMPACT_MAX_ITEMS if compact else None, max_length=max_length)
+        args = grammar_schema(
+            tool.parameters, max_items=COMPACT_MAX_ITEMS if compact else None, max_length=max_length, numbers=numbers
+        )
         if args.get("type") != "object" and "anyOf" not in args:
             args = {"type": "object"}  # arguments are an object whatever the schema says
         actions.append(
@@ -99,6 +106,7 @@ def build_action_schema(
     answer_schema: JSONObject | None = None,
     no_slot: bool = False,
     max_length: int | None = None,
+    numbers: tuple[float, ...] | None = None,
 ) -> JSONObject:
     """The JSON schema of one reply under constrained decoding.
 
@@ -110,13 +118,14 @@ def build_action_schema(
     ``json-protocol`` dialect's, so the contract, the projected history and the
     grammar all show the model one format. ``compact``: see :func:`action_item_schema`.
     ``no_slot``: a free-text answer may not begin with ``<`` or a space (:data:`NO_SLOT`:
-    the retry after an answer that was a copied ``<slot>`` of the contract). ``max_length``:
-    see :func:`action_item_schema`.
+    the retry after an answer that was a copied ``<slot>`` of the contract). ``max_length``,
+    ``numbers``: see :func:`action_item_schema`.
     """
     answer = None if answer_schema is None else json_digest(answer_schema)
-    key = (tools_key(tools), tool_choice, parallel, compact, answer, no_slot, max_length)
+    key = (tools_key(tools), tool_choice, parallel, compact, answer, no_slot, max_length, numbers)
     return _SCHEMAS.get(
-        key, lambda: _action_schema(tools, tool_choice, parallel, compact, answer_schema, no_slot, max_length),
+        key,
+        lambda: _action_schema(tools, tool_choice, parallel, compact, answer_schema, no_slot, max_length, numbers),
         json_weight,
     )
 
@@ -138,8 +147,9 @@ def _action_schema(
     answer: JSONObject | None,
     no_slot: bool,
     max_length: int | None = None,
+    numbers: tuple[float, ...] | None = None,
 ) -> JSONObject:
-    one = action_item_schema(tools, tool_choice, compact, max_length)
+    one = action_item_schema(tools, tool_choice, compact, max_length, numbers)
     branches: list[JSONObject] = []
     if one is not None:
         action = one

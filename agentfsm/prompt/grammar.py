@@ -79,20 +79,27 @@ def any_value() -> JSONObject:
     return {"type": list(ANY_TYPES)}
 
 
-def grammar_schema(schema: Any, max_items: int | None = None, max_length: int | None = None) -> JSONObject:
+def grammar_schema(
+    schema: Any, max_items: int | None = None, max_length: int | None = None, numbers: tuple[float, ...] | None = None
+) -> JSONObject:
     """``schema`` reduced to what a JSON-schema grammar compiler takes (see the module
     docstring for each rewrite); never raises. ``$ref`` pointers resolve against
     ``schema`` itself. ``max_items`` caps every array's length (the compact retry grammar);
-    ``max_length`` every free string's (the retry after an action cut off in a loop).
+    ``max_length`` every free string's (the retry after an action cut off in a loop);
+    ``numbers`` holds every free number to one of them (an integer to the whole ones;
+    left free where none fits), the retry after a number misread from the conversation.
     """
-    return _Reducer(schema, max_items, max_length).reduce(schema, 0)
+    return _Reducer(schema, max_items, max_length, numbers).reduce(schema, 0)
 
 
 class _Reducer:
-    def __init__(self, root: Any, max_items: int | None, max_length: int | None = None) -> None:
+    def __init__(
+        self, root: Any, max_items: int | None, max_length: int | None = None, numbers: tuple[float, ...] | None = None
+    ) -> None:
         self.root = root
         self.max_items = max_items
         self.max_length = max_length
+        self.numbers = numbers
         self.nodes = 0
 
     def reduce(self, schema: Any, depth: int) -> JSONObject:
@@ -173,6 +180,10 @@ class _Reducer:
             self._array(schema, out, depth)
         elif kind == "string" and self.max_length is not None and "enum" not in out and "const" not in out:
             out["maxLength"] = self.max_length
+        elif kind in ("number", "integer") and self.numbers and "enum" not in out and "const" not in out:
+            fits = [int(n) if n.is_integer() else n for n in self.numbers if kind == "number" or n.is_integer()]
+            if fits:
+                out["enum"] = fits
         return _described(out, schema)
 
     def _object(self, schema: Mapping[str, Any], out: JSONObject, depth: int) -> None:

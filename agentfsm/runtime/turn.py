@@ -108,7 +108,7 @@ def _request(
         # once the model chose a call (engine.choice.narrow), the grammar drops the answer
         choice = p.tool_choice if p.answers else ToolChoice.REQUIRED
         schema = build_action_schema(p.tools, choice, p.listed, p.compact, config.answer_schema, p.no_slot,
-                                     p.max_length)
+                                     p.max_length, p.numbers)
         options = options.model_copy(update={"json_schema": schema})
     elif p.prefill:
         prefill = get_dialect(config.dialect).opener

@@ -1,0 +1,79 @@
+"""A call's number that is only part of a decimal the conversation writes: a misreading.
+
+A small model reads "12,5" (a comma as the decimal mark, as most of Europe writes it) as
+12, or as 125, and calls ``multiply(a=12, b=4)``; the call passes grounding because 4 is
+written. Digits only, so the same in every language: a number of a call that the
+conversation does not write, but that is the part before a decimal mark, the part after
+it, or both run together, while the decimal itself is used by no call of the turn, is
+corrected (:data:`MISREAD_REASON`), and the model called again.
+
+A comma also separates list items ("for 1,5 and 10 years"). Where the turn's calls use
+both parts (1 and 5), the comma was a list and only the run-together 15 is a misreading.
+Zero parts (``48.0``, ``0.5``, ``12.05``) are left alone: a zero or a leading-zero
+fraction is a default as often as a misreading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from agentfsm.core.messages import ToolCall
+from agentfsm.core.numbers import Decimal, decimals_in, digits_in, same
+from agentfsm.guards._history import show_arguments
+from agentfsm.guards.base import ACCEPT, Correction, Verdict
+
+__all__ = ["MISREAD_REASON", "check_misread", "misread_parts"]
+
+GUARD: Final = "grounding"
+#: a call's number that is only part of a written decimal
+MISREAD_REASON: Final = "misread_number"
+
+
+def misread_parts(decimal: Decimal, used: Sequence[float]) -> list[float]:
+    """The numbers that read ``decimal`` wrongly, given the numbers the turn's calls ``used``."""
+    if any(same(v, decimal.value) for v in used):
+        return []  # read right somewhere: the rest is the model's own
+    _, _, after = decimal.text.lstrip("-").replace(",", ".").partition(".")
+    parts = [decimal.joined] if decimal.whole else []
+    listed = decimal.comma and all(any(same(v, p) for v in used) for p in (decimal.whole, decimal.after))
+    if not listed:
+        parts += [decimal.whole] if decimal.whole else []
+        parts += [decimal.after] if not after.startswith("0") else []
+    return parts
+
+
+def check_misread(
+    calls: Sequence[ToolCall],
+    values: Sequence[set[float | str]],
+    before: set[float],
+    conversation: str,
+    grounded: Callable[[float | str], bool],
+) -> Verdict:
+    """Correct the first of ``calls`` (``values``: each one's numbers and strings;
+    ``before``: the numbers of the turn's earlier calls) with a number that is only part
+    of a written decimal (see the module), where every other value of that call is
+    ``grounded``: a call made up as a whole is grounding's to judge, not a misreading."""
+    numbers = [{v for v in vs if isinstance(v, float)} for vs in values]
+    decimals = list(decimals_in(conversation))
+    if not decimals:
+        return ACCEPT
+    written = digits_in(conversation)
+    used = [*before, *(v for values in numbers for v in values)]
+    for decimal in decimals:
+        parts = misread_parts(decimal, used)
+        for index, (call, found) in enumerate(zip(calls, numbers, strict=True)):
+            bad = [v for v in found if any(same(v, p) for p in parts) and not any(same(v, w) for w in written)]
+            if not bad or not all(grounded(v) for v in values[index] if v not in bad):
+                continue
+            meaning = f"{decimal.value:g}"
+            if decimal.comma and same(bad[0], decimal.joined):
+                meaning += f", or {decimal.whole:g} and {decimal.after:g}"
+            why = (
+                f'{call.name}({show_arguments(call)}) has {bad[0]:g}, but the conversation writes '
+                f'"{decimal.text}", which is {meaning}. Call {call.name} again with the number as written.'
+            )
+            detail = f"call {index}: {call.name}: {bad[0]:g} misreads {decimal.text!r}"
+            return Correction(guard=GUARD, reason=MISREAD_REASON, message=why, call_index=index, detail=detail)
+    return ACCEPT
+

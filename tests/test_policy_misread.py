@@ -1,0 +1,118 @@
+"""A call's number that is only part of a written decimal ("12" for "12,5") is corrected,
+in every language alike: digits only."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentfsm.core.choice import ToolChoice
+from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolResult, UserMessage, AssistantMessage
+from agentfsm.core.numbers import decimals_in
+from agentfsm.guards.base import ACCEPT, Correction
+from agentfsm.policy import grounding
+from agentfsm.testing.example_tools import TOOLS
+from agentfsm.runtime.tools import ToolRegistry
+
+SPECS = ToolRegistry(TOOLS).specs
+
+
+def _check(request: str, *calls: ToolCall, history: list[Message] | None = None,
+           choice: ToolChoice = ToolChoice.AUTO) -> object:
+    history = history or [UserMessage(content=request)]
+    return grounding.check(history, calls, choice, SPECS, request)
+
+
+def _multiply(a: float, b: float, id: str = "call_0") -> ToolCall:
+    return ToolCall(id=id, name="multiply", arguments={"a": a, "b": b})
+
+
+@pytest.mark.parametrize(
+    "asked",
+    ["Multipliziere 12,5 mit 4.", "Multiplica 12,5 por 4.", "Multiplie 12,5 par 4.", "Multiply 12.5 by 4.",
+     "12,5 × 4 = ?", "12,5と4を掛けて"],
+)
+@pytest.mark.parametrize("misread", [12, 125, 5])
+def test_a_part_of_a_written_decimal_is_corrected_in_any_language(asked: str, misread: float) -> None:
+    verdict = _check(asked, _multiply(misread, 4))
+    assert isinstance(verdict, Correction) and verdict.reason == grounding.MISREAD_REASON
+    assert "12" in verdict.message and "12.5" in verdict.message
+    assert _check(asked, _multiply(12.5, 4)) is ACCEPT
+
+
+def test_it_is_corrected_under_a_required_call_too() -> None:
+    """The correction asks for a call, so it holds whatever tool_choice allows."""
+    verdict = _check("Multiplica 12,5 por 4.", _multiply(12, 4), choice=ToolChoice.REQUIRED)
+    assert isinstance(verdict, Correction) and verdict.reason == grounding.MISREAD_REASON
+
+
+@pytest.mark.parametrize(
+    ("asked", "calls"),
+    [
+        # the part is written on its own too
+        ("Run 12 laps of 12,5 km: multiply 12 by 4.", [_multiply(12, 4)]),
+        # a comma that lists two numbers, both used by the reply's calls
+        ("Future value of 1000 at 5% for 1,5 and 10 years.",
+         [ToolCall(id=f"call_{i}", name="multiply", arguments={"a": 1000, "b": y}) for i, y in enumerate((1, 5, 10))]),
+        # thousands, and zero parts, are not decimals to misread
+        ("Add 1,000 and 3.", [ToolCall(id="call_0", name="add", arguments={"a": 1, "b": 3})]),
+        ("The result was 48.0; add 0 and 2.", [ToolCall(id="call_0", name="add", arguments={"a": 0, "b": 2})]),
+        ("Multiply 0.5 by 5.", [_multiply(0.5, 5)]),
+    ],
+)
+def test_what_is_not_a_misreading(asked: str, calls: list[ToolCall]) -> None:
+    assert _check(asked, *calls) is ACCEPT
+
+
+def test_the_run_together_number_of_a_listed_comma_is_still_corrected() -> None:
+    calls = [ToolCall(id="call_0", name="multiply", arguments={"a": 1000, "b": 15})]
+    verdict = _check("Future value of 1000 at 5% for 1,5 and 10 years.", *calls)
+    assert isinstance(verdict, Correction)
+    assert "1.5, or 1 and 5" in verdict.message
+
+
+def test_a_decimal_used_by_an_earlier_call_of_the_turn_is_read_right() -> None:
+    request = "Multiplica 12,5 por 4 y suma 12."
+    history: list[Message] = [
+        UserMessage(content=request),
+        AssistantMessage(tool_calls=(_multiply(12.5, 4),)),
+        ToolMessage(result=ToolResult(call_id="call_0", content="50.0", name="multiply")),
+    ]
+    later = ToolCall(id="call_1", name="add", arguments={"a": 50, "b": 12})
+    assert _check(request, later, history=history) is ACCEPT
+
+
+def test_decimals_are_read_as_written() -> None:
+    found = [(d.text, d.value, d.whole, d.after, d.joined, d.comma) for d in decimals_in("-12,5 and 3.75, 1,000 or 7")]
+    assert found == [("-12,5", -12.5, -12.0, -5.0, -125.0, True), ("3.75", 3.75, 3.0, 75.0, 375.0, False)]
+
+
+def test_a_call_made_up_as_a_whole_is_groundings_to_judge() -> None:
+    """Only a call whose other values come from the conversation misreads it: a made-up
+    call that happens to hold a part of a decimal is refused as ungrounded (answer only)."""
+    verdict = _check("Write a poem about 3.5 cats.", _multiply(3, 7))
+    assert isinstance(verdict, Correction) and verdict.reason == grounding.MISSING_REASON
+
+
+def test_the_retry_holds_every_free_number_to_the_written_ones() -> None:
+    from agentfsm.core.backend import Capabilities
+    from agentfsm.engine.decide import EngineConfig, plan
+    from agentfsm.prompt.enforcement import build_action_schema
+
+    request = "Multiplica 12,5 por 4."
+    refused = _multiply(12, 4)
+    verdict = _check(request, refused)
+    assert isinstance(verdict, Correction)
+    history: list[Message] = [
+        UserMessage(content=request),
+        AssistantMessage(content='{"action": {"tool": "multiply", "args": {"a": 12, "b": 4}}}'),
+        UserMessage(content=verdict.message, correction=verdict.reason),
+    ]
+    config = EngineConfig(tools=tuple(SPECS), dialect="json-protocol", tool_choice="auto", grounding=True)
+    p = plan(history, config, Capabilities(json_schema=True), "constrained")
+    assert p.numbers == (4.0, 12.5)
+    schema = build_action_schema(p.tools, p.tool_choice, numbers=p.numbers)
+    multiply = next(b for b in schema["anyOf"][0]["properties"]["action"]["anyOf"]
+                    if b["properties"]["tool"]["const"] == "multiply")
+    assert multiply["properties"]["args"]["properties"]["a"]["enum"] == [4, 12.5]
+    # without the correction, numbers are free
+    assert plan(history[:1], config, Capabilities(json_schema=True), "constrained").numbers is None
