@@ -82,8 +82,10 @@ def test_a_decimal_used_by_an_earlier_call_of_the_turn_is_read_right() -> None:
 
 
 def test_decimals_are_read_as_written() -> None:
-    found = [(d.text, d.value, d.whole, d.after, d.joined, d.comma) for d in decimals_in("-12,5 and 3.75, 1,000 or 7")]
-    assert found == [("-12,5", -12.5, -12.0, -5.0, -125.0, True), ("3.75", 3.75, 3.0, 75.0, 375.0, False)]
+    found = [(d.text, d.value, d.whole, d.after, d.joined, d.thousands)
+             for d in decimals_in("-12,5 and 3.75, 1,000 or 7, not 200.000")]
+    assert found == [("-12,5", -12.5, -12.0, -5.0, -125.0, False), ("3.75", 3.75, 3.0, 75.0, 375.0, False),
+                     ("1,000", 1000.0, 1.0, 0.0, 1000.0, True)]
 
 
 def test_a_call_made_up_as_a_whole_is_groundings_to_judge() -> None:
@@ -116,3 +118,24 @@ def test_the_retry_holds_every_free_number_to_the_written_ones() -> None:
     assert multiply["properties"]["args"]["properties"]["a"]["enum"] == [4, 12.5]
     # without the correction, numbers are free
     assert plan(history[:1], config, Capabilities(json_schema=True), "constrained").numbers is None
+
+
+@pytest.mark.parametrize(
+    ("asked", "misread", "right"),
+    [
+        ("Depreciated value of a property costing $200,000 at 3% for 5 years.", 200, 200000),
+        ("A loan of 1,250,000 at 4% for 15 years.", 1250, 1250000),
+        ("A loan of 2,250,000 at 4% for 15 years.", 2, 2250000),
+    ],
+)
+def test_the_leading_group_of_a_thousands_number_is_a_misreading(asked: str, misread: float, right: float) -> None:
+    verdict = _check(asked, _multiply(misread, 4 if "4%" in asked else 3))
+    assert isinstance(verdict, Correction) and verdict.reason == grounding.MISREAD_REASON
+    assert _check(asked, _multiply(right, 4 if "4%" in asked else 3)) is ACCEPT
+
+
+@pytest.mark.parametrize("asked", ["Multipliziere 200.000 mit 3.", "Multiply 1,000 by 3."])
+def test_numbers_whose_reading_depends_on_the_language_are_left_alone(asked: str) -> None:
+    """"200.000" is 200 in English and 200000 in German; "1,000"'s 1 is a default as often."""
+    for value in (200, 200000, 1):
+        assert _check(asked, _multiply(value, 3)) is ACCEPT

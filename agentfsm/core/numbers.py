@@ -41,28 +41,34 @@ def digits_in(text: str) -> set[float]:
 
 @dataclass(frozen=True, slots=True)
 class Decimal:
-    """A number written with one decimal mark (``12,5``, ``-3.75``), and what a misreading
-    makes of it."""
+    """A number written with a decimal mark (``12,5``, ``-3.75``) or with thousands
+    separators (``200,000``), and what a misreading makes of it."""
 
     #: as written
     text: str
     value: float
-    #: the part before the mark and the part after it, signed as written (12 and 5)
+    #: the part before the first mark and the part after it, signed as written (12 and 5;
+    #: 200 and 0 for "200,000")
     whole: float
     after: float
     #: both parts run together (125)
     joined: float
     #: the mark is a comma, which also separates list items ("1,5 and 10 years")
     comma: bool
+    #: the commas separate thousands
+    thousands: bool = False
 
 
 def decimals_in(text: str) -> Iterator[Decimal]:
-    """The numbers ``text`` writes with one decimal mark: thousands ("1,000") are not."""
+    """The numbers ``text`` writes with a decimal mark or thousands commas."""
     for m in NUMBER.finditer(text):
         written = m.group()
         parts = re.split(r"[.,]", written.lstrip("-"))
-        if len(parts) != 2 or len(parts[1]) == 3:
+        if len(parts) < 2:
             continue
+        thousands = "." not in written and all(len(p) == 3 for p in parts[1:])
+        if not thousands and (len(parts) > 2 or len(parts[1]) == 3):
+            continue  # "1.000.000", "200.000": thousands or a decimal, by language
         sign = -1.0 if written.startswith("-") else 1.0
         yield Decimal(written, to_float(written), sign * float(parts[0]), sign * float(parts[1]),
-                      sign * float(parts[0] + parts[1]), "," in written)
+                      sign * float(parts[0] + parts[1]), "," in written, thousands)

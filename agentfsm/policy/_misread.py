@@ -9,8 +9,10 @@ corrected (:data:`MISREAD_REASON`), and the model called again.
 
 A comma also separates list items ("for 1,5 and 10 years"). Where the turn's calls use
 both parts (1 and 5), the comma was a list and only the run-together 15 is a misreading.
-Zero parts (``48.0``, ``0.5``, ``12.05``) are left alone: a zero or a leading-zero
-fraction is a default as often as a misreading.
+Thousands read by their first groups are misreadings too (200 or 2250 for "200,000" or
+"2,250,000"). Zero parts (``48.0``, ``0.5``, ``12.05``), and the 1 of "1,000", are left
+alone: each is a default as often as a misreading; so is a text whose mark reads either
+way by language ("200.000").
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ def misread_parts(decimal: Decimal, used: Sequence[float]) -> list[float]:
     parts = [decimal.joined] if decimal.whole else []
     listed = decimal.comma and all(any(same(v, p) for v in used) for p in (decimal.whole, decimal.after))
     if not listed:
-        parts += [decimal.whole] if decimal.whole else []
+        # a 1 before thousands ("1,000") is a default as often as a misreading
+        parts += [decimal.whole] if decimal.whole and not (decimal.thousands and abs(decimal.whole) == 1) else []
         parts += [decimal.after] if not after.startswith("0") else []
-    return parts
+    return [p for p in parts if not same(p, decimal.value)]
 
 
 def check_misread(
@@ -67,7 +70,7 @@ def check_misread(
             if not bad or not all(grounded(v) for v in values[index] if v not in bad):
                 continue
             meaning = f"{decimal.value:g}"
-            if decimal.comma and same(bad[0], decimal.joined):
+            if decimal.comma and not decimal.thousands and same(bad[0], decimal.joined):
                 meaning += f", or {decimal.whole:g} and {decimal.after:g}"
             why = (
                 f'{call.name}({show_arguments(call)}) has {bad[0]:g}, but the conversation writes '
