@@ -314,13 +314,30 @@ def test_a_copied_list_holds_free_strings_to_the_spans_or_the_first_calls_value(
     assert props["artist"] == {"enum": list(copy_spans(request))}
     assert "Maroon 5" in props["artist"]["enum"]
     assert props["note"]["enum"][-1] == "quiet please"  # the first call's own value
-    assert props["minutes"] == {"type": "integer"} and props["mood"]["enum"] == ["calm", "loud"]
+    assert props["minutes"] == {"enum": [5]} and props["mood"]["enum"] == ["calm", "loud"]  # the digits written
     assert props["tags"]["items"] == {"enum": list(copy_spans(request))}
     # without copy_from, or with nothing to copy, the strings are free
     for copy_from in (None, "我想知道"):
         free = extension_options(GenerationOptions(), first, [listed], ToolChoice.parse("auto"), copy_from=copy_from)
         assert free is not None and free.list_continuation is not None
         assert free.list_continuation.item_schema == action_item_schema([listed], ToolChoice.parse("auto"))
+
+
+def test_a_copied_list_holds_free_numbers_to_the_written_ones_or_the_first_calls() -> None:
+    """A list of convert(50) went on with convert(1.5): further numbers are the digits the
+    text writes, or the first call's own (an integer: the whole ones)."""
+    convert = ToolSpec(name="convert", description="Convert.", parameters={
+        "type": "object",
+        "properties": {"amount": {"type": "number"}, "times": {"type": "integer"}, "to": {"type": "string"}},
+        "required": ["amount"],
+    })
+    first = ToolCall(id="call_0", name="convert", arguments={"amount": 50, "times": 3, "to": "EUR"})
+    opts = extension_options(GenerationOptions(), first, [convert], ToolChoice.parse("auto"),
+                             copy_from="Wie viel sind 50 US-Dollar und 12,5 Pfund in Euro?")
+    assert opts is not None and opts.list_continuation is not None
+    props = opts.list_continuation.item_schema["properties"]["args"]["properties"]
+    assert props["amount"] == {"enum": [12.5, 50]}
+    assert props["times"] == {"enum": [50, 3]}
 
 
 @pytest.mark.parametrize(("grounding", "copied"), [(True, True), (False, False)])

@@ -134,8 +134,49 @@ def test_the_leading_group_of_a_thousands_number_is_a_misreading(asked: str, mis
     assert _check(asked, _multiply(right, 4 if "4%" in asked else 3)) is ACCEPT
 
 
-@pytest.mark.parametrize("asked", ["Multipliziere 200.000 mit 3.", "Multiply 1,000 by 3."])
-def test_numbers_whose_reading_depends_on_the_language_are_left_alone(asked: str) -> None:
+@pytest.mark.parametrize(("asked", "values"), [("Multipliziere 200.000 mit 3.", (200, 200000)),
+                                               ("Multiply 1,000 by 3.", (1, 1000))])
+def test_numbers_whose_reading_depends_on_the_language_are_left_alone(asked: str, values: tuple[int, ...]) -> None:
     """"200.000" is 200 in English and 200000 in German; "1,000"'s 1 is a default as often."""
-    for value in (200, 200000, 1):
+    for value in values:
         assert _check(asked, _multiply(value, 3)) is ACCEPT
+
+
+
+@pytest.mark.parametrize(
+    ("asked", "call"),
+    [
+        ("Combien font 8 plus 5 ?", ToolCall(id="call_0", name="add", arguments={"a": 10, "b": 5})),
+        ("I had 8 apples and bought 5 more. How many now?", ToolCall(id="call_0", name="add", arguments={"a": 3, "b": 5})),
+        ("Ich lief 12,5 Runden einer 4K-Schleife.", _multiply(12.5, 1.5)),
+    ],
+)
+def test_a_number_nobody_wrote_beside_an_unused_one_is_corrected(asked: str, call: ToolCall) -> None:
+    verdict = _check(asked, call)
+    assert isinstance(verdict, Correction) and verdict.reason == grounding.UNWRITTEN_REASON
+    # once a turn: the retry's grammar holds the numbers, and a second such call is let through
+    history: list[Message] = [UserMessage(content=asked), AssistantMessage(content="..."),
+                              UserMessage(content=verdict.message, correction=verdict.reason)]
+    assert _check(asked, call, history=history) is ACCEPT
+
+
+@pytest.mark.parametrize(
+    ("asked", "call"),
+    [
+        # a unit's scaling of a written number: 2 hours in minutes, 15 % as a fraction
+        ("Set a timer for 2 hours and call it tea.", ToolCall(id="c", name="timer", arguments={"minutes": 120, "label": "tea"})),
+        ("Tip 15 % on 80.", ToolCall(id="c", name="calculate_tip", arguments={"bill": 80, "percent": 0.15})),
+        # every number of the request is used (a date's digits inside a string count)
+        ("Book 2 seats on 2023-03-20.", ToolCall(id="c", name="book", arguments={"seats": 2, "date": "2023-03-20", "n": 9})),
+        # 0 and 1 are defaults as often ("from rest"); a power is not a value
+        ("From rest, at 9.8 m/s^2 for 5 s.", ToolCall(id="c", name="v", arguments={"v0": 0, "a": 9.8, "t": 5})),
+        ("A wire with 4 A at 2 m; then a field of 5 over 3 m.", ToolCall(id="c", name="b", arguments={"i": 4, "d": 2, "mu": 1})),
+        # a date written in words, called as digits
+        ("Wind at 46.6, 1.88 on December 13, 2019?", ToolCall(id="c", name="w", arguments={"at": [46.6, 1.88], "date": "2019-12-13"})),
+        # a call made up as a whole is grounding's to judge
+        ("Write a poem about 3 cats.", ToolCall(id="c", name="add", arguments={"a": 7, "b": 9})),
+    ],
+)
+def test_what_is_not_an_unwritten_number(asked: str, call: ToolCall) -> None:
+    verdict = _check(asked, call)
+    assert not (isinstance(verdict, Correction) and verdict.reason == grounding.UNWRITTEN_REASON)

@@ -52,6 +52,7 @@ CorrectionReason: TypeAlias = Literal[
     "ungrounded_call",
     "missing_value",
     "misread_number",
+    "unwritten_number",
     "misplaced_value",
     "irrelevant_tool",
     "stale_call",

@@ -17,6 +17,7 @@ way by language ("200.000").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -25,11 +26,18 @@ from agentfsm.core.numbers import Decimal, decimals_in, digits_in, same
 from agentfsm.guards._history import show_arguments
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
-__all__ = ["MISREAD_REASON", "check_misread", "misread_parts"]
+__all__ = ["MISREAD_REASON", "REASONS", "UNWRITTEN_REASON", "check_misread", "check_unwritten", "misread_parts"]
 
 GUARD: Final = "grounding"
 #: a call's number that is only part of a written decimal
 MISREAD_REASON: Final = "misread_number"
+#: a call's number that nobody wrote, while a number of the request goes unused
+UNWRITTEN_REASON: Final = "unwritten_number"
+#: the corrections after which the retry's numbers are held to the written ones
+REASONS: Final = frozenset({MISREAD_REASON, UNWRITTEN_REASON})
+_EXPONENT: Final = re.compile(r"(?:\^|\*\*)-?\d+")
+#: how a number is scaled from another with a unit (10^k, minutes, hours, days, weeks, months)
+_SCALES: Final = (10.0, 100.0, 1000.0, 1e4, 1e5, 1e6, 60.0, 3600.0, 24.0, 7.0, 12.0, 1440.0, 86400.0)
 
 
 def misread_parts(decimal: Decimal, used: Sequence[float]) -> list[float]:
@@ -80,3 +88,51 @@ def check_misread(
             return Correction(guard=GUARD, reason=MISREAD_REASON, message=why, call_index=index, detail=detail)
     return ACCEPT
 
+
+
+def check_unwritten(
+    calls: Sequence[ToolCall],
+    values: Sequence[set[float | str]],
+    before: set[float],
+    request: str,
+    conversation: str,
+    grounded: Callable[[float | str], bool],
+) -> Verdict:
+    """Correct the first of ``calls`` that holds a number nobody wrote (not in the
+    ``conversation``, not a unit's scaling of a number in it) while a number of the latest
+    ``request`` is used by no call of the turn (``before``: the numbers of its earlier
+    calls, digits inside strings included), where the call is otherwise grounded (one of
+    its other values is): ``add(10, 5)`` for "8 plus 5". Language-neutral: digits only.
+    A 0 or a 1 is not judged (a default as often as made up), nor a power ("m/s^2")."""
+    written = digits_in(conversation)
+    used = [abs(v) for v in (*before, *(v for vs in values for v in _digits(vs)))]
+    asked = digits_in(_EXPONENT.sub("", request))  # "m/s^2": a unit's power, not a value
+    unused = [n for n in asked if n == n and not any(same(abs(n), u) for u in used)]
+    if not unused:
+        return ACCEPT
+    for index, (call, found) in enumerate(zip(calls, values, strict=True)):
+        # 0 and 1 are defaults ("from rest", a factor) as often as made up
+        made = [v for v in found if isinstance(v, float) and v not in (0.0, 1.0) and not _near(v, written)]
+        others = [v for v in found if not (isinstance(v, float) and v in made)]
+        if not made or not any(grounded(v) for v in others):
+            continue
+        why = (
+            f"{call.name}({show_arguments(call)}) has {made[0]:g}, which is not in the conversation, and leaves out "
+            f"{unused[0]:g}, which the user wrote. Call {call.name} again with the user's numbers, or answer."
+        )
+        detail = f"call {index}: {call.name}: {made[0]:g} written nowhere; {unused[0]:g} unused"
+        return Correction(guard=GUARD, reason=UNWRITTEN_REASON, message=why, call_index=index, detail=detail)
+    return ACCEPT
+
+
+def _digits(values: set[float | str]) -> list[float]:
+    """A call's numbers, and the numbers its strings write ("2023-03-20", "7 pm")."""
+    return [n for v in values for n in ([v] if isinstance(v, float) else digits_in(v))]
+
+
+def _near(value: float, written: set[float]) -> bool:
+    """Whether ``value`` is written, or is a written number scaled by a unit (120 minutes
+    for 2 hours, 0.15 for 15 %)."""
+    return any(
+        same(value, w) or (w and any(same(value, w * k) or same(value, w / k) for k in _SCALES)) for w in written
+    )

@@ -54,10 +54,10 @@ from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, Use
 from agentfsm.guards._history import calls_and_results, conversation_text, show_arguments, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import answer_schema, runtime_text
-from agentfsm.policy._misread import MISREAD_REASON, check_misread
+from agentfsm.policy._misread import MISREAD_REASON, REASONS as NUMBER_REASONS, UNWRITTEN_REASON, check_misread, check_unwritten
 from agentfsm.policy.base import Policy, correction_of, refused_calls, refused_reply
 
-__all__ = ["ANSWER_REASON", "GUARD", "MISREAD_REASON", "MISSING_REASON", "POLICY", "GroundingPolicy", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
+__all__ = ["ANSWER_REASON", "GUARD", "MISREAD_REASON", "MISSING_REASON", "UNWRITTEN_REASON", "POLICY", "GroundingPolicy", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
            "request_of", "values_of"]
 
 GUARD = "grounding"
@@ -173,6 +173,11 @@ def grounded(value: float | str, conversation: str) -> bool:
     return _Source(conversation).has(value)
 
 
+def _latest_request(history: Sequence[Message]) -> str:
+    """The user's latest request (not a correction), whole."""
+    return next((m.content for m in reversed(history) if isinstance(m, UserMessage) and m.correction is None), "")
+
+
 def request_of(history: Sequence[Message]) -> str:
     """The user's latest request (not a correction), on one line, at most
     :data:`REQUEST_CHARS` characters: what a correction repeats, because a small model
@@ -225,9 +230,15 @@ def check(
     used = {v for c in earlier for v in values_of(c.arguments, _enum_params(schemas.get(c.name)))}
     source = _Source(conversation)
     values = [set(values_of(c.arguments, _enum_params(schemas.get(c.name)))) for c in calls]
-    # a misreading is corrected under any tool_choice: the correction asks for a call
+    # a misread number is corrected under any tool_choice (the correction asks for a
+    # call), once a turn: the retry's grammar holds the numbers to the written ones
     before = {v for v in used if isinstance(v, float)}
-    misread = check_misread(calls, values, before, conversation.lower(), source.has)
+    misread = ACCEPT if told(history, MISREAD_REASON) else check_misread(
+        calls, values, before, conversation.lower(), source.has
+    )
+    if misread is ACCEPT and not told(history, UNWRITTEN_REASON):
+        digits = {n for v in used for n in ([v] if isinstance(v, float) else digits_in(v))}
+        misread = check_unwritten(calls, values, digits, _latest_request(history), conversation.lower(), source.has)
     if misread is not ACCEPT or tool_choice != ToolChoice.AUTO:
         return misread
     # the results so far, right before the answer: a small model states what it can see
@@ -363,11 +374,14 @@ class GroundingPolicy(Policy):
         return True if reason == REASON else None
 
     def retry_numbers(self, history: Sequence[Message]) -> tuple[float, ...] | None:
-        """After a misread number, the numbers the conversation writes: the retry copies one."""
-        if correction_of(history) != MISREAD_REASON:
+        """After a misread number, the numbers the conversation writes: the retry copies one.
+        After an unwritten one, those and the refused call's own (a number word, "four
+        people", is read by the model, not here: its 4 stays possible)."""
+        reason = correction_of(history)
+        if reason not in NUMBER_REASONS:
             return None
-        found = sorted(n for n in digits_in(conversation_text(history)) if n == n)  # nan: not a number
-        return tuple(found) if 0 < len(found) <= _MAX_NUMBERS else None
+        found = {n for n in digits_in(conversation_text(history)) if n == n}  # nan: not a number
+        return tuple(sorted(found)) if 0 < len(found) <= _MAX_NUMBERS else None
 
     def copied_from(self, history: Sequence[Message]) -> str | None:
         """The user's latest request and the turn's results so far: where a value comes from."""

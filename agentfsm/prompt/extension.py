@@ -29,7 +29,9 @@ Where a policy says the values are copied from a text (``copy_from``: grounding'
 call takes its values from the conversation), a further call's strings are held to that
 text's stretches of whole words (:func:`copy_spans`) or the first call's own value: a
 small model that writes "Paris" right writes "Tokio" as "Tko" or "Otosio", and the list
-is refused for it. Characters and white space only: no language is read.
+is refused for it. Its numbers are held to the numbers that text writes in digits, or
+the first call's own: a list of ``convert(50)`` went on with ``convert(1.5)``.
+Characters, digits and white space only: no language is read.
 """
 
 from __future__ import annotations
@@ -139,9 +141,10 @@ def _copyable(value: str) -> bool:
     return '"' not in value and "\\" not in value and value.isprintable()
 
 
-def _held_to_copies(args: Any, spans: Sequence[str], call: ToolCall) -> Any:
+def _held_to_copies(args: Any, spans: Sequence[str], numbers: Sequence[float], call: ToolCall) -> Any:
     """``args`` (the arguments' grammar schema) with each free string parameter (and each
-    list of free strings) held to ``spans`` or ``call``'s own value for it."""
+    list of free strings) held to ``spans`` or ``call``'s own value for it, and each free
+    number to ``numbers`` or its own value (an integer to the whole ones)."""
     props = args.get("properties") if isinstance(args, dict) else None
     if not isinstance(props, dict):
         return args
@@ -152,6 +155,11 @@ def _held_to_copies(args: Any, spans: Sequence[str], call: ToolCall) -> Any:
         if schema.get("type") == "string":
             values = dict.fromkeys([*spans, *([own] if isinstance(own, str) and _copyable(own) else [])])
             return {"enum": list(values)}
+        kind = schema.get("type")
+        if kind in ("number", "integer") and numbers:
+            mine = [float(own)] if isinstance(own, int | float) and not isinstance(own, bool) else []
+            fits = [n for n in dict.fromkeys([*numbers, *mine]) if kind == "number" or n.is_integer()]
+            return {"enum": [int(n) if n.is_integer() else n for n in fits]} if fits else schema
         if schema.get("type") == "array":
             return {**schema, "items": held(schema.get("items"), None)}
         return schema
@@ -180,9 +188,10 @@ def extension_options(
     if item is None:
         return None
     spans = copy_spans(copy_from) if copy_from is not None else ()
-    if spans:
+    numbers = sorted(n for n in digits_in(copy_from) if n == n)[:MAX_SPANS] if copy_from is not None else []
+    if spans or numbers:
         props = item["properties"]
-        item = {**item, "properties": {**props, "args": _held_to_copies(props["args"], spans, call)}}
+        item = {**item, "properties": {**props, "args": _held_to_copies(props["args"], spans, numbers, call)}}
     prefill = extension_prefill(call)
     # the list ends at the first repeat (read_extension): a repeat of the first call, as
     # the prefill wrote it, ends the generation there (greedy, the items before it are
