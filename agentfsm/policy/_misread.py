@@ -1,4 +1,5 @@
-"""A call's number that is only part of a decimal the conversation writes: a misreading.
+"""A call's number that misreads the conversation's numbers (:func:`check_misread`), or
+stands in for one of the request's that no call uses (:func:`check_unwritten`).
 
 A small model reads "12,5" (a comma as the decimal mark, as most of Europe writes it) as
 12, or as 125, and calls ``multiply(a=12, b=4)``; the call passes grounding because 4 is
@@ -24,15 +25,15 @@ from typing import Final
 from agentfsm.core.messages import ToolCall
 from agentfsm.core.numbers import Decimal, decimals_in, digits_in, same
 from agentfsm.guards._history import show_arguments
-from agentfsm.guards.base import ACCEPT, Correction, Verdict
+from agentfsm.guards.base import ACCEPT, Correction, CorrectionReason, Verdict
 
 __all__ = ["MISREAD_REASON", "REASONS", "UNWRITTEN_REASON", "check_misread", "check_unwritten", "misread_parts"]
 
 GUARD: Final = "grounding"
 #: a call's number that is only part of a written decimal
-MISREAD_REASON: Final = "misread_number"
+MISREAD_REASON: Final[CorrectionReason] = "misread_number"
 #: a call's number that nobody wrote, while a number of the request goes unused
-UNWRITTEN_REASON: Final = "unwritten_number"
+UNWRITTEN_REASON: Final[CorrectionReason] = "unwritten_number"
 #: the corrections after which the retry's numbers are held to the written ones
 REASONS: Final = frozenset({MISREAD_REASON, UNWRITTEN_REASON})
 _EXPONENT: Final = re.compile(r"(?:\^|\*\*)-?\d+")
@@ -70,7 +71,7 @@ def check_misread(
     if not decimals:
         return ACCEPT
     written = digits_in(conversation)
-    used = [*before, *(v for values in numbers for v in values)]
+    used = [*before, *(v for found in numbers for v in found)]
     for decimal in decimals:
         parts = misread_parts(decimal, used)
         for index, (call, found) in enumerate(zip(calls, numbers, strict=True)):
@@ -80,14 +81,10 @@ def check_misread(
             meaning = f"{decimal.value:g}"
             if decimal.comma and not decimal.thousands and same(bad[0], decimal.joined):
                 meaning += f", or {decimal.whole:g} and {decimal.after:g}"
-            why = (
-                f'{call.name}({show_arguments(call)}) has {bad[0]:g}, but the conversation writes '
-                f'"{decimal.text}", which is {meaning}. Call {call.name} again with the number as written.'
-            )
-            detail = f"call {index}: {call.name}: {bad[0]:g} misreads {decimal.text!r}"
-            return Correction(guard=GUARD, reason=MISREAD_REASON, message=why, call_index=index, detail=detail)
+            why = (f'but the conversation writes "{decimal.text}", which is {meaning}. Call {call.name} again '
+                   "with the number as written.")
+            return _correct(MISREAD_REASON, index, call, bad[0], why, f"misreads {decimal.text!r}")
     return ACCEPT
-
 
 
 def check_unwritten(
@@ -116,13 +113,21 @@ def check_unwritten(
         others = [v for v in found if not (isinstance(v, float) and v in made)]
         if not made or not any(grounded(v) for v in others):
             continue
-        why = (
-            f"{call.name}({show_arguments(call)}) has {made[0]:g}, which is not in the conversation, and leaves out "
-            f"{unused[0]:g}, which the user wrote. Call {call.name} again with the user's numbers, or answer."
-        )
-        detail = f"call {index}: {call.name}: {made[0]:g} written nowhere; {unused[0]:g} unused"
-        return Correction(guard=GUARD, reason=UNWRITTEN_REASON, message=why, call_index=index, detail=detail)
+        why = (f"which is not in the conversation, and leaves out {unused[0]:g}, which the user wrote. Call "
+               f"{call.name} again with the user's numbers, or answer.")
+        return _correct(UNWRITTEN_REASON, index, call, made[0], why, f"written nowhere; {unused[0]:g} unused")
     return ACCEPT
+
+
+def _correct(reason: CorrectionReason, index: int, call: ToolCall, number: float, why: str, detail: str) -> Correction:
+    """The correction of ``call`` (the ``index``-th of the reply) for its ``number``."""
+    return Correction(
+        guard=GUARD,
+        reason=reason,
+        message=f"{call.name}({show_arguments(call)}) has {number:g}, {why}",
+        call_index=index,
+        detail=f"call {index}: {call.name}: {number:g} {detail}",
+    )
 
 
 def _digits(values: set[float | str]) -> list[float]:
