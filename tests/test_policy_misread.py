@@ -180,3 +180,12 @@ def test_a_number_nobody_wrote_beside_an_unused_one_is_corrected(asked: str, cal
 def test_what_is_not_an_unwritten_number(asked: str, call: ToolCall) -> None:
     verdict = _check(asked, call)
     assert not (isinstance(verdict, Correction) and verdict.reason == grounding.UNWRITTEN_REASON)
+
+
+def test_a_number_with_an_exponent_is_read_whole() -> None:
+    from agentfsm.core.numbers import digits_in
+
+    assert digits_in("charges of 1e-9 and 2E+3 at 0.05, the 3e edition") == {1e-9, 2000.0, 0.05, 3.0}
+    assert list(decimals_in("1.5e-2")) == []
+    call = ToolCall(id="c", name="potential", arguments={"charge1": 1e-9, "charge2": 2e-9, "distance": 0.05})
+    assert _check("Potential between charges of 1e-9 and 2e-9 at a distance of 0.05?", call) is ACCEPT

@@ -2,7 +2,7 @@
 
 What the language-neutral value checks compare (a call's numbers against the
 conversation's): ``12.5``, ``12,5`` (one comma as the decimal mark), ``1,000`` and
-``1.000.000`` (thousands), ``-3``. Number words are not read here: they are English, and
+``1.000.000`` (thousands), ``-3``, ``1e-9``. Number words are not read here: they are English, and
 only an opt-in language policy reads them.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 __all__ = ["NUMBER", "Decimal", "decimals_in", "digits_in", "same", "to_float"]
 
-#: a number written in digits, with its separators
-NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
+#: a number written in digits, with its separators, and an exponent ("1e-9")
+NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*(?:[eE][-+]?\d{1,4}(?![\w.]))?")
 
 
 def same(a: float, b: float) -> bool:
@@ -26,6 +26,9 @@ def same(a: float, b: float) -> bool:
 def to_float(text: str) -> float:
     """The value of a :data:`NUMBER` match (``nan`` for none): "1,000" is a thousand; "12,5"
     is 12.5 only when the comma is the one separator and not followed by three digits."""
+    mantissa, e, power = text.lower().partition("e")
+    if e:
+        return to_float(mantissa) * 10.0 ** int(power) if abs(int(power)) <= 308 else float("nan")
     if text.count(",") == 1 and "." not in text and len(text.split(",")[1]) != 3:
         text = text.replace(",", ".")
     try:
@@ -63,6 +66,8 @@ def decimals_in(text: str) -> Iterator[Decimal]:
     """The numbers ``text`` writes with a decimal mark or thousands commas."""
     for m in NUMBER.finditer(text):
         written = m.group()
+        if "e" in written.lower():
+            continue  # an exponent: not misread by its parts
         parts = re.split(r"[.,]", written.lstrip("-"))
         if len(parts) < 2:
             continue
