@@ -189,3 +189,19 @@ def test_a_number_with_an_exponent_is_read_whole() -> None:
     assert list(decimals_in("1.5e-2")) == []
     call = ToolCall(id="c", name="potential", arguments={"charge1": 1e-9, "charge2": 2e-9, "distance": 0.05})
     assert _check("Potential between charges of 1e-9 and 2e-9 at a distance of 0.05?", call) is ACCEPT
+
+
+def test_after_a_result_a_made_up_number_is_a_stale_call_not_an_unwritten_one() -> None:
+    """Seen on the embedded model: after convert_km_to_miles(12.5)'s result, add(12.5, 1.5)
+    was sent back as unwritten ("Call add again with the user's numbers"), and the model
+    copied that correction into its answer. After a result it is stale: answer now."""
+    asked = "Multiplica 12,5 por 4."
+    first = ToolCall(id="call_0", name="convert_km_to_miles", arguments={"km": 12.5})
+    history: list[Message] = [
+        UserMessage(content=asked),
+        AssistantMessage(tool_calls=(first,)),
+        ToolMessage(result=ToolResult(call_id="call_0", content="7.77", name="convert_km_to_miles")),
+    ]
+    later = ToolCall(id="call_1", name="multiply", arguments={"a": 12.5, "b": 1.5})
+    verdict = _check(asked, later, history=history)
+    assert isinstance(verdict, Correction) and verdict.reason == grounding.STALE_REASON

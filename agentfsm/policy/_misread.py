@@ -100,7 +100,8 @@ def check_unwritten(
     ``request`` is used by no call of the turn (``before``: the numbers of its earlier
     calls, digits inside strings included), where the call is otherwise grounded (one of
     its other values is): ``add(10, 5)`` for "8 plus 5". Language-neutral: digits only.
-    A 0 or a 1 is not judged (a default as often as made up), nor a power ("m/s^2")."""
+    A 0 or a 1 is not judged (a default as often as made up), nor a power ("m/s^2").
+    Grounding asks this only before the turn's first result."""
     written = digits_in(conversation)
     used = [abs(v) for v in (*before, *(v for vs in values for v in _digits(vs)))]
     asked = digits_in(_EXPONENT.sub("", request))  # "m/s^2": a unit's power, not a value

@@ -236,7 +236,9 @@ def check(
     misread = ACCEPT if told(history, MISREAD_REASON) else check_misread(
         calls, values, before, conversation.lower(), source.has
     )
-    if misread is ACCEPT and not told(history, UNWRITTEN_REASON):
+    # before the turn's first result only: after one, a made-up number is a stale call's
+    # (answer now), and a correction asking for a call again was copied into the answer
+    if misread is ACCEPT and not results and not told(history, UNWRITTEN_REASON):
         digits = {n for v in used for n in ([v] if isinstance(v, float) else digits_in(v))}
         misread = check_unwritten(calls, values, digits, _latest_request(history), conversation.lower(), source.has)
     if misread is not ACCEPT or tool_choice != ToolChoice.AUTO:
