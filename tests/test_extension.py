@@ -367,3 +367,21 @@ def test_grounding_copies_from_the_latest_request_and_the_turns_results() -> Non
     ]
     text = grounding.POLICY.copied_from(history)
     assert text == "Capitals of Peru and Kenya, then their weather.\nLima"
+
+
+def test_a_text_without_spaced_words_leaves_strings_free_and_still_holds_numbers() -> None:
+    """Seen on BFCL live_simple_28: a Chinese request has digits but no stretch of spaced
+    words; its strings were given an empty enum, which llama.cpp cannot parse."""
+    order = ToolSpec(name="order", description="Order.", parameters={
+        "type": "object",
+        "properties": {"restaurant": {"type": "string"}, "items": {"type": "array", "items": {"type": "string"}},
+                       "quantities": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["restaurant", "items", "quantities"],
+    })
+    first = ToolCall(id="call_0", name="order", arguments={"restaurant": "KFC", "items": ["a"], "quantities": [10]})
+    opts = extension_options(GenerationOptions(), first, [order], ToolChoice.parse("auto"),
+                             copy_from="我想在肯德基买10个麦辣鸡腿堡，50杯可口可乐")
+    assert opts is not None and opts.list_continuation is not None
+    props = opts.list_continuation.item_schema["properties"]["args"]["properties"]
+    assert props["restaurant"] == {"type": "string"} and props["items"]["items"] == {"type": "string"}
+    assert props["quantities"]["items"] == {"enum": [10, 50]}

@@ -152,7 +152,7 @@ def _held_to_copies(args: Any, spans: Sequence[str], numbers: Sequence[float], c
     def held(schema: Any, own: Any) -> Any:
         if not isinstance(schema, dict) or "enum" in schema or "const" in schema:
             return schema
-        if schema.get("type") == "string":
+        if schema.get("type") == "string" and spans:
             values = dict.fromkeys([*spans, *([own] if isinstance(own, str) and _copyable(own) else [])])
             return {"enum": list(values)}
         kind = schema.get("type")
