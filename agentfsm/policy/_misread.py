@@ -19,7 +19,7 @@ way by language ("200.000").
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from agentfsm.core.messages import ToolCall
@@ -103,7 +103,7 @@ def check_unwritten(
     A 0 or a 1 is not judged (a default as often as made up), nor a power ("m/s^2").
     Grounding asks this only before the turn's first result."""
     written = digits_in(conversation)
-    used = [abs(v) for v in (*before, *(v for vs in values for v in _digits(vs)))]
+    used = [abs(v) for v in (*before, *(v for vs in values for v in digits_of(vs)))]
     asked = digits_in(_EXPONENT.sub("", request))  # "m/s^2": a unit's power, not a value
     unused = [n for n in asked if n == n and not any(same(abs(n), u) for u in used)]
     if not unused:
@@ -131,7 +131,7 @@ def _correct(reason: CorrectionReason, index: int, call: ToolCall, number: float
     )
 
 
-def _digits(values: set[float | str]) -> list[float]:
+def digits_of(values: Iterable[float | str]) -> list[float]:
     """A call's numbers, and the numbers its strings write ("2023-03-20", "7 pm")."""
     return [n for v in values for n in ([v] if isinstance(v, float) else digits_in(v))]
 

@@ -6,7 +6,7 @@ city the tools know nothing of becomes ``get_weather(city="London, UK")``; and o
 results are back it walks on through the tool list with the values it already used
 (``multiply(12.5, 4)``, then ``add(12.5, 4)``). Two checks, on the values a call
 carries (numbers and strings, nested ones included; booleans and enum members are the
-schema's, not the conversation's), and one on its numbers:
+schema's, not the conversation's), and two on its numbers:
 
 - **ungrounded**: no value of the call occurs in the conversation (user turns, system
   prompts, tool results). A number matches a number written there in digits, in every
@@ -20,8 +20,13 @@ schema's, not the conversation's), and one on its numbers:
   :mod:`~agentfsm.guards.repeated_call`'s business.
 - **misread** (under any ``tool_choice``, :mod:`~agentfsm.policy._misread`): a number
   that is only part of a decimal written there (12 or 125 for "12,5"), in a call whose
-  other values are grounded. The retry's grammar holds every free number to the numbers
-  the conversation writes (:meth:`GroundingPolicy.retry_numbers`).
+  other values are grounded.
+- **unwritten** (under any ``tool_choice``, before the turn's first result, once a turn,
+  :mod:`~agentfsm.policy._misread`): a number nobody wrote while a number of the latest
+  request is used by no call of the turn, in a call with another grounded value.
+
+After either of the last two, the retry's grammar holds every free number to the numbers
+the conversation writes (:meth:`GroundingPolicy.retry_numbers`).
 
 The first two only under ``auto``, where answering is a valid outcome: the correction asks for the
 answer and the retry's grammar offers the answer only (see
@@ -54,7 +59,7 @@ from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, Use
 from agentfsm.guards._history import calls_and_results, conversation_text, show_arguments, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import answer_schema, runtime_text
-from agentfsm.policy._misread import MISREAD_REASON, REASONS as NUMBER_REASONS, UNWRITTEN_REASON, check_misread, check_unwritten
+from agentfsm.policy._misread import MISREAD_REASON, REASONS as NUMBER_REASONS, UNWRITTEN_REASON, check_misread, check_unwritten, digits_of
 from agentfsm.policy.base import Policy, correction_of, refused_calls, refused_reply
 
 __all__ = ["ANSWER_REASON", "GUARD", "MISREAD_REASON", "MISSING_REASON", "UNWRITTEN_REASON", "POLICY", "GroundingPolicy", "REASON", "REASONS", "STALE_REASON", "check", "check_answer", "fetch_tools", "grounded", "number_spans", "numbers_in",
@@ -182,11 +187,8 @@ def request_of(history: Sequence[Message]) -> str:
     """The user's latest request (not a correction), on one line, at most
     :data:`REQUEST_CHARS` characters: what a correction repeats, because a small model
     answers the request it can see, not one a long prompt ago."""
-    for msg in reversed(history):
-        if isinstance(msg, UserMessage) and msg.correction is None:
-            text = " ".join(msg.content.split())
-            return text if len(text) <= REQUEST_CHARS else text[:REQUEST_CHARS] + "..."
-    return ""
+    text = " ".join(_latest_request(history).split())
+    return text if len(text) <= REQUEST_CHARS else text[:REQUEST_CHARS] + "..."
 
 
 #: the longest echo of the user's request a correction repeats
@@ -239,7 +241,7 @@ def check(
     # before the turn's first result only: after one, a made-up number is a stale call's
     # (answer now), and a correction asking for a call again was copied into the answer
     if misread is ACCEPT and not results and not told(history, UNWRITTEN_REASON):
-        digits = {n for v in used for n in ([v] if isinstance(v, float) else digits_in(v))}
+        digits = set(digits_of(used))
         misread = check_unwritten(calls, values, digits, _latest_request(history), conversation.lower(), source.has)
     if misread is not ACCEPT or tool_choice != ToolChoice.AUTO:
         return misread
