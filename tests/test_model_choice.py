@@ -162,3 +162,58 @@ def test_with_the_english_policies_off_no_english_word_list_is_consulted(tmp_pat
     assert "agentfsm.policy.grounding" in default  # the language-neutral value checks run
     neutral = loaded(("answers", "grounding"))
     assert not neutral & (english | {"agentfsm.policy.refusal"})
+
+
+def _leaning_model() -> Any:
+    """Scores as a small model that favours ``multiply`` after any prompt (its raw score
+    tops every request's) but favours it far more with no request at all: taken off, the
+    lean leaves get_weather for a weather request, in any language."""
+
+    def score(messages: Sequence[PromptMessage], options: Sequence[str]) -> list[float]:
+        if _last_user(messages).endswith(CONTENT_FREE):
+            scores = [-1.0, -1.0, -4.0, -1.1]
+        else:
+            scores = [-1.0, -1.0, -1.2, -1.0]
+        return scores[: len(options)]
+
+    return score
+
+
+@pytest.mark.parametrize("lang", sorted(WEATHER))
+def test_tool_mode_scores_only_the_tool_and_the_reply_decides_the_branch(lang: str, tmp_path: Path) -> None:
+    call = '{"action": {"tool": "get_weather", "args": {"city": "Berlin"}}}'
+    small = GRAMMAR.model_copy(update={"small_model": True})
+    backend = ScriptedBackend([call, '{"final": {"content": "Berlin: 3 C, snow."}}'], small, scores=_leaning_model())
+    path = tmp_path / "run.jsonl"
+    result = Agent(backend, [get_weather, multiply], transcript=path, config=RunConfig(choice="tool")).run(WEATHER[lang])
+    assert [c["call"]["name"] for c in result.tool_calls] == ["get_weather"]
+    # the grammar offers the calibrated tool and the answer: the reply still decides
+    schema = json.dumps(backend.requests[0].options.json_schema)
+    assert '"get_weather"' in schema and '"multiply"' not in schema and '"final"' in schema
+    choice = [e for e in read_events(path) if isinstance(e, ChoiceEvent)]
+    assert [(c.tool, c.mode) for c in choice] == [("get_weather", "tool")]
+    assert replay(path).identical
+
+
+def test_tool_mode_leaves_the_answer_to_the_reply_and_skips_a_single_tool() -> None:
+    small = GRAMMAR.model_copy(update={"small_model": True})
+    answer = '{"final": {"content": "Fine, thanks."}}'
+    backend = ScriptedBackend([answer], small, scores=_leaning_model())
+    result = Agent(backend, [get_weather, multiply], config=RunConfig(choice="tool")).run(GREETING["de"])
+    assert result.content == "Fine, thanks." and result.tool_calls == []
+    assert len(backend.score_requests) == 2
+    # one tool offered: nothing to choose, nothing scored
+    one = ScriptedBackend([answer], small, scores=_leaning_model())
+    Agent(one, [get_weather], config=RunConfig(choice="tool")).run(GREETING["de"])
+    assert one.score_requests == []
+
+
+def test_a_tool_score_is_calibrated_by_part_of_its_lean() -> None:
+    from agentfsm.engine.choice import TOOL_CALIBRATION
+
+    # raw, multiply tops the request; its lean on the content-free prompt is larger still
+    scores, lean = [-1.0, -1.0, -1.2, -1.0], [-1.0, -1.0, -4.0, -1.1]
+    assert pick(["get_weather", "multiply"], scores, lean, mode="tool").tool == "get_weather"
+    assert 0 < TOOL_CALIBRATION <= 1
+    # under both, the same tool scores; the branch is the calibrated margin's (0 here: an answer)
+    assert pick(["get_weather", "multiply"], scores, lean).tool is None

@@ -246,10 +246,11 @@ async def stream_turn(
             raise MaxStepsExceeded(max_steps)
         p = plan(history, config, backend.capabilities, enforcement)
         if config.choice and isinstance(backend, ScoresContinuations) and wants_choice(
-            history, p, backend.capabilities.scoring
+            history, p, backend.capabilities.scoring, config.choice
         ):
             p, _ = await choose(
-                backend, history, p, lambda h, q: _request(h, config, q, options)[:2], recorder, tally, deadline
+                backend, history, p, lambda h, q: _request(h, config, q, options)[:2], recorder, tally, deadline,
+                config.choice,
             )
         prompt, opts, prefill = _request(history, config, p, options)
         attempts += 1
