@@ -90,9 +90,9 @@ class RunConfig:
     #: ``auto``: where the backend scores continuations and its model is not small (on
     #: SmolLM2-135M the scores do not tell a greeting from a tool request:
     #: ``bench/results/choice-smollm2.md``)
-    choice: Literal["auto", "on", "tool", "off"] = field(
+    choice: Literal["auto", "on", "off"] = field(
         default="auto",
-        metadata=_doc("At the first decision of a user turn under tool_choice auto, let the model score whether its reply is an answer or a call (and of which tool), calibrated against a content-free request; the grammar then allows only that branch. Needs a backend that scores continuations and constrains decoding (the embedded one). auto: on unless the model is small (on the embedded SmolLM2-135M the call-or-answer scores carry no signal); on: wherever the backend scores; tool: the scores pick only the tool offered beside the answer, the model's reply decides whether to call it; off: the model's free reply decides."),
+        metadata=_doc("At the first decision of a user turn under tool_choice auto, let the model score whether its reply is an answer or a call (and of which tool), calibrated against a content-free request; the grammar then allows only that branch. Needs a backend that scores continuations and constrains decoding (the embedded one). auto: on unless the model is small (on the embedded SmolLM2-135M the scores carry no signal); on: wherever the backend scores; off: the model's free reply decides."),
     )
     #: after a refused first decision of a user turn, draw ``consensus_samples`` candidates of the same request at
     #: a sampling temperature and take the accepted decision most of them agree on, before

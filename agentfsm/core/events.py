@@ -8,7 +8,7 @@ ISO-8601 time) and ``type``; the rest of its fields depend on the type:
 ``run_start``     ``config``: how the run was set up (:data:`RunStartConfig`, by producer)
 ``request``       ``messages``, ``tools``, ``tool_choice``; the proxy adds ``normalized``
 ``contract``      ``hash`` and ``text`` of the system prompt sent
-``choice``        ``tools``, ``scores``, ``baseline``, ``tool``, ``margin``, ``mode``: the scored call-or-answer choice
+``choice``        ``tools``, ``scores``, ``baseline``, ``tool``, ``margin``: the scored call-or-answer choice
 ``model_request`` ``attempt``, ``messages``, ``options``, ``enforcement``; ``extension``
 ``model_output``  ``text`` (prefill included), ``usage``, ``finish_reason``; ``extension``
 ``parse``         ``content``, ``tool_calls``, ``problems``, ``truncated``
@@ -194,8 +194,8 @@ class ContractEvent(Event):
 
 class ChoiceEvent(Event):
     """The model's scored call-or-answer choice (:mod:`agentfsm.engine.choice`): the
-    log-probabilities of each option (an answer, a call, then each tool) after the prompt
-    and after its content-free twin, and what was chosen (``tool``: ``None`` for an answer)."""
+    log-probabilities of each option (an answer, then each tool) after the prompt and
+    after its content-free twin, and what was chosen (``tool``: ``None`` for an answer)."""
 
     type: Literal["choice"] = "choice"
     tools: tuple[str, ...]
@@ -203,9 +203,6 @@ class ChoiceEvent(Event):
     baseline: tuple[float, ...]
     tool: str | None = None
     margin: float = 0.0
-    #: what the scores decided: ``both`` (the branch and the tool) or ``tool`` (the tool
-    #: offered beside the answer; the reply decides the branch)
-    mode: Literal["tool", "both"] = "both"
 
 
 class ModelRequestEvent(Event):

@@ -58,9 +58,8 @@ class _RunConfigBase(BaseModel):
     policies: tuple[PolicyName, ...] = LEGACY_POLICIES
     #: candidates drawn after a refused reply (0: none; absent in older transcripts)
     consensus: int = 0
-    #: what the model's scores decided: ``"both"`` the call-or-answer choice and the tool,
-    #: ``"tool"`` the tool only (``true`` in older transcripts: both; absent: off)
-    choice: bool | Literal["tool", "both"] = False
+    #: the model scored the call-or-answer choice (absent in older transcripts: off)
+    choice: bool = False
     #: model calls allowed in the whole run (None: one deciding turn, no run limit)
     max_steps: int | None = None
 

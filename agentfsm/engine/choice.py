@@ -13,14 +13,6 @@ message replaced by a content-free one (:data:`CONTENT_FREE`) and subtracted
 (contextual calibration, Zhao et al., 2021, "Calibrate before use"): what is left is
 what the request itself adds. Nothing here depends on the language of the request.
 
-Two modes (:data:`ChoiceMode`): ``both`` lets the scores decide the branch (an answer or
-a call) and the tool; ``tool`` lets them decide only which tool the grammar offers beside
-the answer, and leaves the call-or-answer decision to the model's reply (on a small model
-the branch score carries no signal, the tool score does: ``bench/results/choice-smollm2.md``).
-A tool's score is calibrated by :data:`TOOL_CALIBRATION` of its content-free lean: the
-whole lean pulls a small model away from the tool it favours for any request (``add``
-among arithmetic tools) even where the request asks for it.
-
 Pure: the scores come in, a :class:`Choice` comes out; :mod:`agentfsm.runtime.choose`
 does the scoring.
 """
@@ -33,21 +25,14 @@ from dataclasses import dataclass, replace
 
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import Message, ToolSpec, UserMessage
-from agentfsm.engine.decisions import ChoiceMode, Plan
+from agentfsm.engine.decisions import Plan
 
-__all__ = [
-    "CALIBRATION", "CONTENT_FREE", "TOOL_CALIBRATION", "Choice", "ChoiceMode", "continuations", "content_free", "narrow",
-    "pick", "wants_choice",
-]
+__all__ = ["CALIBRATION", "CONTENT_FREE", "Choice", "continuations", "content_free", "narrow", "pick", "wants_choice"]
 
 #: the content-free user message whose scores measure the prompt's own lean
 CONTENT_FREE = "N/A"
 #: how much of the content-free lean is taken off the call-or-answer margin
 CALIBRATION = 1.0
-#: how much of each tool's content-free lean is taken off its score (measured on the task
-#: suite's tuned split, first decisions, SmolLM2-135M: the generated reply's tool was the
-#: expected one in 32 of 48, the raw score's in 26, calibrated by 1.0 in 35, by 0.75 in 38)
-TOOL_CALIBRATION = 0.75
 
 
 @dataclass(frozen=True)
@@ -62,8 +47,6 @@ class Choice:
     tool: str | None
     #: log-odds of a call over an answer, after calibration (positive: a call)
     margin: float
-    #: what the scores decided (``tool``: the reply still decides the branch)
-    mode: ChoiceMode = "both"
 
 
 def continuations(tools: Sequence[ToolSpec]) -> list[str]:
@@ -80,24 +63,19 @@ def continuations(tools: Sequence[ToolSpec]) -> list[str]:
 
 
 def pick(
-    tools: Sequence[str],
-    scores: Sequence[float],
-    baseline: Sequence[float],
-    calibration: float = CALIBRATION,
-    mode: ChoiceMode = "both",
+    tools: Sequence[str], scores: Sequence[float], baseline: Sequence[float], calibration: float = CALIBRATION
 ) -> Choice:
-    """The choice ``scores`` make: under ``both``, a call when, once the ``baseline`` lean
-    is taken off, the model finds a call likelier than an answer; under ``tool``, always
-    a tool (the reply decides the branch). The tool is the one the model finds likeliest
-    for this request, :data:`TOOL_CALIBRATION` of its lean taken off."""
+    """The choice ``scores`` make: a call when, once the ``baseline`` lean is taken off,
+    the model finds a call likelier than an answer; of the tool it finds likeliest for
+    this request."""
     if len(scores) != len(tools) + 2 or len(baseline) != len(scores):
         raise ValueError(f"{len(scores)} scores and {len(baseline)} baseline scores for {len(tools)} tools, a call and an answer")
     margin = (scores[1] - scores[0]) - calibration * (baseline[1] - baseline[0])
     tool = None
-    if margin > 0 or mode == "tool":
-        named = [s - TOOL_CALIBRATION * b for s, b in zip(scores[2:], baseline[2:], strict=True)]
+    if margin > 0:
+        named = scores[2:]
         tool = tools[max(range(len(tools)), key=named.__getitem__)]
-    return Choice(tuple(tools), tuple(scores), tuple(baseline), tool, margin, mode)
+    return Choice(tuple(tools), tuple(scores), tuple(baseline), tool, margin)
 
 
 def content_free(history: Sequence[Message]) -> list[Message]:
@@ -105,26 +83,24 @@ def content_free(history: Sequence[Message]) -> list[Message]:
     return [*history[:-1], UserMessage(content=CONTENT_FREE)]
 
 
-def wants_choice(history: Sequence[Message], plan: Plan, scoring: bool, mode: ChoiceMode | None) -> bool:
+def wants_choice(history: Sequence[Message], plan: Plan, scoring: bool) -> bool:
     """Whether the next request is a choice worth scoring: the first attempt at a user's
-    message (no correction yet), ``auto``, a grammar carrying several branches (under
-    ``tool``, several tools), on a backend that scores, the run's choice on (``mode``)."""
+    message (no correction yet), ``auto``, a grammar carrying several branches, on a
+    backend that scores."""
     last = history[-1] if history else None
     return (
         scoring
-        and mode is not None
         and plan.level == "constrained"
         and plan.tool_choice == ToolChoice.AUTO
-        and len(plan.tools) > (1 if mode == "tool" else 0)
+        and bool(plan.tools)
         and isinstance(last, UserMessage)
         and last.correction is None
     )
 
 
 def narrow(plan: Plan, choice: Choice) -> Plan:
-    """``plan`` with a grammar that allows only what ``choice`` chose (the prompt
-    unchanged): under ``tool``, the answer where the plan allows it and the chosen tool."""
+    """``plan`` with a grammar that allows only what ``choice`` chose (the prompt unchanged)."""
     if choice.tool is None:
         return replace(plan, tools=(), listed=False, extend=False)
     tools = tuple(t for t in plan.tools if t.name == choice.tool)
-    return replace(plan, tools=tools, answers=plan.answers and choice.mode == "tool")
+    return replace(plan, tools=tools, answers=False)

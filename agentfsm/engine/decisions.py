@@ -20,7 +20,6 @@ from agentfsm.core.parsed import ParsedReply
 __all__ = [
     "Answer",
     "CallTools",
-    "ChoiceMode",
     "Correct",
     "Decision",
     "EngineConfig",
@@ -28,13 +27,8 @@ __all__ = [
     "GuardRecord",
     "Plan",
     "TransitionRecord",
-    "choice_mode",
     "switch_on",
 ]
-
-#: what the model's scores decide at a first decision (:mod:`agentfsm.engine.choice`):
-#: the tool offered beside the answer, or the branch and the tool
-ChoiceMode: TypeAlias = Literal["tool", "both"]
 
 
 @dataclass(frozen=True)
@@ -52,9 +46,8 @@ class EngineConfig:
     #: run the policies for small models (clauses, grounding, relevance, coverage;
     #: resolved from the run's ``grounding``)
     grounding: bool = False
-    #: what the model's scores decide where the backend can score, ``None`` for nothing
-    #: (resolved from the run's ``choice``, :mod:`agentfsm.engine.choice`)
-    choice: ChoiceMode | None = None
+    #: score the call-or-answer choice where the backend can (resolved from the run's ``choice``)
+    choice: bool = False
     #: candidates drawn after a refused reply (0: none; resolved from the run's ``consensus``)
     consensus: int = 0
     strict: bool = False
@@ -93,20 +86,10 @@ class EngineConfig:
             policies=run.policies,
             grounding=switch_on(run.grounding, capabilities),
             consensus=run.consensus_samples if switch_on(run.consensus, capabilities) else 0,
-            choice=choice_mode(run.choice, capabilities),
+            choice=run.choice == "on" or (run.choice == "auto" and capabilities is not None and not capabilities.small_model),
             relax_after_results=relax_after_results,
             answer_schema=answer_schema,
         )
-
-
-def choice_mode(setting: str, capabilities: Capabilities | None) -> ChoiceMode | None:
-    """What the run's ``choice`` setting lets the scores decide: ``auto`` is ``both``
-    where the model is not small, nothing where it is."""
-    if setting == "auto":
-        return "both" if capabilities is not None and not capabilities.small_model else None
-    if setting == "on":
-        return "both"
-    return "tool" if setting == "tool" else None
 
 
 def switch_on(setting: str, capabilities: Capabilities | None) -> bool:

@@ -141,7 +141,7 @@ def _decides_as(config: RunStartConfig) -> RunConfig:
         grounding="on" if config.grounding else "off",
         consensus="on" if config.consensus else "off",
         consensus_samples=config.consensus or DEFAULTS.consensus_samples,
-        choice="tool" if config.choice == "tool" else ("on" if config.choice else "off"),
+        choice="on" if config.choice else "off",
     )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from agentfsm.core.backend import GenerationOptions, ScoresContinuations
 from agentfsm.core.events import ChoiceEvent
 from agentfsm.core.messages import Message, PromptMessage
-from agentfsm.engine.choice import Choice, ChoiceMode, content_free, continuations, narrow, pick
+from agentfsm.engine.choice import Choice, content_free, continuations, narrow, pick
 from agentfsm.engine.decisions import Plan
 from agentfsm.runtime.model_calls import bounded
 from agentfsm.runtime.recorder import Recorder
@@ -33,7 +33,6 @@ async def choose(
     recorder: Recorder,
     tally: Tally,
     deadline: float | None,
-    mode: ChoiceMode = "both",
 ) -> tuple[Plan, Choice]:
     """Score the choice the next reply begins with and narrow ``p`` to it."""
     options = continuations(p.tools)
@@ -42,9 +41,9 @@ async def choose(
     prompt, opts = request(history, p)
     scores = await bounded(scorer.ascore(prompt, opts, options), deadline)
     tally.scores += 2
-    choice = pick([t.name for t in p.tools], scores, baseline, mode=mode)
+    choice = pick([t.name for t in p.tools], scores, baseline)
     recorder.emit(
         ChoiceEvent, tools=choice.tools, scores=choice.scores, baseline=choice.baseline,
-        tool=choice.tool, margin=choice.margin, mode=mode,
+        tool=choice.tool, margin=choice.margin,
     )
     return narrow(p, choice), choice

@@ -83,7 +83,7 @@ class RunConfigFields(TypedDict):
     grounding: bool
     policies: tuple[PolicyName, ...]
     consensus: int
-    choice: bool | Literal["tool", "both"]
+    choice: bool
 
 
 def run_config_fields(config: EngineConfig, enforcement: EnforcementLevel, backend: Backend) -> RunConfigFields:
@@ -100,7 +100,7 @@ def run_config_fields(config: EngineConfig, enforcement: EnforcementLevel, backe
         grounding=config.grounding,
         policies=policies_of(config).names,
         consensus=config.consensus,
-        choice=(config.choice or False) if backend.capabilities.scoring else False,
+        choice=config.choice and backend.capabilities.scoring,
     )
 
 

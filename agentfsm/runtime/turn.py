@@ -246,11 +246,10 @@ async def stream_turn(
             raise MaxStepsExceeded(max_steps)
         p = plan(history, config, backend.capabilities, enforcement)
         if config.choice and isinstance(backend, ScoresContinuations) and wants_choice(
-            history, p, backend.capabilities.scoring, config.choice
+            history, p, backend.capabilities.scoring
         ):
             p, _ = await choose(
-                backend, history, p, lambda h, q: _request(h, config, q, options)[:2], recorder, tally, deadline,
-                config.choice,
+                backend, history, p, lambda h, q: _request(h, config, q, options)[:2], recorder, tally, deadline
             )
         prompt, opts, prefill = _request(history, config, p, options)
         attempts += 1
