@@ -12,13 +12,14 @@ from agentfsm.core.backend import Capabilities
 from agentfsm.core.config import RunConfig
 from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, plan, step
 from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
+from agentfsm.guards._history import conversation_text
 from agentfsm.policy import grounding
 from agentfsm.guards.base import Accept, Correction
 from agentfsm.eval.fake_tools import get_capital, get_weather
 from agentfsm.testing.example_tools import TOOLS
 from agentfsm.runtime.tools import ToolRegistry
 
-from tests._histories import MATH, PLACES, call, two_weathers
+from tests._histories import MATH, PLACES, after, call, two_weathers
 
 SPECS = ToolRegistry(TOOLS).specs
 UNIT = ToolSpec(name="convert", description="", parameters={
@@ -91,6 +92,33 @@ def test_after_results_a_call_must_bring_something_new() -> None:
     assert isinstance(made_up, Correction) and made_up.reason == "stale_call"
     # the chain's next step carries the result: new
     assert isinstance(grounding.check(history, [call("convert_km_to_miles", 1, km=50.0)], ToolChoice.parse("auto"), SPECS, text), Accept)
+
+
+CURRENCY = ToolSpec(name="convert_currency", description="", parameters={
+    "type": "object",
+    "properties": {"amount": {"type": "number"}, "from_currency": {"type": "string"}, "to_currency": {"type": "string"}},
+    "required": ["amount", "from_currency", "to_currency"],
+})
+
+
+def _convert(i: int, amount: float) -> ToolCall:
+    return call("convert_currency", i, amount=amount, from_currency="USD", to_currency="EUR")
+
+
+@pytest.mark.parametrize("request_text", ["Wie viel sind 50 US-Dollar in Euro?", "How much is $50 in euros?"])
+def test_a_tool_fed_its_own_result_a_second_time_in_a_row_is_stale(request_text: str) -> None:
+    auto = ToolChoice.parse("auto")
+    once = after(request_text, (_convert(0, 50), "46.0 EUR"))
+    text = conversation_text(once)
+    # once is a request as often as not ("times 2, then the result times 2 again")
+    assert isinstance(grounding.check(once, [_convert(1, 46.0)], auto, [CURRENCY], text), Accept)
+    twice = after(request_text, (_convert(0, 50), "46.0 EUR"), (_convert(1, 46.0), "42.32 EUR"))
+    verdict = grounding.check(twice, [_convert(2, 42.32)], auto, [CURRENCY], conversation_text(twice))
+    assert isinstance(verdict, Correction) and verdict.reason == "stale_call"
+    assert "fed back a second time" in verdict.detail and "The result of" in verdict.message
+    # another argument changed too, or a number the result does not write: not a loop
+    other = call("convert_currency", 2, amount=42.32, from_currency="EUR", to_currency="USD")
+    assert isinstance(grounding.check(twice, [other], auto, [CURRENCY], conversation_text(twice)), Accept)
 
 
 def test_an_answer_after_results_must_state_one_of_them() -> None:

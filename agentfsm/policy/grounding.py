@@ -16,8 +16,9 @@ schema's, not the conversation's), and two on its numbers:
 - **stale**: after results have come back in this turn, the call brings no value that
   is both in the conversation and new to the turn's calls (a chain's next step carries
   a result, a second task of the request its own values; ``multiply(42, 1.0)`` after
-  ``convert(42)`` carries only a used value and a made-up one). An exact repeat is
-  :mod:`~agentfsm.guards.repeated_call`'s business.
+  ``convert(42)`` carries only a used value and a made-up one), or it feeds its tool's
+  result back a second time in a row (:mod:`~agentfsm.policy._feedback`). An exact
+  repeat is :mod:`~agentfsm.guards.repeated_call`'s business.
 - **misread** (under any ``tool_choice``, :mod:`~agentfsm.policy._misread`): a number
   that is only part of a decimal written there (12 or 125 for "12,5"), in a call whose
   other values are grounded.
@@ -59,6 +60,7 @@ from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, Use
 from agentfsm.guards._history import calls_and_results, conversation_text, show_arguments, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import answer_schema, runtime_text
+from agentfsm.policy._feedback import fed_back_again
 from agentfsm.policy._misread import MISREAD_REASON, REASONS as NUMBER_REASONS, UNWRITTEN_REASON, check_misread, check_unwritten, digits_of
 from agentfsm.policy.base import Policy, correction_of, refused_calls, refused_reply
 
@@ -268,13 +270,12 @@ def check(
                 else f'No tool fits this request. Reply to the user\'s message directly: "{request_of(history)}"'
             )
             return Correction(guard=GUARD, reason=REASON, message=why, call_index=index, detail=detail)
-        if results and not {v for v in found if source.has(v)} - used:
-            return Correction(guard=GUARD, reason=STALE_REASON, call_index=index,
-                              message=f"{have}{_ANSWER_NOW}",
-                              detail=f"call {index}: {call.name}({show_arguments(call)}): stale (only values already used)")
+        looped = bool(results) and fed_back_again(history, call)
+        if results and (looped or not {v for v in found if source.has(v)} - used):
+            why = "its own result fed back a second time" if looped else "only values already used"
+            return Correction(guard=GUARD, reason=STALE_REASON, call_index=index, message=f"{have}{_ANSWER_NOW}",
+                              detail=f"call {index}: {call.name}({show_arguments(call)}): stale ({why})")
     return ACCEPT
-
-
 
 
 def _marks(text: str) -> tuple[set[float], set[str]]:
