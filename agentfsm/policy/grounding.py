@@ -42,6 +42,8 @@ The same rule shapes the parallel-call extension (:mod:`agentfsm.prompt.extensio
 :meth:`GroundingPolicy.copied_from` names the text (the latest request and the turn's
 results) whose runs of words a list's further calls copy their strings from.
 
+How a value is read and found in the conversation: :mod:`agentfsm.policy._values`.
+
 Known cost: a request that needs two tools on the *same* values, made one after the
 other ("weather and local time in Paris", the time asked after the weather's result)
 gets the second call refused as stale; made in one reply (parallel calls), both run.
@@ -49,18 +51,18 @@ gets the second call refused as stale; made in one reply (parallel calls), both 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
 from agentfsm.core.choice import ToolChoice
-from agentfsm.core.numbers import NUMBER, digits_in, same, to_float
+from agentfsm.core.numbers import digits_in
 from agentfsm.policy.answers import latest_results
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards._history import calls_and_results, conversation_text, show_arguments, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import answer_schema, runtime_text
 from agentfsm.policy._feedback import fed_back_again
+from agentfsm.policy._values import STOP_WORDS, WORD, Source, enum_params, grounded, number_spans, numbers_in, values_of
 from agentfsm.policy._misread import MISREAD_REASON, REASONS as NUMBER_REASONS, UNWRITTEN_REASON, check_misread, check_unwritten, digits_of
 from agentfsm.policy.base import Policy, correction_of, refused_calls, refused_reply
 
@@ -86,100 +88,6 @@ _ANSWER_NOW = "Answer the user's request now, stating these results."
 _MAX_NUMBERS = 64
 #: the longest result an answer is expected to restate
 _SHORT_RESULT = 200
-#: words that say nothing about a value (an answer's or a string argument's)
-_STOP = frozenset(
-    "a an the and or of to in on at by for with from as is are was were be been will would can could "
-    "that this there these those what when where which who your you it its have has had not no".split()
-)
-_WORD = re.compile(r"[^\W_]+")
-_NUMBER_WORDS = {
-    w: float(i)
-    # "one" is left out: it is a determiner far more often ("one short sentence")
-    for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen twenty".split()
-    )
-    if w != "one"
-} | {"thirty": 30.0, "forty": 40.0, "fifty": 50.0, "sixty": 60.0, "seventy": 70.0, "eighty": 80.0,
-     "ninety": 90.0, "hundred": 100.0, "thousand": 1000.0, "million": 1e6, "dozen": 12.0, "half": 0.5}
-
-
-def _enum_params(schema: Any) -> set[str]:
-    props = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(props, dict):
-        return set()
-    return {n for n, s in props.items() if isinstance(s, dict) and ("enum" in s or "const" in s)}
-
-
-def values_of(arguments: Any, skip: frozenset[str] | set[str] = frozenset()) -> Iterator[float | str]:
-    """The numbers and strings in ``arguments`` (top-level names in ``skip`` left out)."""
-    if isinstance(arguments, dict):
-        for name, value in arguments.items():
-            if name not in skip:
-                yield from values_of(value)
-    elif isinstance(arguments, list):
-        for item in arguments:
-            yield from values_of(item)
-    elif isinstance(arguments, bool) or arguments is None:
-        return
-    elif isinstance(arguments, int | float):
-        yield float(arguments)
-    elif isinstance(arguments, str):
-        yield arguments.strip().lower()  # an empty string is a value no conversation grounds
-
-
-class _Source:
-    """The conversation's numbers and words, read once."""
-
-    def __init__(self, text: str, number_words: bool = False) -> None:
-        self.text = text.lower()
-        self.words = set(_WORD.findall(self.text))
-        self._squeezed: str | None = None
-        self.numbers = digits_in(self.text)
-        # number words are English: only the opt-in English policies read them
-        if number_words:
-            self.numbers |= {v for w, v in _NUMBER_WORDS.items() if w in self.words}
-
-    @property
-    def squeezed(self) -> str:
-        """The text's letters and digits only ("Example_City" is "example city")."""
-        if self._squeezed is None:
-            self._squeezed = "".join(_WORD.findall(self.text))
-        return self._squeezed
-
-    def has(self, value: float | str) -> bool:
-        if isinstance(value, float):
-            return any(same(value, n) for n in self.numbers)
-        if not value:
-            return False
-        if value in self.text:
-            return True
-        words = [w for w in _WORD.findall(value) if len(w) >= 2]
-        if words and "".join(words) in self.squeezed:
-            return True
-        # most of its words, not one "the": a value trailing off into prose is not grounded
-        content = [w for w in words if w not in _STOP] or words
-        found = sum(w in self.words or (len(w) <= 4 and any(s.startswith(w) for s in self.words)) for w in content)
-        return found > 0 and 2 * found >= len(content)
-
-
-def number_spans(value: float, text: str) -> list[tuple[int, int]]:
-    """Where ``text`` (lowercase) writes the number ``value``, in digits or as a number word."""
-    spans = [(m.start(), m.end()) for m in NUMBER.finditer(text) if same(to_float(m.group()), value)]
-    spans += [(m.start(), m.end()) for m in _WORD.finditer(text) if _NUMBER_WORDS.get(m.group()) == value]
-    return sorted(spans)
-
-
-def numbers_in(text: str) -> set[float]:
-    """The numbers ``text`` holds, written in digits or as (English) number words."""
-    return set(_Source(text, number_words=True).numbers)
-
-
-def grounded(value: float | str, conversation: str) -> bool:
-    """Whether ``value`` occurs in ``conversation`` (see the module's rules)."""
-    return _Source(conversation).has(value)
-
-
 def _latest_request(history: Sequence[Message]) -> str:
     """The user's latest request (not a correction), whole."""
     return next((m.content for m in reversed(history) if isinstance(m, UserMessage) and m.correction is None), "")
@@ -231,9 +139,9 @@ def check(
         return ACCEPT
     schemas = {t.name: t.parameters for t in tools}
     earlier, results = calls_and_results(history)
-    used = {v for c in earlier for v in values_of(c.arguments, _enum_params(schemas.get(c.name)))}
-    source = _Source(conversation)
-    values = [set(values_of(c.arguments, _enum_params(schemas.get(c.name)))) for c in calls]
+    used = {v for c in earlier for v in values_of(c.arguments, enum_params(schemas.get(c.name)))}
+    source = Source(conversation)
+    values = [set(values_of(c.arguments, enum_params(schemas.get(c.name)))) for c in calls]
     # a misread number is corrected under any tool_choice (the correction asks for a
     # call), once a turn: the retry's grammar holds the numbers to the written ones
     before = {v for v in used if isinstance(v, float)}
@@ -282,7 +190,7 @@ def _marks(text: str) -> tuple[set[float], set[str]]:
     """The numbers and the significant words (4+ letters) of ``text``, lowercased."""
     low = text.lower()
     numbers = digits_in(low)
-    words = {w for w in _WORD.findall(low) if len(w) >= 4 and not w.isdigit() and w not in _STOP}
+    words = {w for w in WORD.findall(low) if len(w) >= 4 and not w.isdigit() and w not in STOP_WORDS}
     return numbers, words
 
 
