@@ -60,6 +60,9 @@ class Decimal:
     comma: bool
     #: the commas separate thousands
     thousands: bool = False
+    #: the part after the mark starts with a zero ("12.05", "0.5" after "0."), so that
+    #: part read alone (5) is a default as often as a misreading
+    zero_after: bool = False
 
 
 def decimals_in(text: str) -> Iterator[Decimal]:
@@ -76,4 +79,4 @@ def decimals_in(text: str) -> Iterator[Decimal]:
             continue  # "1.000.000", "200.000": thousands or a decimal, by language
         sign = -1.0 if written.startswith("-") else 1.0
         yield Decimal(written, to_float(written), sign * float(parts[0]), sign * float(parts[1]),
-                      sign * float(parts[0] + parts[1]), "," in written, thousands)
+                      sign * float(parts[0] + parts[1]), "," in written, thousands, parts[1].startswith("0"))

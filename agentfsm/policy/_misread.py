@@ -45,13 +45,12 @@ def misread_parts(decimal: Decimal, used: Sequence[float]) -> list[float]:
     """The numbers that read ``decimal`` wrongly, given the numbers the turn's calls ``used``."""
     if any(same(v, decimal.value) for v in used):
         return []  # read right somewhere: the rest is the model's own
-    _, _, after = decimal.text.lstrip("-").replace(",", ".").partition(".")
     parts = [decimal.joined] if decimal.whole else []
     listed = decimal.comma and all(any(same(v, p) for v in used) for p in (decimal.whole, decimal.after))
     if not listed:
         # a 1 before thousands ("1,000") is a default as often as a misreading
         parts += [decimal.whole] if decimal.whole and not (decimal.thousands and abs(decimal.whole) == 1) else []
-        parts += [decimal.after] if not after.startswith("0") else []
+        parts += [decimal.after] if not decimal.zero_after else []
     return [p for p in parts if not same(p, decimal.value)]
 
 
