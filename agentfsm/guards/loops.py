@@ -23,7 +23,7 @@ from agentfsm.core.messages import (
     UserMessage,
 )
 
-__all__ = ["DEFAULT_THRESHOLD", "GUARD", "call_signature", "check", "repeats"]
+__all__ = ["DEFAULT_THRESHOLD", "GUARD", "call_signature", "check", "repeats", "rounds"]
 
 GUARD = "loops"
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
@@ -39,7 +39,7 @@ def call_signature(call: ToolCall) -> str:
     return f"{call.name}{args}"
 
 
-def _rounds(history: Sequence[Message]) -> list[_Round]:
+def rounds(history: Sequence[Message]) -> list[_Round]:
     """The tool-calling rounds of the current turn, oldest first, each with its results."""
     rounds: list[_Round] = []
     for message in history:
@@ -57,7 +57,7 @@ def repeats(history: Sequence[Message], call: ToolCall) -> int:
     wanted = call_signature(call)
     outcome: tuple[str, str] | None = None
     count = 0
-    for calls, results in reversed(_rounds(history)):
+    for calls, results in reversed(rounds(history)):
         same = next((c for c in calls if call_signature(c) == wanted), None)
         result = results.get(same.id) if same is not None else None
         if result is None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core.messages import AssistantMessage, Message, ToolCall, ToolMessage
+from agentfsm.core.messages import Message, ToolCall
 from agentfsm.core.numbers import digits_in, same
-from agentfsm.guards._history import turn
+from agentfsm.guards.loops import rounds
 
 __all__ = ["fed_back_again"]
 
@@ -39,20 +39,12 @@ def _fed(call: ToolCall, earlier: ToolCall, result: str | None) -> bool:
 def fed_back_again(history: Sequence[Message], call: ToolCall) -> bool:
     """Whether ``call`` feeds its tool's latest result back into it a second time in a
     row in this user turn (see the module)."""
-    made: list[tuple[ToolCall, str | None]] = []
-    for message in turn(history):
-        if isinstance(message, AssistantMessage):
-            made += [(c, None) for c in message.tool_calls]
-        elif isinstance(message, ToolMessage):
-            # the result of the latest call with that id (ids may repeat across rounds)
-            at = next((i for i in range(len(made) - 1, -1, -1) if made[i][0].id == message.call_id), None)
-            if at is not None and made[at][1] is None:
-                made[at] = (made[at][0], message.result.content)
+    made = [(c, results.get(c.id)) for calls, results in rounds(history) for c in calls]
     chain = [call]
-    for earlier, result in reversed(made):
+    for earlier, got in reversed(made):
         if earlier.name != call.name:
             continue
-        if not _fed(chain[-1], earlier, result):
+        if not _fed(chain[-1], earlier, got.content if got is not None else None):
             break
         chain.append(earlier)
         if len(chain) == 3:
