@@ -38,6 +38,8 @@ def test_answers_that_copy_runtime_text_are_flagged() -> None:
     assert _find("The result of get_weather is snowing, -3 °C.") is not None
     # folded: case and punctuation do not hide a copy
     assert _find("ANSWER NOW -- stating the results, in plain text!") is not None
+    # a whole answer under six words, every word a stretch of the contract
+    assert _find("you can call tools available") == "you can call tools available"
 
 
 def test_answers_in_their_own_words_are_not_flagged() -> None:
@@ -47,7 +49,7 @@ def test_answers_in_their_own_words_are_not_flagged() -> None:
     assert _find(QUESTION) is None  # the user's own question (a bad answer, but not runtime text)
     assert _find(f"{QUESTION} If so, take a coat.") is None  # one runtime word after it is chance
     assert _find("The current weather in a city: snowing.") is None  # the tool's description is not the runtime's
-    assert _find("you can call tools available") is None  # five words: below the threshold
+    assert _find("Sure: you can call tools available at the desk.") is None  # five copied words in a reply: below the run
     assert _find("") is None
 
 

@@ -34,6 +34,32 @@ def test_restating_results_or_the_request_is_not_runtime_text(answer: str) -> No
     assert isinstance(check(answer, [FRAMING, CORRECTION], allowed), Accept)
 
 
+#: the grounding correction's wording before 2026-11-26, whose first sentence was given as the answer
+UNGROUNDED = 'No tool fits this request. Reply to the user\'s message directly: "¿Hace frío en Buenos Aires?"'
+
+
+@pytest.mark.parametrize("answer", ["No tool fits this request", "no tool fits this request.", "Reply to the user's message directly"])
+def test_a_short_answer_that_is_a_stretch_of_a_correction_is_found(answer: str) -> None:
+    """Under the six-word run, a whole answer copied from a correction is found too: the
+    grounding correction's first sentence was given as the answer (issue 27)."""
+    assert find_runtime_text(answer, [UNGROUNDED], ["¿Hace frío en Buenos Aires?", "get_weather\nThe weather of a city."])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Overcast, 12 °C",  # a result
+        "Hace frío en Buenos Aires",  # the request's own words
+        "No tool",  # under three words
+        "No, it fits.",  # not a stretch of the correction
+        "The weather of Paris",  # the tool's own words and a name
+    ],
+)
+def test_a_short_answer_of_the_users_or_the_tools_words_is_not_runtime_text(answer: str) -> None:
+    allowed = ["¿Hace frío en Buenos Aires?", "get_weather\nThe weather of a city.", "Overcast, 12 °C"]
+    assert isinstance(check(answer, [UNGROUNDED, "Result of get_weather: Overcast, 12 °C"], allowed), Accept)
+
+
 def test_folded_words_in_any_script() -> None:
     runtime = ["Écrivez votre réponse à l'utilisateur vous-même, en mots simples."]
     assert find_runtime_text("ECRIVEZ VOTRE REPONSE A L'UTILISATEUR VOUS-MEME", runtime, ["Bonjour"])

@@ -21,7 +21,7 @@ from typing import Any
 from rich.table import Table
 
 from agentfsm.eval.runner import CaseResult
-from agentfsm.eval.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS, CallsSpent
+from agentfsm.eval.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WHOLE_WORDS, MIN_WORDS, CallsSpent
 from agentfsm.eval.stats import wilson_interval
 from agentfsm.eval.suite import KINDS, SuiteResult
 from agentfsm.eval.suite_data import LANGUAGES
@@ -243,7 +243,8 @@ _HOW_TO_READ = (
     "the first, their extensions counted as extensions). Runtime text: final "
     f"answers that copy {MIN_WORDS} or more consecutive words (or one word of {MIN_CHARS} characters) of text the runtime "
     f"wrote in that run (contract, corrections, result framing), {MIN_OWN_WORDS} or more of them found nowhere "
-    "in the request, tools, results or the model's own call values. Echoes: final answers that repeat the user's request (case, "
+    "in the request, tools, results or the model's own call values, or whose whole text, of "
+    f"{MIN_WHOLE_WORDS} to {MIN_WORDS - 1} words, is a stretch of those texts with as many such words. Echoes: final answers that repeat the user's request (case, "
     "accents and punctuation set aside, one occurs whole in the other and is at least half of it); they are counted, not "
     "failed: a task or case that needs no call passes on any answer, an echo included."
 )

@@ -6,7 +6,8 @@ an answer carries runtime text when it copies :data:`MIN_WORDS` or more consecut
 words of what the runtime wrote in the run (the contract, its corrections, the framing
 of results), :data:`MIN_OWN_WORDS` or more of them found nowhere in the request, the
 tools, the results or the model's own calls (:func:`~agentfsm.engine.authored.own_values`,
-as the guard reads them). The texts come from the run's own events (:class:`RunTexts` is an
+as the guard reads them), or when the whole answer, of :data:`MIN_WHOLE_WORDS` words or
+more and under :data:`MIN_WORDS`, is a stretch of those texts with as many such words. The texts come from the run's own events (:class:`RunTexts` is an
 ``on_event`` hook), so no phrase list is kept.
 """
 
@@ -29,10 +30,10 @@ from agentfsm.core.events import (
 from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
 from agentfsm.engine.authored import own_values
 from agentfsm.guards._history import calls_and_results
-from agentfsm.guards.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WORDS, find_runtime_text, words
+from agentfsm.guards.runtime_text import MIN_CHARS, MIN_OWN_WORDS, MIN_WHOLE_WORDS, MIN_WORDS, find_runtime_text, words
 
 __all__ = [
-    "MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "CallsSpent", "RunTexts", "echoes", "find_runtime_text", "runtime_text_of",
+    "MIN_CHARS", "MIN_OWN_WORDS", "MIN_WHOLE_WORDS", "MIN_WORDS", "CallsSpent", "RunTexts", "echoes", "find_runtime_text", "runtime_text_of",
 ]
 
 @dataclass(frozen=True)

@@ -9,7 +9,10 @@ asked again, and never answered for.
 An answer *carries runtime text* when it copies a run of at least :data:`MIN_WORDS`
 consecutive words from those texts of which at least :data:`MIN_OWN_WORDS` are the
 runtime's own (or one word of :data:`MIN_CHARS` characters, a long identifier or a script
-written without spaces): words found nowhere in what the user, the client or the tools wrote (the
+written without spaces), or when the whole answer, shorter than a run but of at least
+:data:`MIN_WHOLE_WORDS` words, is a stretch of one of those texts with as many words of
+the runtime's own ("No tool fits this request", a correction's first sentence, given as
+the answer to "¿Hace frío en Buenos Aires?"): words found nowhere in what the user, the client or the tools wrote (the
 request, the tools' names and descriptions, the results), nor in the model's own calls
 before a correction quoted them (:func:`agentfsm.engine.authored.own_values`). So an answer that restates a
 result, or the user's question, is not refused. Words are compared case- and
@@ -32,7 +35,7 @@ from typing import Final
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
 __all__ = [
-    "GUARD", "MIN_CHARS", "MIN_OWN_WORDS", "MIN_WORDS", "REASON", "SLOT_MESSAGE", "check", "find_runtime_text",
+    "GUARD", "MIN_CHARS", "MIN_OWN_WORDS", "MIN_WHOLE_WORDS", "MIN_WORDS", "REASON", "SLOT_MESSAGE", "check", "find_runtime_text",
     "is_template", "words",
 ]
 
@@ -42,6 +45,9 @@ REASON: Final = "runtime_text"
 MIN_WORDS = 6
 #: ... when at least this many of its words are the runtime's own
 MIN_OWN_WORDS = 2
+#: a whole answer this many words long (and under :data:`MIN_WORDS`) counts when it is a
+#: stretch of one of the runtime's texts
+MIN_WHOLE_WORDS = 3
 #: one word this long counts alone (a long identifier; a script written without spaces)
 MIN_CHARS = 30
 
@@ -81,6 +87,8 @@ def find_runtime_text(answer: str, runtime: Sequence[str], allowed: Sequence[str
     for w in said:
         if w in long_words and w not in vocabulary:
             return w
+    if MIN_WHOLE_WORDS <= len(said) < MIN_WORDS:
+        return _whole(said, runtime, vocabulary)
     known = _shingles(runtime)
     if len(said) < MIN_WORDS or not known:
         return None
@@ -97,6 +105,15 @@ def find_runtime_text(answer: str, runtime: Sequence[str], allowed: Sequence[str
             return " ".join(run)
         i = end
     return None
+
+
+def _whole(said: list[str], runtime: Sequence[str], vocabulary: set[str]) -> str | None:
+    """``said`` (a short answer's words) when it is a stretch of one ``runtime`` text with
+    at least :data:`MIN_OWN_WORDS` words outside ``vocabulary``; else ``None``."""
+    if sum(w not in vocabulary for w in said) < MIN_OWN_WORDS:
+        return None
+    needle = " " + " ".join(said) + " "
+    return " ".join(said) if any(needle in " " + " ".join(words(text)) + " " for text in runtime) else None
 
 
 def check(answer: str, runtime: Sequence[str], allowed: Sequence[str]) -> Verdict:

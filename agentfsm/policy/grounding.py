@@ -169,13 +169,13 @@ def check(
                     f'user\'s message directly: "{request_of(history)}"'
                 )
                 return Correction(guard=GUARD, reason=MISSING_REASON, message=why, call_index=index, detail=detail)
-            # after results, the same words as a stale call's: the results, then the ask (a
-            # reason given before the answer, "None of these values is in the conversation.",
-            # was copied into it)
+            # after results, the same words as a stale call's: the results, then the ask; no
+            # reason is given before the ask: "None of these values is in the conversation."
+            # and "No tool fits this request." were each copied as the answer
             why = (
                 f"{have}{_ANSWER_NOW}"
                 if results
-                else f'No tool fits this request. Reply to the user\'s message directly: "{request_of(history)}"'
+                else f'Reply to the user\'s message directly: "{request_of(history)}"'
             )
             return Correction(guard=GUARD, reason=REASON, message=why, call_index=index, detail=detail)
         looped = bool(results) and fed_back_again(history, call)
