@@ -244,7 +244,8 @@ _HOW_TO_READ = (
     f"answers that copy {MIN_WORDS} or more consecutive words (or one word of {MIN_CHARS} characters) of text the runtime "
     f"wrote in that run (contract, corrections, result framing), {MIN_OWN_WORDS} or more of them found nowhere "
     "in the request, tools, results or the model's own call values, or whose whole text, of "
-    f"{MIN_WHOLE_WORDS} to {MIN_WORDS - 1} words, is a stretch of those texts with as many such words. Echoes: final answers that repeat the user's request (case, "
+    f"{MIN_WHOLE_WORDS} to {MIN_WORDS - 1} words, is a stretch of those texts with as many such words. "
+    "Echoes: final answers that repeat the user's request (case, "
     "accents and punctuation set aside, one occurs whole in the other and is at least half of it); they are counted, not "
     "failed: a task or case that needs no call passes on any answer, an echo included."
 )

@@ -7,8 +7,9 @@ words of what the runtime wrote in the run (the contract, its corrections, the f
 of results), :data:`MIN_OWN_WORDS` or more of them found nowhere in the request, the
 tools, the results or the model's own calls (:func:`~agentfsm.engine.authored.own_values`,
 as the guard reads them), or when the whole answer, of :data:`MIN_WHOLE_WORDS` words or
-more and under :data:`MIN_WORDS`, is a stretch of those texts with as many such words. The texts come from the run's own events (:class:`RunTexts` is an
-``on_event`` hook), so no phrase list is kept.
+more and under :data:`MIN_WORDS`, is a stretch of those texts with as many such words.
+The texts come from the run's own events (:class:`RunTexts` is an ``on_event`` hook), so
+no phrase list is kept.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ runtime's own (or one word of :data:`MIN_CHARS` characters, a long identifier or
 written without spaces), or when the whole answer, shorter than a run but of at least
 :data:`MIN_WHOLE_WORDS` words, is a stretch of one of those texts with as many words of
 the runtime's own ("No tool fits this request", a correction's first sentence, given as
-the answer to "¿Hace frío en Buenos Aires?"): words found nowhere in what the user, the client or the tools wrote (the
-request, the tools' names and descriptions, the results), nor in the model's own calls
+the answer to "¿Hace frío en Buenos Aires?"): words found nowhere in what the user, the
+client or the tools wrote (the request, the tools' names and descriptions, the results),
+nor in the model's own calls
 before a correction quoted them (:func:`agentfsm.engine.authored.own_values`). So an answer that restates a
 result, or the user's question, is not refused. Words are compared case- and
 accent-folded, whatever the language; no phrase list is kept: the texts are the run's
