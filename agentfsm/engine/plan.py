@@ -12,6 +12,7 @@ again, at a temperature too, until the budget is spent), an answer that cannot b
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from agentfsm.core._types import EnforcementLevel, Level
 from agentfsm.core.backend import Capabilities
@@ -29,7 +30,7 @@ from agentfsm.policy import Policies, policies_for
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, choose_level
 from agentfsm.prompt.grammar import MAX_REPEAT
 
-__all__ = ["plan", "policies_of", "tool_choice_now", "wants_vote"]
+__all__ = ["plan", "policies_of", "tool_choice_now", "unasked", "wants_vote"]
 
 
 def _round_corrections(history: Sequence[Message]) -> list[tuple[str, AssistantMessage]]:
@@ -146,11 +147,12 @@ def plan(
         return Plan(choice, level, config.dialect, config.tools, prefill=prefill, resample=_stuck(rounds))
     # the grammar forces the json-protocol shape: teach and show that one format
     continues = config.parallel and capabilities.list_continuation
+    offered = _retry_tools(history, config.tools, choice, policies_of(config))
     return Plan(
         choice,
         level,
         CONSTRAINED_DIALECT,
-        _retry_tools(history, config.tools, choice, policies_of(config)),
+        offered,
         compact=any(reason == json_valid.TRUNCATED for reason, _ in rounds),
         max_length=_loop_bound(rounds),
         numbers=policies_of(config).retry_numbers(history),
@@ -159,7 +161,42 @@ def plan(
         listed=config.parallel and not capabilities.list_continuation,
         extend=continues,
         resample=_stuck(rounds),
+        corrections=_shown(rounds, offered, choice, config),
     )
+
+
+def _shown(
+    rounds: Sequence[tuple[str, AssistantMessage]], offered: Sequence[ToolSpec], choice: ToolChoice,
+    config: EngineConfig,
+) -> Literal["all", "none", "last"]:
+    """Which of the turn's corrections the retry's prompt shows (:attr:`Plan.corrections`)."""
+    if not rounds or offered or not choice.allows_answer:
+        return "all"
+    refused = parse_reply(rounds[0][1].content or "", config.tools, config.dialect)
+    return "none" if refused.tool_calls else "last"
+
+
+def unasked(history: Sequence[Message], keep_last: bool = False) -> list[Message]:
+    """``history`` without the current user turn's corrections and the replies they
+    refused (but for the last of them with ``keep_last``): the conversation as the user,
+    the tools and the accepted calls made it.
+
+    Where the retry's grammar offers the answer alone, the grammar asks for it: no
+    correction is shown for a small model to copy into its answer (the request one
+    quoted, "Reply to the user's message directly: ...", came back as the answer, word
+    for word). After a refused answer the last correction stays: it says what the
+    answer lacked, and without it the prompt, and a greedy reply, would be the same."""
+    start = max((i for i, m in enumerate(history) if isinstance(m, UserMessage) and m.correction is None), default=-1)
+    dropped: set[int] = set()
+    for i in range(start + 1, len(history)):
+        m = history[i]
+        if isinstance(m, UserMessage) and m.correction:
+            dropped.add(i)
+            if isinstance(history[i - 1], AssistantMessage):
+                dropped.add(i - 1)
+    if keep_last and dropped:
+        dropped -= {max(dropped), max(dropped) - 1}
+    return [m for i, m in enumerate(history) if i not in dropped]
 
 
 def tool_choice_now(history: Sequence[Message], config: EngineConfig) -> ToolChoice:

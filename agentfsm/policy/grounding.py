@@ -26,8 +26,9 @@ schema's, not the conversation's), and two on its numbers:
   :mod:`~agentfsm.policy._misread`): a number nobody wrote while a number of the latest
   request is used by no call of the turn, in a call with another grounded value.
 
-After either of the last two, the retry's grammar holds every free number to the numbers
-the conversation writes (:meth:`GroundingPolicy.retry_numbers`).
+After either of the last two, and after a call with no value from the conversation while
+other tools may still find one (``missing_value``), the retry's grammar holds every free
+number to the numbers the conversation writes (:meth:`GroundingPolicy.retry_numbers`).
 
 The first two only under ``auto``, where answering is a valid outcome: the correction asks for the
 answer and the retry's grammar offers the answer only (see
@@ -287,11 +288,13 @@ class GroundingPolicy(Policy):
         return True if reason == REASON else None
 
     def retry_numbers(self, history: Sequence[Message]) -> tuple[float, ...] | None:
-        """After a misread number, the numbers the conversation writes: the retry copies one.
-        After an unwritten one, those and the refused call's own (a number word, "four
-        people", is read by the model, not here: its 4 stays possible)."""
+        """After a misread number, an unwritten one, or a call with no value from the
+        conversation (``missing_value``: ``multiply(1, 2)`` for "How many miles is 42
+        km?"), the numbers the conversation writes: the retry copies one (a number word,
+        "four people", is the model's to read: where no digit is written, numbers stay
+        free)."""
         reason = correction_of(history)
-        if reason not in NUMBER_REASONS:
+        if reason not in NUMBER_REASONS and reason != MISSING_REASON:
             return None
         found = {n for n in digits_in(conversation_text(history)) if n == n}  # nan: not a number
         return tuple(sorted(found)) if 0 < len(found) <= _MAX_NUMBERS else None

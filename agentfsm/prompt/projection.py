@@ -45,9 +45,12 @@ def project_history(
     parallel: bool = DEFAULTS.parallel,
     contract: str | None = None,
     sentences: bool = True,
+    answer_only: bool = False,
 ) -> list[PromptMessage]:
     """Turn ``history`` into the prompt sent to a text-only model (``sentences``: short
-    results framed as sentences, :func:`~agentfsm.prompt.results.frame_result`)."""
+    results framed as sentences, :func:`~agentfsm.prompt.results.frame_result`;
+    ``answer_only``: the results close by asking for the answer, as under
+    ``tool_choice="none"``, the calls still shown)."""
     d = get_dialect(dialect)
     calls: dict[str, ToolCall] = {}  # by id
     system_parts: list[str] = []
@@ -67,7 +70,8 @@ def project_history(
             known = [calls.get(r.call_id) for r in pending]
             named = subjects([(r.name or (c.name if c else None), c) for r, c in zip(pending, known, strict=True)])
             text = frame_results(
-                list(zip(pending, named, strict=True)), dialect_name=dialect, tool_choice=tool_choice, tools=tools,
+                list(zip(pending, named, strict=True)), dialect_name=dialect,
+                tool_choice=ToolChoice.NONE if answer_only else tool_choice, tools=tools,
                 request=request, sentences=sentences,
             )
             out.append(PromptMessage(role="user", content=text))

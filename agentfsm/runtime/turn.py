@@ -47,7 +47,7 @@ from agentfsm.engine.decisions import Plan
 from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord
 from agentfsm.engine.choice import wants_choice
 from agentfsm.engine.consensus import TEMPERATURE
-from agentfsm.engine.plan import plan, policies_of, wants_vote
+from agentfsm.engine.plan import plan, policies_of, unasked, wants_vote
 from agentfsm.core.errors import MaxStepsExceeded, RunError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
 from agentfsm.core.messages import Message, PromptMessage
@@ -121,9 +121,12 @@ def _request(
         )
         if config.tools else None
     )
+    # the answer alone after a correction: the grammar asks, the results close with the
+    # answer's request, the turn's refused replies and corrections left out
+    shown = history if p.corrections == "all" else unasked(history, keep_last=p.corrections == "last")
     prompt = project_history(
-        history, config.tools, dialect=p.dialect, tool_choice=p.tool_choice, parallel=config.parallel,
-        contract=contract, sentences=policies_of(config).result_sentences,
+        shown, config.tools, dialect=p.dialect, tool_choice=p.tool_choice, parallel=config.parallel,
+        contract=contract, sentences=policies_of(config).result_sentences, answer_only=p.corrections != "all",
     )
     return prompt, options, prefill
 
