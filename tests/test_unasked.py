@@ -40,7 +40,7 @@ def test_after_made_up_calls_the_answer_is_asked_by_the_grammar_alone() -> None:
     _refuse(history, {"action": {"tool": "add", "args": {"a": 1, "b": 2}}}, "ungrounded_call")
     assert request in history[-1].content  # the correction quotes the request...
     p = plan(history, CONFIG, CONSTRAINED.capabilities, "constrained")
-    assert p.corrections == "none" and p.tools == ()
+    assert p.corrections == "none" and p.tools == () and p.no_slot  # an answer that says something
     text, opts = _prompt_text(history)
     # ...the prompt does not: the request once, as the user wrote it, and nothing after it
     assert text == request

@@ -197,7 +197,8 @@ class Plan:
     #: would write it again, so the retry is drawn at a temperature (:func:`~agentfsm.engine.plan.plan`)
     resample: bool = False
     #: which of the turn's corrections the prompt shows: ``all``; ``none`` where the
-    #: grammar offers the answer alone after a refused call (the grammar asks); ``last``
-    #: where it does so after a refused answer (what was wrong with it is the
-    #: correction's to say). :func:`~agentfsm.engine.plan.unasked`
+    #: grammar offers the answer alone after a refused call (the grammar asks, for an
+    #: answer that is not empty: ``no_slot``); ``last`` where it does so after a refused
+    #: answer (what was wrong with it is the correction's to say).
+    #: :func:`~agentfsm.engine.plan.unasked`
     corrections: Literal["all", "none", "last"] = "all"

@@ -148,6 +148,7 @@ def plan(
     # the grammar forces the json-protocol shape: teach and show that one format
     continues = config.parallel and capabilities.list_continuation
     offered = _retry_tools(history, config.tools, choice, policies_of(config))
+    shown = _shown(rounds, offered, choice, config)
     return Plan(
         choice,
         level,
@@ -156,12 +157,13 @@ def plan(
         compact=any(reason == json_valid.TRUNCATED for reason, _ in rounds),
         max_length=_loop_bound(rounds),
         numbers=policies_of(config).retry_numbers(history),
-        no_slot=_slot_refused(rounds, config),
+        # where the grammar asks for the answer alone, it asks for one that says something
+        no_slot=shown != "all" or _slot_refused(rounds, config),
         # where the backend extends a single call into a list, the reply itself is one call
         listed=config.parallel and not capabilities.list_continuation,
         extend=continues,
         resample=_stuck(rounds),
-        corrections=_shown(rounds, offered, choice, config),
+        corrections=shown,
     )
 
 
