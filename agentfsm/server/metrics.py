@@ -7,7 +7,7 @@ per request, when it ends (:class:`ProxyMetrics` is a :class:`~agentfsm.server.o
 ``agentfsm_requests_total{protocol,model,outcome}``    requests by how they ended (below)
 ``agentfsm_request_duration_seconds{protocol,model}``  from the request's exchange to its end
 ``agentfsm_model_calls_per_request{protocol}``         model calls (consensus candidates too)
-``agentfsm_corrections_total{guard,reason}``           corrections sent to the model
+``agentfsm_corrections_total{guard,reason}``           replies refused and asked for again
 ``agentfsm_budget_spent_total{protocol}``              requests whose correction budget ran out
 ``agentfsm_tokens_total{model,direction}``             tokens ``in`` (prompt) and ``out``
 ``agentfsm_upstream_errors_total{status}``             upstream failures by HTTP status, or
