@@ -90,3 +90,13 @@ def test_after_a_missing_value_the_retry_holds_numbers_to_the_conversation() -> 
     assert [t.name for t in p.tools] == ["add", "convert_km_to_miles"]
     assert isinstance(step(history, json.dumps({"action": {"tool": "convert_km_to_miles", "args": {"km": 42}}}), CONFIG),
                       CallTools)
+
+
+def test_the_answer_only_closing_of_results_is_runtime_text_to_the_guard() -> None:
+    """The closing an answer-only retry shows ("Now answer the user in plain prose, using
+    these results.") is the runtime's: an answer that copies it is sent back."""
+    history = after("What's 7 plus 9?", (call("add", a=7, b=9), "16.0"))
+    copied = {"final": {"content": "16.0. Now answer the user in plain prose, using these results."}}
+    decision = step(history, json.dumps(copied), CONFIG)
+    assert isinstance(decision, Correct) and decision.reason == "runtime_text"
+    assert not isinstance(step(history, json.dumps({"final": {"content": "7 plus 9 is 16."}}), CONFIG), Correct)

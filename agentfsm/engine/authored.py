@@ -39,9 +39,12 @@ def runtime_texts(history: Sequence[Message], config: EngineConfig, choice: Tool
         texts.append(render_contract(config.tools, CONSTRAINED_DIALECT, choice, config.parallel, constrained=True))
     if any(isinstance(m, ToolMessage) for m in history):
         written = {m.content for m in history if isinstance(m, UserMessage | SystemMessage | AssistantMessage)}
-        prompt = project_history(history, config.tools, dialect=config.dialect, tool_choice=choice,
-                                 parallel=config.parallel, contract="")
-        texts += [m.content for m in prompt if m.role != "assistant" and m.content not in written]
+        # the results as framed for a call or an answer, and for the answer alone (a retry
+        # whose grammar asks for it: engine.plan.unasked)
+        for answer_only in (False, True):
+            prompt = project_history(history, config.tools, dialect=config.dialect, tool_choice=choice,
+                                     parallel=config.parallel, contract="", answer_only=answer_only)
+            texts += [m.content for m in prompt if m.role != "assistant" and m.content not in written]
     return texts
 
 
