@@ -25,7 +25,7 @@ from agentfsm.dialects.parse import parse_reply
 from agentfsm.dialects._shape import unclosed
 from agentfsm.guards import json_valid, repeated_call, runtime_text
 from agentfsm.guards.runtime_text import is_template
-from agentfsm.guards._history import called
+from agentfsm.guards._history import called, turn
 from agentfsm.policy import Policies, policies_for
 from agentfsm.prompt.enforcement import CONSTRAINED_DIALECT, choose_level
 from agentfsm.prompt.grammar import MAX_REPEAT
@@ -188,17 +188,16 @@ def unasked(history: Sequence[Message], keep_last: bool = False) -> list[Message
     quoted, "Reply to the user's message directly: ...", came back as the answer, word
     for word). After a refused answer the last correction stays: it says what the
     answer lacked, and without it the prompt, and a greedy reply, would be the same."""
-    start = max((i for i, m in enumerate(history) if isinstance(m, UserMessage) and m.correction is None), default=-1)
+    tail = turn(history)
     dropped: set[int] = set()
-    for i in range(start + 1, len(history)):
-        m = history[i]
+    for i, m in enumerate(tail):
         if isinstance(m, UserMessage) and m.correction:
             dropped.add(i)
-            if isinstance(history[i - 1], AssistantMessage):
+            if i and isinstance(tail[i - 1], AssistantMessage):
                 dropped.add(i - 1)
     if keep_last and dropped:
         dropped -= {max(dropped), max(dropped) - 1}
-    return [m for i, m in enumerate(history) if i not in dropped]
+    return [*history[: len(history) - len(tail)], *(m for i, m in enumerate(tail) if i not in dropped)]
 
 
 def tool_choice_now(history: Sequence[Message], config: EngineConfig) -> ToolChoice:
