@@ -106,19 +106,50 @@ def _convert(i: int, amount: float) -> ToolCall:
 
 
 @pytest.mark.parametrize("request_text", ["Wie viel sind 50 US-Dollar in Euro?", "How much is $50 in euros?"])
-def test_a_tool_fed_its_own_result_a_second_time_in_a_row_is_stale(request_text: str) -> None:
+def test_a_tool_fed_its_own_result_unasked_is_stale(request_text: str) -> None:
     auto = ToolChoice.parse("auto")
     once = after(request_text, (_convert(0, 50), "46.0 EUR"))
-    text = conversation_text(once)
-    # once is a request as often as not ("times 2, then the result times 2 again")
-    assert isinstance(grounding.check(once, [_convert(1, 46.0)], auto, [CURRENCY], text), Accept)
-    twice = after(request_text, (_convert(0, 50), "46.0 EUR"), (_convert(1, 46.0), "42.32 EUR"))
-    verdict = grounding.check(twice, [_convert(2, 42.32)], auto, [CURRENCY], conversation_text(twice))
+    # "USD" and "EUR", kept unchanged, are written nowhere in the request: a feedback loop
+    verdict = grounding.check(once, [_convert(1, 46.0)], auto, [CURRENCY], conversation_text(once))
     assert isinstance(verdict, Correction) and verdict.reason == "stale_call"
-    assert "fed back a second time" in verdict.detail and "The result of" in verdict.message
+    assert "fed back, unasked" in verdict.detail and "The result of convert_currency is 46.0 EUR." in verdict.message
     # another argument changed too, or a number the result does not write: not a loop
-    other = call("convert_currency", 2, amount=42.32, from_currency="EUR", to_currency="USD")
-    assert isinstance(grounding.check(twice, [other], auto, [CURRENCY], conversation_text(twice)), Accept)
+    other = call("convert_currency", 1, amount=46.0, from_currency="EUR", to_currency="USD")
+    assert isinstance(grounding.check(once, [other], auto, [CURRENCY], conversation_text(once)), Accept)
+    unwritten = call("convert_currency", 1, amount=12.0, from_currency="USD", to_currency="EUR")
+    assert isinstance(grounding.check(once, [unwritten], auto, [CURRENCY], conversation_text(once)), Correction)
+
+
+MULTIPLY = ToolSpec(name="multiply", description="", parameters={
+    "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"],
+})
+
+
+@pytest.mark.parametrize("request_text", [
+    "Multiply 3 by 2, then multiply the result by 2 again.",
+    "Multipliziere 3 mit 2 und das Ergebnis noch einmal mit 2.",
+])
+def test_a_request_that_writes_the_kept_value_again_asks_for_the_feedback_once(request_text: str) -> None:
+    auto = ToolChoice.parse("auto")
+    once = after(request_text, (call("multiply", 0, a=3, b=2), "6.0"))
+    # "2" is written twice: the request asks for the second multiplication
+    assert isinstance(grounding.check(once, [call("multiply", 1, a=6.0, b=2)], auto, [MULTIPLY], conversation_text(once)), Accept)
+    # a second time in a row is a loop, whatever the request writes
+    twice = after(request_text, (call("multiply", 0, a=3, b=2), "6.0"), (call("multiply", 1, a=6.0, b=2), "12.0"))
+    verdict = grounding.check(twice, [call("multiply", 2, a=12.0, b=2)], auto, [MULTIPLY], conversation_text(twice))
+    assert isinstance(verdict, Correction) and verdict.reason == "stale_call"
+
+
+def test_a_tool_whose_only_argument_is_the_result_is_a_loop_the_second_time() -> None:
+    auto = ToolChoice.parse("auto")
+    km = [s for s in SPECS if s.name == "convert_km_to_miles"]
+    once = after("How many miles is 100 km?", (call("convert_km_to_miles", 0, km=100), "62.14"))
+    # nothing kept to count: once passes (the repeat and stale rules see the rest)
+    assert isinstance(grounding.check(once, [call("convert_km_to_miles", 1, km=62.14)], auto, km, conversation_text(once)), Accept)
+    twice = after("How many miles is 100 km?", (call("convert_km_to_miles", 0, km=100), "62.14"),
+                  (call("convert_km_to_miles", 1, km=62.14), "38.61"))
+    verdict = grounding.check(twice, [call("convert_km_to_miles", 2, km=38.61)], auto, km, conversation_text(twice))
+    assert isinstance(verdict, Correction) and verdict.reason == "stale_call"
 
 
 def test_an_answer_after_results_must_state_one_of_them() -> None:

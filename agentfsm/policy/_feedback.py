@@ -1,22 +1,30 @@
-"""A tool fed its own result again and again (:func:`fed_back_again`).
+"""A tool fed its own result back (:func:`fed_back_again`).
 
 Once results are back, a small model may call the tool it just called on that call's
 result, every other argument unchanged, and then on that result, and on: "50 US dollars
 in euros" became ``convert_currency(50, "USD", "EUR")``, then ``convert_currency(46.0,
 "USD", "EUR")`` on its result, and so on until the run's step limit. Each call brings a
-value new to the turn (the latest result), so the stale rule lets it through. Once is a
-request as often as not ("times 2, then the result times 2 again"); a second time in a
-row is a feedback loop, and :mod:`agentfsm.policy.grounding` treats it as a stale call
-(the results so far, and the answer). Digits and argument values only, so the same in
-every language.
+value new to the turn (the latest result), so the stale rule lets it through.
+
+A request may ask for it ("times 2, then the result times 2 again"): then the request
+writes the value kept unchanged once for each use of it. So feeding a tool its own result
+is a feedback loop, and :mod:`agentfsm.policy.grounding` treats it as a stale call (the
+results so far, and the answer), when an argument kept unchanged is written in the
+latest request fewer times than the chain uses it (``convert_currency(46.0, "USD",
+"EUR")`` after "Wie viel sind 50 US-Dollar in Euro?": "USD" is written nowhere; in
+the last full table and in requests outside the suite, every such call was one), and
+whatever the request writes, a second time in a row. A tool whose only argument is the
+result (``convert_km_to_miles(62.14)`` after ``convert_km_to_miles(100)``) keeps nothing
+to count: only its second time in a row is a loop. Digits and argument values copied
+verbatim only, so the same in every language.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core.messages import Message, ToolCall
-from agentfsm.core.numbers import digits_in, same
+from agentfsm.core.messages import Message, ToolCall, UserMessage
+from agentfsm.core.numbers import NUMBER, digits_in, same, to_float
 from agentfsm.guards.loops import rounds
 
 __all__ = ["fed_back_again"]
@@ -36,9 +44,31 @@ def _fed(call: ToolCall, earlier: ToolCall, result: str | None) -> bool:
     return any(same(float(value), n) for n in digits_in(result))
 
 
+def _written(value: object, request: str) -> int:
+    """How many times ``request`` (lowercased) writes ``value``: a number in digits, a
+    string verbatim (case aside); other values (booleans, lists, objects) are not counted."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int | float):
+        return sum(same(to_float(m.group()), float(value)) for m in NUMBER.finditer(request))
+    if isinstance(value, str) and value.strip():
+        return request.count(value.strip().lower())
+    return 0
+
+
+def _asked(chain: Sequence[ToolCall], history: Sequence[Message]) -> bool:
+    """Whether the latest request writes every argument the ``chain`` (a call, then the
+    earlier call it feeds on) keeps unchanged once for each call of the chain."""
+    request = next((m.content for m in reversed(history) if isinstance(m, UserMessage) and m.correction is None), "")
+    call, earlier = chain[0], chain[1]
+    kept = [v for k, v in call.arguments.items() if v == earlier.arguments[k]]
+    return all(_written(v, request.lower()) >= len(chain) for v in kept)
+
+
 def fed_back_again(history: Sequence[Message], call: ToolCall) -> bool:
-    """Whether ``call`` feeds its tool's latest result back into it a second time in a
-    row in this user turn (see the module)."""
+    """Whether ``call`` feeds its tool's latest result back into it where the request
+    does not ask for it (see the module): a second time in a row in this user turn, or
+    once with an unchanged argument the request writes fewer times than the chain uses it."""
     made = [(c, results.get(c.id)) for calls, results in rounds(history) for c in calls]
     chain = [call]
     for earlier, got in reversed(made):
@@ -47,6 +77,8 @@ def fed_back_again(history: Sequence[Message], call: ToolCall) -> bool:
         if not _fed(chain[-1], earlier, got.content if got is not None else None):
             break
         chain.append(earlier)
+        if len(chain) == 2 and not _asked(chain, history):
+            return True
         if len(chain) == 3:
             return True
     return False

@@ -17,7 +17,9 @@ schema's, not the conversation's), and two on its numbers:
   is both in the conversation and new to the turn's calls (a chain's next step carries
   a result, a second task of the request its own values; ``multiply(42, 1.0)`` after
   ``convert(42)`` carries only a used value and a made-up one), or it feeds its tool's
-  result back a second time in a row (:mod:`~agentfsm.policy._feedback`). An exact
+  result back where the request does not ask for it: a kept argument the request writes
+  fewer times than the chain uses it, or a second time in a row
+  (:mod:`~agentfsm.policy._feedback`). An exact
   repeat is :mod:`~agentfsm.guards.repeated_call`'s business.
 - **misread** (under any ``tool_choice``, :mod:`~agentfsm.policy._misread`): a number
   that is only part of a decimal written there (12 or 125 for "12,5"), in a call whose
@@ -181,7 +183,7 @@ def check(
             return Correction(guard=GUARD, reason=REASON, message=why, call_index=index, detail=detail)
         looped = bool(results) and fed_back_again(history, call)
         if results and (looped or not {v for v in found if source.has(v)} - used):
-            why = "its own result fed back a second time" if looped else "only values already used"
+            why = "its own result fed back, unasked" if looped else "only values already used"
             return Correction(guard=GUARD, reason=STALE_REASON, call_index=index, message=f"{have}{_ANSWER_NOW}",
                               detail=f"call {index}: {call.name}({show_arguments(call)}): stale ({why})")
     return ACCEPT
