@@ -150,6 +150,12 @@ def test_a_tool_whose_only_argument_is_the_result_is_a_loop_the_second_time() ->
                   (call("convert_km_to_miles", 1, km=62.14), "38.61"))
     verdict = grounding.check(twice, [call("convert_km_to_miles", 2, km=38.61)], auto, km, conversation_text(twice))
     assert isinstance(verdict, Correction) and verdict.reason == "stale_call"
+    # a kept boolean is the schema's, not something a request writes: nothing to count either
+    flag = ToolSpec(name="scale", description="", parameters={
+        "type": "object", "properties": {"x": {"type": "number"}, "exact": {"type": "boolean"}}, "required": ["x"],
+    })
+    scaled = after("Scale 100.", (call("scale", 0, x=100, exact=True), "200"))
+    assert isinstance(grounding.check(scaled, [call("scale", 1, x=200, exact=True)], auto, [flag], conversation_text(scaled)), Accept)
 
 
 def test_an_answer_after_results_must_state_one_of_them() -> None:

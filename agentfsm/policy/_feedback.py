@@ -14,8 +14,9 @@ latest request fewer times than the chain uses it (``convert_currency(46.0, "USD
 "EUR")`` after "Wie viel sind 50 US-Dollar in Euro?": "USD" is written nowhere; in
 the last full table and in requests outside the suite, every such call was one), and
 whatever the request writes, a second time in a row. A tool whose only argument is the
-result (``convert_km_to_miles(62.14)`` after ``convert_km_to_miles(100)``) keeps nothing
-to count: only its second time in a row is a loop. Digits and argument values copied
+result (``convert_km_to_miles(62.14)`` after ``convert_km_to_miles(100)``), or whose kept
+arguments are booleans, lists or objects (nothing a request writes), keeps nothing to
+count: only its second time in a row is a loop. Digits and argument values copied
 verbatim only, so the same in every language.
 """
 
@@ -44,16 +45,18 @@ def _fed(call: ToolCall, earlier: ToolCall, result: str | None) -> bool:
     return any(same(float(value), n) for n in digits_in(result))
 
 
-def _written(value: object, request: str) -> int:
+def _countable(value: object) -> bool:
+    """A value a request can write: a number, or a string that is not blank (a boolean,
+    a list or an object is the schema's shape, not something written)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)) or (isinstance(value, str) and bool(value.strip()))
+
+
+def _written(value: float | str, request: str) -> int:
     """How many times ``request`` (lowercased) writes ``value``: a number in digits, a
-    string verbatim (case aside); other values (booleans, lists, objects) are not counted."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int | float):
-        return sum(same(to_float(m.group()), float(value)) for m in NUMBER.finditer(request))
-    if isinstance(value, str) and value.strip():
+    string verbatim (case aside)."""
+    if isinstance(value, str):
         return request.count(value.strip().lower())
-    return 0
+    return sum(same(to_float(m.group()), float(value)) for m in NUMBER.finditer(request))
 
 
 def _asked(chain: Sequence[ToolCall], history: Sequence[Message]) -> bool:
@@ -61,7 +64,7 @@ def _asked(chain: Sequence[ToolCall], history: Sequence[Message]) -> bool:
     earlier call it feeds on) keeps unchanged once for each call of the chain."""
     request = next((m.content for m in reversed(history) if isinstance(m, UserMessage) and m.correction is None), "")
     call, earlier = chain[0], chain[1]
-    kept = [v for k, v in call.arguments.items() if v == earlier.arguments[k]]
+    kept = [v for k, v in call.arguments.items() if v == earlier.arguments[k] and _countable(v)]
     return all(_written(v, request.lower()) >= len(chain) for v in kept)
 
 
