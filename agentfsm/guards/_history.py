@@ -13,6 +13,7 @@ __all__ = [
     "called",
     "conversation_text",
     "calls_and_results",
+    "latest_request",
     "results",
     "results_so_far",
     "show_arguments",
@@ -23,6 +24,11 @@ __all__ = [
 
 #: how much of a result, or of a call's arguments, a correction quotes
 _SHOWN = 120
+
+
+def latest_request(history: Sequence[Message]) -> str:
+    """The user's latest request (not a correction), whole; ``""`` when there is none."""
+    return next((m.content for m in reversed(history) if isinstance(m, UserMessage) and m.correction is None), "")
 
 
 def turn(history: Sequence[Message]) -> list[Message]:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.core.messages import Message, ToolCall, UserMessage
+from agentfsm.core.messages import Message, ToolCall
 from agentfsm.core.numbers import NUMBER, digits_in, same, to_float
+from agentfsm.guards._history import latest_request
 from agentfsm.guards.loops import rounds
 
 __all__ = ["fed_back_again"]
@@ -62,7 +63,7 @@ def _written(value: float | str, request: str) -> int:
 def _asked(chain: Sequence[ToolCall], history: Sequence[Message]) -> bool:
     """Whether the latest request writes every argument the ``chain`` (a call, then the
     earlier call it feeds on) keeps unchanged once for each call of the chain."""
-    request = next((m.content for m in reversed(history) if isinstance(m, UserMessage) and m.correction is None), "")
+    request = latest_request(history)
     call, earlier = chain[0], chain[1]
     kept = [v for k, v in call.arguments.items() if v == earlier.arguments[k] and _countable(v)]
     return all(_written(v, request.lower()) >= len(chain) for v in kept)

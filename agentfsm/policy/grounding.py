@@ -61,7 +61,7 @@ from agentfsm.core.choice import ToolChoice
 from agentfsm.core.numbers import digits_in
 from agentfsm.policy.answers import latest_results
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
-from agentfsm.guards._history import calls_and_results, conversation_text, show_arguments, told
+from agentfsm.guards._history import calls_and_results, conversation_text, latest_request, show_arguments, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import answer_schema, runtime_text
 from agentfsm.policy._feedback import fed_back_again
@@ -91,16 +91,11 @@ _ANSWER_NOW = "Answer the user's request now, stating these results."
 _MAX_NUMBERS = 64
 #: the longest result an answer is expected to restate
 _SHORT_RESULT = 200
-def _latest_request(history: Sequence[Message]) -> str:
-    """The user's latest request (not a correction), whole."""
-    return next((m.content for m in reversed(history) if isinstance(m, UserMessage) and m.correction is None), "")
-
-
 def request_of(history: Sequence[Message]) -> str:
     """The user's latest request (not a correction), on one line, at most
     :data:`REQUEST_CHARS` characters: what a correction repeats, because a small model
     answers the request it can see, not one a long prompt ago."""
-    text = " ".join(_latest_request(history).split())
+    text = " ".join(latest_request(history).split())
     return text if len(text) <= REQUEST_CHARS else text[:REQUEST_CHARS] + "..."
 
 
@@ -155,7 +150,7 @@ def check(
     # (answer now), and a correction asking for a call again was copied into the answer
     if misread is ACCEPT and not results and not told(history, UNWRITTEN_REASON):
         digits = set(digits_of(used))
-        misread = check_unwritten(calls, values, digits, _latest_request(history), conversation.lower(), source.has)
+        misread = check_unwritten(calls, values, digits, latest_request(history), conversation.lower(), source.has)
     if misread is not ACCEPT or tool_choice != ToolChoice.AUTO:
         return misread
     # the results so far, right before the answer: a small model states what it can see
