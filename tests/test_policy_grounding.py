@@ -140,6 +140,21 @@ def test_a_request_that_writes_the_kept_value_again_asks_for_the_feedback_once(r
     assert isinstance(verdict, Correction) and verdict.reason == "stale_call"
 
 
+def test_a_number_taken_from_a_longer_result_is_not_fed_back_the_first_time() -> None:
+    """Paging a file: the next offset is one of the page's line numbers, not the tool's
+    output taken as its input; only the second time in a row is a loop."""
+    auto = ToolChoice.parse("auto")
+    read = ToolSpec(name="Read", description="", parameters={
+        "type": "object",
+        "properties": {"file_path": {"type": "string"}, "offset": {"type": "number"}, "limit": {"type": "number"}},
+        "required": ["file_path"],
+    })
+    page = "\n".join(f"{n}\tline {n}" for n in range(1, 6))
+    once = after("Read all of /src/app.py", (call("Read", 0, file_path="/src/app.py", offset=1, limit=5), page))
+    following = call("Read", 1, file_path="/src/app.py", offset=4, limit=5)
+    assert isinstance(grounding.check(once, [following], auto, [read], conversation_text(once)), Accept)
+
+
 def test_a_tool_whose_only_argument_is_the_result_is_a_loop_the_second_time() -> None:
     auto = ToolChoice.parse("auto")
     km = [s for s in SPECS if s.name == "convert_km_to_miles"]

@@ -9,15 +9,19 @@ value new to the turn (the latest result), so the stale rule lets it through.
 A request may ask for it ("times 2, then the result times 2 again"): then the request
 writes the value kept unchanged once for each use of it. So feeding a tool its own result
 is a feedback loop, and :mod:`agentfsm.policy.grounding` treats it as a stale call (the
-results so far, and the answer), when an argument kept unchanged is written in the
-latest request fewer times than the chain uses it (``convert_currency(46.0, "USD",
-"EUR")`` after "Wie viel sind 50 US-Dollar in Euro?": "USD" is written nowhere; in
-the last full table and in requests outside the suite, every such call was one), and
-whatever the request writes, a second time in a row. A tool whose only argument is the
-result (``convert_km_to_miles(62.14)`` after ``convert_km_to_miles(100)``), or whose kept
-arguments are booleans, lists or objects (nothing a request writes), keeps nothing to
-count: only its second time in a row is a loop. Digits and argument values copied
-verbatim only, so the same in every language.
+results so far, and the answer):
+
+- once, when the result is that one number ("46.0 EUR"; not a page of a file whose line
+  numbers hold the next page's offset) and an argument kept unchanged is written in the
+  latest request fewer times than the chain uses it (``convert_currency(46.0, "USD",
+  "EUR")`` after "Wie viel sind 50 US-Dollar in Euro?": "USD" is written nowhere; in the
+  last full table and in requests outside the suite, every such call was one);
+- a second time in a row, whatever the request writes.
+
+A tool whose only argument is the result (``convert_km_to_miles(62.14)`` after
+``convert_km_to_miles(100)``), or whose kept arguments are booleans, lists or objects
+(nothing a request writes), keeps nothing to count: only its second time in a row is a
+loop. Digits and argument values copied verbatim only, so the same in every language.
 """
 
 from __future__ import annotations
@@ -69,10 +73,18 @@ def _asked(chain: Sequence[ToolCall], history: Sequence[Message]) -> bool:
     return all(_written(v, request.lower()) >= len(chain) for v in kept)
 
 
+def _whole_result(result: str) -> bool:
+    """Whether ``result`` writes one number only ("46.0 EUR"): fed back, it is the tool's
+    output taken as its input, not one number of a longer result (a page of a file, whose
+    line numbers hold the next page's offset)."""
+    return len(digits_in(result)) == 1
+
+
 def fed_back_again(history: Sequence[Message], call: ToolCall) -> bool:
     """Whether ``call`` feeds its tool's latest result back into it where the request
     does not ask for it (see the module): a second time in a row in this user turn, or
-    once with an unchanged argument the request writes fewer times than the chain uses it."""
+    once, when the result is that one number, with an unchanged argument the request
+    writes fewer times than the chain uses it."""
     made = [(c, results.get(c.id)) for calls, results in rounds(history) for c in calls]
     chain = [call]
     for earlier, got in reversed(made):
@@ -81,7 +93,7 @@ def fed_back_again(history: Sequence[Message], call: ToolCall) -> bool:
         if not _fed(chain[-1], earlier, got.content if got is not None else None):
             break
         chain.append(earlier)
-        if len(chain) == 2 and not _asked(chain, history):
+        if len(chain) == 2 and _whole_result(got.content if got is not None else "") and not _asked(chain, history):
             return True
         if len(chain) == 3:
             return True
