@@ -36,10 +36,10 @@ from agentfsm.guards.loops import rounds
 __all__ = ["fed_back_again"]
 
 
-def _fed(call: ToolCall, earlier: ToolCall, result: str | None) -> bool:
-    """Whether ``call`` is ``earlier`` with one number argument replaced by a number
-    that ``earlier``'s ``result`` writes."""
-    if result is None or call.name != earlier.name or set(call.arguments) != set(earlier.arguments):
+def _fed(call: ToolCall, earlier: ToolCall, numbers: set[float]) -> bool:
+    """Whether ``call`` is ``earlier`` with one number argument replaced by one of
+    ``numbers`` (those ``earlier``'s result writes)."""
+    if call.name != earlier.name or set(call.arguments) != set(earlier.arguments):
         return False
     changed = [k for k, v in call.arguments.items() if v != earlier.arguments[k]]
     if len(changed) != 1:
@@ -47,7 +47,7 @@ def _fed(call: ToolCall, earlier: ToolCall, result: str | None) -> bool:
     value = call.arguments[changed[0]]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    return any(same(float(value), n) for n in digits_in(result))
+    return any(same(float(value), n) for n in numbers)
 
 
 def _countable(value: object) -> bool:
@@ -73,13 +73,6 @@ def _asked(chain: Sequence[ToolCall], history: Sequence[Message]) -> bool:
     return all(_written(v, request.lower()) >= len(chain) for v in kept)
 
 
-def _whole_result(result: str) -> bool:
-    """Whether ``result`` writes one number only ("46.0 EUR"): fed back, it is the tool's
-    output taken as its input, not one number of a longer result (a page of a file, whose
-    line numbers hold the next page's offset)."""
-    return len(digits_in(result)) == 1
-
-
 def fed_back_again(history: Sequence[Message], call: ToolCall) -> bool:
     """Whether ``call`` feeds its tool's latest result back into it where the request
     does not ask for it (see the module): a second time in a row in this user turn, or
@@ -90,10 +83,15 @@ def fed_back_again(history: Sequence[Message], call: ToolCall) -> bool:
     for earlier, got in reversed(made):
         if earlier.name != call.name:
             continue
-        if not _fed(chain[-1], earlier, got.content if got is not None else None):
+        # the numbers the result writes, read once; no result: nothing was fed
+        numbers = digits_in(got.content) if got is not None else set()
+        if not _fed(chain[-1], earlier, numbers):
             break
         chain.append(earlier)
-        if len(chain) == 2 and _whole_result(got.content if got is not None else "") and not _asked(chain, history):
+        # once, where the result is that one number ("46.0 EUR"): the tool's output taken as
+        # its input, not one number of a longer result (a page of a file, whose line
+        # numbers hold the next page's offset)
+        if len(chain) == 2 and len(numbers) == 1 and not _asked(chain, history):
             return True
         if len(chain) == 3:
             return True
