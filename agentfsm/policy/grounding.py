@@ -17,10 +17,10 @@ schema's, not the conversation's), and two on its numbers:
   is both in the conversation and new to the turn's calls (a chain's next step carries
   a result, a second task of the request its own values; ``multiply(42, 1.0)`` after
   ``convert(42)`` carries only a used value and a made-up one), or it feeds its tool's
-  result back where the request does not ask for it: a kept argument the request writes
-  fewer times than the chain uses it, or a second time in a row
-  (:mod:`~agentfsm.policy._feedback`). An exact
-  repeat is :mod:`~agentfsm.guards.repeated_call`'s business.
+  result back where the request does not ask for it: once, where the result is that one
+  number and a kept argument is written in the request fewer times than the chain uses
+  it, or a second time in a row (:mod:`~agentfsm.policy._feedback`). An exact repeat is
+  :mod:`~agentfsm.guards.repeated_call`'s business.
 - **misread** (under any ``tool_choice``, :mod:`~agentfsm.policy._misread`): a number
   that is only part of a decimal written there (12 or 125 for "12,5"), in a call whose
   other values are grounded.
