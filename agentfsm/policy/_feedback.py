@@ -64,13 +64,12 @@ def _written(value: float | str, request: str) -> int:
     return sum(same(to_float(m.group()), float(value)) for m in NUMBER.finditer(request))
 
 
-def _asked(chain: Sequence[ToolCall], history: Sequence[Message]) -> bool:
-    """Whether the latest request writes every argument the ``chain`` (a call, then the
-    earlier call it feeds on) keeps unchanged once for each call of the chain."""
-    request = latest_request(history)
-    call, earlier = chain[0], chain[1]
+def _asked(call: ToolCall, earlier: ToolCall, history: Sequence[Message]) -> bool:
+    """Whether the latest request writes every argument ``call`` keeps unchanged from
+    ``earlier`` (the call whose result it takes) twice, once for each of the two calls."""
+    request = latest_request(history).lower()
     kept = [v for k, v in call.arguments.items() if v == earlier.arguments[k] and _countable(v)]
-    return all(_written(v, request.lower()) >= len(chain) for v in kept)
+    return all(_written(v, request) >= 2 for v in kept)
 
 
 def fed_back_again(history: Sequence[Message], call: ToolCall) -> bool:
@@ -91,7 +90,7 @@ def fed_back_again(history: Sequence[Message], call: ToolCall) -> bool:
         # once, where the result is that one number ("46.0 EUR"): the tool's output taken as
         # its input, not one number of a longer result (a page of a file, whose line
         # numbers hold the next page's offset)
-        if len(chain) == 2 and len(numbers) == 1 and not _asked(chain, history):
+        if len(chain) == 2 and len(numbers) == 1 and not _asked(call, earlier, history):
             return True
         if len(chain) == 3:
             return True
