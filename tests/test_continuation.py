@@ -130,7 +130,7 @@ def test_frame_results_several_with_hints() -> None:
 @pytest.mark.parametrize(
     ("choice", "dialect", "expected"),
     [
-        ("none", "json-protocol", "Now answer the user in plain prose, using these results."),
+        ("none", "json-protocol", "Now answer the request in plain prose, using these results."),
         ("required", "command", "Now call the next tool, written as one line: @tool NAME {json"),
         ("get_weather", "smiley", "Now call get_weather, written as the JSON"),
     ],
@@ -158,4 +158,4 @@ def test_under_none_the_prompt_shows_no_action_text_and_no_tool_list(dialect: st
     assert get_dialect(dialect).render_call(call) not in text
     assert not parse_reply(text, [weather], dialect).tool_calls
     assert "The result of get_weather is sunny." in prompt[-1].content
-    assert prompt[-1].content.endswith("Now answer the user in plain prose, using these results.")
+    assert prompt[-1].content.endswith("Now answer the request in plain prose, using these results.")

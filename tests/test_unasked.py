@@ -59,7 +59,7 @@ def test_after_results_the_prompt_keeps_the_calls_and_asks_for_the_answer() -> N
     text, _ = _prompt_text(history)
     assert "You already called" not in text and "multiply" not in text
     assert text.count('"add"') == 1 and "16.0" in text  # the accepted call and its result
-    assert text.rstrip().endswith("Now answer the user in plain prose, using these results.")
+    assert text.rstrip().endswith("Now answer the request in plain prose, using these results.")
     # before any correction the results close as always: a further call stays possible
     fresh, _ = _prompt_text(history[:3])
     assert "call the next tool" in fresh
@@ -93,10 +93,10 @@ def test_after_a_missing_value_the_retry_holds_numbers_to_the_conversation() -> 
 
 
 def test_the_answer_only_closing_of_results_is_runtime_text_to_the_guard() -> None:
-    """The closing an answer-only retry shows ("Now answer the user in plain prose, using
+    """The closing an answer-only retry shows ("Now answer the request in plain prose, using
     these results.") is the runtime's: an answer that copies it is sent back."""
     history = after("What's 7 plus 9?", (call("add", a=7, b=9), "16.0"))
-    copied = {"final": {"content": "16.0. Now answer the user in plain prose, using these results."}}
+    copied = {"final": {"content": "16.0. Now answer the request in plain prose, using these results."}}
     decision = step(history, json.dumps(copied), CONFIG)
     assert isinstance(decision, Correct) and decision.reason == "runtime_text"
     assert not isinstance(step(history, json.dumps({"final": {"content": "7 plus 9 is 16."}}), CONFIG), Correct)

@@ -162,7 +162,7 @@ def next_step(
     how_call = action_format(dialect_name)
     how_answer = answer_format(dialect_name)
     if tool_choice.mode == "none":
-        return "Now answer the user in plain prose, using these results."
+        return "Now answer the request in plain prose, using these results."
     if tool_choice.mode == "required":
         return f"Now call the next tool, written as {how_call}."
     if tool_choice.mode == "tool":
