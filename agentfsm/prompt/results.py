@@ -162,6 +162,9 @@ def next_step(
     how_call = action_format(dialect_name)
     how_answer = answer_format(dialect_name)
     if tool_choice.mode == "none":
+        # "the request", not "the user": under "Now answer the user ..." a small model
+        # narrated in the runtime's third person ("The user asked for ...") in 16 of 44
+        # answers; under this wording in none (bench/results/answer-framing-smollm2.md)
         return "Now answer the request in plain prose, using these results."
     if tool_choice.mode == "required":
         return f"Now call the next tool, written as {how_call}."
