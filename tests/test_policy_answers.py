@@ -81,3 +81,42 @@ def test_short_results_are_sentences_under_the_answers_policy_only(policies: tup
     continuation = backend.requests[1].messages[-1].content
     assert framed in continuation
     assert ("The result of" in continuation) == ("answers" in policies)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # cut inside a number it never finished: the unfinished sentence goes
+        ("The result of convert_km_to_miles is 31.07. The result of convert_km_to_miles is "
+         "50.000000000000011111111111111111111111111111111111111111111111",
+         "The result of convert_km_to_miles is 31.07."),
+        ("Es sind 62,14 Meilen.\nDas sind 100,000000000000000000000000000000000000000000",
+         "Es sind 62,14 Meilen."),
+        # no whole sentence before it: the number stays as written
+        ("The mass is approximately 931.671223999999999999999999999999999999999999",
+         "The mass is approximately 931.671223999999999999999999999999999999999999"),
+        # a loop with letters is cut as before; an answer that ends otherwise is kept
+        ("Tokyo is the capital. Tokyo is the capital. Tokyo is the capital. Tokyo is", "Tokyo is the capital."),
+        ("It is 31.07 miles. That is about 50 km.", "It is 31.07 miles. That is about 50 km."),
+        ("Avogadro's number is large. It is 602,000,000,000,000,000,000,000.",
+         "Avogadro's number is large. It is 602,000,000,000,000,000,000,000."),
+    ],
+)
+def test_a_cut_answer_loses_the_number_it_never_finished(text: str, expected: str) -> None:
+    assert trim_repetition(text, cut=True) == expected
+
+
+def test_an_answer_not_cut_keeps_a_number_of_repeated_digits() -> None:
+    """Written whole (a googol, a long zero run), the digits are the model's number."""
+    text = "A googol is big. It is 1" + "0" * 100
+    assert trim_repetition(text) == text
+
+
+def test_the_engine_drops_the_unfinished_number_of_a_cut_final_answer() -> None:
+    config = EngineConfig(dialect="json-protocol")
+    cut = '{"final": {"content": "It is 31.07 miles. The result is 50.0000000000000111111111111111111111111111111111'
+    decision = step([UserMessage(content="How far is 50 km in miles?")], cut, config)
+    assert isinstance(decision, Answer) and decision.content == "It is 31.07 miles."
+    whole = cut + '"}}'
+    decision = step([UserMessage(content="How far is 50 km in miles?")], whole, config)
+    assert isinstance(decision, Answer) and decision.content.endswith("1111")

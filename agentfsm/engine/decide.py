@@ -213,11 +213,12 @@ def _answer(
     exhausted: bool = False,
 ) -> Answer:
     _fire(machine, "answer", records, answer_allowed=choice.allows_answer)
+    cut = any(p.code == "truncated_final" for p in parsed.problems)
     return Answer(
         parsed,
         tuple(records),
         guards,
-        content=(content := policies.finish_answer(content)),
+        content=(content := policies.finish_answer(content, cut)),
         assistant=AssistantMessage(content=content),
         exhausted=exhausted,
     )

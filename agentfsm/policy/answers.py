@@ -11,9 +11,12 @@ twice and then goes on is left as it is. A loop inside a sentence ("No, no, no, 
 repeats one stretch (:func:`agentfsm.core.loops.tail_loops`: up to 40 characters, at
 least 5 times over at least 30, case set aside), and the stretch holds a letter: the
 answer keeps the stretch once. Digits repeated ("1.10000000000001",
-"5,000,000,000,...") are left as written: cutting them would write another number. Both
-cuts compare characters only, so they read no language. Pure: the same text always gives
-the same cut, so replay decides the same way.
+"5,000,000,000,...") are left as written: cutting them would write another number. But
+an answer cut off (by the token limit or the loop stop) inside such a number ("... is
+31.07. The result of convert_km_to_miles is 50.000000000000011111111...") never finished
+it: that last sentence goes, where a whole sentence stands before it. These cuts compare
+characters only, so they read no language. Pure: the same text always gives the same
+cut, so replay decides the same way.
 """
 
 from __future__ import annotations
@@ -65,10 +68,26 @@ def _ends_word(text: str, cut: int) -> bool:
     return text[cut].isspace() or text[cut - 1] in _TRAILING
 
 
-def trim_repetition(text: str) -> str:
-    """``text`` without a trailing loop of repeated sentences, or of a stretch inside one
+def trim_repetition(text: str, cut: bool = False) -> str:
+    """``text`` without a trailing loop of repeated sentences, or of a stretch inside one;
+    ``cut`` (the reply was cut off): nor with a last sentence left in a loop of digits
     (see the module)."""
-    return _trim_loop(_trim_sentences(text))
+    trimmed = _trim_loop(_trim_sentences(text))
+    return _drop_unfinished_number(trimmed) if cut else trimmed
+
+
+def _drop_unfinished_number(text: str) -> str:
+    """``text`` up to its last sentence break before the loop it ends in, when that loop
+    holds no letter (a number still being written when the reply was cut) and a sentence
+    stands before it; else ``text``."""
+    found = [(start, period) for start, period in tail_loops(text)
+             if not any(c.isalpha() for c in text[start : start + period])]
+    if not found:
+        return text
+    start = min(found)[0]
+    breaks = [m.start() for m in _BREAK.finditer(text, 0, start)]
+    kept = text[: breaks[-1]].rstrip() if breaks else ""
+    return kept or text
 
 
 def _trim_sentences(text: str) -> str:
@@ -106,8 +125,8 @@ class AnswersPolicy(Policy):
     name = "answers"
     result_sentences = True
 
-    def finish_answer(self, content: str) -> str:
-        return trim_repetition(content)
+    def finish_answer(self, content: str, cut: bool = False) -> str:
+        return trim_repetition(content, cut)
 
 
 POLICY = AnswersPolicy()

@@ -83,8 +83,9 @@ class Policy:
         policy's."""
         return None
 
-    def finish_answer(self, content: str) -> str:
-        """The final answer's text, as this policy leaves it."""
+    def finish_answer(self, content: str, cut: bool = False) -> str:
+        """The final answer's text, as this policy leaves it (``cut``: the reply was cut
+        off before its end, by the token limit or the loop stop)."""
         return content
 
     def copied_from(self, history: Sequence[Message]) -> str | None:
@@ -171,10 +172,11 @@ class Policies:
                 return wanted
         return first_decision
 
-    def finish_answer(self, content: str) -> str:
-        """``content`` as every policy leaves it, in order."""
+    def finish_answer(self, content: str, cut: bool = False) -> str:
+        """``content`` as every policy leaves it, in order (``cut``: see
+        :meth:`Policy.finish_answer`)."""
         for policy in self.policies:
-            content = policy.finish_answer(content)
+            content = policy.finish_answer(content, cut)
         return content
 
     def copied_from(self, history: Sequence[Message]) -> str | None:
