@@ -42,11 +42,12 @@ def _key(sentence: str) -> str:
 _TRAILING = " \t\n,;:-\u2013\u2014"
 
 
-def _loop_start(text: str) -> tuple[int, int] | None:
+def _loop_start(text: str, letters: bool = True) -> tuple[int, int] | None:
     """Where the loop that ``text`` ends in starts, and its stretch's length, for the
-    longest loop whose stretch holds a letter (see the module)."""
+    longest loop whose stretch holds a letter (``letters``), or holds none (see the
+    module)."""
     found = [(start, period) for start, period in tail_loops(text)
-             if any(c.isalpha() for c in text[start : start + period])]
+             if any(c.isalpha() for c in text[start : start + period]) == letters]
     return min(found, default=None)
 
 
@@ -80,12 +81,10 @@ def _drop_unfinished_number(text: str) -> str:
     """``text`` up to its last sentence break before the loop it ends in, when that loop
     holds no letter (a number still being written when the reply was cut) and a sentence
     stands before it; else ``text``."""
-    found = [(start, period) for start, period in tail_loops(text)
-             if not any(c.isalpha() for c in text[start : start + period])]
-    if not found:
+    found = _loop_start(text, letters=False)
+    if found is None:
         return text
-    start = min(found)[0]
-    breaks = [m.start() for m in _BREAK.finditer(text, 0, start)]
+    breaks = [m.start() for m in _BREAK.finditer(text, 0, found[0])]
     kept = text[: breaks[-1]].rstrip() if breaks else ""
     return kept or text
 
