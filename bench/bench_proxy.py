@@ -9,7 +9,9 @@ and encoded back as ``tool_calls``; agentfsm runs once with one worker and once 
 the same fake, when ``.venv-peers/`` holds it (``make bench-peers`` installs it there,
 away from the project's pins). The fake upstream, each proxy and the load generator
 each run in their own process. Latency p50 and throughput at concurrency 1, 10 and 50,
-non-streaming and streaming, and each proxy's RSS before and after.
+non-streaming and streaming, each proxy's CPU time per request (from /proc: stable where
+throughput is not, since everything shares the machine's cores), and each proxy's RSS before
+and after.
 
 Sizes: ``AGENTFSM_BENCH_PROXY_REQUESTS`` scales the request counts (default 1.0).
 """
@@ -40,7 +42,7 @@ LOADS = {c: max(10, int(n * _SCALE)) for c, n in {1: 300, 10: 600, 50: 600}.item
 #: concurrency -> rounds per point: the targets are measured in turn, round after round, and
 #: each figure is the median over the rounds (the c=1 latency is a fraction of a millisecond
 #: that a slow spell of a shared machine, hitting one target and not the next, would swamp)
-ROUNDS = {1: 5}
+ROUNDS = {1: 5, 10: 3}
 #: requests agentfsm has served when its memory is read (the soak tops the points up)
 SOAK = max(1000, int(25_000 * _SCALE))
 #: requests per measurement sent first and not timed: enough to open every connection
@@ -130,6 +132,33 @@ def _start_litellm(upstream: str, tmp: Path) -> tuple[subprocess.Popen[bytes], s
     return proc, f"{url}/chat/completions"
 
 
+def _family(pid: int) -> list[int]:
+    """``pid`` and its descendants (a server's worker processes), from /proc."""
+    found, todo = [], [pid]
+    while todo:
+        each = todo.pop()
+        found.append(each)
+        try:
+            for task in Path(f"/proc/{each}/task").iterdir():
+                todo += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) spent so far by ``pid`` and its living descendants."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for each in _family(pid):
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
 def _rss_mb(pid: int) -> float:
     """Resident memory of ``pid`` and its children, in MB (from /proc)."""
     total = 0
@@ -195,8 +224,17 @@ def _median_of(runs: list[dict[str, float]]) -> dict[str, float]:
     return {
         "p50": statistics.median(r["p50"] for r in runs),
         "rps": statistics.median(r["rps"] for r in runs),
+        "cpu_ms": statistics.median(r.get("cpu_ms", float("nan")) for r in runs),
         "errors": sum(r["errors"] for r in runs),
     }
+
+
+def _ratio(ours: list[dict[str, float]], theirs: list[dict[str, float]], key: str) -> str:
+    """The median over the rounds of each round's ``ours / theirs`` figure, with its
+    range where there were several rounds."""
+    each = [o[key] / t[key] if t[key] else float("nan") for o, t in zip(ours, theirs, strict=True)]
+    text = f"{statistics.median(each):.2f}x"
+    return f"{text} ({min(each):.2f}-{max(each):.2f})" if len(each) > 1 else text
 
 
 def _added(proxy: list[dict[str, float]], direct: list[dict[str, float]]) -> float:
@@ -205,9 +243,13 @@ def _added(proxy: list[dict[str, float]], direct: list[dict[str, float]]) -> flo
     return statistics.median(p["p50"] - d["p50"] for p, d in zip(proxy, direct, strict=True))
 
 
-def _measure(url: str, stream: bool, concurrency: int, requests: int) -> dict[str, float]:
-    """One measurement, by a load generator in its own process."""
+def _measure(
+    url: str, stream: bool, concurrency: int, requests: int, server: int | None = None
+) -> dict[str, float]:
+    """One measurement, by a load generator in its own process; with ``server`` (a proxy's
+    pid) also that proxy's CPU milliseconds per request, warm-up included."""
     body = {"model": "fake-model", "messages": _MESSAGES, "tools": _TOOLS, "stream": stream}
+    cpu_before = _cpu_s(server) if server is not None else 0.0
     proc = subprocess.run(
         [sys.executable, __file__, "--load", url, json.dumps(body), str(concurrency), str(requests)],
         capture_output=True, text=True, timeout=600, cwd=_ROOT,
@@ -215,6 +257,8 @@ def _measure(url: str, stream: bool, concurrency: int, requests: int) -> dict[st
     if proc.returncode != 0:
         raise RuntimeError(f"load generator failed: {proc.stderr.strip().splitlines()[-1:]}")
     result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    if server is not None:
+        result["cpu_ms"] = (_cpu_s(server) - cpu_before) * 1000 / (requests + WARMUP)
     return result
 
 
@@ -250,7 +294,8 @@ def run() -> list[dict[str, Any]]:
                     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
                     for _ in range(ROUNDS.get(concurrency, 1)):
                         for name, url in targets.items():
-                            rounds[name].append(_measure(url, stream, concurrency, requests))
+                            pid = procs[name].pid if name in procs else None
+                            rounds[name].append(_measure(url, stream, concurrency, requests, pid))
                             sent[name] = sent.get(name, 0) + requests + WARMUP
                     got = {name: _median_of(runs) for name, runs in rounds.items()}
                     direct = got["direct"]
@@ -265,9 +310,11 @@ def run() -> list[dict[str, Any]]:
                             f"{ours['p50']:.2f} (+{_added(rounds[variant], rounds['direct']):.2f})",
                             f"{peer['p50']:.2f} (+{_added(rounds['litellm'], rounds['direct']):.2f})" if peer else "-",
                             f"{direct['rps']:.0f}",
-                            f"{ours['rps']:.0f} ({ours['rps'] / direct['rps']:.2f}x direct)",
-                            f"{peer['rps']:.0f} ({peer['rps'] / direct['rps']:.2f}x direct)" if peer else "-",
-                            f"{ours['rps'] / peer['rps']:.1f}x" if peer and peer["rps"] else "-",
+                            f"{ours['rps']:.0f} ({_ratio(rounds[variant], rounds['direct'], 'rps')} direct)",
+                            f"{peer['rps']:.0f} ({_ratio(rounds['litellm'], rounds['direct'], 'rps')} direct)" if peer else "-",
+                            _ratio(rounds[variant], rounds["litellm"], "rps") if peer else "-",
+                            f"{ours['cpu_ms']:.2f}",
+                            f"{peer['cpu_ms']:.2f}" if peer else "-",
                             "/".join(f"{got[n]['errors']:.0f}" for n in ("direct", variant, "litellm") if n in got),
                         ])
             # agentfsm's memory is read after SOAK requests in all (more, non-streamed, at c=10);
@@ -290,7 +337,7 @@ def run() -> list[dict[str, Any]]:
         "columns": [
             "point", "agentfsm workers", "requests", "direct p50 (ms)", "agentfsm p50 (added)", "LiteLLM p50 (added)",
             "direct req/s", "agentfsm req/s", "LiteLLM req/s", "agentfsm / LiteLLM req/s",
-            "errors direct/agentfsm/LiteLLM",
+            "agentfsm CPU ms/request", "LiteLLM CPU ms/request", "errors direct/agentfsm/LiteLLM",
         ],
         "rows": rows,
         "notes": (
@@ -301,8 +348,12 @@ def run() -> list[dict[str, Any]]:
             f"{peer_note} The fake upstream (FakeUpstream), each proxy and each load generator run in "
             f"their own processes. {WARMUP} warm-up requests per measurement are not timed; a streamed "
             f"request is timed to its last byte. c=1 points: {ROUNDS[1]} rounds of {LOADS[1]} requests per target, "
-            "the targets in turn each round; p50 and req/s are medians over the rounds, the added p50 the median "
-            "of each round's proxy p50 minus that round's direct p50 (requests: all rounds). "
+            f"c=10 points {ROUNDS[10]} rounds of {LOADS[10]}, c=50 one of {LOADS[50]}; "
+            "the targets in turn each round; p50, req/s and CPU are medians over the rounds, the added p50 the median "
+            "of each round's proxy p50 minus that round's direct p50, a ratio the median of each round's ratio "
+            "with its range over the rounds in brackets (requests: all rounds). CPU ms/request: user and system "
+            "time of the proxy's processes (its workers included) over a measurement, warm-up requests included, "
+            "from /proc; it depends on the load far less than req/s does. "
             "Everything shares the machine's cores, so a proxy's "
             "cost is CPU time taken from the others; ratios are taken within this run."
         ),
