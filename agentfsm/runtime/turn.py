@@ -248,8 +248,9 @@ async def stream_turn(
         if max_steps is not None and steps_taken + attempts >= max_steps:
             raise MaxStepsExceeded(max_steps)
         p = plan(history, config, backend.capabilities, enforcement)
-        if config.choice and isinstance(backend, ScoresContinuations) and wants_choice(
-            history, p, backend.capabilities.scoring
+        # the protocol check last: on Python 3.11 it costs ~20 µs, on every proxied request
+        if config.choice and wants_choice(history, p, backend.capabilities.scoring) and isinstance(
+            backend, ScoresContinuations
         ):
             p, _ = await choose(
                 backend, history, p, lambda h, q: _request(h, config, q, options)[:2], recorder, tally, deadline

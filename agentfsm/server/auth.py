@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+from functools import lru_cache
 from typing import Any
 
 from pydantic import SecretStr
@@ -79,7 +80,11 @@ def _name_of(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+@lru_cache(maxsize=256)
 def _loopback_name(name: str) -> bool:
+    """Whether ``name`` (a ``Host`` or origin's host) names this machine; kept for the
+    names seen last (a client sends the same ``Host`` on every request, and parsing it
+    as an address costs ~30 µs)."""
     return name == "localhost" or name.endswith(".localhost") or is_loopback(name)
 
 

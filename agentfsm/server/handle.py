@@ -36,7 +36,7 @@ from agentfsm.core.errors import (
 )
 from agentfsm.protocols import IGNORED_HEADER, NormalizedRequest, settle
 from agentfsm.server.auth import check_api_key, check_host_and_origin, read_json_body
-from agentfsm.server.exchange import ClientGone, Exchange, complete, until_disconnect
+from agentfsm.server.exchange import ClientGone, Exchange, Reply, complete, until_disconnect
 from agentfsm.server.fit import fit_exchange
 from agentfsm.server.limits import ClientShare
 from agentfsm.server.settings import Settings
@@ -86,8 +86,7 @@ async def serve(
             # in an unknown context nothing is compacted, clamped or refused: the fit would
             # only measure the prompt (built in full, ~0.1 ms), which a whole answer never reports
             await off_loop(ex, fit_exchange)
-        await until_disconnect(request, place.take(), deadline)
-        reply = await until_disconnect(request, complete(ex), deadline)
+        reply = await until_disconnect(request, _complete_in_place(place, ex), deadline)
         place.give_back()
         ex.end(reply)
         body = wire.response(
@@ -123,6 +122,13 @@ async def serve(
     finally:
         if not place.handed:
             place.give_back()
+
+
+async def _complete_in_place(place: _Place, ex: Exchange) -> Reply:
+    """The non-streamed answer, once the request's place is taken (one disconnect watcher
+    over the wait and the work)."""
+    await place.take()
+    return await complete(ex)
 
 
 class _Place:
