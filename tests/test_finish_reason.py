@@ -39,6 +39,29 @@ def test_the_engine_corrects_a_call_cut_at_the_token_limit() -> None:
     assert isinstance(cut, Correct) and cut.reason == "truncated_action"
 
 
+def get_time(city: str) -> str:
+    """Local time in a city."""
+    return f"noon in {city}"
+
+
+@pytest.mark.parametrize("named, other", [("get_time", "get_weather"), ("get_weather", "get_time")])
+def test_the_correction_of_a_cut_call_shows_the_tool_it_was_calling(named: str, other: str) -> None:
+    # an example of another tool steered the retry to that tool
+    config = EngineConfig(tools=ToolRegistry([get_weather, get_time]).specs)
+    cut = '{"action": {"tool": "%s", "args": {"city": "Par' % named
+    decision = step([UserMessage(content="Paris?")], cut, config, finish_reason="length")
+    assert isinstance(decision, Correct) and decision.reason == "truncated_action"
+    text = decision.message.content or ""
+    assert "Example:" in text and named in text.split("Example:", 1)[1] and other not in text
+
+
+def test_a_correction_with_no_tool_named_shows_the_first_tool() -> None:
+    config = EngineConfig(tools=ToolRegistry([get_weather, get_time]).specs)
+    decision = step([UserMessage(content="Paris?")], '{"action": {"to', config, finish_reason="length")
+    assert isinstance(decision, Correct)
+    assert "get_weather" in (decision.message.content or "").split("Example:", 1)[1]
+
+
 def test_the_agent_never_runs_a_cut_call() -> None:
     ran: list[str] = []
 

@@ -56,6 +56,7 @@ from agentfsm.core.messages import (
     Message,
     ToolCall,
     ToolMessage,
+    ToolSpec,
     UserMessage,
 )
 from agentfsm.dialects.parse import parse_reply
@@ -136,8 +137,8 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     # only calls are checked against it (guards, grounding): a prose reply need not gather it
     conversation = conversation_text(history) if parsed.tool_calls else ""
     dialect = get_dialect(config.dialect)
-    shown = [t for t in config.tools if t.name == choice.name] or list(config.tools[:1])
-    example = render_call_template(shown[0], dialect) if shown else ""
+    shown = _example_tool(reply, config, choice)
+    example = render_call_template(shown, dialect) if shown is not None else ""
     verdict = run_guards(
         parsed,
         tools=config.tools,
@@ -186,6 +187,39 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
     assistant = AssistantMessage(content=parsed.content, tool_calls=minted)
     return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
+
+
+def _example_tool(reply: str, config: EngineConfig, choice: ToolChoice) -> ToolSpec | None:
+    """The tool a format correction's example shows: the one ``tool_choice`` names, else
+    the offered tool the reply names first (a call cut off by the token limit still
+    names its tool), else the first offered. An example of another tool than the one
+    the model was calling steered its retry to that tool."""
+    tools = config.tools
+    named = [t for t in tools if t.name == choice.name]
+    if named:
+        return named[0]
+    first: tuple[int, ToolSpec] | None = None
+    for tool in tools:
+        at = _name_at(reply, tool.name)
+        if at >= 0 and (first is None or at < first[0]):
+            first = (at, tool)
+    if first is not None:
+        return first[1]
+    return tools[0] if tools else None
+
+
+def _name_at(text: str, name: str) -> int:
+    """Where ``name`` first stands in ``text`` as a whole identifier (no letter, digit,
+    ``_``, ``.`` or ``-`` touching it), or -1."""
+    at = text.find(name)
+    while at >= 0:
+        before = text[at - 1] if at else " "
+        end = at + len(name)
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before in "_.-" or after.isalnum() or after in "_-"):
+            return at
+        at = text.find(name, at + 1)
+    return -1
 
 
 def _unfit_answer(
