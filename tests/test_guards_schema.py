@@ -175,6 +175,33 @@ def test_declared_draft_is_honoured() -> None:
     assert result.mismatch.keyword == "maximum"
 
 
+_LISTED = {
+    "type": "object",
+    "properties": {
+        "is_unisex": {"type": "boolean", "enum": ["True", "False", "dontcare"]},  # as BFCL live writes it
+        "mode": {"type": "string", "enum": ["a", 1]},
+        "flag": {"type": "integer", "const": True},
+    },
+}
+
+
+@pytest.mark.parametrize("arguments, keyword", [
+    ({"is_unisex": "True"}, None),  # listed: the client's intent, whatever "type" says
+    ({"is_unisex": "dontcare"}, None),
+    ({"is_unisex": True}, "enum"),  # of the type, but not listed
+    ({"is_unisex": "yes"}, "type"),  # neither
+    ({"mode": 1}, None),
+    ({"mode": 1.0}, None),  # the same JSON number
+    ({"mode": True}, "type"),  # true is not 1
+    ({"mode": "b"}, "enum"),
+    ({"flag": True}, None),
+    ({"flag": 1}, "const"),
+])
+def test_a_value_the_schema_lists_passes_its_type(arguments: dict[str, Any], keyword: str | None) -> None:
+    found = schema.validate_arguments(arguments, _LISTED).mismatch
+    assert (found.keyword if found else None) == keyword
+
+
 def test_notes_reach_the_accept_detail() -> None:
     tool = ToolSpec(name="f", parameters={"type": "nope"})
     verdict = schema.check(_reply(("f", {})), [tool])

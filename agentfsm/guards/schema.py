@@ -17,6 +17,12 @@ safe by construction, and runs in time linear in the arguments' size:
 - ``uniqueItems``, ``unevaluatedItems`` and ``unevaluatedProperties``, quadratic in
   ``jsonschema`` (a 51 KB array stalled the proxy 11 s), are replaced by linear
   implementations with the same verdicts (:mod:`agentfsm.guards._keywords`).
+- a value the schema lists by name (an ``enum`` member, the ``const``) passes ``type``:
+  a client schema such as ``{"type": "boolean", "enum": ["True", "False"]}`` (BFCL's
+  live set has them; so do schemas converted from other formats) admits no value at
+  all as written, and the grammar writes the listed ones, so every call was refused
+  until the budget ran out. The listed values are taken as the client's intent;
+  anything else still fails ``enum``.
 - schemas over :data:`MAX_SCHEMA_CHARS`, arguments over :data:`MAX_ARGUMENT_CHARS`,
   invalid schemas (``SchemaError``), unresolvable ``$ref`` (no remote retrieval: an
   empty ``referencing.Registry`` is passed) and too-deep instances are accepted with a
@@ -253,11 +259,41 @@ def _pattern(validator: Any, patrn: Any, instance: Any, schema: Any) -> Iterator
         yield ValidationError(f"{_trim(repr(instance), 80)} does not match {patrn!r}")
 
 
+def _listed(instance: Any, schema: Any) -> bool:
+    """Whether ``instance`` is a value ``schema`` names: one of its ``enum`` members or its
+    ``const`` (JSON equality: ``true`` is not ``1``)."""
+    if not isinstance(schema, Mapping):
+        return False
+    named = list(schema["enum"]) if isinstance(schema.get("enum"), list) else []
+    if "const" in schema:
+        named.append(schema["const"])
+    return any(type(m) is type(instance) or (_number(m) and _number(instance)) for m in named if m == instance)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _type_unless_listed(original: Any) -> Any:
+    """``type``, passing a value the same schema lists by name (see the module doc)."""
+
+    def check(validator: Any, types: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        if _listed(instance, schema):
+            return
+        yield from original(validator, types, instance, schema)
+
+    return check
+
+
 @lru_cache(maxsize=16)
 def _safe_class(base: type[Validator]) -> type[Validator]:
-    """``base`` with the bounded-time ``pattern`` keyword and linear ``uniqueItems``,
-    ``unevaluatedItems``, ``unevaluatedProperties`` (building a class costs ~3 ms)."""
-    return _extend(base, {"pattern": _pattern, **linear(base.VALIDATORS)})
+    """``base`` with the bounded-time ``pattern`` keyword, linear ``uniqueItems``,
+    ``unevaluatedItems``, ``unevaluatedProperties``, and ``type`` passing a listed value
+    (building a class costs ~3 ms)."""
+    keywords = {"pattern": _pattern, **linear(base.VALIDATORS)}
+    if "type" in base.VALIDATORS:
+        keywords["type"] = _type_unless_listed(base.VALIDATORS["type"])
+    return _extend(base, keywords)
 
 
 @lru_cache(maxsize=256)
