@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
 from llama_cpp.llama_grammar import json_schema_to_gbnf
 from loguru import logger
 
-from agentfsm.backends._local_grammar import GrammarCache, continuation_gbnf
+from agentfsm.backends._local_grammar import GrammarCache, continuation_gbnf, strict_strings
 from agentfsm.core.backend import ListContinuation
 
 CALL: dict[str, Any] = {
@@ -21,7 +23,7 @@ CALL: dict[str, Any] = {
 def test_a_schema_is_converted_once_and_served_from_the_cache_after() -> None:
     cache = GrammarCache()
     first = cache.gbnf(CALL)
-    assert first == json_schema_to_gbnf(json.dumps(CALL))
+    assert first == strict_strings(json_schema_to_gbnf(json.dumps(CALL)))
     assert all(cache.gbnf(json.loads(json.dumps(CALL))) == first for _ in range(5))  # an equal copy
     assert (cache.misses, cache.hits) == (1, 5)
 
@@ -74,3 +76,37 @@ def test_the_cache_keeps_at_most_its_limit_the_least_recently_used_dropped() -> 
     assert cache.hits == 2
     cache.gbnf(schema("Tokio"))  # dropped: converted again
     assert cache.misses == 4
+
+
+def test_strings_hold_no_raw_control_character() -> None:
+    # llama-cpp-python's converter lets a string hold a raw line break; JSON does not
+    loose = json_schema_to_gbnf(json.dumps(CALL))
+    assert any(line.startswith(r'char ::= [^"\\] | ') for line in loose.splitlines())
+    strict = strict_strings(loose)
+    char = next(line for line in strict.splitlines() if line.startswith("char ::= "))
+    assert char.startswith(r'char ::= [^"\\\x7F\x00-\x1F] | "\\" (')
+    assert strict_strings(strict) == strict
+    assert strict.replace(char, "") == loose.replace(next(x for x in loose.splitlines() if x.startswith("char")), "")
+
+
+@pytest.mark.model
+def test_the_embedded_model_writes_no_raw_line_break_in_a_string() -> None:
+    """A recorded request whose reply, under the loose rule, "closed" the call inside an
+    unclosed string and went on in prose over many lines to the token limit."""
+    from agentfsm.backends.local import get_local_backend
+    from agentfsm.core.backend import GenerationOptions
+    from agentfsm.core.messages import PromptMessage
+
+    recorded = json.loads((Path(__file__).parent.parent / "fixtures" / "grammar" / "string_runaway_request.json").read_text())
+    options = GenerationOptions(**{k: v for k, v in recorded["options"].items() if k in GenerationOptions.model_fields})
+    text = get_local_backend().complete([PromptMessage(**m) for m in recorded["messages"]], options).text
+    inside = escaped = False
+    for ch in text:
+        if inside and not escaped and ord(ch) < 0x20:
+            raise AssertionError(f"a raw control character inside a string: {text[:300]!r}")
+        if inside and escaped:
+            escaped = False
+        elif inside and ch == "\\":
+            escaped = True
+        elif ch == '"':
+            inside = not inside

@@ -17,7 +17,7 @@ from loguru import logger
 
 from agentfsm.core.backend import ListContinuation
 
-__all__ = ["GrammarCache", "continuation_gbnf"]
+__all__ = ["GrammarCache", "continuation_gbnf", "strict_strings"]
 
 
 def continuation_gbnf(item_gbnf: str, continuation: ListContinuation) -> str:
@@ -35,6 +35,21 @@ def continuation_gbnf(item_gbnf: str, continuation: ListContinuation) -> str:
     more = f'("," space {item}){{0,{continuation.max_items}}} ' if continuation.max_items else ""
     space = "" if re.search(r"^space ::=", renamed, re.M) else 'space ::= " "?\n'
     return f"{renamed.rstrip()}\n{space}root ::= {more}space {close} space\n"
+
+
+#: llama-cpp-python's converter lets a string hold any character but ``"`` and ``\``,
+#: raw line breaks and other control characters included (JSON does not allow them; the
+#: C++ converter of llama.cpp leaves them out). A model then "closed" a call inside an
+#: unclosed string and wrote prose over many lines to the token limit
+#: (``"7:00 PM } } }}\n\nHere's how you can use it: ...``), the reply cut off each time.
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def strict_strings(gbnf: str) -> str:
+    """``gbnf`` (the converter's output) with JSON's string characters: no raw control
+    character (a line break is written ``\n``), as in llama.cpp's own converter."""
+    return re.sub(rf"^{re.escape(_LOOSE_CHAR)}", lambda _m: _JSON_CHAR, gbnf, count=1, flags=re.M)
 
 
 #: the most grammars :class:`GrammarCache` keeps (the least recently used goes first): a
@@ -66,7 +81,7 @@ class GrammarCache:
         from llama_cpp.llama_grammar import json_schema_to_gbnf
 
         try:
-            gbnf = json_schema_to_gbnf(text)
+            gbnf = strict_strings(json_schema_to_gbnf(text))
             self._texts[key] = gbnf if continuation is None else continuation_gbnf(gbnf, continuation)
         except Exception as exc:  # noqa: BLE001 - the converter raises anything, AssertionError included
             # grammar_schema's output always converts; a schema from elsewhere may not
