@@ -209,8 +209,9 @@ def _example_tool(reply: str, config: EngineConfig, choice: ToolChoice) -> ToolS
 
 
 def _name_at(text: str, name: str) -> int:
-    """Where ``name`` first stands in ``text`` as a whole identifier (no letter, digit,
-    ``_``, ``.`` or ``-`` touching it), or -1."""
+    """Where ``name`` first stands in ``text`` as a whole identifier, or -1: no letter,
+    digit, ``_`` or ``-`` on either side, and no ``.`` before it (``math.add`` is another
+    tool than ``add``; a full stop after a name still ends it)."""
     at = text.find(name)
     while at >= 0:
         before = text[at - 1] if at else " "
