@@ -160,13 +160,9 @@ def _cpu_s(pid: int) -> float:
 
 
 def _rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and its children, in MB (from /proc)."""
+    """Resident memory of ``pid`` and its descendants, in MB (from /proc)."""
     total = 0
-    pids = [pid]
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.is_file():
-        pids += [int(p) for p in children.read_text().split()]
-    for each in pids:
+    for each in _family(pid):
         try:
             for line in Path(f"/proc/{each}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -362,7 +358,7 @@ def run() -> list[dict[str, Any]]:
         "columns": ["proxy", "requests served", "RSS before (MB)", "RSS after (MB)"],
         "rows": [[name, sent[name], f"{v[0]:.0f}", f"{v[-1]:.0f}"] for name, v in rss.items()],
         "notes": (
-            "VmRSS of the proxy process and its direct children, from /proc, after start-up and after the "
+            "VmRSS of the proxy process and its descendants (its workers), from /proc, after start-up and after the "
             f"run; agentfsm's after {SOAK:,} requests in all (the points above, then non-streamed requests "
             "at c=10), the peer's after the points. Target: agentfsm <= 80 MB after 25,000 requests."
         ),

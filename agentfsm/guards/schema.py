@@ -50,7 +50,7 @@ from agentfsm.core._memo import JSON_OBJECT_FACTOR, ByIdentity
 from agentfsm.core._types import JSONObject
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.guards import _linear_regex
-from agentfsm.guards._keywords import linear
+from agentfsm.guards._keywords import canonical, linear
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Verdict
 from agentfsm.core.messages import ToolSpec
 
@@ -261,17 +261,15 @@ def _pattern(validator: Any, patrn: Any, instance: Any, schema: Any) -> Iterator
 
 def _listed(instance: Any, schema: Any) -> bool:
     """Whether ``instance`` is a value ``schema`` names: one of its ``enum`` members or its
-    ``const`` (JSON equality: ``true`` is not ``1``)."""
+    ``const`` (JSON Schema's equality, :func:`~agentfsm.guards._keywords.canonical`:
+    ``true`` is not ``1``, ``1`` is ``1.0``)."""
     if not isinstance(schema, Mapping):
         return False
     named = list(schema["enum"]) if isinstance(schema.get("enum"), list) else []
     if "const" in schema:
         named.append(schema["const"])
-    return any(type(m) is type(instance) or (_number(m) and _number(instance)) for m in named if m == instance)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    wanted = canonical(instance)
+    return any(canonical(m) == wanted for m in named)
 
 
 def _type_unless_listed(original: Any) -> Any:
