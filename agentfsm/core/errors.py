@@ -58,6 +58,7 @@ __all__ = [
     "ClientGone",
     "GraphvizMissing",
     "InvalidTransition",
+    "NothingToDecide",
     "LoopDetected",
     "MCPToolError",
     "MaxStepsExceeded",
@@ -108,6 +109,24 @@ class InvalidTransition(UsageError):
         self.event = event
         self.state = state
         super().__init__(f"event {event!r} is not allowed in state {state!r}")
+
+
+class NothingToDecide(InvalidTransition):
+    """A turn asked of a history that leaves the model nothing to decide: the latest
+    calls without their results (``pending``: their ids), or an assistant reply last."""
+
+    def __init__(self, state: str, pending: tuple[str, ...] = ()) -> None:
+        super().__init__("step", state)
+        self.pending = pending
+        if pending:
+            ids = ", ".join(p or "(no id)" for p in pending)
+            text = (f"the conversation ends with tool calls that have no result yet ({ids}): "
+                    "send the result of each call before asking for the next step")
+        else:
+            text = ("the conversation ends with an assistant reply, so the model has nothing to decide "
+                    "(an assistant message last, a prefill, is not supported with tools): end it with a "
+                    "user message or tool results")
+        self.args = (text,)
 
 
 class RequestError(AgentFSMError):

@@ -48,10 +48,10 @@ from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fai
 from agentfsm.engine.choice import wants_choice
 from agentfsm.engine.consensus import TEMPERATURE
 from agentfsm.engine.plan import plan, policies_of, unasked, wants_vote
-from agentfsm.core.errors import MaxStepsExceeded, RunError
+from agentfsm.core.errors import MaxStepsExceeded, NothingToDecide, RunError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
 from agentfsm.core.messages import Message, PromptMessage
-from agentfsm.core.states import State, derive_state
+from agentfsm.core.states import DECIDING_STATES, State, derive_state, pending_calls
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
 from agentfsm.prompt.contract import render_contract
@@ -242,7 +242,11 @@ async def stream_turn(
     voted = False
     # consensus decides the first decision of a user turn; later, only where the policy
     # that refused says so (engine.decide.wants_vote)
-    first = derive_state(history) is State.FIRST_DECISION
+    state = derive_state(history)
+    if state not in DECIDING_STATES:
+        # before any model call: the engine would refuse its reply, the call paid for
+        raise NothingToDecide(state.value, pending_calls(history))
+    first = state is State.FIRST_DECISION
     usage = Usage()
     while True:
         if max_steps is not None and steps_taken + attempts >= max_steps:
