@@ -172,6 +172,11 @@ class ToolSpec(BaseModel):
             parameters = {"type": "object", "properties": {}}
         if not isinstance(parameters, Mapping):
             raise ToolSpecError(f"tool {name!r}: parameters must be a JSON-Schema object")
+        kind = parameters.get("type", "object")
+        if kind != "object" and not (isinstance(kind, list) and "object" in kind):
+            # a call's arguments are an object: no reply could satisfy another type, and
+            # the turn would spend its corrections finding that out (both providers refuse it)
+            raise ToolSpecError(f"tool {name!r}: parameters must describe an object (type 'object'), not {kind!r}")
         return cls(name=name, description=str(description or ""), parameters=dict(parameters))
 
 

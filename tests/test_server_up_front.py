@@ -1,7 +1,8 @@
-"""A history that leaves the model nothing to decide is the client's 400, said in plain
-words, before any upstream call: calls without their results, or an assistant message
-last (a prefill) in tool mode. It used to be sent upstream, paid for, and then refused
-as "event 'step' is not allowed in state 'final'". Real proxy, official SDKs, both
+"""Requests no model reply could serve are the client's 400, said in plain words, before
+any upstream call: a history that leaves the model nothing to decide (calls without their
+results, an assistant message last in tool mode), and a tool whose parameters are not an
+object. Each used to be sent upstream, paid for, and refused afterwards ("event 'step' is
+not allowed in state 'final'"), or retried to a 500. Real proxy, official SDKs, both
 protocols, streamed and not."""
 
 from __future__ import annotations
@@ -88,3 +89,25 @@ def test_openai_call_without_its_result_is_a_400_before_the_upstream(
     with openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=30) as client:
         done = client.chat.completions.create(model="m", messages=messages, tools=TOOLS_OPENAI)
     assert done.choices[0].message.content == "fine"
+
+
+@pytest.mark.parametrize("schema", [{"type": "array", "items": {"type": "string"}}, {"type": "string"}])
+def test_a_tool_whose_parameters_are_not_an_object_is_a_400_before_the_upstream(
+    served: tuple[FakeUpstream, str], schema: dict[str, Any]
+) -> None:
+    fake, base = served
+    before = len(fake.requests)
+    tools: list[Any] = [{"name": "lookup", "description": "Look up.", "input_schema": schema}]
+    with anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0, timeout=30) as client:
+        with pytest.raises(anthropic.BadRequestError) as info:
+            client.messages.create(model="m", max_tokens=64, tools=tools,
+                                   messages=[{"role": "user", "content": "Look up Oslo."}])
+    body = info.value.body
+    assert isinstance(body, dict) and body["error"]["type"] == "invalid_request_error"
+    assert "lookup" in body["error"]["message"] and "object" in body["error"]["message"]
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=30) as client:
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Look up Oslo."}],
+                                           tools=[{"type": "function", "function": {"name": "lookup",
+                                                                                    "parameters": schema}}])
+    assert len(fake.requests) == before
