@@ -121,6 +121,8 @@ def _gives_up(protocol: str, base: str, stream: bool, choice: str) -> str:
     with pytest.raises((openai.InternalServerError, anthropic.InternalServerError)) as info:
         SPEAK[protocol](base, stream, choice)
     assert info.value.status_code == 500
+    # the proxy re-asked already: the SDKs are told not to retry (they honour x-should-retry)
+    assert info.value.response.headers.get("x-should-retry") == "false"
     body = info.value.response.json()
     if protocol == "messages":
         assert body["type"] == "error" and body["error"]["type"] == "api_error"
@@ -195,3 +197,21 @@ def test_an_empty_reply_is_corrected_never_passed_on(protocol: str, stream: bool
     assert got.text.strip() == "It is sunny in Paris."
     assert "Your last reply was empty" in fake.chat_requests[1].messages[-1]["content"]
     assert "x-agentfsm-exhausted" not in got.headers
+
+
+@pytest.mark.parametrize("protocol", ["chat", "messages"])
+def test_an_sdk_with_its_default_retries_does_not_retry_a_give_up(protocol: str, fake: FakeUpstream,
+                                                                   base: str) -> None:
+    """A give-up after the budget took 4 upstream calls; with the SDKs' default two
+    retries it took 12 (an audit found Claude Code retrying such 500s up to 10 times)."""
+    fake.enqueue(*[action("get_weather", city="Paris")] * 12)
+    with pytest.raises((openai.InternalServerError, anthropic.InternalServerError)):
+        if protocol == "chat":
+            with openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=2, timeout=30) as c:
+                c.chat.completions.create(model="m", messages=[{"role": "user", "content": ASK}],
+                                          tools=TOOLS_OPENAI, tool_choice="none")
+        else:
+            with anthropic.Anthropic(base_url=base, api_key="x", max_retries=2, timeout=30) as a:
+                a.messages.create(model="m", max_tokens=256, messages=[{"role": "user", "content": ASK}],
+                                  tools=TOOLS_ANTHROPIC, tool_choice={"type": "none"})
+    assert len(fake.chat_requests) == 4

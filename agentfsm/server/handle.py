@@ -31,6 +31,7 @@ from agentfsm.core.errors import (
     BodyTimeout,
     BodyTooLarge,
     RequestError,
+    RunError,
     TooManyTools,
     UsageError,
 )
@@ -209,6 +210,10 @@ def error_response(wire: Wire, exc: AgentFSMError, ex: Exchange | None) -> Respo
     if isinstance(exc, BackendHTTPError) and exc.retry_after is not None and status in (429, 503):
         # the upstream's own wait, passed on: the client decides whether to wait that long
         headers["retry-after"] = str(math.ceil(exc.retry_after))
+    if isinstance(exc, RunError):
+        # the proxy has re-asked the model within its budget already: the SDKs' own retries
+        # of a 5xx (both honour x-should-retry) would only multiply the upstream calls
+        headers["x-should-retry"] = "false"
     if isinstance(exc, BodyTimeout | BodyTooLarge):
         # the rest of the body is never read: close rather than keep a half-read connection
         headers["connection"] = "close"
