@@ -102,21 +102,31 @@ class AioUpstream:
         self._proxy, self._proxy_auth = _env_proxy(base_url)
         self._urls: dict[str, URL] = {}
         self._session: aiohttp.ClientSession | None = None
+        #: the event loop the session belongs to (its connections cannot serve another)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _open(self) -> aiohttp.ClientSession:
-        # made on the first request, inside the loop that will use it
+    async def _open(self) -> aiohttp.ClientSession:
+        # made on the first request, inside the loop that will use it; a session left by a
+        # loop that has ended (asyncio.run called again) is let go, and a new one made
+        stale, stale_loop = self._session, self._loop
+        # the new session is in place before any await: a request arriving meanwhile uses it
+        self._loop = asyncio.get_running_loop()
         connector = aiohttp.TCPConnector(limit=self._limit, keepalive_timeout=self._keepalive)
-        self._session = aiohttp.ClientSession(
+        session = self._session = aiohttp.ClientSession(
             connector=connector,
             headers=self._headers,
             cookie_jar=aiohttp.DummyCookieJar(),  # an API client keeps no cookies
             auto_decompress=False,  # decoded within the reply's bound (backends._body)
         )
-        return self._session
+        if stale is not None and stale_loop is not None and stale_loop.is_closed():
+            await stale.close()  # nothing of it can run any more: this only marks it closed, unwarned
+        return session
 
     async def post_json(self, path: str, payload: JSONObject, timeouts: AttemptTimeouts) -> AioResponse:
         """Send ``payload`` (JSON, as httpx encodes it) to ``path``; the answer, body unread."""
-        session = self._session or self._open()
+        session = self._session
+        if session is None or self._loop is not asyncio.get_running_loop():
+            session = await self._open()
         url = self._urls.get(path)
         if url is None:
             url = URL(self._base + path)
@@ -135,9 +145,11 @@ class AioUpstream:
         return AioResponse(response)
 
     async def aclose(self) -> None:
-        """Close the pool (a later request opens a new one)."""
+        """Close the pool (a later request opens a new one). On the loop that opened it:
+        a pool of another loop that still runs is only let go (its loop closes it)."""
         session, self._session = self._session, None
-        if session is not None:
+        loop, self._loop = self._loop, None
+        if session is not None and (loop is asyncio.get_running_loop() or loop is None or loop.is_closed()):
             await session.close()
 
 

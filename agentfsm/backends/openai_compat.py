@@ -363,15 +363,10 @@ class OpenAICompatBackend:
         return self._client
 
     def _async_client(self) -> AsyncUpstream:
-        loop = asyncio.get_running_loop()
-        if self._aclient is None or self._aclient_loop is not loop:
-            # a pool belongs to one event loop; a new loop gets a new pool
-            if self._async_transport is not None:
-                self._aclient = HttpxUpstream(httpx.AsyncClient(
-                    base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
-                    transport=self._async_transport, params=self._params,
-                ))
-            else:
+        if self._async_transport is None:
+            # aiohttp's pool follows the loop itself: a new loop gets new connections, and
+            # those of a loop that has ended are let go without a warning (_aio_transport)
+            if self._aclient is None:
                 from agentfsm.backends._aio_transport import AioUpstream
 
                 keepalive = self._limits.keepalive_expiry
@@ -379,5 +374,13 @@ class OpenAICompatBackend:
                     self.base_url, self._client_headers(), limit=self._limits.max_connections or 0,
                     keepalive=keepalive if keepalive is not None else 5.0, params=self._params,
                 )
+            return self._aclient
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aclient_loop is not loop:
+            # a pool belongs to one event loop; a new loop gets a new pool
+            self._aclient = HttpxUpstream(httpx.AsyncClient(
+                base_url=self.base_url + "/", headers=self._client_headers(), limits=self._limits,
+                transport=self._async_transport, params=self._params,
+            ))
             self._aclient_loop = loop
         return self._aclient

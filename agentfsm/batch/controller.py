@@ -21,8 +21,9 @@ Contract:
   (``--retry-failed``), which first removes the failed lines (atomic rewrite) and then
   runs those tasks again.
 - **Bad input stops the batch before it starts.** A malformed tasks line, a duplicate
-  id, or a tool that the tools module does not implement raises
-  :class:`~agentfsm.core.errors.UsageError` naming the line or task; nothing is written.
+  id, a tool that the tools module does not implement, or an output file or transcripts
+  directory that cannot be written raises :class:`~agentfsm.core.errors.UsageError`
+  naming the line, task or path; nothing is written.
 - **Bounded concurrency.** ``concurrency`` workers share one backend (one connection
   pool); ``backend`` may also be a zero-argument factory, called once. The workers
   start spread over ``ramp`` seconds (default :data:`DEFAULT_RAMP`), not at once: a

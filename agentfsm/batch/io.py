@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from agentfsm.batch.task import Task, TaskResult
 from agentfsm.core.errors import UsageError
+from agentfsm.runtime.transcript import os_error_reason
 
 __all__ = ["ResultLog", "load_tasks"]
 
@@ -39,10 +40,13 @@ if sys.platform != "win32":
 
 def _open_locked(path: Path) -> int:
     """``path`` opened for appending and locked for this process alone (a UsageError
-    when another process holds it). The lock is taken on the file the path names *after*
+    when another process holds it, or when it cannot be opened). The lock is taken on the file the path names *after*
     locking: a file replaced meanwhile (:meth:`ResultLog.drop`) is opened again."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:  # a directory, a missing or read-only place
+            raise UsageError(f"cannot write results {path}: {os_error_reason(exc, path)}") from exc
         if sys.platform == "win32":  # no flock: one writer per file is the caller's to keep
             return fd
         try:
@@ -123,7 +127,10 @@ class ResultLog:
             raise UsageError("fsync_every must be >= 0 (0: only on close)")
         self.path = Path(path)
         self.fsync_every = fsync_every
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot write results {self.path}: {os_error_reason(exc, self.path)}") from exc
         #: the results already in the file, by id (the last line wins)
         self.done: dict[str, TaskResult] = {}
         #: whether a torn last line was cut off when the file was opened

@@ -15,13 +15,15 @@ A task line is a JSON object::
 ``messages`` are OpenAI chat-shaped (or agentfsm's own normalized shape); ``tools`` are
 OpenAI- or Anthropic-shaped; ``tool_choice`` is ``auto | none | required``, a tool name,
 or the OpenAI/Anthropic object forms. The tools' results come from the Python module
-named by ``tools_module``; a task without ``tools`` is offered all of that module's tools.
+named by ``tools_module``; a task without ``tools`` is offered all of that module's tools:
+every tool of ``MODULE:ATTR``, or the ``TOOLS`` list of a plain ``MODULE``. A plain module
+without a ``TOOLS`` list does not say which of its functions are tools, so a task without
+``tools`` is then refused before the batch starts (``"tools": []`` asks for none).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import re
 import time
@@ -39,11 +41,13 @@ from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RequestError, ToolSpecError, UsageError
 from agentfsm.core.messages import Message, ToolSpec, UserMessage, parse_messages
 from agentfsm.runtime.tally import Tally
+from agentfsm.runtime.transcript import prepare_transcripts_dir
 from agentfsm.runtime.tools import (
     RegisteredTool,
     ToolRegistry,
     callable_executor,
     idempotency_scope,
+    import_tools_module,
     load_tools,
 )
 
@@ -174,43 +178,60 @@ class ToolProvider:
 
     def __init__(self, ref: str | None) -> None:
         self.ref = ref
+        #: the listed tools (the module's ``TOOLS``, or ``MODULE:ATTR``), by name
         self._impls: dict[str, RegisteredTool] = {}
+        #: the module's other functions, looked up by a task's tool name
+        self._found: dict[str, RegisteredTool] = {}
         self._module: Any = None
+        #: whether the module lists its tools (what a task without ``tools`` is offered)
+        self._listed = True
         if ref is None:
             return
         if ":" in ref:
             items = load_tools(ref)
         else:
-            try:
-                self._module = importlib.import_module(ref)
-            except ImportError as exc:
-                raise UsageError(f"cannot import tools module {ref!r}: {exc}") from exc
-            items = load_tools(f"{ref}:TOOLS") if hasattr(self._module, "TOOLS") else []
+            self._module = import_tools_module(ref)
+            self._listed = hasattr(self._module, "TOOLS")
+            items = load_tools(f"{ref}:TOOLS") if self._listed else []
         for item in items:
             reg = item if isinstance(item, RegisteredTool) else RegisteredTool(ToolSpec.from_callable(item), callable_executor(item))
             self._impls[reg.spec.name] = reg
 
     def implementation(self, name: str) -> RegisteredTool | None:
         """The implementation of tool ``name``, if the module has one."""
-        if name in self._impls:
-            return self._impls[name]
+        found = self._impls.get(name) or self._found.get(name)
+        if found is not None:
+            return found
         fn = getattr(self._module, name, None) if self._module is not None else None
         if callable(fn) and not inspect.isclass(fn):
-            self._impls[name] = RegisteredTool(ToolSpec.from_callable(fn, name=name), callable_executor(fn))
-            return self._impls[name]
-        return None
+            # kept apart from the listed tools: a task without ``tools`` is offered those only
+            found = self._found[name] = RegisteredTool(ToolSpec.from_callable(fn, name=name), callable_executor(fn))
+        return found
 
     def registry(self, task: Task) -> ToolRegistry:
         """The task's tools (its specs, the module's implementations) as a registry."""
         specs = task.specs()
         if specs is None:
+            if not self._listed:
+                # offering every function of the module would hand the model its helpers too
+                raise UsageError(
+                    f"task {task.id!r} names no tools, and tools module {self.ref!r} has no TOOLS list "
+                    "to offer it: add a TOOLS list to the module (or name a list: "
+                    f"{self.ref}:ATTR), or give the task its \"tools\" (\"tools\": [] for none)"
+                )
             return ToolRegistry(list(self._impls.values()))
         tools: list[RegisteredTool] = []
         for spec in specs:
             impl = self.implementation(spec.name)
             if impl is None:
-                where = f"tools module {self.ref!r}" if self.ref else "no tools module (pass tools_module)"
-                raise UsageError(f"task {task.id!r} offers tool {spec.name!r}, which {where} does not implement")
+                if self.ref is None:
+                    raise UsageError(
+                        f"task {task.id!r} offers tool {spec.name!r}, but no tools module was given to run it "
+                        "(pass --tools-module MODULE, or tools_module= from Python)"
+                    )
+                raise UsageError(
+                    f"task {task.id!r} offers tool {spec.name!r}, which tools module {self.ref!r} does not implement"
+                )
             tools.append(RegisteredTool(spec, impl.execute))
         return ToolRegistry(tools)
 
@@ -281,7 +302,10 @@ async def run_task(
 
 
 def validate_tasks(tasks: Sequence[Task], provider: ToolProvider, settings: TaskSettings) -> None:
-    """Fail before running anything when a task cannot run at all (clear UsageError)."""
+    """Fail before running anything when a task cannot run at all, or its transcript
+    could not be written (clear UsageError)."""
+    if settings.transcripts_dir is not None:
+        prepare_transcripts_dir(settings.transcripts_dir)
     for task in tasks:
         task.history()
         registry = provider.registry(task)

@@ -19,6 +19,9 @@ __all__ = ["app", "main"]
 app = typer.Typer(
     name="agentfsm",
     help="Tool calling for chat models that have none.",
+    epilog="Logging: AGENTFSM_LOG_LEVEL=trace|debug|info|success|warning|error|critical (any case; "
+    "default warning) sets what is logged to stderr. Exit codes: 0 done, 1 a replay that diverged "
+    "or a batch with failed tasks, 2 misuse or a run that failed (one line: agentfsm: error: ...).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -47,7 +50,11 @@ def main() -> None:
 
     from agentfsm.cli._logging import configure_logging
 
-    configure_logging(os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING"))
+    try:
+        configure_logging(os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING"))
+    except AgentFSMError as exc:
+        print(f"agentfsm: error: AGENTFSM_LOG_LEVEL: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     logger.enable("agentfsm")
     try:
         app()

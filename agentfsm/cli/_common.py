@@ -27,7 +27,15 @@ BackendOpt = Annotated[
 BaseUrlOpt = Annotated[
     str | None, typer.Option("--base-url", envvar="AGENTFSM_BASE_URL", help="Upstream base URL, e.g. http://127.0.0.1:11434/v1")
 ]
-ModelOpt = Annotated[str | None, typer.Option("--model", envvar="AGENTFSM_MODEL", help="Upstream model name.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        envvar="AGENTFSM_MODEL",
+        help="Upstream model name (--backend openai). Without it, requests name the model \"default\".",
+        show_default=False,
+    ),
+]
 ApiKeyOpt = Annotated[
     str | None,
     typer.Option("--upstream-api-key", envvar="AGENTFSM_UPSTREAM_API_KEY", help="Key for the upstream (never logged). Falls back to OPENAI_API_KEY.", show_default=False),

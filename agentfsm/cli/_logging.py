@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, TextIO
 
 from loguru import logger
 
+from agentfsm.core.errors import UsageError
 from agentfsm.core.redaction import REDACTED, Redactor
 
 if TYPE_CHECKING:
     from loguru import Message, Record
 
-__all__ = ["REDACTED", "RedactingFilter", "configure_logging", "redact", "register_secret"]
+__all__ = ["LEVELS", "REDACTED", "RedactingFilter", "configure_logging", "log_level", "redact", "register_secret"]
 
 #: standard-library loggers that write to stderr themselves (uvicorn's tracebacks ...)
 _STDLIB_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "httpx", "httpcore")
@@ -75,8 +76,23 @@ class _RedactingSink:
         self._stream.flush()
 
 
+#: the level names a user may give (any case), least to most severe
+LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level(name: str) -> str:
+    """``name`` as one of :data:`LEVELS` (any case, spaces around ignored); a
+    :class:`UsageError` naming the allowed ones otherwise."""
+    level = name.strip().upper()
+    if level not in LEVELS:
+        raise UsageError(f"unknown log level {name!r}: use one of {', '.join(n.lower() for n in LEVELS)}")
+    return level
+
+
 def configure_logging(level: str = "WARNING", stream: TextIO | None = None) -> int:
-    """Replace loguru's sinks by one redacting sink on ``stream`` (stderr); its id."""
+    """Replace loguru's sinks by one redacting sink on ``stream`` (stderr); its id.
+    ``level``: a name of :data:`LEVELS`, in any case (a UsageError for another)."""
+    level = log_level(level)
     logger.remove()
     logger.configure(patcher=_patch)
     for name in _STDLIB_LOGGERS:

@@ -3,7 +3,8 @@
 A progress bar goes to stderr while it runs, with the counters beside it (failures by
 reason, corrections by guard, calls/s, ETA), and a summary table at the end. Exit code: 0 when every task in the output succeeded, 1 when
 some are recorded as failed (re-run with ``--retry-failed`` to run those again), 2 for
-misuse (a bad tasks line, a duplicate id, a tool the module lacks).
+misuse (a bad tasks line, a duplicate id, a tool the module lacks, an output or
+transcripts directory that cannot be written).
 """
 
 from __future__ import annotations
@@ -110,7 +111,11 @@ def batch(
     output: Annotated[str, typer.Option("--output", "-o", help="Results file (JSONL, appended; re-runs skip done ids).")],
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Tasks in flight at once.")] = 8,
     transcripts: Annotated[str | None, typer.Option("--transcripts", help="Write one transcript per task into this directory.")] = None,
-    tools_module: Annotated[str | None, typer.Option("--tools-module", help="Python module (or MODULE:ATTR) implementing the tasks' tools.")] = None,
+    tools_module: Annotated[
+        str | None,
+        typer.Option("--tools-module", help="Python module (or MODULE:ATTR) implementing the tasks' tools; a task "
+                     "without \"tools\" is offered its TOOLS list (or every tool of MODULE:ATTR)."),
+    ] = None,
     backend: BackendOpt = "local",
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,

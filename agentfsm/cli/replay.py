@@ -2,7 +2,7 @@
 
 Prints, per transcript, ``identical`` or the first divergence (event index, what was
 decided then, what is decided now). Exit code 0 only when every transcript replays
-identical, 1 otherwise (2 for an unreadable transcript).
+identical, 1 otherwise (2 for an unreadable transcript, or a directory without any).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from agentfsm.core.errors import UsageError
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -22,10 +24,18 @@ __all__ = ["register"]
 
 
 def _expand(paths: list[str]) -> list[Path]:
+    """The transcripts named, a directory's ``*.jsonl`` in its place (one without any is
+    a UsageError, as for ``diagram`` and ``report``: replaying nothing is not a success)."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
-        out.extend(sorted(p.glob("*.jsonl")) if p.is_dir() else [p])
+        if p.is_dir():
+            found = sorted(p.glob("*.jsonl"))
+            if not found:
+                raise UsageError(f"no *.jsonl transcripts in directory {p}")
+            out.extend(found)
+        else:
+            out.append(p)
     return out
 
 

@@ -73,9 +73,16 @@ def run(
     api_key: ApiKeyOpt = None,
     transcript: TranscriptOpt = None,
     config: RunConfig = DEFAULTS,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one machine-readable result.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help='Print one machine-readable result ({"ok": false, ...} and exit code 2 when the run fails).'),
+    ] = False,
 ) -> None:
-    """Run the agent loop on PROMPT and print each step and the final answer."""
+    """Run the agent loop on PROMPT and print each step and the final answer.
+
+    Exit code 0 with an answer; 2 when the run fails (a spent retry budget, an upstream
+    error) or the options are wrong, with one line saying why.
+    """
     from rich.console import Console
 
     from agentfsm.cli._show import Printer
@@ -86,9 +93,9 @@ def run(
     try:
         result = agent.run(prompt)
     except AgentFSMError as exc:
-        if as_json:
+        if as_json:  # the same exit code as without --json (agentfsm.cli.main)
             print(json.dumps({"ok": False, "error": type(exc).__name__, "message": str(exc), "transcript": transcript}))
-            raise SystemExit(1) from None
+            raise SystemExit(2) from None
         raise
     if as_json:
         print(

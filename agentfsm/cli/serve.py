@@ -52,7 +52,7 @@ OtelOpt = Annotated[
     typer.Option(
         "--otel",
         envvar="AGENTFSM_OTEL",
-        help="OpenTelemetry spans per request and model call (pip install 'agentfsm[otel]'): to the provider "
+        help="OpenTelemetry spans per request and model call (pip install 'agentfsm\\[otel]'): to the provider "
         "opentelemetry-instrument configured, else to OTEL_TRACES_EXPORTER (otlp, console).",
     ),
 ]
@@ -166,6 +166,10 @@ def build_app(
     register_secret(api_key)
     register_secret(upstream_api_key)
     check_bind(host, api_key)
+    if transcripts is not None:  # refused now, not as a failure of every request
+        from agentfsm.runtime.transcript import prepare_transcripts_dir
+
+        prepare_transcripts_dir(transcripts)
     tracer_provider = None
     if otel:
         from agentfsm.server.tracing import global_provider

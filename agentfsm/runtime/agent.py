@@ -68,7 +68,8 @@ class Agent:
     Without ``backend``, the embedded local model is used (needs ``agentfsm[local]``).
     How the run decides is ``config`` (:class:`~agentfsm.core.config.RunConfig`: dialect,
     enforcement, tool_choice, parallel, max_steps, max_corrections, loop_threshold,
-    policies, grounding, consensus, result_max_chars); any of its fields may also be passed by name.
+    policies, grounding, choice, consensus, consensus_samples, result_max_chars); any of
+    its fields may also be passed by name.
     ``event_types`` names the events ``on_event`` wants (default: all of them); without a
     ``transcript`` the others are then not built at all (a run that records nothing
     builds no events).
@@ -111,8 +112,21 @@ class Agent:
         return self._backend
 
     def run(self, prompt: str | Sequence[Message]) -> RunResult:
-        """Run until a final answer (blocking). Not for use inside a running event loop."""
-        return asyncio.run(self.arun(prompt))
+        """Run until a final answer (blocking). Not for use inside a running event loop.
+
+        Each call runs on an event loop of its own; the backend's async connections
+        belong to that loop, so they are closed before it ends (the backend opens new
+        ones on the next call)."""
+        return asyncio.run(self._run_and_close(prompt))
+
+    async def _run_and_close(self, prompt: str | Sequence[Message]) -> RunResult:
+        try:
+            return await self.arun(prompt)
+        finally:
+            # only a backend that was built: the embedded model holds no connections
+            aclose = getattr(self._backend, "aclose", None) if self._backend is not None else None
+            if aclose is not None:
+                await aclose()
 
     async def arun(self, prompt: str | Sequence[Message], *, tally: Tally | None = None) -> RunResult:
         """Run until a final answer. ``tally``, a fresh one when given, is kept current as

@@ -18,10 +18,13 @@ import asyncio
 import importlib
 import inspect
 import json
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from agentfsm.core.errors import ToolExecutionError, ToolSpecError, UsageError
@@ -34,6 +37,7 @@ __all__ = [
     "callable_executor",
     "current_idempotency_key",
     "idempotency_scope",
+    "import_tools_module",
     "load_tools",
     "result_from_value",
 ]
@@ -130,10 +134,14 @@ class ToolRegistry:
             reg = tool
         elif callable(tool) and not isinstance(tool, ToolSpec | Mapping):
             reg = RegisteredTool(ToolSpec.from_callable(tool, name=name), callable_executor(tool))
-        else:
+        elif isinstance(tool, ToolSpec | Mapping):
             raise ToolSpecError(
                 "a registry tool must be a callable or a RegisteredTool; a bare ToolSpec or "
                 "tool dict has nothing to run (pass it to the engine or proxy instead)"
+            )
+        else:
+            raise ToolSpecError(
+                f"{_kind(tool)} is not a tool: a registry tool is a callable or a RegisteredTool"
             )
         if reg.spec.name in self._tools:
             raise ToolSpecError(f"two tools are named {reg.spec.name!r}")
@@ -183,15 +191,42 @@ class ToolRegistry:
         return asyncio.run(self.aexecute(call))
 
 
+def _on_import_path(directory: Path) -> bool:
+    return any(isinstance(entry, str) and Path(entry or ".").resolve() == directory for entry in sys.path)
+
+
+def _not_found_hint(module_name: str, exc: ModuleNotFoundError) -> str:
+    """Why a tools module of the user's own is not found: the console script ``agentfsm``
+    does not put the current directory on the import path (``python -m`` does)."""
+    top = module_name.split(".")[0]
+    if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
+        return ""  # the module was found; something it imports was not
+    here = Path.cwd().resolve()
+    if (here / f"{top}.py").is_file() or (here / top).is_dir():
+        if not _on_import_path(here):
+            return f" ({top} is in the current directory, which is not on the import path: run with PYTHONPATH=.)"
+        return ""
+    return " (not on the import path; for a module of your own, set PYTHONPATH to its directory)"
+
+
+def import_tools_module(module_name: str) -> ModuleType:
+    """Import a tools module; whatever stops it (not found, a syntax error, an exception
+    at import) is a :class:`UsageError` naming the module and the error."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        hint = _not_found_hint(module_name, exc)
+        raise UsageError(f"cannot import tools module {module_name!r}: {exc}{hint}") from exc
+    except Exception as exc:  # a SyntaxError, or the module's own code raised
+        raise UsageError(f"cannot import tools module {module_name!r}: {type(exc).__name__}: {exc}") from exc
+
+
 def load_tools(ref: str) -> list[Any]:
     """Load tools from ``"package.module:ATTR"`` (a list of callables, or one callable)."""
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
         raise UsageError(f"tools reference must look like 'package.module:ATTR', got {ref!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UsageError(f"cannot import tools module {module_name!r}: {exc}") from exc
+    module = import_tools_module(module_name)
     try:
         value = getattr(module, attr)
     except AttributeError as exc:
@@ -201,5 +236,18 @@ def load_tools(ref: str) -> list[Any]:
     if isinstance(value, ToolRegistry):
         return list(value)
     if isinstance(value, Sequence) and not isinstance(value, str):
-        return list(value)
-    raise UsageError(f"{ref!r} is neither a callable nor a list of tools")
+        items = list(value)
+        for index, item in enumerate(items):
+            if isinstance(item, ToolSpec | Mapping):
+                raise UsageError(f"{ref!r}[{index}] is a tool definition with nothing to run: "
+                                 "list the functions (or RegisteredTools) instead")
+            if not isinstance(item, RegisteredTool) and not callable(item):
+                raise UsageError(f"{ref!r}[{index}] is {_kind(item)}, not a tool: list functions (or RegisteredTools)")
+        return items
+    raise UsageError(f"{ref!r} is {_kind(value)}, neither a callable nor a list of tools")
+
+
+def _kind(value: Any) -> str:
+    """``value`` as a user would name it in a message: its type and a short repr."""
+    text = repr(value)
+    return f"{text[:57] + '...' if len(text) > 60 else text} ({type(value).__name__})"

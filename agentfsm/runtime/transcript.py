@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -31,7 +32,7 @@ from typing import IO, Any, cast
 
 from pydantic import BaseModel
 
-from agentfsm.core.errors import RequestError, TranscriptError
+from agentfsm.core.errors import RequestError, TranscriptError, UsageError
 from agentfsm.core.redaction import Redactor
 from agentfsm.core.events import (
     EVENT_MODELS,
@@ -48,6 +49,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "TranscriptWriter",
     "iter_events",
+    "os_error_reason",
+    "prepare_transcripts_dir",
     "read_events",
     "read_transcript",
     "redact",
@@ -188,8 +191,11 @@ class TranscriptWriter:
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = self.path.open("a", encoding="utf-8")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = self.path.open("a", encoding="utf-8")
+            except OSError as exc:
+                raise TranscriptError(f"cannot write transcript {self.path}: {os_error_reason(exc, self.path)}") from exc
 
     def write(self, event: Event) -> TranscriptEvent:
         """Stamp ``event`` with this run's id, its place and the time, redact it, write it
@@ -211,8 +217,11 @@ class TranscriptWriter:
                 stamped = parse_event(clean)
             self._seq += 1
             if self._fh is not None:
-                self._fh.write(json.dumps(clean, ensure_ascii=False) + "\n")
-                self._fh.flush()
+                try:
+                    self._fh.write(json.dumps(clean, ensure_ascii=False) + "\n")
+                    self._fh.flush()
+                except OSError as exc:  # a full disk, a vanished mount
+                    raise TranscriptError(f"cannot write transcript {self.path}: {os_error_reason(exc, self.path)}") from exc
         if self.on_event is not None:
             self.on_event(stamped)
         return stamped
@@ -229,6 +238,40 @@ class TranscriptWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def os_error_reason(exc: OSError, path: str | os.PathLike[str] | None = None) -> str:
+    """What went wrong with a file, in words: the system's reason, and the file it is about
+    when that is not ``path`` itself (a parent directory that is missing, or is a file)."""
+    where = os.fsdecode(exc.filename) if exc.filename is not None else None
+    if isinstance(exc, FileExistsError):  # made as a directory where something else is
+        return f"{where or path} exists and is not a directory"
+    if isinstance(exc, NotADirectoryError):
+        return "a part of the path is not a directory"
+    if where is not None and path is not None and Path(where) == Path(path):
+        where = None
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    reason = reason[:1].lower() + reason[1:]
+    return f"{reason} ({where})" if where is not None else reason
+
+
+def prepare_transcripts_dir(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a directory that transcripts can be written into, created when missing.
+
+    Checked before anything runs (``serve --transcripts``, ``batch --transcripts``): a
+    :class:`~agentfsm.core.errors.UsageError` saying why when it cannot be (a file is
+    there, no permission, a read-only file system), rather than a failure per request.
+    """
+    directory = Path(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):  # the permission bits do not say it all
+            pass
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write transcripts into directory {directory}: {os_error_reason(exc, directory)}"
+        ) from exc
+    return directory
 
 
 def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
