@@ -47,6 +47,9 @@ from agentfsm.protocols import (
 WIRE = Path(__file__).parent.parent / "fixtures" / "wire" / "anthropic"
 REQUESTS = sorted((WIRE / "requests").glob("*.json"))
 INVALID = json.loads((WIRE / "invalid.json").read_text())
+#: Anthropic's own tool beside none of the client's: left out and reported, not refused
+SERVER_TOOL = {"body": {"messages": [{"role": "user", "content": "What is the weather and the time in Paris?"}],
+                        "tools": [{"type": "web_search_20250305", "name": "web_search"}]}}
 
 CALLS = (
     ToolCall(id="toolu_AAAAAAAAAAAAAAAAAAAAAAAA", name="get_weather", arguments={"city": "Paris"}),
@@ -172,6 +175,27 @@ def test_invalid_request_is_a_400_naming_the_problem(case: dict[str, Any]) -> No
     else:
         assert not isinstance(info.value, UnsupportedContent)
         assert case["message_contains"] in str(info.value)
+
+
+def test_anthropic_own_tools_are_left_out_and_reported() -> None:
+    """web_search_20250305 beside a custom tool:
+    the custom tool is offered, the built-in one left out and named as ``tools.TYPE``."""
+    body = {
+        **SERVER_TOOL["body"],
+        "tools": [
+            *SERVER_TOOL["body"]["tools"],
+            {"type": "bash_20250124", "name": "bash"},
+            {"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        ],
+    }
+    request = normalize_anthropic(body)
+    assert [t.name for t in request.tools] == ["get_weather"]
+    assert request.ignored == ("tools.web_search_20250305", "tools.bash_20250124")
+    only = normalize_anthropic(SERVER_TOOL["body"])
+    assert only.tools == () and not only.tool_mode and only.ignored == ("tools.web_search_20250305",)
+    with pytest.raises(RequestError, match="must be a string") as info:
+        normalize_anthropic({**body, "tools": [{"type": 7, "name": "x"}]})
+    assert info.value.param == "tools[0].type"
 
 
 def test_minted_ids_have_the_anthropic_shape() -> None:

@@ -12,7 +12,11 @@ transcript). :func:`load_client_json` refuses each of them at parse time:
 - an integer of more than :data:`MAX_INTEGER_DIGITS` digits (Python's own limit for
   converting between ``int`` and text);
 - ``NaN``, ``Infinity``, ``-Infinity`` and numbers that overflow a float;
-- a lone UTF-16 surrogate in any string or key.
+- a lone UTF-16 surrogate in any string or key;
+- with ``int64=True`` (the proxy's request bodies), an integer outside the 64-bit range
+  (:data:`INT64_MIN` to :data:`UINT64_MAX`), which no upstream reads and the proxy's own
+  JSON encoder cannot write: a tool schema's ``maximum: 1e20`` written as an integer would
+  otherwise fail the request on its way upstream.
 
 The same limits apply to the JSON strings a client nests inside its body (an assistant
 tool call's ``arguments``).
@@ -36,12 +40,15 @@ import orjson
 
 from agentfsm.core.errors import RequestError
 
-__all__ = ["MAX_INTEGER_DIGITS", "MAX_JSON_DEPTH", "check_client_value", "load_client_json"]
+__all__ = ["INT64_MIN", "MAX_INTEGER_DIGITS", "MAX_JSON_DEPTH", "UINT64_MAX", "check_client_value", "load_client_json"]
 
 #: the deepest nesting of arrays and objects accepted (the top-level value is level 1)
 MAX_JSON_DEPTH = 128
 #: the longest integer accepted, in digits
 MAX_INTEGER_DIGITS = 4300
+#: the 64-bit range of integers (signed below, unsigned above) that ``int64=True`` accepts
+INT64_MIN = -(2**63)
+UINT64_MAX = 2**64 - 1
 
 # a surrogate escape in the raw text: only then can the decoded value hold a lone one
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -74,12 +81,14 @@ def _number(text: str) -> float:
     return value
 
 
-def load_client_json(data: bytes | str, where: str = "the request body", *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def load_client_json(
+    data: bytes | str, where: str = "the request body", *, max_depth: int = MAX_JSON_DEPTH, int64: bool = False
+) -> Any:
     """``data`` decoded as JSON within the limits above (nesting at most ``max_depth``
-    levels); :class:`RequestError` otherwise."""
+    levels; with ``int64``, integers in the 64-bit range); :class:`RequestError` otherwise."""
     fast = _fast(data, where, max_depth)
     if fast is not _NO_VALUE:
-        return fast
+        return fast  # orjson reads only integers in the 64-bit range (others are read below)
     try:
         # bytes in any encoding JSON allows (UTF-8, -16, -32), decoded strictly first
         text = data if isinstance(data, str) else data.decode(json.detect_encoding(data))
@@ -91,7 +100,32 @@ def load_client_json(data: bytes | str, where: str = "the request body", *, max_
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RequestError(f"{where} is not valid JSON: {exc}") from None
     check_client_value(value, where, strings=_SURROGATE_ESCAPE.search(text) is not None, max_depth=max_depth)
+    if int64:
+        _check_int64(value, where)
     return value
+
+
+def _check_int64(value: Any, where: str) -> None:
+    """Refuse the first integer of ``value`` outside the 64-bit range, naming its JSON path
+    (the ``param`` of the error). Iterative, as :func:`check_client_value`; only a text
+    with a long run of digits is walked (orjson reads no integer outside the range)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((child, f"{path}.{key}" if path else str(key)) for key, child in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in reversed(list(enumerate(item))))
+        elif isinstance(item, int) and not isinstance(item, bool) and not INT64_MIN <= item <= UINT64_MAX:
+            text = str(item)
+            digits = len(text) - text.startswith("-")
+            shown = text if digits <= 24 else f"{text[:13]}... ({digits} digits)"
+            raise RequestError(
+                f"{f'{path} in {where}' if path else where}: the integer {shown} is outside the 64-bit range "
+                f"that an upstream reads (at least {INT64_MIN} and at most {UINT64_MAX}); send a smaller one, "
+                "or a number with a fraction or an exponent",
+                param=path or None,
+            )
 
 
 _NO_VALUE: Any = object()

@@ -177,6 +177,12 @@ class ToolSpec(BaseModel):
             # a call's arguments are an object: no reply could satisfy another type, and
             # the turn would spend its corrections finding that out (both providers refuse it)
             raise ToolSpecError(f"tool {name!r}: parameters must describe an object (type 'object'), not {kind!r}")
+        required = parameters.get("required")
+        if required is not None and not (
+            isinstance(required, list) and all(isinstance(item, str) for item in required)
+        ):
+            # the names of required properties; anything else cannot be checked or described
+            raise ToolSpecError(f"tool {name!r}: parameters.required must be an array of property names (strings)")
         return cls(name=name, description=str(description or ""), parameters=dict(parameters))
 
 

@@ -2,10 +2,10 @@
 
 Decided before the model is called. The prompt (contract, the client's system text,
 the history, the prefill) must leave room for a completion: ``max_tokens``, but at
-most :data:`MIN_COMPLETION_TOKENS` of it is *reserved*; a larger ``max_tokens`` (Claude
-Code sends 64,000) is clamped to what is left less a safety ``margin`` (the caller's:
-a count that is off by a few tokens, or an estimate that leaves out the chat
-template, must not make the upstream refuse), not refused. No ``max_tokens`` stays
+most :data:`MIN_COMPLETION_TOKENS` of it, and at most half the context, is *reserved*;
+a larger ``max_tokens`` (Claude Code sends 64,000) is clamped to what is left less a
+safety ``margin`` (the caller's: a count that is off by a few tokens, or an estimate
+that leaves out the chat template, must not make the upstream refuse), not refused. No ``max_tokens`` stays
 none: the backend's own bound (what the context leaves) applies.
 
 When the prompt does not fit, the tools are compacted, level by level, until it does.
@@ -20,7 +20,7 @@ guards see the same constraints); only descriptions shrink:
 
 When even level 3 does not fit, :class:`~agentfsm.core.errors.PromptTooLong` says by
 how much: ``prompt is too long: N tokens > M maximum``, M being the context less the
-reserve. Pure code: the caller passes the function that measures a prompt.
+reserve (never below 0). Pure code: the caller passes the function that measures a prompt.
 """
 
 from __future__ import annotations
@@ -77,8 +77,11 @@ def fit_prompt(
     offered = tuple(tools)
     if context_tokens is None:
         return Fit(offered, 0, measure(offered), max_tokens)
-    reserve = MIN_COMPLETION_TOKENS if max_tokens is None else max(1, min(max_tokens, MIN_COMPLETION_TOKENS))
-    limit = context_tokens - reserve
+    # in a context too small for the whole reserve (one learned from an upstream's error
+    # can be), half of it is reserved: the maximum a prompt may take is never negative
+    wanted = MIN_COMPLETION_TOKENS if max_tokens is None else min(max_tokens, MIN_COMPLETION_TOKENS)
+    reserve = max(1, min(wanted, context_tokens // 2))
+    limit = max(0, context_tokens - reserve)
     tokens = 0
     for level in range(COMPACT_LEVELS + 1 if offered else 1):
         compacted = compact_tools(offered, level)

@@ -54,7 +54,8 @@ def summarize_schema(parameters: JSONObject) -> list[str]:
     if not isinstance(props, dict) or not props:
         return []
     required = parameters.get("required")
-    req = set(required) if isinstance(required, list) else set()
+    # names only: a ToolSpec made directly is not checked (ToolSpec.from_any refuses others)
+    req = {item for item in required if isinstance(item, str)} if isinstance(required, list) else set()
     lines = []
     for name, schema in props.items():
         flag = "required" if name in req else "optional"

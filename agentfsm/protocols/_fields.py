@@ -121,13 +121,24 @@ def opt_int(
     return value
 
 
-def opt_number(body: Mapping[str, Any], key: str) -> float | None:
-    """An optional number field."""
+def opt_number(
+    body: Mapping[str, Any], key: str, *, minimum: float | None = None, maximum: float | None = None
+) -> float | None:
+    """An optional number field, within ``minimum`` and ``maximum`` when given (the
+    provider's documented range: a value outside it would only come back from the
+    upstream as its 400, which the proxy could not tell from its own failure)."""
     value = body.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RequestError(f"{key} must be a number, got {_kind(value)}", param=key)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        shown = _shown(value) if isinstance(value, int) else repr(value)
+        if minimum is not None and maximum is not None:
+            bounds = f"between {minimum:g} and {maximum:g}"
+        else:
+            bounds = f"at least {minimum:g}" if minimum is not None else f"at most {maximum:g}"
+        raise RequestError(f"{key} must be {bounds}, got {shown}", param=key)
     return float(value)
 
 
@@ -210,7 +221,7 @@ def parse_arguments(raw: Any, where: str) -> JSONObject:
     if not text.strip():
         return {}
     try:
-        value = load_client_json(text, where)
+        value = load_client_json(text, where, int64=True)
     except RequestError as exc:
         raise RequestError(str(exc), param=where) from None
     if not isinstance(value, dict):

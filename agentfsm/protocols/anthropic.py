@@ -16,6 +16,10 @@ of a picture or a PDF) becomes a text placeholder naming it, reported as
 that a text-only model can neither read nor must be shown; every other block
 (``image`` or ``document`` in a user's own turn, server-tool blocks ...) is an
 :class:`UnsupportedContent` naming its type and position.
+
+Tools: custom tools (``input_schema``) are offered; Anthropic's own tool types
+(``web_search_20250305``, ``bash_20250124``, ``text_editor_*`` ...) are left out and
+reported as ``tools.TYPE``, as ``/v1/responses`` does with hosted tools.
 """
 
 from __future__ import annotations
@@ -41,7 +45,6 @@ from agentfsm.protocols._fields import (
     join_texts,
     opt_bool,
     opt_int,
-    opt_number,
     opt_str,
     req_list,
     req_mapping,
@@ -101,7 +104,6 @@ def normalize_anthropic(body: Mapping[str, Any]) -> NormalizedRequest:
         stream=opt_bool(body, "stream", False),
         model=opt_str(body, "model"),
         max_tokens=opt_int(body, "max_tokens"),
-        temperature=opt_number(body, "temperature"),
         stop=stop_sequences(body, "stop_sequences"),
         protocol="anthropic",
         **settings,
@@ -231,14 +233,16 @@ def _assistant(content: Any, where: str) -> AssistantMessage:
     return AssistantMessage(content=text or None, tool_calls=tuple(calls))
 
 
-def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec:
+def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec | None:
+    """A custom tool; None for one of Anthropic's own tools (``web_search_20250305``,
+    ``bash_20250124``, ``text_editor_*`` ...), which only Anthropic can run: left out and
+    reported as ``tools.TYPE`` (:func:`~agentfsm.protocols.sampling.anthropic_settings`),
+    as the Responses API's hosted tools are."""
     kind = tool.get("type", "custom")
+    if not isinstance(kind, str):
+        raise RequestError(f"{where}.type must be a string", param=f"{where}.type")
     if kind != "custom":
-        raise RequestError(
-            f"{where}: tool type {kind!r} is not supported "
-            "(only custom tools with an input_schema)",
-            param=f"{where}.type",
-        )
+        return None
     return ToolSpec.from_anthropic(tool)
 
 

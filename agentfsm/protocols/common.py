@@ -13,7 +13,7 @@ import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.choice import ToolChoice, ToolChoiceField
@@ -108,6 +108,10 @@ class NormalizedRequest(BaseModel):
     #: the client's fields that are not honoured, by their names in the client's request
     #: (sent back in ``x-agentfsm-ignored`` and kept in the transcript)
     ignored: tuple[str, ...] = ()
+    #: what the response object repeats of the request, as the client sent it (the
+    #: Responses API's ``instructions``, ``tools``, ``tool_choice`` ...); None: nothing.
+    #: Not dumped: the transcript has the request itself
+    response_echo: JSONObject | None = Field(default=None, exclude=True)
 
 
 def recover_tools(messages: Iterable[Message]) -> tuple[ToolSpec, ...]:

@@ -26,7 +26,6 @@ from agentfsm.protocols._fields import (
     chosen_tool,
     opt_bool,
     opt_int,
-    opt_number,
     opt_str,
     parse_arguments,
     req_list,
@@ -79,13 +78,13 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
     """
     body = req_mapping(body, "body")
     for key in _LEGACY:
-        if key in body:
+        if body.get(key) is not None:  # a null one asks for nothing (SDKs may send one)
             raise RequestError(
                 f"{key!r} belongs to the deprecated function-calling API; "
                 "send 'tools' and 'tool_choice' instead",
                 param=key,
             )
-    if body.get("n") not in (None, 1):
+    if opt_int(body, "n") not in (None, 1):  # an integer (not true, not 1.0), and one choice
         raise RequestError("only n=1 is supported", param="n")
 
     messages = _messages(body.get("messages"))
@@ -119,7 +118,6 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
         stream_include_usage=include_usage,
         model=opt_str(body, "model"),
         max_tokens=max_tokens,
-        temperature=opt_number(body, "temperature"),
         stop=stop_sequences(body, "stop"),
         protocol="openai",
         **openai_settings(body),

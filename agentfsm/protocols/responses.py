@@ -16,7 +16,9 @@ Tools: ``function`` tools are used; ``custom`` (freeform) tools, such as Codex's
 text, and a call to one comes back as a ``custom_tool_call`` item; hosted and other tool
 types (``web_search``, ``namespace``, ``file_search`` ...) are ignored and reported as
 ``tools.TYPE`` in :attr:`NormalizedRequest.ignored` (Codex CLI sends some with every
-request). Nothing is stored: ``previous_response_id`` and ``conversation`` are answered
+request). The response object repeats the request's settings as sent (``instructions``,
+``tools``, ``tool_choice``, ``temperature`` ...). Nothing is stored:
+``previous_response_id`` and ``conversation`` are answered
 with a 400 asking for the whole conversation in ``input``. Errors use OpenAI's error shape
 (:func:`~agentfsm.protocols.openai.openai_error`). The response and its items are
 encoded in :mod:`agentfsm.protocols.responses_items`, streamed in
@@ -45,7 +47,6 @@ from agentfsm.protocols._fields import (
     chosen_tool,
     opt_bool,
     opt_int,
-    opt_number,
     opt_str,
     parse_arguments,
     req_list,
@@ -56,7 +57,7 @@ from agentfsm.protocols._fields import (
     tool_specs,
 )
 from agentfsm.protocols.common import NormalizedRequest, tools_or_recovered
-from agentfsm.protocols.responses_items import CUSTOM_INPUT
+from agentfsm.protocols.responses_items import CUSTOM_INPUT, ECHOED
 from agentfsm.protocols.sampling import responses_settings
 
 __all__ = ["normalize_responses"]
@@ -114,11 +115,25 @@ def normalize_responses(body: Mapping[str, Any]) -> NormalizedRequest:
         stream_include_usage=True,
         model=opt_str(body, "model"),
         max_tokens=opt_int(body, "max_output_tokens"),
-        temperature=opt_number(body, "temperature"),
         protocol="responses",
         custom_tools=tuple(t.name for t in tools if t.name in custom),
+        response_echo=_echo(body),
         **settings,
     )
+
+
+def _echo(body: Mapping[str, Any]) -> JSONObject:
+    """What the response object repeats of the request (:data:`~agentfsm.protocols.
+    responses_items.ECHOED`), as sent (already read and checked above)."""
+    echo: JSONObject = {key: body[key] for key in ECHOED if body.get(key) is not None}
+    text = body.get("text")
+    if isinstance(text, Mapping):  # its format defaults to text, as OpenAI fills it in
+        echo["text"] = {"format": {"type": "text"}, **{k: v for k, v in text.items() if v is not None}}
+    if not isinstance(body.get("metadata"), Mapping):
+        echo.pop("metadata", None)
+    if not isinstance(body.get("store"), bool):
+        echo.pop("store", None)
+    return echo
 
 
 def _input(raw: Any, passed_over: list[str]) -> list[Message]:
@@ -291,11 +306,19 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tup
             raise RequestError(
                 f"tool_choice.mode must be 'auto' or 'required'; got {mode!r}", param="tool_choice"
             )
-        wanted = [
-            req_str(req_mapping(t, f"tool_choice.tools[{i}]").get("name"), f"tool_choice.tools[{i}].name")
-            for i, t in enumerate(req_list(choice.get("tools"), "tool_choice.tools"))
-        ]
+        names = [t.name for t in tools]
+        wanted: list[str] = []
+        for i, item in enumerate(req_list(choice.get("tools"), "tool_choice.tools")):
+            where = f"tool_choice.tools[{i}]"
+            entry = req_mapping(item, where)
+            if entry.get("type", "function") not in ("function", "custom"):
+                continue  # a hosted tool: ignored like the tool itself
+            name = req_str(entry.get("name"), f"{where}.name")
+            if name not in names:  # as chat completions answers it
+                raise RequestError(f"{where} names {name!r}, which is not among the tools", param="tool_choice")
+            wanted.append(name)
         kept = tuple(t for t in tools if t.name in wanted)
+        # nothing allowed but hosted tools: nothing may be called now (the tools stay for the history)
         return (ToolChoice.parse(mode), kept) if kept else (ToolChoice.NONE, tools)
     raise RequestError(
         f"tool_choice type {kind!r} is not supported (only function tools)", param="tool_choice"

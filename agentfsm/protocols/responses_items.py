@@ -10,7 +10,9 @@ same items. Requests are read in :mod:`agentfsm.protocols.responses`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import copy
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import Usage
@@ -19,6 +21,7 @@ from agentfsm.protocols.common import dump_arguments
 
 __all__ = [
     "CUSTOM_INPUT",
+    "ECHOED",
     "call_item",
     "custom_input",
     "custom_tool_call_item",
@@ -30,6 +33,22 @@ __all__ = [
 
 #: the one string parameter a custom (freeform) tool is offered with: its raw text input
 CUSTOM_INPUT = "input"
+
+#: the request's settings a response object repeats, and what it says when the request
+#: sets none (``store``: this proxy stores nothing; a client's own value is repeated)
+ECHOED: Mapping[str, Any] = {
+    "instructions": None,
+    "metadata": {},
+    "parallel_tool_calls": True,
+    "temperature": None,
+    "tool_choice": "auto",
+    "tools": [],
+    "top_p": None,
+    "max_output_tokens": None,
+    "store": False,
+    "text": {"format": {"type": "text"}},
+    "user": None,
+}
 
 
 def message_item(item_id: str, text: str, status: str = "completed") -> JSONObject:
@@ -97,21 +116,27 @@ def encode_responses_response(
     finish_reason: str = "stop",
     status: str | None = None,
     custom_tools: Collection[str] = (),
+    echo: Mapping[str, Any] | None = None,
 ) -> JSONObject:
     """A ``response`` object: a ``message`` item for the prose, a ``function_call`` item per
     call (``custom_tool_call`` for a tool named in ``custom_tools``).
 
-    ``status`` defaults to ``completed`` (``incomplete`` when the reply was cut off by
-    the token limit); the stream encoder passes ``in_progress`` with no usage for its
-    opening events.
+    ``status`` defaults to ``completed`` (``incomplete``, its message item too, when the
+    reply was cut off by the token limit); the stream encoder passes ``in_progress`` with
+    no usage for its opening events. ``echo``: the request's settings as it sent them
+    (:data:`ECHOED` names them and what is said of one not sent), repeated as OpenAI does.
     """
-    output: list[JSONObject] = []
-    if status is None or status != "in_progress":
-        if content:
-            output.append(message_item("msg_" + response_id.removeprefix("resp_"), content))
-        output += [call_item(call, custom_tools) for call in tool_calls]
     if status is None:
         status = "incomplete" if finish_reason == "length" and not tool_calls else "completed"
+    output: list[JSONObject] = []
+    if status != "in_progress":
+        if content:
+            item_status = "incomplete" if status == "incomplete" else "completed"
+            output.append(message_item("msg_" + response_id.removeprefix("resp_"), content, item_status))
+        output += [call_item(call, custom_tools) for call in tool_calls]
+    given = echo or {}
+    # a fresh copy of each default: a caller that edits one response never edits the next
+    sent = {key: given[key] if key in given else copy.deepcopy(default) for key, default in ECHOED.items()}
     return {
         "id": response_id,
         "object": "response",
@@ -119,16 +144,18 @@ def encode_responses_response(
         "status": status,
         "error": None,
         "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-        "instructions": None,
-        "metadata": {},
+        "instructions": sent["instructions"],
+        "max_output_tokens": sent["max_output_tokens"],
+        "metadata": sent["metadata"],
         "model": model,
         "output": output,
-        "parallel_tool_calls": True,
-        "temperature": None,
-        "tool_choice": "auto",
-        "tools": [],
-        "top_p": None,
-        "store": False,
-        "text": {"format": {"type": "text"}},
+        "parallel_tool_calls": sent["parallel_tool_calls"],
+        "temperature": sent["temperature"],
+        "tool_choice": sent["tool_choice"],
+        "tools": sent["tools"],
+        "top_p": sent["top_p"],
+        "store": sent["store"],
+        "text": sent["text"],
+        "user": sent["user"],
         "usage": responses_usage(usage) if usage is not None else None,
     }

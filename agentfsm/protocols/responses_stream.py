@@ -13,7 +13,8 @@ mid-stream ends it with an ``error`` event and ``response.failed``.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import Usage
@@ -38,10 +39,15 @@ class ResponsesStreamEncoder:
     :meth:`error` the encoder is closed and any further call is a :class:`UsageError`.
     """
 
-    def __init__(self, model: str, response_id: str, created: int, custom_tools: Collection[str] = ()) -> None:
+    def __init__(
+        self, model: str, response_id: str, created: int, custom_tools: Collection[str] = (),
+        echo: Mapping[str, Any] | None = None,
+    ) -> None:
         self.model = model
         #: the custom (freeform) tools, whose calls are ``custom_tool_call`` items
         self.custom_tools = frozenset(custom_tools)
+        #: the request's settings, repeated in every snapshot of the response
+        self.echo = echo
         self.response_id = response_id
         self.created = created
         self._seq = 0
@@ -76,6 +82,7 @@ class ResponsesStreamEncoder:
             finish_reason=finish_reason,
             status=status,
             custom_tools=self.custom_tools,
+            echo=self.echo,
         )
 
     def start(self) -> list[str]:
@@ -125,13 +132,13 @@ class ResponsesStreamEncoder:
         )
         return out
 
-    def _close_message(self) -> list[str]:
+    def _close_message(self, status: str = "completed") -> list[str]:
         if self._text is None:
             return []
         text = "".join(self._text)
         self._text = None
         index = len(self._output)
-        item = message_item(self._message_id, text)
+        item = message_item(self._message_id, text, status)
         self._output.append(item)
         part = item["content"][0]
         return [
@@ -193,8 +200,10 @@ class ResponsesStreamEncoder:
         return out
 
     def finish(self, reason: str = "stop", usage: Usage | None = None) -> list[str]:
-        """Close the open item, then ``response.completed`` (or ``.incomplete``) with usage."""
-        out = self.start() + self._close_message()
+        """Close the open item, then ``response.completed`` (or ``.incomplete``, the message
+        item too, when the token limit cut the prose) with usage."""
+        cut = reason == "length" and not self._calls
+        out = self.start() + self._close_message("incomplete" if cut else "completed")
         snapshot = self._snapshot_final(reason, usage or Usage())
         kind = "response.incomplete" if snapshot["status"] == "incomplete" else "response.completed"
         out.append(self._event(kind, response=snapshot))

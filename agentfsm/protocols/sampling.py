@@ -1,7 +1,10 @@
 """A client's sampling and reply settings: read from either protocol, settled against the
 backend, and turned into :class:`~agentfsm.core.backend.GenerationOptions`.
 
-Passed on unchanged: ``temperature``, ``top_p``, ``top_k``, ``seed``, ``stop`` /
+Passed on unchanged, once checked against the provider's documented range (each
+protocol in its own terms, :data:`RANGES`; outside it a 400 naming the field, as the
+provider answers, rather than an upstream's 400 the proxy could only pass on as its own
+502): ``temperature``, ``top_p``, ``top_k``, ``seed``, ``stop`` /
 ``stop_sequences``, ``max_tokens`` / ``max_completion_tokens``, the presence and
 frequency penalties, ``response_format`` (Anthropic: ``output_config.format``,
 Responses: ``text.format``) for a request without tools (with tools it is the schema of
@@ -10,15 +13,18 @@ honoured is never dropped silently: its name, as the client spelled it, goes int
 :attr:`NormalizedRequest.ignored`, which the proxy returns in the
 ``x-agentfsm-ignored`` header and writes to the transcript. That covers fields this
 proxy does not act on (``logit_bias``, ``thinking``, ``context_management`` ...),
-and settings the backend does not take (:attr:`Capabilities.sampling`).
+and settings the backend does not take (:attr:`Capabilities.sampling`). The header's
+value is made safe to send (:func:`ignored_header`): each name percent-encoded outside
+printable ASCII, the whole cut at :data:`IGNORED_HEADER_CHARS` characters.
 
 Pure code: no IO.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import SAMPLING_OPTIONS, Capabilities, GenerationOptions
@@ -28,10 +34,14 @@ from agentfsm.protocols.common import NormalizedRequest, WireProtocol
 
 __all__ = [
     "IGNORED_HEADER",
+    "IGNORED_HEADER_CHARS",
+    "RANGES",
     "answer_schema",
     "anthropic_settings",
     "format_schema",
     "generation_options",
+    "header_text",
+    "ignored_header",
     "openai_settings",
     "responses_settings",
     "settle",
@@ -39,6 +49,21 @@ __all__ = [
 
 #: the response header naming what the proxy did not honour (comma-separated)
 IGNORED_HEADER = "x-agentfsm-ignored"
+#: the longest value of :data:`IGNORED_HEADER` (names past it are counted: ``+N more``)
+IGNORED_HEADER_CHARS = 1000
+#: the longest one name in it (a longer one is cut, ending ``...``)
+_NAME_CHARS = 100
+# printable ASCII that a header value carries as is: "%" starts an escape, "," separates
+# names, and a space (which a header's ends lose) is escaped in names
+_VALUE_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+_NAME_SAFE = "".join(c for c in _VALUE_SAFE if c not in " ,")
+
+#: each number setting's documented range, per protocol, as (minimum, maximum)
+RANGES: dict[WireProtocol, dict[str, tuple[float | None, float | None]]] = {
+    "openai": {"temperature": (0, 2), "top_p": (0, 1), "presence_penalty": (-2, 2), "frequency_penalty": (-2, 2)},
+    "responses": {"temperature": (0, 2), "top_p": (0, 1)},
+    "anthropic": {"temperature": (0, 1), "top_p": (0, 1)},
+}
 
 # Top-level fields each normalizer acts on; any other field that is set is reported.
 _OPENAI_FIELDS = frozenset(
@@ -81,6 +106,57 @@ def _unhandled(body: Mapping[str, Any], handled: frozenset[str]) -> list[str]:
     return [key for key, value in body.items() if key not in handled and _is_set(value)]
 
 
+def header_text(text: str, *, safe: str = _VALUE_SAFE) -> str:
+    """``text`` as a header value can carry it: printable ASCII, every other character
+    (and ``%``) percent-encoded as UTF-8 (:func:`urllib.parse.unquote` reads it back).
+    A name of any script, or one holding a control character, can then never fail the
+    response (a non-latin-1 value cannot be encoded; a newline or NUL breaks the head)."""
+    return quote(text, safe=safe, errors="surrogatepass")
+
+
+def ignored_header(ignored: Iterable[str]) -> str:
+    """The value of :data:`IGNORED_HEADER`: each name once, in order, percent-encoded
+    (:func:`header_text`, spaces and commas too), one longer than 100 characters cut
+    (``...``), the whole at most :data:`IGNORED_HEADER_CHARS` characters: the names that
+    do not fit are counted at its end (``+N more``; the transcript keeps them all)."""
+    names = [_encoded_name(name) for name in dict.fromkeys(ignored)]
+    value = ",".join(names)
+    if len(value) <= IGNORED_HEADER_CHARS:
+        return value
+    room = IGNORED_HEADER_CHARS - len(f",+{len(names)} more")
+    kept: list[str] = []
+    used = 0
+    for name in names:
+        used += len(name) + (1 if kept else 0)
+        if used > room:
+            break
+        kept.append(name)
+    return ",".join([*kept, f"+{len(names) - len(kept)} more"])
+
+
+def _encoded_name(name: str) -> str:
+    """``name`` percent-encoded, in at most :data:`_NAME_CHARS` characters (a longer one cut
+    between two characters, never inside one's escapes, and ending ``...``)."""
+    text = header_text(name, safe=_NAME_SAFE)
+    if len(text) <= _NAME_CHARS:
+        return text
+    pieces: list[str] = []
+    used = 0
+    for char in name:
+        piece = header_text(char, safe=_NAME_SAFE)
+        used += len(piece)
+        if used > _NAME_CHARS - 3:
+            break
+        pieces.append(piece)
+    return "".join(pieces) + "..."
+
+
+def _number(body: Mapping[str, Any], key: str, protocol: WireProtocol) -> float | None:
+    """A number setting, checked against its documented range in ``protocol``."""
+    low, high = RANGES[protocol].get(key, (None, None))
+    return opt_number(body, key, minimum=low, maximum=high)
+
+
 def _response_format(raw: Any, where: str) -> JSONObject | None:
     """A validated OpenAI ``response_format``; None for absent or ``text``."""
     if raw is None:
@@ -102,11 +178,13 @@ def _response_format(raw: Any, where: str) -> JSONObject | None:
     )
 
 
-def _nucleus(body: Mapping[str, Any]) -> dict[str, Any]:
-    """``top_p`` and ``top_k``, which both chat protocols spell the same way."""
+def _nucleus(body: Mapping[str, Any], protocol: WireProtocol) -> dict[str, Any]:
+    """``temperature``, ``top_p`` and ``top_k``, which both chat protocols spell the same
+    way (Anthropic documents ``top_k`` from 0)."""
     return {
-        "top_p": opt_number(body, "top_p"),
-        "top_k": opt_int(body, "top_k"),
+        "temperature": _number(body, "temperature", protocol),
+        "top_p": _number(body, "top_p", protocol),
+        "top_k": opt_int(body, "top_k", minimum=0 if protocol == "anthropic" else 1),
     }
 
 
@@ -114,10 +192,10 @@ def openai_settings(body: Mapping[str, Any]) -> dict[str, Any]:
     """The sampling fields of a chat-completions body, and what it sets that is not acted on."""
     user = opt_str(body, "user")
     return {
-        **_nucleus(body),
+        **_nucleus(body, "openai"),
         "seed": opt_int(body, "seed", minimum=-_INT64, maximum=_INT64 - 1),
-        "presence_penalty": opt_number(body, "presence_penalty"),
-        "frequency_penalty": opt_number(body, "frequency_penalty"),
+        "presence_penalty": _number(body, "presence_penalty", "openai"),
+        "frequency_penalty": _number(body, "frequency_penalty", "openai"),
         "response_format": _response_format(body.get("response_format"), "response_format"),
         "user": user or None,
         "ignored": tuple(_unhandled(body, _OPENAI_FIELDS)),
@@ -153,13 +231,18 @@ def anthropic_settings(body: Mapping[str, Any]) -> dict[str, Any]:
             }
         ignored += [f"output_config.{k}" for k, v in conf.items() if k != "format" and _is_set(v)]
     tools = body.get("tools")
-    if isinstance(tools, list) and any(isinstance(t, Mapping) and t.get("defer_loading") for t in tools):
-        ignored.append("tools.defer_loading")  # every tool is offered at once
+    if isinstance(tools, list):
+        if any(isinstance(t, Mapping) and t.get("defer_loading") for t in tools):
+            ignored.append("tools.defer_loading")  # every tool is offered at once
+        # Anthropic's own tools (web_search_20250305, bash_20250124 ...): left out, as the
+        # Responses API's hosted tools are
+        kinds = (t.get("type", "custom") for t in tools if isinstance(t, Mapping))
+        ignored += [f"tools.{kind}" for kind in dict.fromkeys(kinds) if isinstance(kind, str) and kind != "custom"]
     thinking = body.get("thinking")
     if thinking is not None and req_mapping(thinking, "thinking").get("type") != "disabled":
         ignored.append("thinking")
     return {
-        **_nucleus(body),
+        **_nucleus(body, "anthropic"),
         "response_format": response_format,
         "user": user,
         "ignored": tuple(ignored),
@@ -182,7 +265,8 @@ def responses_settings(
         ignored += [f"tools.{kind}" for kind in dict.fromkeys(kinds) if kind != "function"]
     user = opt_str(body, "user")
     return {
-        "top_p": opt_number(body, "top_p"),
+        "temperature": _number(body, "temperature", "responses"),
+        "top_p": _number(body, "top_p", "responses"),
         "response_format": response_format,
         "user": user or None,
         "ignored": tuple(ignored),

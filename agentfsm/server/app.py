@@ -8,7 +8,7 @@
 
 Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI),
 ``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` (Anthropic),
-``GET /v1/models``, ``GET /health``, and ``GET`` / ``HEAD /``. A request with tools
+``GET /v1/models`` and ``GET /v1/models/{id}``, ``GET /health``, and ``GET`` / ``HEAD /``. A request with tools
 (given, or recovered from its history) runs one deciding turn: the contract is
 prepended, the model's text is parsed and guarded, corrections are sent upstream
 within the budget, and the client receives real
@@ -45,7 +45,7 @@ from starlette.routing import Route
 
 from agentfsm.core.backend import Backend
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.errors import AgentFSMError, RequestError, UsageError
+from agentfsm.core.errors import AgentFSMError, ModelNotFound, RequestError, UsageError
 from agentfsm.protocols import NormalizedRequest, settle
 from agentfsm.server.auth import read_json_body
 from agentfsm.server.exchange import Exchange
@@ -180,14 +180,24 @@ def create_app(
         except RequestError as exc:
             return error_response(wire, exc, None)
         names = table.names
+        items = [_model_object(name, anthropic) for name in names]
         if anthropic:
-            items = [
-                {"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}
-                for name in names
-            ]
             return JSONResponse({"data": items, "has_more": False, "first_id": names[0], "last_id": names[-1]})
-        entries = [{"id": name, "object": "model", "created": 0, "owned_by": "agentfsm"} for name in names]
-        return JSONResponse({"object": "list", "data": entries})
+        return JSONResponse({"object": "list", "data": items})
+
+    async def model(request: Request) -> Response:
+        """One listed model, in the shape :func:`models` lists it; another name is the
+        provider's 404 (even where a fallback answers any name: it is not listed)."""
+        anthropic = "anthropic-version" in request.headers
+        wire = _ANTHROPIC if anthropic else _OPENAI
+        name = request.path_params["model_id"]
+        try:
+            check_client(request, settings)
+            if name not in table.names:
+                raise ModelNotFound(name, table.names)
+        except RequestError as exc:
+            return error_response(wire, exc, None)
+        return JSONResponse(_model_object(name, anthropic))
 
     async def chat_completions(request: Request) -> Response:
         """OpenAI chat completions, with tool calls for a model that has none."""
@@ -221,6 +231,7 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         Route("/", health, methods=["GET", "HEAD"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
@@ -235,3 +246,10 @@ def create_app(
     app.state.models = table
     app.state.metrics = proxy_metrics
     return app
+
+
+def _model_object(name: str, anthropic: bool) -> dict[str, object]:
+    """A served model as ``GET /v1/models`` lists it: Anthropic's shape or OpenAI's."""
+    if anthropic:
+        return {"type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z"}
+    return {"id": name, "object": "model", "created": 0, "owned_by": "agentfsm"}

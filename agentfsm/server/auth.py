@@ -138,7 +138,8 @@ async def read_json_body(request: Request, limit: int, timeout: float | None = N
     a sender that stalls mid-body would otherwise hold its connection forever.
 
     Decoded within the limits of :func:`~agentfsm.core.client_json.load_client_json`
-    (depth, integer length, finite numbers, no lone surrogates): a :class:`RequestError` otherwise.
+    (depth, integers in the 64-bit range, finite numbers, no lone surrogates): a
+    :class:`RequestError` otherwise.
     """
     _check_json_type(request)
     declared = request.headers.get("content-length")
@@ -155,7 +156,7 @@ async def read_json_body(request: Request, limit: int, timeout: float | None = N
         raise BodyTimeout(timeout or 0.0) from None
     if not received.strip():
         raise RequestError("the request body is empty; send a JSON object")
-    return load_client_json(bytes(received))
+    return load_client_json(bytes(received), int64=True)  # what an upstream (and orjson) can read
 
 
 def is_loopback(host: str) -> bool:

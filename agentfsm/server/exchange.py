@@ -31,7 +31,7 @@ from agentfsm.core.errors import BackendTimeout, ClientGone
 from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.prompt.projection import project_history
 from agentfsm.protocols import NormalizedRequest, estimate_tokens, generation_options, remint_ids
-from agentfsm.protocols.sampling import answer_schema
+from agentfsm.protocols.sampling import answer_schema, header_text
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder, run_config_fields
 from agentfsm.runtime.turn import Tally, TurnResult, run_turn
 
@@ -196,7 +196,7 @@ class Exchange:
         headers = {
             ATTEMPTS_HEADER: str(self.attempts),
             CORRECTIONS_HEADER: str(self.corrections),
-            MODEL_HEADER: self.settings.model_name or self.backend.name,
+            MODEL_HEADER: header_text(self.settings.model_name or self.backend.name),
             SETTINGS_HEADER: settings_text(self.settings.run),
         }
         if self.tally.call_usage:

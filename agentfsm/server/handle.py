@@ -36,6 +36,7 @@ from agentfsm.core.errors import (
     UsageError,
 )
 from agentfsm.protocols import IGNORED_HEADER, NormalizedRequest, settle
+from agentfsm.protocols.sampling import ignored_header
 from agentfsm.server.auth import check_api_key, check_host_and_origin, read_json_body
 from agentfsm.server.exchange import ClientGone, Exchange, Reply, complete, until_disconnect
 from agentfsm.server.fit import fit_exchange
@@ -99,6 +100,7 @@ async def serve(
             created=ex.created,
             finish_reason=reply.finish_reason,
             custom_tools=ex.request.custom_tools,
+            echo=ex.request.response_echo,
         )
         return JSONResponse(body, headers=_headers(ex))
     except ClientGone:
@@ -210,9 +212,10 @@ def error_response(wire: Wire, exc: AgentFSMError, ex: Exchange | None) -> Respo
     if isinstance(exc, BackendHTTPError) and exc.retry_after is not None and status in (429, 503):
         # the upstream's own wait, passed on: the client decides whether to wait that long
         headers["retry-after"] = str(math.ceil(exc.retry_after))
-    if isinstance(exc, RunError):
-        # the proxy has re-asked the model within its budget already: the SDKs' own retries
-        # of a 5xx (both honour x-should-retry) would only multiply the upstream calls
+    if isinstance(exc, RunError) or _fails_again(exc):
+        # the proxy has re-asked the model within its budget already, or the upstream
+        # refused the request itself: the SDKs' own retries of a 5xx (both honour
+        # x-should-retry) would only multiply the upstream calls
         headers["x-should-retry"] = "false"
     if isinstance(exc, BodyTimeout | BodyTooLarge):
         # the rest of the body is never read: close rather than keep a half-read connection
@@ -220,11 +223,25 @@ def error_response(wire: Wire, exc: AgentFSMError, ex: Exchange | None) -> Respo
     return JSONResponse(body, status_code=status, headers=headers or None)
 
 
+#: upstream statuses that a client may well see pass when it asks again
+_TRANSIENT = frozenset({408, 409, 429})
+
+
+def _fails_again(exc: AgentFSMError) -> bool:
+    """An upstream's answer that the same request would get again: a 4xx (the upstream
+    refused the request as sent: a client setting it does not take ...), or 501/505."""
+    if not isinstance(exc, BackendHTTPError):
+        return False
+    code = exc.status_code
+    return (400 <= code < 500 and code not in _TRANSIENT) or code in (501, 505)
+
+
 def _headers(ex: Exchange) -> dict[str, str]:
-    """The exchange's headers, and the client fields it did not honour (when any)."""
+    """The exchange's headers, and the client fields it did not honour (when any: the
+    names made safe to send and the list bounded, :func:`~agentfsm.protocols.sampling.ignored_header`)."""
     headers = ex.headers()
     if ex.request.ignored:
-        headers[IGNORED_HEADER] = ",".join(dict.fromkeys(ex.request.ignored))
+        headers[IGNORED_HEADER] = ignored_header(ex.request.ignored)
     return headers
 
 
@@ -238,6 +255,7 @@ async def _stream(request: Request, ex: Exchange, input_tokens: int, place: _Pla
         include_usage=r.stream_include_usage,
         input_tokens=input_tokens,
         custom_tools=r.custom_tools,
+        echo=r.response_echo,
     )
     events = stream_events(ex, sink)
     # the stream bounds its own upstream waits by the deadline; the grace lets it say so first

@@ -24,8 +24,10 @@ __all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_HEADER_TIMEOUT", "DEFAULT_MAX_BODY_B
 #: brings its own tool_choice and parallel, and runs one deciding turn and no tools
 NOT_FOR_THE_PROXY = ("tool_choice", "parallel", "max_steps", "result_max_chars")
 
-#: the largest request body accepted by default (4 MiB)
-DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+#: the largest request body accepted by default (32 MiB, about what Anthropic's API takes:
+#: a Claude Code session carries each screenshot it has read, base64 in a tool result, in
+#: every later request)
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 #: seconds a client may take to send its whole body by default
 DEFAULT_BODY_TIMEOUT = 30.0
 #: seconds a client may take to send a request's line and headers by default (the HTTP

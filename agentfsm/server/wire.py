@@ -9,7 +9,7 @@ which says everything that is its own, on top of the pure encoders in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeAlias
 
 from agentfsm.core._types import JSONObject
@@ -92,14 +92,16 @@ class Wire(ABC):
         created: int,
         finish_reason: str,
         custom_tools: Sequence[str] = (),
+        echo: Mapping[str, Any] | None = None,
     ) -> JSONObject:
         """A whole (non-streamed) response body (``custom_tools``: the Responses API's
-        freeform tools, whose calls are ``custom_tool_call`` items)."""
+        freeform tools, whose calls are ``custom_tool_call`` items; ``echo``: the request's
+        settings its response repeats, :attr:`NormalizedRequest.response_echo`)."""
 
     @abstractmethod
     def _stream(
         self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
-        custom_tools: Sequence[str],
+        custom_tools: Sequence[str], echo: Mapping[str, Any] | None,
     ) -> tuple[_Encoder, CallWriter]:
         """A stream encoder for one response, and how it writes a call."""
 
@@ -112,9 +114,12 @@ class Wire(ABC):
         include_usage: bool,
         input_tokens: int,
         custom_tools: Sequence[str] = (),
+        echo: Mapping[str, Any] | None = None,
     ) -> StreamSink:
         """A stream of one response."""
-        return StreamSink(self, *self._stream(model, response_id, created, include_usage, input_tokens, custom_tools))
+        return StreamSink(
+            self, *self._stream(model, response_id, created, include_usage, input_tokens, custom_tools, echo)
+        )
 
 
 class OpenAIWire(Wire):
@@ -126,12 +131,13 @@ class OpenAIWire(Wire):
         return normalize_openai(body)
 
     def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
-                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = ()) -> JSONObject:
+                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = (),
+                 echo: Mapping[str, Any] | None = None) -> JSONObject:
         return encode_openai_response(model=model, content=content, tool_calls=calls, usage=usage, created=created,
                                       response_id=response_id, finish_reason=finish_reason)
 
     def _stream(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
-                custom_tools: Sequence[str]) -> tuple[_Encoder, CallWriter]:
+                custom_tools: Sequence[str], echo: Mapping[str, Any] | None) -> tuple[_Encoder, CallWriter]:
         encoder = OpenAIStreamEncoder(model, response_id, created, include_usage=include_usage)
         return encoder, encoder.tool_call  # chat completions number their tool_calls
 
@@ -145,14 +151,15 @@ class ResponsesWire(Wire):
         return normalize_responses(body)
 
     def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
-                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = ()) -> JSONObject:
+                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = (),
+                 echo: Mapping[str, Any] | None = None) -> JSONObject:
         return encode_responses_response(model=model, content=content, tool_calls=calls, usage=usage,
                                          created=created, response_id=response_id, finish_reason=finish_reason,
-                                         custom_tools=custom_tools)
+                                         custom_tools=custom_tools, echo=echo)
 
     def _stream(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
-                custom_tools: Sequence[str]) -> tuple[_Encoder, CallWriter]:
-        encoder = ResponsesStreamEncoder(model, response_id, created, custom_tools)
+                custom_tools: Sequence[str], echo: Mapping[str, Any] | None) -> tuple[_Encoder, CallWriter]:
+        encoder = ResponsesStreamEncoder(model, response_id, created, custom_tools, echo)
         return encoder, lambda _index, call: encoder.tool_call(call)
 
 
@@ -172,12 +179,13 @@ class AnthropicWire(Wire):
         return anthropic_error_for(exc)
 
     def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
-                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = ()) -> JSONObject:
+                 response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = (),
+                 echo: Mapping[str, Any] | None = None) -> JSONObject:
         return encode_anthropic_response(model=model, content=content, tool_calls=calls, usage=usage,
                                          message_id=response_id, finish_reason=finish_reason)
 
     def _stream(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
-                custom_tools: Sequence[str]) -> tuple[_Encoder, CallWriter]:
+                custom_tools: Sequence[str], echo: Mapping[str, Any] | None) -> tuple[_Encoder, CallWriter]:
         encoder = AnthropicStreamEncoder(model, response_id, input_tokens=input_tokens)
         return encoder, lambda _index, call: encoder.tool_call(call)
 
