@@ -215,3 +215,48 @@ def test_an_sdk_with_its_default_retries_does_not_retry_a_give_up(protocol: str,
                 a.messages.create(model="m", max_tokens=256, messages=[{"role": "user", "content": ASK}],
                                   tools=TOOLS_ANTHROPIC, tool_choice={"type": "none"})
     assert len(fake.chat_requests) == 4
+
+
+# -- replies cut at the client's own max_tokens ---------------------------------------------
+
+
+@pytest.mark.parametrize("stream", STREAM, ids=["whole", "stream"])
+@pytest.mark.parametrize("protocol", ["chat", "messages"])
+def test_calls_cut_at_the_clients_max_tokens_end_as_the_provider_ends_a_cut_reply(
+    protocol: str, stream: bool, fake: FakeUpstream, base: str
+) -> None:
+    """Every reply an action cut at the client's max_tokens (the upstream keeps to it, as a
+    real one does): after the budget, the provider's answer to a cut reply (200, finish
+    length / stop_reason max_tokens, no call), not a give-up the SDK would retry and the
+    upstream cut again (found by an audit: a 500 after 4 calls, 12 with the SDK's retries)."""
+    fake.honour_max_tokens = True
+    long_call = action("get_weather", city="Paris, the capital of France, on the river Seine " * 4)
+    fake.enqueue(*[long_call] * 4)
+    if protocol == "chat":
+        with openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=2, timeout=30) as c:
+            kwargs: dict[str, Any] = dict(model="m", messages=[{"role": "user", "content": ASK}], tools=TOOLS_OPENAI,
+                                          max_tokens=20)
+            if stream:
+                # (the SDK's .stream() helper raises LengthFinishReasonError here, as it does
+                # against OpenAI itself: the chunks are read as they come)
+                chunks = [ch for ch in c.chat.completions.create(**kwargs, stream=True) if ch.choices]
+                finish = [ch.choices[0].finish_reason for ch in chunks if ch.choices[0].finish_reason]
+                said = [ch.choices[0].delta for ch in chunks]
+                assert finish == ["length"]
+                assert not any(d.tool_calls or d.content for d in said)
+            else:
+                choice = c.chat.completions.create(**kwargs).choices[0]
+                assert choice.finish_reason == "length"
+                assert not choice.message.tool_calls and not choice.message.content
+    else:
+        with anthropic.Anthropic(base_url=base, api_key="x", max_retries=2, timeout=30) as a:
+            args: dict[str, Any] = dict(model="m", max_tokens=20, messages=[{"role": "user", "content": ASK}],
+                                        tools=TOOLS_ANTHROPIC)
+            if stream:
+                with a.messages.stream(**args) as events:
+                    message = events.get_final_message()
+            else:
+                message = a.messages.create(**args)
+        assert message.stop_reason == "max_tokens" and message.content == []
+    assert len(fake.chat_requests) == 4  # the budget, and no retry by the SDK
+    assert all(r.body.get("max_tokens") == 20 for r in fake.chat_requests)

@@ -73,3 +73,24 @@ def test_a_stream_that_ends_in_an_error_event_is_a_give_up_not_an_empty_answer(p
 def test_other_endpoints_are_not_answers() -> None:
     assert empty_answer("/v1/messages/count_tokens", '{"input_tokens": 5}') is None
     assert empty_answer("/v1/models", '{"data": []}') is None
+
+
+def test_an_answer_the_token_limit_cut_is_not_an_empty_one() -> None:
+    """A 200 with no text and no call that says the client's max_tokens cut it is the
+    provider's own answer to such a reply; the same bodies without that reason are empty."""
+    from agentfsm.testing import empty_answer
+
+    chat = {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "length"}]}
+    assert empty_answer("/v1/chat/completions", json.dumps(chat)) is None
+    chat["choices"][0]["finish_reason"] = "stop"
+    assert empty_answer("/v1/chat/completions", json.dumps(chat)) is not None
+    message = {"type": "message", "content": [], "stop_reason": "max_tokens"}
+    assert empty_answer("/v1/messages", json.dumps(message)) is None
+    assert empty_answer("/v1/messages", json.dumps({**message, "stop_reason": "end_turn"})) is not None
+    stream = "\n".join(f"data: {json.dumps(e)}" for e in (
+        {"type": "message_start", "message": {"content": []}},
+        {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}},
+        {"type": "message_stop"},
+    ))
+    assert empty_answer("/v1/messages", stream) is None
+    assert empty_answer("/v1/messages", stream.replace("max_tokens", "end_turn")) is not None

@@ -27,7 +27,8 @@ from agentfsm.core.choice import ToolChoice
 from agentfsm.core.events import ModelOutputEvent, ModelRequestEvent, ProxyRunConfig
 from agentfsm.engine.decide import CallTools, EngineConfig
 from agentfsm.engine.plan import policies_of
-from agentfsm.core.errors import BackendTimeout, ClientGone
+from agentfsm.core.errors import BackendTimeout, ClientGone, RetryBudgetExceeded
+from agentfsm.guards import json_valid
 from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.prompt.projection import project_history
 from agentfsm.protocols import NormalizedRequest, estimate_tokens, generation_options, remint_ids
@@ -289,18 +290,39 @@ def reply_for(ex: Exchange, result: TurnResult) -> Reply:
     return Reply(decision.content or None, (), reason, exhausted=result.exhausted)
 
 
+def cut_by_client(ex: Exchange, exc: RetryBudgetExceeded) -> Reply | None:
+    """The answer for a turn whose budget went on actions cut at the client's own
+    ``max_tokens`` (``truncated_action``, the last of them): the provider's answer to a
+    reply cut there (a 200 whose finish reason is ``length``, Anthropic's ``max_tokens``),
+    with no call, since none can be read from a cut action. A give-up would be retried
+    by the SDK and cut again; the limit is the client's to raise. None for any other
+    give-up, and where the client set no limit (the proxy's own default is its failure)."""
+    if exc.reason != json_valid.TRUNCATED or ex.request.max_tokens is None:
+        return None
+    logger.info("every reply was cut at the client's max_tokens={}: answering with finish_reason length",
+                ex.request.max_tokens)
+    ex.exhausted = True
+    return Reply(None, (), "length", exhausted=True)
+
+
 async def complete(ex: Exchange) -> Reply:
     """Answer a non-streamed request: a deciding turn in tool mode, else a plain completion."""
     if ex.request.tool_mode:
-        result = await run_turn(
-            ex.backend,
-            list(ex.request.messages),
-            config=ex.config,
-            enforcement=ex.settings.run.enforcement,
-            options=ex.options,
-            recorder=ex.recorder,
-            tally=ex.tally,
-        )
+        try:
+            result = await run_turn(
+                ex.backend,
+                list(ex.request.messages),
+                config=ex.config,
+                enforcement=ex.settings.run.enforcement,
+                options=ex.options,
+                recorder=ex.recorder,
+                tally=ex.tally,
+            )
+        except RetryBudgetExceeded as exc:
+            cut = cut_by_client(ex, exc)
+            if cut is None:
+                raise
+            return cut
         return reply_for(ex, result)
     prompt, options = ex.plain_request()
     completion = await ex.backend.acomplete(prompt, options)

@@ -37,10 +37,10 @@ from contextlib import aclosing
 from loguru import logger
 
 from agentfsm.core.backend import TextStream
-from agentfsm.core.errors import AgentFSMError
+from agentfsm.core.errors import AgentFSMError, RetryBudgetExceeded
 from agentfsm.core.events import ModelOutputEvent
 from agentfsm.runtime.turn import bounded, stream_turn, usage_of
-from agentfsm.server.exchange import Exchange, Reply, reply_for
+from agentfsm.server.exchange import Exchange, Reply, cut_by_client, reply_for
 from agentfsm.server.wire import StreamSink
 
 __all__ = ["stream_events"]
@@ -127,16 +127,24 @@ async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
         deadline=ex.deadline,
         tally=ex.tally,
     )
-    async with aclosing(turn) as items:
-        async for item in items:
-            if isinstance(item, str):
-                for event in sink.text(item):
+    try:
+        async with aclosing(turn) as items:
+            async for item in items:
+                if isinstance(item, str):
+                    for event in sink.text(item):
+                        yield event
+                    continue
+                reply = reply_for(ex, item)
+                ex.end(reply)
+                for event in _ending(ex, sink, reply):
                     yield event
-                continue
-            reply = reply_for(ex, item)
-            ex.end(reply)
-            for event in _ending(ex, sink, reply):
-                yield event
+    except RetryBudgetExceeded as exc:
+        cut = cut_by_client(ex, exc)
+        if cut is None:
+            raise
+        ex.end(cut)
+        for event in _ending(ex, sink, cut):
+            yield event
 
 
 def _ending(ex: Exchange, sink: StreamSink, reply: Reply) -> list[str]:

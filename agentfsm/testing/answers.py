@@ -4,7 +4,9 @@ empty reply", for tests (ours: every proxy the test suite starts; the chaos run)
 :func:`empty_answer` reads one answer as the client got it (a whole JSON body, or the
 whole SSE text of a stream) from any of the three endpoints, and says what is missing:
 an answer with neither text nor a call. A stream that ends with the protocol's error
-event is a give-up the client can tell, not an empty answer.
+event is a give-up the client can tell, not an empty answer; nor is an answer whose
+finish reason says the token limit cut it (chat ``length``, Anthropic ``max_tokens``,
+Responses ``incomplete``): the client's ``max_tokens`` left no room, as the provider says.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def empty_answer(path: str, body: bytes | str) -> str | None:
 
 
 def _whole(kind: str, data: dict[str, Any]) -> str | None:
+    if _cut(data) or data.get("status") == "incomplete":
+        return None
     if kind == "/v1/chat/completions":
         message = (data.get("choices") or [{}])[0].get("message") or {}
         if not (message.get("content") or "").strip() and not message.get("tool_calls"):
@@ -69,9 +73,19 @@ def _whole(kind: str, data: dict[str, Any]) -> str | None:
     return None
 
 
+def _cut(data: dict[str, Any]) -> bool:
+    """Whether a whole answer, or a stream's event, says the token limit cut the reply."""
+    choices = data.get("choices") or []
+    delta = data.get("delta") if isinstance(data.get("delta"), dict) else {}
+    return (data.get("stop_reason") == "max_tokens" or delta.get("stop_reason") == "max_tokens"
+            or any(isinstance(c, dict) and c.get("finish_reason") == "length" for c in choices))
+
+
 def _streamed(kind: str, events: list[dict[str, Any]]) -> str | None:
     if not events or any("error" in e or e.get("type") in ("error", "response.failed") for e in events):
         return None  # no stream, or one that ended in the protocol's error event
+    if any(_cut(e) for e in events):
+        return None  # cut at the token limit, and said so
     if kind == "/v1/chat/completions":
         said = any(
             str((choice.get("delta") or {}).get("content") or "").strip() or (choice.get("delta") or {}).get("tool_calls")
