@@ -53,6 +53,7 @@ CorrectionReason: TypeAlias = Literal[
     "missing_value",
     "misread_number",
     "unwritten_number",
+    "misread_member",
     "misplaced_value",
     "irrelevant_tool",
     "stale_call",

@@ -27,8 +27,13 @@ schema's, not the conversation's), and two on its numbers:
 - **unwritten** (under any ``tool_choice``, before the turn's first result, once a turn,
   :mod:`~agentfsm.policy._misread`): a number nobody wrote while a number of the latest
   request is used by no call of the turn, in a call with another grounded value.
+- **misread member** (under any ``tool_choice``, before the turn's first result, once a
+  turn, :mod:`~agentfsm.policy._members`): a value the schema lists that the request does
+  not write, where it writes exactly one other member of the list ("celsius" for "in
+  fahrenheit"); the retry's grammar holds that list to the member named
+  (:meth:`GroundingPolicy.retry_offer`).
 
-After either of the last two, and after a call with no value from the conversation while
+After a misread or unwritten number, and after a call with no value from the conversation while
 other tools may still find one (``missing_value``), the retry's grammar holds every free
 number to the numbers the conversation writes (:meth:`GroundingPolicy.retry_numbers`).
 
@@ -66,6 +71,7 @@ from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import answer_schema, runtime_text
 from agentfsm.policy._feedback import fed_back_again
 from agentfsm.policy._values import STOP_WORDS, WORD, Source, enum_params, grounded, number_spans, numbers_in, values_of
+from agentfsm.policy._members import MEMBER_REASON, check_member, held_to_named
 from agentfsm.policy._misread import MISREAD_REASON, REASONS as NUMBER_REASONS, UNWRITTEN_REASON, check_misread, check_unwritten, digits_of
 from agentfsm.policy.base import Policy, correction_of, refused_calls, refused_reply
 
@@ -151,6 +157,9 @@ def check(
     if misread is ACCEPT and not results and not told(history, UNWRITTEN_REASON):
         digits = set(digits_of(used))
         misread = check_unwritten(calls, values, digits, latest_request(history), conversation.lower(), source.has)
+    # a listed value where the request names another member ("celsius" for "in fahrenheit")
+    if misread is ACCEPT and not results and not told(history, MEMBER_REASON):
+        misread = check_member(calls, schemas, latest_request(history))
     if misread is not ACCEPT or tool_choice != ToolChoice.AUTO:
         return misread
     # the results so far, right before the answer: a small model states what it can see
@@ -265,7 +274,8 @@ class GroundingPolicy(Policy):
         answer only was offered earlier in this round (the model was answering: a
         refused wording does not reopen the calls already judged); after
         ``missing_value`` the tools the refused reply did not call, once, to fetch the
-        value (:func:`fetch_tools`), and the answer."""
+        value (:func:`fetch_tools`), and the answer; after a misread member, every tool,
+        the refused call's list held to the member the request names (:func:`held_to_named`)."""
         reason = correction_of(history)
         if reason in REASONS:
             return ()
@@ -278,6 +288,10 @@ class GroundingPolicy(Policy):
                 return ()
         if reason == MISSING_REASON:
             return fetch_tools(history[:-2], tools, {c.name for c in refused_calls(history, tools)})
+        if reason == MEMBER_REASON:
+            # the model writes the first member again when told: the retry holds that list
+            # to the member the user wrote, as a misread number's retry holds the numbers
+            return held_to_named(tools, refused_calls(history, tools), latest_request(history))
         return None
 
     def wants_vote(self, reason: str, first_decision: bool) -> bool | None:
