@@ -76,7 +76,8 @@ def _whole(kind: str, data: dict[str, Any]) -> str | None:
 def _cut(data: dict[str, Any]) -> bool:
     """Whether a whole answer, or a stream's event, says the token limit cut the reply."""
     choices = data.get("choices") or []
-    delta = data.get("delta") if isinstance(data.get("delta"), dict) else {}
+    raw = data.get("delta")
+    delta: dict[str, Any] = raw if isinstance(raw, dict) else {}
     return (data.get("stop_reason") == "max_tokens" or delta.get("stop_reason") == "max_tokens"
             or any(isinstance(c, dict) and c.get("finish_reason") == "length" for c in choices))
 
