@@ -1,7 +1,7 @@
 """One proxied request: its settings, transcript, cost so far, and the whole-reply path.
 
 An :class:`Exchange` is made per request. :func:`complete` answers a non-streamed
-request (tool mode through the turn runner, :func:`~agentfsm.runtime.turn.run_turn`, otherwise a plain pass
+request (tool mode through the turn runner, :meth:`Exchange.turn`, otherwise a plain pass
 through); :func:`until_disconnect` runs it so that a client that goes away, or a
 request that outlives ``request_timeout``, cancels the upstream call.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncGenerator, Awaitable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -34,7 +35,7 @@ from agentfsm.prompt.projection import project_history
 from agentfsm.protocols import NormalizedRequest, estimate_tokens, generation_options, remint_ids
 from agentfsm.protocols.sampling import answer_schema, header_text
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder, run_config_fields
-from agentfsm.runtime.turn import Tally, TurnResult, run_turn
+from agentfsm.runtime.turn import Tally, TurnResult, stream_turn
 
 __all__ = [
     "ATTEMPTS_HEADER",
@@ -187,6 +188,22 @@ class Exchange:
         """Count one model call's tokens."""
         self.tally.charge(Usage(prompt_tokens=prompt, completion_tokens=completion))
 
+    def turn(self, stream: bool = False) -> AsyncGenerator[str | TurnResult, None]:
+        """This request's deciding turn (:func:`~agentfsm.runtime.turn.stream_turn`), with
+        its settings; streamed, it also keeps to :attr:`deadline` itself (a whole reply is
+        bounded by :func:`until_disconnect`)."""
+        return stream_turn(
+            self.backend,
+            list(self.request.messages),
+            config=self.config,
+            enforcement=self.settings.run.enforcement,
+            options=self.options,
+            recorder=self.recorder,
+            stream=stream,
+            deadline=self.deadline if stream else None,
+            tally=self.tally,
+        )
+
     def remint(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
         """Parser-numbered calls with fresh, unguessable protocol-style ids."""
         return remint_ids(calls, self.request.protocol, new_token)
@@ -309,21 +326,16 @@ async def complete(ex: Exchange) -> Reply:
     """Answer a non-streamed request: a deciding turn in tool mode, else a plain completion."""
     if ex.request.tool_mode:
         try:
-            result = await run_turn(
-                ex.backend,
-                list(ex.request.messages),
-                config=ex.config,
-                enforcement=ex.settings.run.enforcement,
-                options=ex.options,
-                recorder=ex.recorder,
-                tally=ex.tally,
-            )
+            async with aclosing(ex.turn()) as items:
+                async for item in items:
+                    if isinstance(item, TurnResult):
+                        return reply_for(ex, item)
         except RetryBudgetExceeded as exc:
             cut = cut_by_client(ex, exc)
             if cut is None:
                 raise
             return cut
-        return reply_for(ex, result)
+        raise AssertionError("the turn ended without a result")  # pragma: no cover
     prompt, options = ex.plain_request()
     completion = await ex.backend.acomplete(prompt, options)
     prompt_tokens = completion.usage.prompt_tokens or sum(estimate_tokens(m.content) for m in prompt)

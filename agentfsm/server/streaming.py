@@ -39,7 +39,7 @@ from loguru import logger
 from agentfsm.core.backend import TextStream
 from agentfsm.core.errors import AgentFSMError, RetryBudgetExceeded
 from agentfsm.core.events import ModelOutputEvent
-from agentfsm.runtime.turn import bounded, stream_turn, usage_of
+from agentfsm.runtime.turn import bounded, usage_of
 from agentfsm.server.exchange import Exchange, Reply, cut_by_client, reply_for
 from agentfsm.server.wire import StreamSink
 
@@ -116,19 +116,8 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
 
 async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
     """The turn runner, streaming: prose deltas as it releases them, then the calls."""
-    turn = stream_turn(
-        ex.backend,
-        list(ex.request.messages),
-        config=ex.config,
-        enforcement=ex.settings.run.enforcement,
-        options=ex.options,
-        recorder=ex.recorder,
-        stream=True,
-        deadline=ex.deadline,
-        tally=ex.tally,
-    )
     try:
-        async with aclosing(turn) as items:
+        async with aclosing(ex.turn(stream=True)) as items:
             async for item in items:
                 if isinstance(item, str):
                     for event in sink.text(item):
