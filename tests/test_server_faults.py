@@ -341,3 +341,27 @@ def test_serve_command_proxies(tmp_path: Path) -> None:
     assert "authorization" not in fake.chat_requests[0].headers
     assert "sk-cli-key" not in err.decode() and len(list(tmp_path.glob("*.jsonl"))) == 1
 
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_transcript_write_failure_is_a_500_that_names_no_server_path(tmp_path: Path, stream: bool) -> None:
+    """A transcript the proxy cannot write (a full disk, a vanished mount; here its folder
+    replaced by a file) is the proxy's own failure: a 500 the SDK is told not to retry,
+    whose message names no path of the server's; the path goes to the proxy's log."""
+    transcripts = tmp_path / "private-transcripts"
+    with FakeUpstream([]) as fake:
+        with proxy(upstream_backend(fake), transcripts_dir=transcripts) as url:
+            transcripts.write_text("not a folder")
+            fake.enqueue(action("get_weather", city="Paris"))
+            body = {"model": "m", "messages": USER, "tools": TOOLS_OPENAI, "stream": stream}
+            response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
+            assert response.status_code == 500
+            error = response.json()["error"]
+            assert error["type"] == "server_error" and "transcript" in error["message"]
+            assert str(tmp_path) not in response.text and "private-transcripts" not in response.text
+            with anthropic.Anthropic(base_url=url, api_key="k", max_retries=2) as a:
+                with pytest.raises(anthropic.InternalServerError) as ae:
+                    a.messages.create(model="m", max_tokens=64, messages=USER)
+            assert "private-transcripts" not in json.dumps(ae.value.body)
+            # the proxy served on, and the SDK did not retry the failure
+            assert len(fake.chat_requests) <= 2

@@ -54,7 +54,7 @@ from agentfsm.protocols._fields import (
     tool_answer,
     tool_specs,
 )
-from agentfsm.protocols.common import NormalizedRequest, error_status, tools_or_recovered
+from agentfsm.protocols.common import NormalizedRequest, client_message, error_status, tools_or_recovered
 from agentfsm.protocols.sampling import anthropic_settings
 
 __all__ = [
@@ -348,4 +348,4 @@ def anthropic_error(status: int, message: str, type: str | None = None) -> JSONO
 def anthropic_error_for(exc: AgentFSMError) -> tuple[int, JSONObject]:
     """The HTTP status and Anthropic error body for one of our errors."""
     status = error_status(exc)
-    return status, anthropic_error(status, str(exc))
+    return status, anthropic_error(status, client_message(exc))

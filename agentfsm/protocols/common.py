@@ -26,6 +26,7 @@ from agentfsm.core.errors import (
     BackendTimeout,
     RequestError,
     RunError,
+    TranscriptError,
 )
 from agentfsm.core.messages import (
     AssistantMessage,
@@ -39,6 +40,7 @@ __all__ = [
     "NormalizedRequest",
     "RECOVERED_TOOL_SCHEMA",
     "WireProtocol",
+    "client_message",
     "dump_arguments",
     "error_status",
     "estimate_tokens",
@@ -196,6 +198,15 @@ def error_status(exc: AgentFSMError) -> int:
         # answered as the provider's server-side error (never a 4xx that blames the client)
         return 500
     return 500
+
+
+def client_message(exc: AgentFSMError) -> str:
+    """The error's message as the client reads it. A transcript the proxy cannot write is
+    the proxy's own file (a full disk, a vanished mount): its path stays in the proxy's
+    log (where the error is logged whole) and never reaches the client."""
+    if isinstance(exc, TranscriptError):
+        return "the proxy could not write this request's transcript (its log says why)"
+    return str(exc)
 
 
 def dump_arguments(call: ToolCall) -> str:

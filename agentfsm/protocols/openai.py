@@ -38,6 +38,7 @@ from agentfsm.protocols._fields import (
 )
 from agentfsm.protocols.common import (
     NormalizedRequest,
+    client_message,
     dump_arguments,
     error_status,
     tools_or_recovered,
@@ -355,5 +356,5 @@ def openai_error_for(exc: AgentFSMError) -> tuple[int, JSONObject]:
     if isinstance(exc, PromptTooLong):
         code = "context_length_exceeded"
     if isinstance(exc, ModelNotFound):  # as OpenAI answers it: a 404 typed as a request error
-        return status, openai_error(status, str(exc), "invalid_request_error", param, "model_not_found")
-    return status, openai_error(status, str(exc), param=param, code=code)
+        return status, openai_error(status, client_message(exc), "invalid_request_error", param, "model_not_found")
+    return status, openai_error(status, client_message(exc), param=param, code=code)

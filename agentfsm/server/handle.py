@@ -33,6 +33,7 @@ from agentfsm.core.errors import (
     RequestError,
     RunError,
     TooManyTools,
+    TranscriptError,
     UsageError,
 )
 from agentfsm.protocols import IGNORED_HEADER, NormalizedRequest, settle
@@ -212,10 +213,10 @@ def error_response(wire: Wire, exc: AgentFSMError, ex: Exchange | None) -> Respo
     if isinstance(exc, BackendHTTPError) and exc.retry_after is not None and status in (429, 503):
         # the upstream's own wait, passed on: the client decides whether to wait that long
         headers["retry-after"] = str(math.ceil(exc.retry_after))
-    if isinstance(exc, RunError) or _fails_again(exc):
-        # the proxy has re-asked the model within its budget already, or the upstream
-        # refused the request itself: the SDKs' own retries of a 5xx (both honour
-        # x-should-retry) would only multiply the upstream calls
+    if isinstance(exc, RunError | TranscriptError) or _fails_again(exc):
+        # the proxy has re-asked the model within its budget already, the upstream refused
+        # the request itself, or the proxy cannot write its transcripts: the SDKs' own
+        # retries of a 5xx (both honour x-should-retry) would only multiply the upstream calls
         headers["x-should-retry"] = "false"
     if isinstance(exc, BodyTimeout | BodyTooLarge):
         # the rest of the body is never read: close rather than keep a half-read connection
