@@ -97,8 +97,9 @@ def test_openai_tool_request_keeps_sampling_and_holds_the_answer_to_the_format(
     bodies = _sent(fake)
     assert len(bodies) == 2  # the correction carries the client's settings too
     for body in bodies:
-        assert {k: body.get(k) for k in OPENAI_SAMPLING} == OPENAI_SAMPLING
-        # replies are actions: the format binds the final answer, described in the contract
+        # replies are actions: the stop sequences end the answer (tests/test_server_stop_sequences.py)
+        assert {k: body.get(k) for k in OPENAI_SAMPLING} == {**OPENAI_SAMPLING, "stop": None}
+        # and the format binds the final answer, described in the contract
         assert body["max_tokens"] == 99 and "response_format" not in body
         assert '"required":["answer"]' in body["messages"][0]["content"]
     assert "x-agentfsm-ignored" not in raw.headers
@@ -129,7 +130,8 @@ def test_anthropic_settings_pass_through(
         _drain(raw.parse(), stream)
     (body,) = _sent(fake)
     assert (body["temperature"], body["top_p"], body["top_k"]) == (0.3, 0.9, 40)
-    assert (body["stop"], body["max_tokens"], body["user"]) == (["END"], 321, "u-1")
+    # with tools the stop sequences end the answer, not the actions (tests/test_server_stop_sequences.py)
+    assert (body.get("stop"), body["max_tokens"], body["user"]) == (None if tools else ["END"], 321, "u-1")
     ignored = raw.headers["x-agentfsm-ignored"].split(",")
     assert sorted(ignored[:3]) == ["context_management", "output_config.effort", "thinking"]
     if tools:  # the format binds the final answer (the contract quotes it), not the actions

@@ -77,7 +77,18 @@ def parse_chat_completion(body: bytes, redact: Redact = _same) -> Completion:
         usage=_usage(data.get("usage")),
         finish_reason=str(choices[0].get("finish_reason") or "stop"),
         model=model if isinstance(model, str) else None,
+        stop_sequence=matched_stop(choices[0]),
     )
+
+
+def matched_stop(choice: dict[str, Any]) -> str | None:
+    """The stop sequence that ended a choice, where the upstream names it: vLLM's
+    ``stop_reason`` (a string; a token id or null otherwise), SGLang's ``matched_stop``."""
+    for key in ("stop_reason", "matched_stop"):
+        value = choice.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 class SSEDecoder:
@@ -141,6 +152,7 @@ class ChatStreamState:
         self._redact = redact
         self.done = False
         self.finish_reason: str | None = None
+        self.stop_sequence: str | None = None
         self.usage = Usage()
         self.model: str | None = None
 
@@ -172,6 +184,7 @@ class ChatStreamState:
                 continue
             if choice.get("finish_reason"):
                 self.finish_reason = str(choice["finish_reason"])
+                self.stop_sequence = matched_stop(choice)
             delta = choice.get("delta") or {}
             content = delta.get("content") if isinstance(delta, dict) else None
             if isinstance(content, str):

@@ -213,7 +213,7 @@ class OpenAICompatBackend:
 
     def astream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> AsyncIterator[str]:
         """Async twin of :meth:`stream`; every wait is bounded by the call's deadline. The
-        :class:`TextStream` reports the upstream's finish_reason and usage once read."""
+        :class:`TextStream` reports the upstream's finish_reason, usage and stop sequence once read."""
         return TextStream(lambda end: self._astream(messages, options, end))
 
     async def _astream(
@@ -230,7 +230,7 @@ class OpenAICompatBackend:
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 whole = parse_chat_completion(await aread_body(response, call, limit), self._redact)
                 yield whole.text
-                end.finish_reason, end.usage = whole.finish_reason, whole.usage
+                end.finish_reason, end.usage, end.stop_sequence = whole.finish_reason, whole.usage, whole.stop_sequence
                 return
             decoder, state = SSEDecoder(), ChatStreamState(self._redact)
             body = BoundedBody(response.headers, limit)
@@ -250,7 +250,7 @@ class OpenAICompatBackend:
                 if delta := state.accept(data):
                     yield delta
             state.finish()
-            end.finish_reason = state.finish_reason
+            end.finish_reason, end.stop_sequence = state.finish_reason, state.stop_sequence
             end.usage = state.usage if state.usage.total_tokens else None
         finally:
             await response.aclose()

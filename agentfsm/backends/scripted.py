@@ -186,7 +186,7 @@ class ScriptedBackend:
         completion = self.complete(messages, options)
         for i in range(0, len(completion.text), _CHUNK):
             yield completion.text[i : i + _CHUNK]
-        end.finish_reason, end.usage = completion.finish_reason, completion.usage
+        end.finish_reason, end.usage, end.stop_sequence = completion.finish_reason, completion.usage, completion.stop_sequence
 
     def __repr__(self) -> str:
         return f"ScriptedBackend(name={self._name!r}, remaining={self.remaining})"

@@ -139,11 +139,15 @@ class Completion(BaseModel):
     #: ``stop``, ``length`` (cut at max_tokens), or what the upstream said
     finish_reason: str = "stop"
     model: str | None = None
+    #: the client stop sequence that ended the text, where the upstream says which
+    #: (vLLM's ``stop_reason``, SGLang's ``matched_stop``); None otherwise
+    stop_sequence: str | None = None
 
 
 class TextStream(AsyncIterator[str]):
     """The text deltas of one streamed generation and, once they are all read, how it
-    ended: ``finish_reason`` and ``usage`` where the backend reports them (else ``None``).
+    ended: ``finish_reason``, ``usage`` and ``stop_sequence`` (:attr:`Completion.stop_sequence`)
+    where the backend reports them (else ``None``).
 
     A backend's ``astream`` may return one; callers that only want text iterate it as
     any async iterator of ``str``. ``source`` is called once with the stream itself,
@@ -153,6 +157,7 @@ class TextStream(AsyncIterator[str]):
     def __init__(self, source: Callable[[TextStream], AsyncIterator[str]]) -> None:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        self.stop_sequence: str | None = None
         self._deltas = source(self)
 
     def __aiter__(self) -> TextStream:

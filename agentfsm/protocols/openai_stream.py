@@ -91,10 +91,11 @@ class OpenAIStreamEncoder:
         entry: JSONObject = {"index": index, "function": {"arguments": fragment}}
         return [self._chunk({"tool_calls": [entry]})]
 
-    def finish(self, reason: str = "stop", usage: Usage | None = None) -> list[str]:
+    def finish(self, reason: str = "stop", usage: Usage | None = None, stop_sequence: str | None = None) -> list[str]:
         """The final chunk (``finish_reason``), the usage chunk if asked for, and ``[DONE]``.
 
-        ``reason`` is ours (``stop``, ``length``); it is ``tool_calls`` whenever a call was sent.
+        ``reason`` is ours (``stop``, ``length``, ``stop_sequence``, sent as ``stop``: chat
+        completions do not name the sequence); it is ``tool_calls`` whenever a call was sent.
         """
         out = self.start()
         finish_reason = openai_finish_reason(reason, bool(self._call_ids))

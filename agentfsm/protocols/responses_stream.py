@@ -199,9 +199,10 @@ class ResponsesStreamEncoder:
         self._calls.append(call)
         return out
 
-    def finish(self, reason: str = "stop", usage: Usage | None = None) -> list[str]:
+    def finish(self, reason: str = "stop", usage: Usage | None = None, stop_sequence: str | None = None) -> list[str]:
         """Close the open item, then ``response.completed`` (or ``.incomplete``, the message
-        item too, when the token limit cut the prose) with usage."""
+        item too, when the token limit cut the prose) with usage. A stop sequence ends a
+        response as ``completed``, which names no sequence."""
         cut = reason == "length" and not self._calls
         out = self.start() + self._close_message("incomplete" if cut else "completed")
         snapshot = self._snapshot_final(reason, usage or Usage())

@@ -34,6 +34,7 @@ from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.prompt.projection import project_history
 from agentfsm.protocols import NormalizedRequest, estimate_tokens, generation_options, remint_ids
 from agentfsm.protocols.sampling import answer_schema, header_text
+from agentfsm.protocols.stops import cut_at_stop
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder, run_config_fields
 from agentfsm.runtime.turn import Tally, TurnResult, stream_turn
 
@@ -50,6 +51,7 @@ __all__ = [
     "Reply",
     "Settings",
     "complete",
+    "plain_reply",
     "reply_for",
     "until_disconnect",
 ]
@@ -77,6 +79,8 @@ class Reply:
     finish_reason: str
     #: the correction budget ran out under ``auto``: the model's best acceptable reply
     exhausted: bool = False
+    #: the client's stop sequence that ended the answer (``finish_reason`` ``stop_sequence``)
+    stop_sequence: str | None = None
 
 
 @dataclass
@@ -298,13 +302,25 @@ def new_token() -> str:
 
 def reply_for(ex: Exchange, result: TurnResult) -> Reply:
     """The client's answer for a finished turn: calls with fresh ids, or the answer
-    (``length`` when the accepted reply was cut at the token limit)."""
+    (``length`` when the accepted reply was cut at the token limit), ended before the
+    first of the client's stop sequences in it (:mod:`agentfsm.protocols.stops`)."""
     decision = result.decision
     if isinstance(decision, CallTools):
         return Reply(decision.assistant.content or None, ex.remint(decision.calls), "tool_calls")
-    reason = "length" if result.finish_reason == "length" else "stop"
     ex.exhausted = result.exhausted
-    return Reply(decision.content or None, (), reason, exhausted=result.exhausted)
+    content, matched = cut_at_stop(decision.content, ex.request.stop)
+    if matched is not None:
+        return Reply(content or None, (), "stop_sequence", exhausted=result.exhausted, stop_sequence=matched)
+    reason = "length" if result.finish_reason == "length" else "stop"
+    return Reply(content or None, (), reason, exhausted=result.exhausted)
+
+
+def plain_reply(text: str, finish_reason: str | None, stop_sequence: str | None) -> Reply:
+    """The answer of a request without tools, as the upstream ended it (the stop
+    sequence it names, where it names one)."""
+    if stop_sequence is not None:
+        return Reply(text or None, (), "stop_sequence", stop_sequence=stop_sequence)
+    return Reply(text or None, (), "length" if finish_reason == "length" else "stop")
 
 
 def cut_by_client(ex: Exchange, exc: RetryBudgetExceeded) -> Reply | None:
@@ -341,8 +357,7 @@ async def complete(ex: Exchange) -> Reply:
     prompt_tokens = completion.usage.prompt_tokens or sum(estimate_tokens(m.content) for m in prompt)
     ex.add_usage(prompt_tokens, completion.usage.completion_tokens or estimate_tokens(completion.text))
     ex.recorder.emit(ModelOutputEvent, text=completion.text, usage=completion.usage, finish_reason=completion.finish_reason)
-    reason = "length" if completion.finish_reason == "length" else "stop"
-    return Reply(completion.text or None, (), reason)
+    return plain_reply(completion.text, completion.finish_reason, completion.stop_sequence)
 
 
 async def _disconnected(request: Request) -> None:

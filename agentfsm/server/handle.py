@@ -100,6 +100,7 @@ async def serve(
             response_id=ex.response_id,
             created=ex.created,
             finish_reason=reply.finish_reason,
+            stop_sequence=reply.stop_sequence,
             custom_tools=ex.request.custom_tools,
             echo=ex.request.response_echo,
         )

@@ -40,7 +40,8 @@ from agentfsm.core.backend import TextStream
 from agentfsm.core.errors import AgentFSMError, RetryBudgetExceeded
 from agentfsm.core.events import ModelOutputEvent
 from agentfsm.runtime.turn import bounded, usage_of
-from agentfsm.server.exchange import Exchange, Reply, cut_by_client, reply_for
+from agentfsm.protocols.stops import StopCutter
+from agentfsm.server.exchange import Exchange, Reply, cut_by_client, plain_reply, reply_for
 from agentfsm.server.wire import StreamSink
 
 __all__ = ["stream_events"]
@@ -108,21 +109,25 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
     usage = usage_of(ended.usage if ended else None, prompt, text)
     ex.tally.charge(usage)
     ex.recorder.emit(ModelOutputEvent, text=text, usage=usage, finish_reason=finish)
-    reply = Reply(text or None, (), "length" if finish == "length" else "stop")
+    reply = plain_reply(text, finish, ended.stop_sequence if ended else None)
     ex.end(reply)
     for event in _ending(ex, sink, reply):
         yield event
 
 
 async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
-    """The turn runner, streaming: prose deltas as it releases them, then the calls."""
+    """The turn runner, streaming: prose deltas as it releases them (ended before the
+    client's first stop sequence, :mod:`agentfsm.protocols.stops`), then the calls."""
+    cutter = StopCutter(ex.request.stop)
     try:
         async with aclosing(ex.turn(stream=True)) as items:
             async for item in items:
                 if isinstance(item, str):
-                    for event in sink.text(item):
+                    for event in sink.text(cutter.feed(item)):
                         yield event
                     continue
+                for event in sink.text(cutter.flush()):
+                    yield event
                 reply = reply_for(ex, item)
                 ex.end(reply)
                 for event in _ending(ex, sink, reply):
@@ -139,5 +144,5 @@ async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
 def _ending(ex: Exchange, sink: StreamSink, reply: Reply) -> list[str]:
     out = [sink.comment(ex.trailer())]
     out += sink.calls(reply.calls)
-    out += sink.finish(reply.finish_reason, ex.usage)
+    out += sink.finish(reply.finish_reason, ex.usage, reply.stop_sequence)
     return out

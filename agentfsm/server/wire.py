@@ -46,7 +46,7 @@ class _Encoder(Protocol):
 
     def text(self, delta: str) -> list[str]: ...
 
-    def finish(self, reason: str, usage: Usage) -> list[str]: ...
+    def finish(self, reason: str, usage: Usage, stop_sequence: str | None = None) -> list[str]: ...
 
     def error(self, message: str, type: str) -> list[str]: ...
 
@@ -93,10 +93,13 @@ class Wire(ABC):
         finish_reason: str,
         custom_tools: Sequence[str] = (),
         echo: Mapping[str, Any] | None = None,
+        stop_sequence: str | None = None,
     ) -> JSONObject:
         """A whole (non-streamed) response body (``custom_tools``: the Responses API's
         freeform tools, whose calls are ``custom_tool_call`` items; ``echo``: the request's
-        settings its response repeats, :attr:`NormalizedRequest.response_echo`)."""
+        settings its response repeats, :attr:`NormalizedRequest.response_echo`;
+        ``stop_sequence``: the client's stop sequence that ended the answer, which only
+        Anthropic's shape names; OpenAI's says ``stop``)."""
 
     @abstractmethod
     def _stream(
@@ -132,7 +135,7 @@ class OpenAIWire(Wire):
 
     def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
                  response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = (),
-                 echo: Mapping[str, Any] | None = None) -> JSONObject:
+                 echo: Mapping[str, Any] | None = None, stop_sequence: str | None = None) -> JSONObject:
         return encode_openai_response(model=model, content=content, tool_calls=calls, usage=usage, created=created,
                                       response_id=response_id, finish_reason=finish_reason)
 
@@ -152,7 +155,7 @@ class ResponsesWire(Wire):
 
     def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
                  response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = (),
-                 echo: Mapping[str, Any] | None = None) -> JSONObject:
+                 echo: Mapping[str, Any] | None = None, stop_sequence: str | None = None) -> JSONObject:
         return encode_responses_response(model=model, content=content, tool_calls=calls, usage=usage,
                                          created=created, response_id=response_id, finish_reason=finish_reason,
                                          custom_tools=custom_tools, echo=echo)
@@ -180,9 +183,10 @@ class AnthropicWire(Wire):
 
     def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
                  response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = (),
-                 echo: Mapping[str, Any] | None = None) -> JSONObject:
+                 echo: Mapping[str, Any] | None = None, stop_sequence: str | None = None) -> JSONObject:
         return encode_anthropic_response(model=model, content=content, tool_calls=calls, usage=usage,
-                                         message_id=response_id, finish_reason=finish_reason)
+                                         message_id=response_id, finish_reason=finish_reason,
+                                         stop_sequence=stop_sequence)
 
     def _stream(self, model: str, response_id: str, created: int, include_usage: bool, input_tokens: int,
                 custom_tools: Sequence[str], echo: Mapping[str, Any] | None) -> tuple[_Encoder, CallWriter]:
@@ -232,9 +236,10 @@ class StreamSink:
             self._calls += 1
         return out
 
-    def finish(self, reason: str, usage: Usage) -> list[str]:
-        """The clean end: finish reason, usage and the protocol's terminator."""
-        return self._encoder.finish(reason, usage)
+    def finish(self, reason: str, usage: Usage, stop_sequence: str | None = None) -> list[str]:
+        """The clean end: finish reason (and the stop sequence that ended the answer,
+        where the protocol names it), usage and the protocol's terminator."""
+        return self._encoder.finish(reason, usage, stop_sequence)
 
     def fail(self, exc: AgentFSMError | None, message: str = "internal error") -> list[str]:
         """End the stream with the protocol's error event (never a clean end)."""

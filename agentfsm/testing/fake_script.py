@@ -41,6 +41,8 @@ class FakeReply:
 
     text: str = ""
     finish_reason: str = "stop"
+    #: the stop sequence that ended the text, reported as vLLM does (``stop_reason``)
+    stop_reason: str | None = None
     #: seconds to wait before answering (concurrent requests wait concurrently)
     latency: float = 0.0
     status: int = 200

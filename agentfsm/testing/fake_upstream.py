@@ -18,7 +18,9 @@ as OpenAI's does. The server is asyncio-based, so many concurrent requests with
 
 Like a real model, it can keep to limits: with ``honour_max_tokens`` a reply longer
 than the request's ``max_tokens`` (four characters a token) is cut there, with
-``finish_reason: "length"``; with ``context_tokens`` a request whose messages, or
+``finish_reason: "length"``; with ``honour_stop`` a reply is cut before the first of the
+request's ``stop`` sequences that completes in it, and names it as vLLM does
+(``stop_reason``); with ``context_tokens`` a request whose messages, or
 messages and ``max_tokens``, exceed that context is answered with OpenAI's own 400
 (``context_length_exceeded``, "... (P in the messages, C in the completion)").
 """
@@ -35,6 +37,7 @@ from types import TracebackType
 import orjson
 
 from agentfsm.core._types import JSONObject
+from agentfsm.protocols.stops import cut_at_stop
 from agentfsm.testing._http import HTTPRequest, ResponseWriter, ThreadedHTTPServer
 from agentfsm.testing.fake_script import FakeReply, ReceivedRequest, Script, status
 
@@ -67,10 +70,12 @@ class FakeUpstream:
         port: int = 0,
         keep_requests: bool = True,
         honour_max_tokens: bool = False,
+        honour_stop: bool = False,
         context_tokens: int | None = None,
     ) -> None:
         self.model = model
         self.honour_max_tokens = honour_max_tokens
+        self.honour_stop = honour_stop
         self.context_tokens = context_tokens
         self._keep = keep_requests
         self._function: Callable[[ReceivedRequest], FakeReply | str] | None = None
@@ -168,6 +173,13 @@ class FakeUpstream:
         limit = request.body.get("max_tokens") if isinstance(request.body, dict) else None
         if self.honour_max_tokens and isinstance(limit, int) and step.status == 200 and _count(step.text) > limit:
             step = FakeReply(text=step.text[: 4 * limit], finish_reason="length", latency=step.latency, usage=step.usage)
+        stops = request.body.get("stop") if isinstance(request.body, dict) else None
+        if self.honour_stop and stops and step.status == 200 and step.fault is None:
+            listed = [stops] if isinstance(stops, str) else [s for s in stops if isinstance(s, str)]
+            text, matched = cut_at_stop(step.text, listed)
+            if matched is not None:
+                step = FakeReply(text=text, finish_reason="stop", stop_reason=matched, latency=step.latency,
+                                 usage=step.usage)
         return step
 
     def _context_error(self, request: ReceivedRequest) -> FakeReply | None:
@@ -291,6 +303,7 @@ class FakeUpstream:
                 "index": 0,
                 "message": {"role": "assistant", "content": step.text},
                 "finish_reason": step.finish_reason,
+                **({"stop_reason": step.stop_reason} if step.stop_reason is not None else {}),
             }],
             "usage": self._usage(request, step),
         }
@@ -299,9 +312,11 @@ class FakeUpstream:
         cid, created = self._new_id(), int(time.time())
 
         def chunk(delta: JSONObject, finish: str | None) -> bytes:
+            choice: JSONObject = {"index": 0, "delta": delta, "finish_reason": finish}
+            if finish is not None and step.stop_reason is not None:
+                choice["stop_reason"] = step.stop_reason
             data = {"id": cid, "object": "chat.completion.chunk", "created": created,
-                    "model": self.model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                    "model": self.model, "choices": [choice]}
             return b"data: " + _dumps(data) + b"\n\n"
 
         events = [chunk({"role": "assistant", "content": ""}, None)]
