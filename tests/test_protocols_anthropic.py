@@ -477,3 +477,28 @@ def test_an_image_in_a_tool_result_is_a_placeholder_named_as_ignored() -> None:
     assert isinstance(result, ToolMessage)
     assert result.result.content == "[image (image/png) omitted: this model reads text only]"
     assert request.ignored == ("tool_result.image",)
+
+
+def test_server_tool_blocks_in_history_are_dropped_and_reported() -> None:
+    """A turn in which Anthropic ran its own web search (an earlier turn served by
+    Anthropic): the search blocks are dropped (their results are encrypted), the text the
+    assistant wrote from them stays, and the request goes on, naming what it passed over."""
+    body = {
+        "model": "m",
+        "max_tokens": 64,
+        "messages": [
+            {"role": "user", "content": "Who won the match yesterday?"},
+            {"role": "assistant", "content": [
+                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "match"}},
+                {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
+                    {"type": "web_search_result", "url": "https://example.org", "title": "Result",
+                     "encrypted_content": "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5", "page_age": None}]},
+                {"type": "text", "text": "The home side won 2-1."},
+            ]},
+            {"role": "user", "content": "And the weather there?"},
+        ],
+    }
+    request = normalize_anthropic(body)
+    assert request.messages[1] == AssistantMessage(content="The home side won 2-1.")
+    assert request.messages[2] == UserMessage(content="And the weather there?")
+    assert request.ignored == ("messages.server_tool_use", "messages.web_search_tool_result")

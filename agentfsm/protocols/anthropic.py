@@ -13,8 +13,12 @@ of a picture or a PDF) becomes a text placeholder naming it, reported as
 ``tool_result.image`` / ``tool_result.document`` in :attr:`NormalizedRequest.ignored`
 (the model reads text only; the conversation goes on); ``thinking`` and
 ``redacted_thinking`` are dropped, because they are another model's private reasoning
-that a text-only model can neither read nor must be shown; every other block
-(``image`` or ``document`` in a user's own turn, server-tool blocks ...) is an
+that a text-only model can neither read nor must be shown; the blocks of Anthropic's own
+server tools in an assistant turn (``server_tool_use``, ``web_search_tool_result``, any
+``*_tool_result``, ``mcp_tool_use``: a search that Anthropic ran for an earlier turn,
+whose results are encrypted) are dropped too, and reported as ``messages.TYPE`` in
+:attr:`NormalizedRequest.ignored` (the assistant's own text that used them stays); every
+other block (``image`` or ``document`` in a user's own turn ...) is an
 :class:`UnsupportedContent` naming its type and position.
 
 Tools: custom tools (``input_schema``) are offered; Anthropic's own tool types
@@ -89,11 +93,16 @@ def normalize_anthropic(body: Mapping[str, Any]) -> NormalizedRequest:
     """
     body = req_mapping(body, "body")
     media: list[str] = []
-    messages = _messages(body.get("messages"), _system(body.get("system")), media)
+    server_blocks: list[str] = []
+    messages = _messages(body.get("messages"), _system(body.get("system")), media, server_blocks)
     tools, recovered = tools_or_recovered(tool_specs(body.get("tools"), _tool), messages)
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), tools)
     settings = anthropic_settings(body)
-    settings["ignored"] = (*settings["ignored"], *(f"tool_result.{kind}" for kind in dict.fromkeys(media)))
+    settings["ignored"] = (
+        *settings["ignored"],
+        *(f"tool_result.{kind}" for kind in dict.fromkeys(media)),
+        *(f"messages.{kind}" for kind in dict.fromkeys(server_blocks)),
+    )
     return NormalizedRequest(
         messages=messages,
         tools=tools,
@@ -117,10 +126,11 @@ def _system(raw: Any) -> list[str]:
     return [text] if text else []
 
 
-def _messages(raw: Any, system: list[str], media: list[str]) -> tuple[Message, ...]:
+def _messages(raw: Any, system: list[str], media: list[str], server_blocks: list[str]) -> tuple[Message, ...]:
     """The conversation, led by one system message: the top-level ``system`` and every
     ``role: "system"`` message (Claude Code sends them mid-conversation), in order.
-    The kinds of media found in tool results are appended to ``media``."""
+    The kinds of media found in tool results are appended to ``media``, those of the
+    server-tool blocks dropped from assistant turns to ``server_blocks``."""
     if raw is None:
         raise RequestError("'messages' is required", param="messages")
     out: list[Message] = []
@@ -132,7 +142,7 @@ def _messages(raw: Any, system: list[str], media: list[str]) -> tuple[Message, .
         if role == "user":
             out.extend(_user(msg.get("content"), f"{where}.content", calls, media))
         elif role == "assistant":
-            assistant = _assistant(msg.get("content"), f"{where}.content")
+            assistant = _assistant(msg.get("content"), f"{where}.content", server_blocks)
             calls.update((call.id, call) for call in assistant.tool_calls)
             out.append(assistant)
         elif role == "system":
@@ -206,7 +216,12 @@ def _tool_result(
     )
 
 
-def _assistant(content: Any, where: str) -> AssistantMessage:
+def _server_tool_block(kind: str) -> bool:
+    """A block of one of Anthropic's own server tools (run by Anthropic, not by a client)."""
+    return kind in ("server_tool_use", "mcp_tool_use") or kind.endswith("_tool_result")
+
+
+def _assistant(content: Any, where: str, server_blocks: list[str]) -> AssistantMessage:
     if isinstance(content, str):
         return AssistantMessage(content=content or None)
     if content is None:
@@ -227,6 +242,8 @@ def _assistant(content: Any, where: str) -> AssistantMessage:
             )
         elif kind in _DROPPED:
             continue
+        elif _server_tool_block(kind):
+            server_blocks.append(kind)
         else:
             raise UnsupportedContent(kind, block_where)
     text = join_texts(texts)
