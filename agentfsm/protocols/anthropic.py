@@ -59,7 +59,7 @@ from agentfsm.protocols._fields import (
     tool_specs,
 )
 from agentfsm.protocols.common import NormalizedRequest, client_message, error_status, tools_or_recovered
-from agentfsm.protocols.sampling import anthropic_settings
+from agentfsm.protocols.sampling import anthropic_builtin, anthropic_settings
 
 __all__ = [
     "ANTHROPIC_STOP_REASONS",
@@ -255,10 +255,9 @@ def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec | None:
     ``bash_20250124``, ``text_editor_*`` ...), which only Anthropic can run: left out and
     reported as ``tools.TYPE`` (:func:`~agentfsm.protocols.sampling.anthropic_settings`),
     as the Responses API's hosted tools are."""
-    kind = tool.get("type", "custom")
-    if not isinstance(kind, str):
+    if not isinstance(tool.get("type", "custom"), str):
         raise RequestError(f"{where}.type must be a string", param=f"{where}.type")
-    if kind != "custom":
+    if anthropic_builtin(tool) is not None:
         return None
     return ToolSpec.from_anthropic(tool)
 

@@ -36,6 +36,7 @@ __all__ = [
     "IGNORED_HEADER",
     "IGNORED_HEADER_CHARS",
     "RANGES",
+    "anthropic_builtin",
     "answer_schema",
     "anthropic_settings",
     "format_schema",
@@ -236,8 +237,8 @@ def anthropic_settings(body: Mapping[str, Any]) -> dict[str, Any]:
             ignored.append("tools.defer_loading")  # every tool is offered at once
         # Anthropic's own tools (web_search_20250305, bash_20250124 ...): left out, as the
         # Responses API's hosted tools are
-        kinds = (t.get("type", "custom") for t in tools if isinstance(t, Mapping))
-        ignored += [f"tools.{kind}" for kind in dict.fromkeys(kinds) if isinstance(kind, str) and kind != "custom"]
+        kinds = (anthropic_builtin(t) for t in tools if isinstance(t, Mapping))
+        ignored += [f"tools.{kind}" for kind in dict.fromkeys(kinds) if kind is not None]
     thinking = body.get("thinking")
     if thinking is not None and req_mapping(thinking, "thinking").get("type") != "disabled":
         ignored.append("thinking")
@@ -305,6 +306,13 @@ def answer_schema(request: NormalizedRequest) -> JSONObject | None:
     if not request.tool_mode or request.response_format is None:
         return None
     return format_schema(request.response_format)
+
+
+def anthropic_builtin(tool: Mapping[str, Any]) -> str | None:
+    """The type of one of Anthropic's own tools (``web_search_20250305``, ``bash_20250124``
+    ...), which only Anthropic runs; None for a custom tool (``type`` absent or ``custom``)."""
+    kind = tool.get("type", "custom")
+    return kind if isinstance(kind, str) and kind != "custom" else None
 
 
 def format_schema(response_format: Mapping[str, Any]) -> JSONObject | None:
