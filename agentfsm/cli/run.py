@@ -26,6 +26,15 @@ McpOpt = Annotated[
     list[str] | None,
     typer.Option("--mcp", help='An MCP server to start over stdio, e.g. --mcp "python server.py". Repeatable.'),
 ]
+McpTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--mcp-timeout",
+        metavar="SECONDS",
+        help="Seconds each --mcp server has to start (answer the MCP handshake and list its tools); "
+        "past that it is stopped and the command fails.",
+    ),
+]
 TranscriptOpt = Annotated[str | None, typer.Option("--transcript", help="Write the JSONL transcript here.")]
 
 
@@ -42,6 +51,7 @@ def _registry(tools: list[str] | None) -> ToolRegistry:
 def _agent(
     tools: list[str] | None,
     mcp: list[str] | None,
+    mcp_timeout: float,
     backend: str,
     base_url: str | None,
     model: str | None,
@@ -58,6 +68,7 @@ def _agent(
         config=config,
         transcript=transcript,
         mcp=mcp or (),
+        mcp_start_timeout=mcp_timeout,
         on_event=on_event,
     )
 
@@ -67,6 +78,7 @@ def run(
     prompt: Annotated[str, typer.Argument(help="What to ask the model.")],
     tools: ToolsOpt = None,
     mcp: McpOpt = None,
+    mcp_timeout: McpTimeoutOpt = 60.0,  # START_TIMEOUT (agentfsm.runtime.mcp loads on use)
     backend: BackendOpt = "local",
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
@@ -89,7 +101,7 @@ def run(
 
     console = Console(stderr=as_json, highlight=False)
     printer = None if as_json else Printer(console)
-    agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, printer)
+    agent = _agent(tools, mcp, mcp_timeout, backend, base_url, model, api_key, config, transcript, printer)
     try:
         result = agent.run(prompt)
     except AgentFSMError as exc:
@@ -125,6 +137,7 @@ def run(
 def chat(
     tools: ToolsOpt = None,
     mcp: McpOpt = None,
+    mcp_timeout: McpTimeoutOpt = 60.0,  # START_TIMEOUT (agentfsm.runtime.mcp loads on use)
     backend: BackendOpt = "local",
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
@@ -139,7 +152,7 @@ def chat(
     from agentfsm.core.messages import AssistantMessage, Message, UserMessage
 
     console = Console(highlight=False)
-    agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, Printer(console))
+    agent = _agent(tools, mcp, mcp_timeout, backend, base_url, model, api_key, config, transcript, Printer(console))
     history: list[Message] = []
     console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit[/]")
     while True:

@@ -23,6 +23,7 @@ from agentfsm.prompt.results import truncate_result
 from agentfsm.engine.decide import Answer, EngineConfig, TransitionRecord, dispatch, receive
 from agentfsm.core.errors import AgentFSMError, MaxStepsExceeded
 from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from agentfsm.runtime.mcp import START_TIMEOUT, check_start_timeout
 from agentfsm.runtime.tally import Tally
 from agentfsm.runtime.recorder import EventHook, Recorder, run_config, run_config_fields
 from agentfsm.runtime.turn import run_turn
@@ -85,6 +86,7 @@ class Agent:
         options: GenerationOptions | None = None,
         transcript: str | os.PathLike[str] | None = None,
         mcp: Sequence[str] = (),
+        mcp_start_timeout: float | None = None,
         on_event: EventHook | None = None,
         transcript_config: Mapping[str, Any] | None = None,
         event_types: Collection[str] | None = None,
@@ -99,6 +101,8 @@ class Agent:
         self.options = options or GenerationOptions()
         self.transcript = transcript
         self.mcp = tuple(mcp)
+        #: seconds each ``mcp`` server has to start (None: :data:`~agentfsm.runtime.mcp.START_TIMEOUT`)
+        self.mcp_start_timeout = None if mcp_start_timeout is None else check_start_timeout(mcp_start_timeout)
         self.on_event = on_event
         #: fields that the transcript's run_start config adds or overrides (batch sets
         #: ``producer`` and ``task``); checked against the producer's config model
@@ -138,8 +142,9 @@ class Agent:
                 from agentfsm.runtime.mcp import mcp_tools
 
                 registry = ToolRegistry(self.registry)
+                seconds = START_TIMEOUT if self.mcp_start_timeout is None else self.mcp_start_timeout
                 for command in self.mcp:
-                    for tool in await stack.enter_async_context(mcp_tools(command)):
+                    for tool in await stack.enter_async_context(mcp_tools(command, start_timeout=seconds)):
                         registry.add(tool)
             return await self._loop(prompt, registry, tally if tally is not None else Tally())
 

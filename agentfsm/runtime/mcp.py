@@ -3,20 +3,89 @@
 ``async with mcp_tools("python my_server.py") as tools:`` starts the server, lists
 its tools and yields them as :class:`~agentfsm.runtime.tools.RegisteredTool` values that call
 back into the live session; the server stops when the block exits.
+
+A server has a start-up timeout (:data:`START_TIMEOUT`, generous because an ``npx``
+server may install itself first; ``start_timeout=``, or an
+:class:`~agentfsm.runtime.agent.Agent`'s ``mcp_start_timeout=``, to change it) to answer the MCP handshake and list its tools. Past it, the server is
+stopped and the start is a :class:`UsageError`. While a server starts, the ``mcp``
+library's own log records (a traceback for each line of output that is not MCP, a
+warning for each message it cannot read) are held back: the error says it in one line.
 """
 
 from __future__ import annotations
 
+import logging
 import shlex
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from agentfsm.core.errors import MCPToolError, MissingExtraError, UsageError
 from agentfsm.core.messages import ToolSpec
 from agentfsm.runtime.tools import RegisteredTool
 
-__all__ = ["MCPToolError", "mcp_tools"]
+__all__ = ["START_TIMEOUT", "MCPToolError", "check_start_timeout", "mcp_tools"]
+
+#: seconds a server has, by default, to answer the handshake and list its tools
+START_TIMEOUT = 60.0
+
+#: the loggers the ``mcp`` client writes to while a server starts ("": its session's
+#: module-level ``logging.warning`` calls go to the root logger)
+_LIBRARY_LOGGERS = ("", "mcp.client.stdio", "mcp.os.posix.utilities")
+
+
+def check_start_timeout(seconds: float) -> float:
+    """``seconds`` as a start-up timeout; 0 or less (or NaN) is a :class:`UsageError`."""
+    if not seconds > 0:  # NaN as well
+        raise UsageError(f"the MCP start-up timeout must be more than 0 seconds, got {seconds}")
+    return float(seconds)
+
+
+class _Start:
+    """One server's start-up, in the context of the client's tasks (which copy it when
+    they start): their log records are told apart from any other session's."""
+
+    def __init__(self) -> None:
+        self.going = True
+        #: the first output of the server's that was not MCP, in words
+        self.stray: str | None = None
+
+    async def note(self, message: Any) -> None:
+        """The session's message handler: it receives the client's parse errors."""
+        if isinstance(message, Exception) and self.stray is None:
+            self.stray = _not_mcp(message)
+
+
+_start: ContextVar[_Start | None] = ContextVar("mcp_start", default=None)
+
+
+class _HeldWhileStarting(logging.Filter):
+    """Drops the records logged for a server that is still starting."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        start = _start.get()
+        return start is None or not start.going
+
+
+def _hold_library_logs() -> None:
+    for name in _LIBRARY_LOGGERS:
+        std = logging.getLogger(name)
+        if not any(isinstance(f, _HeldWhileStarting) for f in std.filters):
+            std.addFilter(_HeldWhileStarting())
+
+
+def _not_mcp(exc: Exception) -> str:
+    """What the client could not read as MCP, in words: the line, as its parse error holds it."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        for error in exc.errors():
+            if error["type"] == "json_invalid" and isinstance(error["input"], str):
+                line: str = error["input"]
+                return repr(line if len(line) <= 80 else line[:77] + "...")
+        return "JSON that is not a JSON-RPC message"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _text_of(content: Any) -> str:
@@ -31,16 +100,21 @@ def _text_of(content: Any) -> str:
 
 
 @asynccontextmanager
-async def mcp_tools(command: str) -> AsyncIterator[list[RegisteredTool]]:
+async def mcp_tools(command: str, *, start_timeout: float = START_TIMEOUT) -> AsyncIterator[list[RegisteredTool]]:
     """Start an MCP server (a shell-style command line) and yield its tools.
 
+    ``start_timeout``: seconds it has to answer the handshake and list its tools
+    (:data:`START_TIMEOUT` by default).
     A server that cannot start (no such command, it exits at once, it does not answer
-    as an MCP server) is a :class:`UsageError` naming the command and the reason."""
+    as an MCP server in time) is stopped and is a :class:`UsageError` naming the
+    command and the reason."""
     try:
+        import anyio
         from mcp import ClientSession, StdioServerParameters
         from mcp.client.stdio import stdio_client
     except ImportError as exc:
         raise MissingExtraError("mcp", "loading tools from an MCP server") from exc
+    seconds = check_start_timeout(start_timeout)
     try:
         argv = shlex.split(command)
     except ValueError as exc:  # an unclosed quote
@@ -48,15 +122,26 @@ async def mcp_tools(command: str) -> AsyncIterator[list[RegisteredTool]]:
     if not argv:
         raise UsageError("the MCP server command is empty")
     params = StdioServerParameters(command=argv[0], args=argv[1:])
-    started = False
+    _hold_library_logs()
+    start = _Start()
+    started = timed_out = False
     raised: BaseException | None = None  # by the caller's block
     try:
         async with AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(stdio_client(params))
-            session = await stack.enter_async_context(ClientSession(read, write))
-            await session.initialize()
-            listed = await session.list_tools()
-            started = True
+            token = _start.set(start)  # the client's tasks, started here, copy it
+            try:
+                read, write = await stack.enter_async_context(stdio_client(params))
+                session = await stack.enter_async_context(ClientSession(read, write, message_handler=start.note))
+            finally:
+                _start.reset(token)
+            try:
+                with anyio.fail_after(seconds):
+                    await session.initialize()
+                    listed = await session.list_tools()
+            except TimeoutError:
+                timed_out = True  # unwinding the stack stops the server (its process group)
+                raise
+            started, start.going = True, False
             try:
                 yield _registered(session, listed.tools)
             except BaseException as exc:
@@ -68,7 +153,10 @@ async def mcp_tools(command: str) -> AsyncIterator[list[RegisteredTool]]:
             raise raised from raised.__cause__
         if started:
             raise  # the server's own failure, after it served
-        raise UsageError(f"MCP server {command!r} did not start: {_reason(exc)}") from exc
+        reason = f"no MCP answer within the start-up timeout of {seconds:g} s" if timed_out else _reason(exc)
+        if start.stray is not None:
+            reason += f"; its output was not MCP: {start.stray}"
+        raise UsageError(f"MCP server {command!r} did not start: {reason}") from exc
 
 
 def _holds(group: BaseException, exc: BaseException) -> bool:
