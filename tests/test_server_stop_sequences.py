@@ -17,7 +17,7 @@ import anthropic
 import openai
 import pytest
 
-from agentfsm.protocols.stops import StopCutter, cut_at_stop
+from agentfsm.core.stops import StopCutter, cut_at_stop
 from agentfsm.testing import FakeUpstream
 from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_backend
 
@@ -128,3 +128,22 @@ def test_without_tools_the_upstream_ends_the_text_and_names_the_sequence(
         completion = oc.chat.completions.create(model="m", messages=USER, stop="END")  # type: ignore[arg-type]
     assert completion.choices[0].message.content == "Bonjour. " and completion.choices[0].finish_reason == "stop"
     assert _sent_stops(fake) == [["END"], ["END"]]
+
+
+def test_the_agent_loop_keeps_stop_sequences_to_the_answer() -> None:
+    """The library's own loop runs the same turn: an action is never cut by a stop
+    sequence (the backend is sent none), and the final answer ends before it."""
+    from agentfsm import Agent
+    from agentfsm.backends import ScriptedBackend
+    from agentfsm.core.backend import GenerationOptions
+
+    def get_weather(city: str) -> str:
+        """Weather in a city."""
+        return f"sunny in {city}"
+
+    backend = ScriptedBackend([action("get_weather", city="Paris"), "Sunny in Paris.\n\nEND of answer"])
+    agent = Agent(backend, [get_weather], options=GenerationOptions(stop=(FENCE, "\n\nEND")))
+    result = agent.run("What is the weather in Paris?")
+    assert [c.name for m in result.messages for c in getattr(m, "tool_calls", ())] == ["get_weather"]
+    assert result.content == "Sunny in Paris."
+    assert all(r.options.stop == () for r in backend.requests)

@@ -332,16 +332,13 @@ def format_schema(response_format: Mapping[str, Any]) -> JSONObject | None:
 def generation_options(request: NormalizedRequest) -> GenerationOptions:
     """The options for the model calls that answer ``request``: its own settings; where it
     names none, temperature 0 and seed 0 (a proxied turn decides the same way each time),
-    and no ``max_tokens`` (the backend's own bound). With tools, no stop sequences: they
-    cut the answer (:mod:`agentfsm.protocols.stops`)."""
+    and no ``max_tokens`` (the backend's own bound)."""
     defaults = GenerationOptions()
     return GenerationOptions(
         max_tokens=request.max_tokens,
         temperature=request.temperature if request.temperature is not None else 0.0,
         seed=request.seed if request.seed is not None else defaults.seed,
-        # with tools the client's stop sequences bind the answer (protocols.stops), not
-        # the model's replies, whose actions they would cut
-        stop=() if request.tool_mode else request.stop,
+        stop=request.stop,
         top_p=request.top_p,
         top_k=request.top_k,
         presence_penalty=request.presence_penalty,

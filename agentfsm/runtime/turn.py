@@ -52,6 +52,7 @@ from agentfsm.core.errors import MaxStepsExceeded, NothingToDecide, RunError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.core.states import DECIDING_STATES, State, derive_state, pending_calls
+from agentfsm.core.stops import StopCutter, cut_at_stop
 from agentfsm.dialects import get_dialect
 from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
 from agentfsm.prompt.contract import render_contract
@@ -89,6 +90,8 @@ class TurnResult:
     level: str
     #: the backend's finish_reason for the accepted attempt
     finish_reason: str = "stop"
+    #: the stop sequence (``options.stop``) that ended the answer, which is cut before it
+    stop_sequence: str | None = None
 
     @property
     def exhausted(self) -> bool:
@@ -237,6 +240,11 @@ async def stream_turn(
     report the cost of a turn that failed).
     """
     options = options or GenerationOptions()
+    # stop sequences end the answer, never an action they would cut (core.stops): the
+    # backend gets none; the prose the caller sees and the accepted answer are cut here
+    cutter = StopCutter(options.stop)
+    if options.stop:
+        options = options.model_copy(update={"stop": ()})
     tally = tally if tally is not None else Tally()
     attempts = corrections = 0
     voted = False
@@ -269,7 +277,8 @@ async def stream_turn(
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
         async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
-            yield text
+            if shown := cutter.feed(text):
+                yield shown
         tally.model_calls += 1
         usage += out.usage
         tally.charge(out.usage)
@@ -313,12 +322,19 @@ async def stream_turn(
             continue
         if isinstance(decision, Fail):
             raise decision.error
-        history.append(decision.assistant)
         if stream:
             rest = _unsent(decision.assistant.content or "", "".join(out.forwarded))
-            if rest:
-                yield rest
-        yield TurnResult(decision, attempts, corrections, usage, p.level, out.finish_reason)
+            if shown := cutter.feed(rest) + cutter.flush():
+                yield shown
+        if isinstance(decision, Answer) and cutter.stops:
+            content, stopped = cut_at_stop(decision.content, cutter.stops)
+            if stopped is not None:
+                cut = decision.assistant.model_copy(update={"content": content or None})
+                decision = replace(decision, content=content, assistant=cut)
+        else:
+            stopped = None
+        history.append(decision.assistant)
+        yield TurnResult(decision, attempts, corrections, usage, p.level, out.finish_reason, stopped)
         return
 
 

@@ -34,7 +34,6 @@ from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.prompt.projection import project_history
 from agentfsm.protocols import NormalizedRequest, estimate_tokens, generation_options, remint_ids
 from agentfsm.protocols.sampling import answer_schema, header_text
-from agentfsm.protocols.stops import cut_at_stop
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder, run_config_fields
 from agentfsm.runtime.turn import Tally, TurnResult, stream_turn
 
@@ -302,17 +301,17 @@ def new_token() -> str:
 
 def reply_for(ex: Exchange, result: TurnResult) -> Reply:
     """The client's answer for a finished turn: calls with fresh ids, or the answer
-    (``length`` when the accepted reply was cut at the token limit), ended before the
-    first of the client's stop sequences in it (:mod:`agentfsm.protocols.stops`)."""
+    (``length`` when the accepted reply was cut at the token limit, ``stop_sequence`` when
+    the turn ended it at one of the client's, :mod:`agentfsm.core.stops`)."""
     decision = result.decision
     if isinstance(decision, CallTools):
         return Reply(decision.assistant.content or None, ex.remint(decision.calls), "tool_calls")
     ex.exhausted = result.exhausted
-    content, matched = cut_at_stop(decision.content, ex.request.stop)
-    if matched is not None:
-        return Reply(content or None, (), "stop_sequence", exhausted=result.exhausted, stop_sequence=matched)
+    if result.stop_sequence is not None:
+        return Reply(decision.content or None, (), "stop_sequence", exhausted=result.exhausted,
+                     stop_sequence=result.stop_sequence)
     reason = "length" if result.finish_reason == "length" else "stop"
-    return Reply(content or None, (), reason, exhausted=result.exhausted)
+    return Reply(decision.content or None, (), reason, exhausted=result.exhausted)
 
 
 def plain_reply(text: str, finish_reason: str | None, stop_sequence: str | None) -> Reply:

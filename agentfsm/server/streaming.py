@@ -40,7 +40,6 @@ from agentfsm.core.backend import TextStream
 from agentfsm.core.errors import AgentFSMError, RetryBudgetExceeded
 from agentfsm.core.events import ModelOutputEvent
 from agentfsm.runtime.turn import bounded, usage_of
-from agentfsm.protocols.stops import StopCutter
 from agentfsm.server.exchange import Exchange, Reply, cut_by_client, plain_reply, reply_for
 from agentfsm.server.wire import StreamSink
 
@@ -116,18 +115,14 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
 
 
 async def _tool_mode(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
-    """The turn runner, streaming: prose deltas as it releases them (ended before the
-    client's first stop sequence, :mod:`agentfsm.protocols.stops`), then the calls."""
-    cutter = StopCutter(ex.request.stop)
+    """The turn runner, streaming: prose deltas as it releases them, then the calls."""
     try:
         async with aclosing(ex.turn(stream=True)) as items:
             async for item in items:
                 if isinstance(item, str):
-                    for event in sink.text(cutter.feed(item)):
+                    for event in sink.text(item):
                         yield event
                     continue
-                for event in sink.text(cutter.flush()):
-                    yield event
                 reply = reply_for(ex, item)
                 ex.end(reply)
                 for event in _ending(ex, sink, reply):

@@ -37,7 +37,7 @@ from types import TracebackType
 import orjson
 
 from agentfsm.core._types import JSONObject
-from agentfsm.protocols.stops import cut_at_stop
+from agentfsm.core.stops import cut_at_stop
 from agentfsm.testing._http import HTTPRequest, ResponseWriter, ThreadedHTTPServer
 from agentfsm.testing.fake_script import FakeReply, ReceivedRequest, Script, status
 

@@ -1,14 +1,15 @@
-"""A client's stop sequences, applied to the answer the proxy writes from the model's reply.
+"""Stop sequences (``GenerationOptions.stop``, a client's ``stop`` / ``stop_sequences``),
+applied to the answer of a turn with tools.
 
-With tools, the model writes actions (JSON, fenced blocks), and a client's stop sequence
+With tools, the model writes actions (JSON, fenced blocks), and a stop sequence
 (```` ``` ````, ``"\\n\\n"``, ``"Observation:"``) would cut an action before it could be
-read. So in tool mode the upstream is not sent them
-(:func:`~agentfsm.protocols.sampling.generation_options`); they bind the answer alone, as
-they would bind a model's prose: the answer ends before the first stop sequence that
-completes in it, and its finish reason says so (Anthropic's ``stop_sequence`` with the
-sequence, OpenAI's ``stop``). :func:`cut_at_stop` cuts a whole text;
-:class:`StopCutter` cuts the same text arriving in pieces, holding back only a tail that
-could still begin a stop sequence. Without tools the upstream applies them itself.
+read. So the turn runner (:func:`~agentfsm.runtime.turn.stream_turn`) sends the backend
+none of them; they bind the answer alone, as they bind a model's prose: the answer ends
+before the first stop sequence that completes in it, and the turn says which
+(``TurnResult.stop_sequence``: the proxy's finish reason ``stop_sequence``, Anthropic's
+``stop_reason``). :func:`cut_at_stop` cuts a whole text; :class:`StopCutter` cuts the
+same text arriving in pieces, holding back only a tail that could still begin a stop
+sequence. A plain completion (no tools) sends them to the backend, which applies them.
 """
 
 from __future__ import annotations
