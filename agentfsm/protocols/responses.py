@@ -13,8 +13,12 @@ in a tool output becomes a text placeholder (reported as ``function_call_output.
 
 Tools: ``function`` tools are used; ``custom`` (freeform) tools, such as Codex's
 ``apply_patch``, are offered as a tool with one string parameter, ``input``, the raw
-text, and a call to one comes back as a ``custom_tool_call`` item; hosted and other tool
-types (``web_search``, ``namespace``, ``file_search`` ...) are ignored and reported as
+text, and a call to one comes back as a ``custom_tool_call`` item. The function and
+custom tools a ``namespace`` tool groups (Codex's ``multi_agent_v1``) are offered by
+their own names beside the others, and a call to one names its ``namespace``
+(:func:`~agentfsm.protocols.responses_items.tool_namespaces`; a name offered twice keeps
+its first meaning, and the namespace is then reported as ``tools.namespace``). Hosted
+and other tool types (``web_search``, ``file_search`` ...) are ignored and reported as
 ``tools.TYPE`` in :attr:`NormalizedRequest.ignored` (Codex CLI sends some with every
 request). The response object repeats the request's settings as sent (``instructions``,
 ``tools``, ``tool_choice``, ``temperature`` ...). Nothing is stored:
@@ -32,7 +36,7 @@ from typing import Any
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.choice import ToolChoice
-from agentfsm.core.errors import RequestError
+from agentfsm.core.errors import RequestError, ToolSpecError
 from agentfsm.core.messages import (
     AssistantMessage,
     Message,
@@ -57,7 +61,7 @@ from agentfsm.protocols._fields import (
     tool_specs,
 )
 from agentfsm.protocols.common import NormalizedRequest, tools_or_recovered
-from agentfsm.protocols.responses_items import CUSTOM_INPUT, ECHOED
+from agentfsm.protocols.responses_items import CUSTOM_INPUT, ECHOED, tool_namespaces
 from agentfsm.protocols.sampling import responses_settings
 
 __all__ = ["normalize_responses"]
@@ -97,12 +101,16 @@ def normalize_responses(body: Mapping[str, Any]) -> NormalizedRequest:
     if not messages:
         raise RequestError("'input' must hold at least one item", param="input")
 
-    tools, recovered = tools_or_recovered(tool_specs(body.get("tools"), _tool), messages)
+    offered = tool_specs(body.get("tools"), _tool)
+    grouped, grouped_custom, clashed = _namespaced_tools(body.get("tools"))
+    tools, recovered = tools_or_recovered((*offered, *grouped), messages)
     tool_choice, tools = _tool_choice(body.get("tool_choice"), tools)
-    custom = _custom_names(body.get("tools"))
+    custom = _custom_names(body.get("tools")) | grouped_custom
     settings = responses_settings(body, _response_format(body.get("text")))
+    # custom tools are offered, and so are a namespace's tools unless their names clashed
+    honoured = {"tools.custom", *(() if clashed else ("tools.namespace",))}
     settings["ignored"] = tuple(
-        name for name in (*settings["ignored"], *dict.fromkeys(passed_over)) if name != "tools.custom"
+        name for name in (*settings["ignored"], *dict.fromkeys(passed_over)) if name not in honoured
     )
     return NormalizedRequest(
         messages=tuple(messages),
@@ -278,6 +286,37 @@ def _custom_tool(tool: Mapping[str, Any], where: str) -> ToolSpec:
             "required": [CUSTOM_INPUT],
         },
     )
+
+
+def _namespaced_tools(raw: Any) -> tuple[tuple[ToolSpec, ...], frozenset[str], bool]:
+    """The tools that ``namespace`` entries of ``raw`` group (already checked as a list),
+    offered beside the others; the custom ones among them; and whether a name among them
+    was left out because it is offered already (the model sees one flat list of tools)."""
+    offered = tool_namespaces(raw)
+    specs: list[ToolSpec] = []
+    custom: set[str] = set()
+    clashed = False
+    for i, entry in enumerate(raw if isinstance(raw, list) else ()):
+        if not isinstance(entry, Mapping) or entry.get("type") != "namespace":
+            continue
+        where = f"tools[{i}]"
+        space = req_str(entry.get("name"), f"{where}.name")
+        for j, item in enumerate(req_list(entry.get("tools"), f"{where}.tools")):
+            member_where = f"{where}.tools[{j}]"
+            try:
+                spec = _tool(req_mapping(item, member_where), member_where)
+            except ToolSpecError as exc:
+                raise RequestError(f"{member_where}: {exc}", param=member_where) from exc
+            if spec is None:
+                continue
+            if offered.get(spec.name) != space:
+                clashed = True
+                continue
+            del offered[spec.name]  # offered once, as its first namespace has it
+            specs.append(spec)
+            if item.get("type") == "custom":
+                custom.add(spec.name)
+    return tuple(specs), frozenset(custom), clashed
 
 
 def _custom_names(raw: Any) -> frozenset[str]:

@@ -6,8 +6,9 @@ The sequence is: ``response.created`` and ``response.in_progress``; for prose, a
 ``.output_item.done``); for each call, a ``function_call`` item
 (``output_item.added``, ``response.function_call_arguments.delta`` / ``.done``,
 ``output_item.done``), or for a call of a custom (freeform) tool a ``custom_tool_call``
-item (``response.custom_tool_call_input.delta`` / ``.done``); then ``response.completed`` (``response.incomplete`` when the
-token limit cut the prose) carrying the whole response and its usage. A failure
+item (``response.custom_tool_call_input.delta`` / ``.done``), each naming the ``namespace``
+of a tool offered inside one; then ``response.completed`` (``response.incomplete`` when
+the token limit cut the prose) carrying the whole response and its usage. A failure
 mid-stream ends it with an ``error`` event and ``response.failed``.
 """
 
@@ -27,6 +28,7 @@ from agentfsm.protocols.responses_items import (
     encode_responses_response,
     function_call_item,
     message_item,
+    tool_namespaces,
 )
 
 __all__ = ["ResponsesStreamEncoder"]
@@ -48,6 +50,8 @@ class ResponsesStreamEncoder:
         self.custom_tools = frozenset(custom_tools)
         #: the request's settings, repeated in every snapshot of the response
         self.echo = echo
+        #: the namespace of each tool offered inside a ``namespace`` tool, named by its calls
+        self.namespaces = tool_namespaces((echo or {}).get("tools"))
         self.response_id = response_id
         self.created = created
         self._seq = 0
@@ -166,12 +170,13 @@ class ResponsesStreamEncoder:
         out = self.start() + self._close_message()
         index = len(self._output)
         custom = call.name in self.custom_tools
+        namespace = self.namespaces.get(call.name)
         if custom:
-            opening = custom_tool_call_item(call, status="in_progress", text="")
-            item = custom_tool_call_item(call)
+            opening = custom_tool_call_item(call, status="in_progress", text="", namespace=namespace)
+            item = custom_tool_call_item(call, namespace=namespace)
         else:
-            opening = function_call_item(call, status="in_progress", arguments="")
-            item = function_call_item(call)
+            opening = function_call_item(call, status="in_progress", arguments="", namespace=namespace)
+            item = function_call_item(call, namespace=namespace)
         item_id = str(item["id"])
         out.append(self._event("response.output_item.added", output_index=index, item=opening))
         if custom:
