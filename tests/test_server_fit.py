@@ -129,7 +129,7 @@ def test_a_prompt_that_cannot_fit_is_openais_context_length_exceeded(stream: boo
         for _ in result if stream else ():
             pass
     assert caught.value.code == "context_length_exceeded"
-    assert caught.value.type == "invalid_request_error"
+    assert caught.value.type == "invalid_request_error" and caught.value.param == "messages"
     assert "prompt is too long" in caught.value.message
     assert backend.requests == []
 

@@ -83,6 +83,7 @@ def test_openai_call_without_its_result_is_a_400_before_the_upstream(
                 list(reply)  # type: ignore[arg-type]
     error = info.value.body
     assert isinstance(error, dict) and "call_9" in error["message"] and "result" in error["message"]
+    assert error["param"] == "messages"  # the field at fault, as OpenAI names it
     assert len(fake.requests) == before
     # with its result the same conversation is served
     messages.append({"role": "tool", "tool_call_id": "call_9", "content": "sunny, 18 C"})
@@ -110,4 +111,21 @@ def test_a_tool_whose_parameters_are_not_an_object_is_a_400_before_the_upstream(
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Look up Oslo."}],
                                            tools=[{"type": "function", "function": {"name": "lookup",
                                                                                     "parameters": schema}}])
+    assert len(fake.requests) == before
+
+
+def test_responses_call_without_its_output_names_input(served: tuple[FakeUpstream, str]) -> None:
+    fake, base = served
+    before = len(fake.requests)
+    tools: list[Any] = [{"type": "function", "name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+    items: list[Any] = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"type": "function_call", "call_id": "call_7", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    ]
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=30) as client:
+        with pytest.raises(openai.BadRequestError) as info:
+            client.responses.create(model="m", input=items, tools=tools)
+    error = info.value.body
+    assert isinstance(error, dict) and "call_7" in error["message"] and error["param"] == "input"
     assert len(fake.requests) == before

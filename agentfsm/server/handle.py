@@ -30,6 +30,8 @@ from agentfsm.core.errors import (
     BackendHTTPError,
     BodyTimeout,
     BodyTooLarge,
+    NothingToDecide,
+    PromptTooLong,
     RequestError,
     RunError,
     TooManyTools,
@@ -116,8 +118,11 @@ async def serve(
             settings.watch.rejected(wire.protocol, exc, wire.error_for(exc)[0])
         if isinstance(exc, UsageError):
             # settings were checked when the app was built: this one came from the request
-            # (e.g. a tool schema the backend cannot turn into a grammar)
-            exc = RequestError(str(exc))
+            # (e.g. a tool schema the backend cannot turn into a grammar, or a history
+            # that leaves nothing to decide)
+            exc = RequestError(str(exc), param=wire.history_param if isinstance(exc, NothingToDecide) else None)
+        elif isinstance(exc, PromptTooLong) and exc.param is None:
+            exc.param = wire.history_param  # as OpenAI names it for context_length_exceeded
         return error_response(wire, exc, ex)
     except Exception as exc:
         logger.exception("unexpected error in {}", request.url.path)

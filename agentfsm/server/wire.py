@@ -63,6 +63,8 @@ class Wire(ABC):
     protocol: ClassVar[WireProtocol]
     #: the error type a stream ends with when the failure is not one of ours
     server_error: ClassVar[str] = "server_error"
+    #: the request field that holds the conversation (the ``param`` of its errors)
+    history_param: ClassVar[str] = "messages"
 
     @abstractmethod
     def normalize(self, body: Any) -> NormalizedRequest:
@@ -149,6 +151,7 @@ class ResponsesWire(Wire):
     """OpenAI's Responses API (``/v1/responses``); errors in OpenAI's shape."""
 
     protocol = "responses"
+    history_param = "input"
 
     def normalize(self, body: Any) -> NormalizedRequest:
         return normalize_responses(body)
