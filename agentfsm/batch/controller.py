@@ -227,7 +227,8 @@ class BatchRun:
             return
         backend, built = self._resolve_backend()
         close = built if self.close_backend is None else self.close_backend
-        queue: asyncio.Queue[TaskResult | None] = asyncio.Queue()
+        # a result, None when a worker is done, or the exception that ended one
+        queue: asyncio.Queue[TaskResult | Exception | None] = asyncio.Queue()
         todo = iter(self._pending)
 
         count = min(self.concurrency, len(self._pending))
@@ -241,6 +242,11 @@ class BatchRun:
                     log.append(result)  # on disk before anyone sees it
                     self.stats.add(result)
                     queue.put_nowait(result)
+            except Exception as exc:
+                # the batch stops now (a results file that cannot be written): the other
+                # workers must not go on running tasks whose results cannot be kept
+                queue.put_nowait(exc)
+                raise
             finally:
                 queue.put_nowait(None)
 
@@ -252,6 +258,8 @@ class BatchRun:
                 if item is None:
                     running -= 1
                     continue
+                if isinstance(item, Exception):
+                    raise item
                 yield item
             for w in workers:
                 w.result()  # surface a worker's unexpected crash

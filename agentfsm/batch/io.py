@@ -15,16 +15,23 @@ duplicates nothing.
   a second batch on the same file is refused at once. Two controllers would each read
   the same done set and run, and write, every remaining task twice. The lock goes with
   the process (a killed one leaves none behind).
+- The results are a regular file: a re-run reads them back, which a pipe, a terminal
+  or ``/dev/null`` cannot give (reading ``/dev/stdout`` waits forever, ``/dev/zero``
+  never ends), so anything else is refused before the batch starts.
+- A write that fails (a full disk, a file size limit) stops the batch with a
+  :class:`UsageError` naming the file; the part of the line it wrote is cut off again,
+  so the lines before it stay whole and a re-run goes on from them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -47,6 +54,12 @@ def _open_locked(path: Path) -> int:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:  # a directory, a missing or read-only place
             raise UsageError(f"cannot write results {path}: {os_error_reason(exc, path)}") from exc
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise UsageError(
+                f"cannot write results {path}: not a regular file; a batch reads its results back to "
+                "skip the tasks already done, so give it a file (and follow it with tail -f if you like)"
+            )
         if sys.platform == "win32":  # no flock: one writer per file is the caller's to keep
             return fd
         try:
@@ -85,8 +98,8 @@ def load_tasks(source: str | os.PathLike[str] | Iterable[Task | Mapping[str, Any
     where: list[str] = []
     if isinstance(source, str | os.PathLike):
         path = Path(source)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+        try:  # utf-8-sig: a byte order mark (Notepad, PowerShell) is not part of the first line
+            lines = path.read_text(encoding="utf-8-sig").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read tasks file {path}: {exc}") from exc
         for number, line in enumerate(lines, start=1):
@@ -163,16 +176,39 @@ class ResultLog:
             self.done[result.id] = result
 
     def append(self, result: TaskResult) -> None:
-        """Write one result as one complete line."""
+        """Write one result as one complete line (a UsageError naming the file when it
+        cannot be written; nothing of that line is left in the file)."""
+        if self._fd < 0:
+            raise UsageError(f"cannot write results {self.path}: the file is closed")
         line = result.model_dump_json().encode("utf-8") + b"\n"  # compact UTF-8, as read back
         view = memoryview(line)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        start = os.lseek(self._fd, 0, os.SEEK_END)  # where the line begins (the file is ours alone)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError as exc:
+            self._fail(start, exc)
         self.done[result.id] = result
         self._unsynced += 1
         if self.fsync_every and self._unsynced >= self.fsync_every:
             self.sync()
+
+    def _fail(self, start: int, exc: OSError) -> NoReturn:
+        """A line could not be written: cut off what was written of it, close the file, and
+        raise the UsageError that stops the batch (a re-run goes on from the whole lines)."""
+        try:
+            os.ftruncate(self._fd, start)  # else the next line would follow a torn one
+        except OSError:
+            pass  # a re-run cuts a torn last line off anyway
+        try:
+            os.close(self._fd)
+        finally:
+            self._fd = -1
+        raise UsageError(
+            f"cannot write results {self.path}: {os_error_reason(exc, self.path)}; the batch stopped, "
+            "and the results written so far are kept: run it again to go on with the rest"
+        ) from exc
 
     def sync(self) -> None:
         """Flush the file to stable storage."""
@@ -203,11 +239,13 @@ class ResultLog:
         self.done = {r.id: r for r in kept}
 
     def close(self) -> None:
-        """Sync and close (idempotent)."""
+        """Sync and close (idempotent; the file is closed even when the sync fails)."""
         if self._fd >= 0:
-            self.sync()
-            os.close(self._fd)
-            self._fd = -1
+            try:
+                self.sync()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
 
     def __enter__(self) -> ResultLog:
         return self

@@ -90,6 +90,8 @@ class Task(BaseModel):
     def _one_input(self) -> Task:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("a task needs exactly one of 'prompt' or 'messages'")
+        if self.messages is not None and not self.messages:
+            raise ValueError("'messages' is empty: a task needs a conversation for the model to answer")
         return self
 
     def history(self) -> list[Message]:

@@ -1,10 +1,13 @@
 """``agentfsm batch TASKS.jsonl -o RESULTS.jsonl``: the batch controller on the command line.
 
-A progress bar goes to stderr while it runs, with the counters beside it (failures by
-reason, corrections by guard, calls/s, ETA), and a summary table at the end. Exit code: 0 when every task in the output succeeded, 1 when
-some are recorded as failed (re-run with ``--retry-failed`` to run those again), 2 for
-misuse (a bad tasks line, a duplicate id, a tool the module lacks, an output or
-transcripts directory that cannot be written).
+A progress bar goes to stderr while it runs, with the done count, the ETA and the
+counters after them (failures by reason, corrections by guard, calls/s; cut to the
+terminal's width), and a summary table at the end. Exit code: 0 when every task in the
+output succeeded, 1 when some are recorded as failed (re-run with ``--retry-failed`` to
+run those again), 2 for misuse (a bad tasks line, a duplicate id, a tool the module
+lacks, an output or transcripts directory that cannot be written) or a results file
+that stopped taking writes, 130 when interrupted (Ctrl-C: the results written are kept,
+and the same command goes on with the rest).
 """
 
 from __future__ import annotations
@@ -82,10 +85,24 @@ async def _drive(run: BatchRun, console: Console, show_progress: bool) -> BatchS
         BarColumn,
         MofNCompleteColumn,
         Progress,
+        ProgressColumn,
+        Task,
         TextColumn,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
+    from rich.table import Column
+    from rich.text import Text
+
+    class CountersColumn(ProgressColumn):
+        """The live counters, last and cut to the room left: they grow with the reasons
+        named, and the bar, the done count and the ETA must stay in view."""
+
+        def __init__(self) -> None:
+            super().__init__(table_column=Column(no_wrap=False))  # the one column that gives way
+
+        def render(self, task: Task) -> Text:
+            return Text(str(task.fields.get("counters", "")), no_wrap=True, overflow="ellipsis")
 
     await run.start()
     stats = run.stats
@@ -93,10 +110,10 @@ async def _drive(run: BatchRun, console: Console, show_progress: bool) -> BatchS
         TextColumn("[bold]batch"),
         BarColumn(bar_width=24),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[counters]}"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
+        CountersColumn(),
     )
     with Progress(*columns, console=console, disable=not show_progress, transient=False) as progress:
         bar = progress.add_task("batch", total=stats.pending, counters=live_counters(stats))
@@ -149,7 +166,21 @@ def batch(
         fsync_every=fsync_every,
         ramp=ramp,
     )
-    stats = run_on_batch_loop(lambda: _drive(run, console, show_progress=not no_progress and not as_json))
+    try:
+        stats = run_on_batch_loop(lambda: _drive(run, console, show_progress=not no_progress and not as_json))
+    except KeyboardInterrupt:
+        # the tasks in flight were cancelled; every result written is whole and kept
+        if run.log is None:
+            console.print("agentfsm: interrupted before the batch started; nothing was run", markup=False, soft_wrap=True)
+        else:
+            done = run.stats.skipped + run.stats.done
+            console.print(
+                f"agentfsm: interrupted: {done} of {run.stats.total} tasks are done in {output}; "
+                "run the same command again to go on with the rest",
+                markup=False,
+                soft_wrap=True,
+            )
+        raise typer.Exit(130) from None
     if as_json:
         print(json.dumps(stats.as_dict()))
     else:

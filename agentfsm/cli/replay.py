@@ -44,16 +44,21 @@ def _short(event: dict[str, Any]) -> str:
 
 
 def _print(console: Console, report: ReplayReport) -> None:
+    from rich.markup import escape
+
+    # a path or run id is text, never markup: "runs[prod]/a.jsonl" is printed as it is
+    path = escape(report.path)
+    decisions = f"{report.compared} decision{'' if report.compared == 1 else 's'}"
     if report.identical:
-        console.print(f"[green]identical[/]  {report.path}  [dim]({report.compared} decisions)[/]")
+        console.print(f"[green]identical[/]  {path}  [dim]({decisions})[/]")
     else:
         d = report.divergence
         assert d is not None
-        console.print(f"[red]diverged[/]   {report.path}  at event {d.index} ({d.event_type}, run {d.run})")
+        console.print(f"[red]diverged[/]   {path}  at event {d.index} ({escape(d.event_type)}, run {escape(d.run)})")
         console.print(f"    then: {_short(d.then)}", markup=False)
         console.print(f"    now:  {_short(d.now)}", markup=False)
     for note in report.notes:
-        console.print(f"    [dim]note: {note}[/]")
+        console.print(f"    [dim]note: {escape(note)}[/]")
 
 
 def replay_cmd(
@@ -65,7 +70,9 @@ def replay_cmd(
 
     from agentfsm.replays.compare import replay
 
-    console = Console(highlight=False)
+    # one line per line, never wrapped at the terminal's width: a divergence's JSON is
+    # copied and grepped whole
+    console = Console(highlight=False, soft_wrap=True)
     all_identical = True
     for path in _expand(transcripts):
         report = replay(path)

@@ -25,8 +25,8 @@ from agentfsm.diagram.model import Diagram, DiagramEdge, DiagramNode
 from agentfsm.diagram.text import document_markdown, to_graphviz_dot, to_mermaid
 from agentfsm.core.errors import GraphvizMissing, UsageError
 from agentfsm.core.machine import TRANSITIONS
-from agentfsm.core.states import State
-from agentfsm.core.events import GuardEvent, RetryEvent, TranscriptEvent, TransitionEvent
+from agentfsm.core.states import State, derive_state
+from agentfsm.core.events import GuardEvent, RequestEvent, RetryEvent, TranscriptEvent, TransitionEvent
 from agentfsm.runtime.transcript import iter_events
 
 __all__ = [
@@ -77,7 +77,9 @@ def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
     Each ``transition`` event counts once on its edge; a ``retry`` counts in the
     state its run was in; a ``guard`` verdict other than ``accept`` whose guard or
     reason names a refusal counts as a refusal there. Runs are told apart by their
-    ``run`` id within each transcript.
+    ``run`` id within each transcript. A run that never moved (its model could not be
+    reached before the first decision) still started: in the state its request's
+    conversation was in, so the start counts every run the title does.
     """
     taken: Counter[tuple[str, str, str]] = Counter()
     entered: Counter[str] = Counter()
@@ -88,12 +90,15 @@ def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
     for events in transcripts:
         files += 1
         current: dict[str, str | None] = {}
+        requested: dict[str, str] = {}  # a run's state before its first transition
         for event in events:
             run = event.run
             if run not in current:
                 current[run] = None
                 runs += 1
             match event:
+                case RequestEvent(messages=messages) if run not in requested:
+                    requested[run] = derive_state(messages).value
                 case TransitionEvent(from_=source, event=name, to=dest):
                     if current[run] is None:
                         starts[source] += 1
@@ -106,6 +111,11 @@ def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
                 case GuardEvent() if event.verdict != "accept":
                     if _REFUSAL in f"{event.guard} {event.reason}".lower():
                         refusals[current[run] or State.FIRST_DECISION.value] += 1
+        for run, state in current.items():
+            if state is None:  # started, and ended (an error) or was cut off before a move
+                start = requested.get(run, State.FIRST_DECISION.value)
+                starts[start] += 1
+                entered[start] += 1
     edges: list[DiagramEdge] = []
     known: set[tuple[str, str, str]] = set()
     for edge in _machine_edges():

@@ -153,7 +153,9 @@ def _contract_hash(events: Sequence[TranscriptEvent]) -> str | None:
 async def _replay_run(run: RecordedRun, positions: list[int], report: ReplayReport) -> Divergence | None:
     minted_ids = isinstance(run.config, ProxyRunConfig)
     new_events = await rerun(run)
-    if _contract_hash(run.events) != _contract_hash(new_events):
+    recorded_contract = _contract_hash(run.events)
+    # a recording cut off before its contract says nothing about it
+    if recorded_contract is not None and recorded_contract != _contract_hash(new_events):
         report.contract_changed = True
     then = decision_events(run.events)
     now = [e for _, e in decision_events(new_events)]
@@ -199,7 +201,12 @@ async def areplay(path: str | os.PathLike[str], *, keep_decisions: bool = False)
         raise TranscriptError(f"{p}: no events to replay")
     for run_id, positions in runs:
         run = RecordedRun(run_id, tuple(events[i] for i in positions))
-        divergence = await _replay_run(run, positions, report)
+        try:
+            divergence = await _replay_run(run, positions, report)
+        except TranscriptError as exc:  # a run that cannot be set up again (no run_start):
+            raise TranscriptError(f"{p}: {exc}") from exc  # named with its file, one of hundreds
+        except UsageError as exc:  # recorded settings that today's configuration refuses
+            raise TranscriptError(f"{p}: run {run_id}: the recorded settings do not read: {exc}") from exc
         if divergence is not None:
             report.identical = False
             report.divergence = divergence

@@ -67,7 +67,11 @@ def _result_only(source: Source) -> RunView:
     view.outcome = "ok" if result.ok else "failed"
     if not result.ok:
         view.reason, view.error = _error_class(result.error), clip(result.error, 300)
-    view.items.append({"k": "note", "text": "no transcript was written for this task (run the batch with --transcripts DIR)"})
+    if result.transcript:
+        note = f"its transcript {result.transcript} was not found, neither as given nor beside the results file"
+    else:
+        note = "no transcript was written for this task (run the batch with --transcripts DIR)"
+    view.items.append({"k": "note", "text": note})
     return view
 
 

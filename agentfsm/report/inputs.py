@@ -104,12 +104,22 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _named(raw: str | None, beside: Path) -> Path | None:
-    """A transcript path as a results file or replay report wrote it: as given (relative
-    to where that command ran), else relative to the file naming it, else beside it."""
+    """A transcript path as a results file or replay report wrote it.
+
+    A relative path is relative to where that command ran, which is seldom where the
+    report runs: ``agentfsm batch -o out/results.jsonl --transcripts out/runs`` names
+    ``out/runs/t1.jsonl``. So it is looked for from the file naming it, with ever fewer
+    of its leading parts (``out/out/runs/t1.jsonl``, ``out/runs/t1.jsonl``,
+    ``out/t1.jsonl``), and then as given; an absolute path as given, then the same way.
+    """
     if not raw:
         return None
     given = Path(raw)
-    for candidate in (given, beside.parent / given, beside.parent / given.name):
+    parts = given.parts[1:] if given.is_absolute() else given.parts
+    candidates = [given] if given.is_absolute() else []
+    candidates += [beside.parent.joinpath(*parts[k:]) for k in range(len(parts))]
+    candidates.append(given)
+    for candidate in candidates:
         if candidate.is_file():
             return candidate
     return None
@@ -124,6 +134,7 @@ def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
     standalone: list[Path] = []
     claimed: dict[Path, Source] = {}
     for path in files:
+        missing: list[str] = []  # transcripts a results file names that are not there
         kind = classify(path)
         inputs.kinds[kind] = inputs.kinds.get(kind, 0) + 1
         if kind == "transcript":
@@ -141,6 +152,8 @@ def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
                 except ValidationError as exc:
                     inputs.notes.append(f"{path}:{number}: not a {kind} line ({exc.errors()[0]['msg']})")
                     continue
+                if source.path is None and source.result is not None and source.result.transcript:
+                    missing.append(source.result.transcript)
                 if source.path is not None:
                     key = source.path.resolve()
                     if key in claimed:  # a results file and a replay of the same transcript
@@ -152,6 +165,12 @@ def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
                     inputs.notes.append(f"{path}:{number}: replayed transcript {source.replay.path} not found")
                     continue
                 inputs.sources.append(source)
+            if missing:
+                inputs.notes.append(
+                    f"{path}: {len(missing)} transcript{'' if len(missing) == 1 else 's'} it names "
+                    f"{'was' if len(missing) == 1 else 'were'} not found (first: {missing[0]}); "
+                    "those runs are shown from their results only"
+                )
         elif kind == "unknown":
             inputs.notes.append(f"{path}: not a transcript, batch results or replay output; left out")
     inputs.sources += [Source(p) for p in standalone if p.resolve() not in claimed]
