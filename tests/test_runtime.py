@@ -294,3 +294,10 @@ def test_the_recorded_contract_is_the_one_sent(caps: Capabilities, tmp_path: Pat
     contract = next(e for e in events if e["type"] == "contract")["text"]
     system = next(e for e in events if e["type"] == "model_request")["messages"][0]["content"]
     assert system == contract
+
+
+def test_an_empty_conversation_is_a_usage_error_before_any_model_call() -> None:
+    backend = ScriptedBackend(["hi"])
+    with pytest.raises(UsageError, match="the conversation is empty"):
+        Agent(backend).run([])
+    assert backend.requests == []

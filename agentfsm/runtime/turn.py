@@ -48,7 +48,7 @@ from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fai
 from agentfsm.engine.choice import wants_choice
 from agentfsm.engine.consensus import TEMPERATURE
 from agentfsm.engine.plan import plan, policies_of, unasked, wants_vote
-from agentfsm.core.errors import MaxStepsExceeded, NothingToDecide, RunError
+from agentfsm.core.errors import MaxStepsExceeded, NothingToDecide, RunError, UsageError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
 from agentfsm.core.messages import Message, PromptMessage
 from agentfsm.core.states import DECIDING_STATES, State, derive_state, pending_calls
@@ -250,6 +250,8 @@ async def stream_turn(
     voted = False
     # consensus decides the first decision of a user turn; later, only where the policy
     # that refused says so (engine.decide.wants_vote)
+    if not history:
+        raise UsageError("the conversation is empty: there is nothing for the model to answer")
     state = derive_state(history)
     if state not in DECIDING_STATES:
         # before any model call: the engine would refuse its reply, the call paid for
