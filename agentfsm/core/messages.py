@@ -6,7 +6,9 @@ into these by :mod:`agentfsm.protocols`; everything in the core works on these.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, TypeAlias, get_type_hints
 
@@ -27,6 +29,7 @@ __all__ = [
     "ToolSpec",
     "UserMessage",
     "parse_messages",
+    "tool_type_hints",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -137,13 +140,30 @@ class ToolSpec(BaseModel):
 
     @classmethod
     def from_callable(cls, fn: Callable[..., Any], *, name: str | None = None) -> ToolSpec:
-        """From a Python function: the schema comes from its type hints, via pydantic."""
-        tool_name = name or getattr(fn, "__name__", None)
+        """From a Python function: the schema comes from its type hints, via pydantic.
+
+        ``fn`` may be a function, a method, a ``functools.partial`` or an object with
+        ``__call__`` (the last two need ``name``). The name must be one every dialect can
+        write: ASCII letters, digits, ``_``, ``.`` and ``-``, starting with a letter or
+        ``_``, at most 128 characters (a :class:`ToolSpecError` otherwise)."""
+        if name is not None and not isinstance(name, str):
+            raise ToolSpecError(f"a tool name must be a string, got {type(name).__name__}")
+        tool_name = name if name is not None else getattr(fn, "__name__", None)
         if not tool_name or tool_name == "<lambda>":
-            raise ToolSpecError("a callable tool needs a name (pass name=...)")
+            raise ToolSpecError(f"a callable tool needs a name (pass name=...): {_excerpt(fn)}")
+        if not _CALLABLE_NAME.fullmatch(tool_name):
+            # the command dialect's grammar (``@tool NAME {...}``) reads no other name: a
+            # tool named otherwise could never be called there, only corrected until the budget ran out
+            raise ToolSpecError(
+                f"tool name {tool_name!r} cannot be written in every dialect: use ASCII letters, digits, "
+                "'_', '.' and '-', starting with a letter or '_', at most 128 characters (pass name=...)"
+            )
+        documented: Any = fn
+        while isinstance(documented, functools.partial):  # its own docstring is partial's
+            documented = documented.func
         return cls(
             name=tool_name,
-            description=inspect.getdoc(fn) or "",
+            description=inspect.getdoc(documented) or "",
             parameters=_signature_schema(fn),
         )
 
@@ -192,10 +212,32 @@ class ToolSpec(BaseModel):
 ToolDefinition: TypeAlias = ToolSpec | Mapping[str, Any] | Callable[..., Any]
 
 
+#: a tool name every dialect can write (the command dialect's ``@tool NAME`` reads these only)
+_CALLABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
+
+
+def tool_type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The type hints of a tool's parameters: of the function a ``functools.partial``
+    wraps, of a callable object's ``__call__``, of a class's ``__init__``.
+    Unreadable hints (a name that does not resolve) raise ``NameError``."""
+    target: Any = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.isclass(target):
+        target = target.__init__
+    elif not (inspect.isfunction(target) or inspect.ismethod(target) or inspect.isbuiltin(target)):
+        call = getattr(type(target), "__call__", None)  # an object with __call__
+        target = call if call is not None else target
+    try:
+        return get_type_hints(target)
+    except TypeError:  # a builtin or an extension type: it declares none
+        return {}
+
+
 def _signature_schema(fn: Callable[..., Any]) -> JSONObject:
     try:
         sig = inspect.signature(fn)
-        hints = get_type_hints(fn)
+        hints = tool_type_hints(fn)
     except (TypeError, ValueError, NameError) as exc:
         raise ToolSpecError(f"cannot read the signature of {fn!r}: {exc}") from exc
     fields: dict[str, Any] = {}
@@ -211,12 +253,24 @@ def _signature_schema(fn: Callable[..., Any]) -> JSONObject:
         model = create_model(f"{getattr(fn, '__name__', 'tool')}_args", **fields)
         schema = model.model_json_schema()
     except Exception as exc:  # pydantic raises several error types for odd annotations
-        raise ToolSpecError(f"cannot build a JSON schema for {fn!r}: {exc}") from exc
+        raise ToolSpecError(f"cannot build a JSON schema for {fn!r}: {_culprit(fields) or exc}") from exc
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         if isinstance(prop, dict):
             prop.pop("title", None)
     return schema
+
+
+def _culprit(fields: Mapping[str, tuple[Any, Any]]) -> str | None:
+    """Which parameter's annotation has no JSON schema, in words (None when each has one)."""
+    for pname, (annotation, _default) in fields.items():
+        try:
+            TypeAdapter(annotation).json_schema()
+        except Exception:  # the one pydantic cannot describe
+            shown = getattr(annotation, "__name__", None) or repr(annotation)
+            return (f"parameter {pname!r} is annotated {shown}, which has no JSON schema "
+                    "(annotate it with a JSON type, a pydantic model, a dataclass or an enum)")
+    return None
 
 
 def _excerpt(data: Any) -> str:

@@ -10,26 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 from loguru import logger
+from pydantic import BaseModel, ValidationError
 
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.backend import Backend, GenerationOptions, Usage
 from agentfsm.prompt.results import truncate_result
 from agentfsm.engine.decide import Answer, EngineConfig, TransitionRecord, dispatch, receive
-from agentfsm.core.errors import AgentFSMError, MaxStepsExceeded
-from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
+from agentfsm.core.errors import AgentFSMError, MaxStepsExceeded, UsageError
+from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage, parse_messages
 from agentfsm.runtime.mcp import START_TIMEOUT, check_start_timeout
 from agentfsm.runtime.tally import Tally
 from agentfsm.runtime.recorder import EventHook, Recorder, run_config, run_config_fields
 from agentfsm.runtime.turn import run_turn
 from agentfsm.core.states import derive_state
 from agentfsm.runtime.tools import ToolRegistry
-from agentfsm.core.events import AgentRunConfig, RunStartConfig, ToolResultEvent
+from agentfsm.core.events import EVENT_MODELS, AgentRunConfig, RunStartConfig, ToolResultEvent
 
 __all__ = ["Agent", "RunResult", "run_turn"]
 
@@ -39,13 +40,24 @@ __all__ = ["Agent", "RunResult", "run_turn"]
 class RunResult:
     """What a finished run produced."""
 
+    #: the final answer
     content: str
+    #: the whole conversation as message models: the system message and the prompt, each
+    #: model reply (a refused one followed by its correction, a ``UserMessage`` with
+    #: ``correction`` set), the tool results, and the final answer last
     messages: list[Message]
+    #: the machine states the run went through, in order (``first-decision`` ... ``final``)
     path: list[str]
+    #: deciding model calls (each counts against ``max_steps``)
     steps: int
+    #: corrections sent back to the model
     corrections: int
+    #: the tokens of every model call of the run, summed
     usage: Usage
+    #: the transcript file (shared by the runs of one Agent; each run has its own run id)
     transcript: str | None = None
+    #: each tool call and its result as the model saw it (cut to ``result_max_chars``):
+    #: ``{"call": {"id", "name", "arguments"}, "result": {"call_id", "content", "status", "name"}}``
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     #: the correction budget ran out: ``content`` is the model's best acceptable reply
     exhausted: bool = False
@@ -74,16 +86,20 @@ class Agent:
     ``event_types`` names the events ``on_event`` wants (default: all of them); without a
     ``transcript`` the others are then not built at all (a run that records nothing
     builds no events).
+    A prompt is a string or a list of messages: the models, or dicts in the OpenAI chat
+    shape or agentfsm's own. Misuse (a tools value that is not a list, a backend that is
+    not one, an unknown event type ...) is a :class:`~agentfsm.core.errors.UsageError`
+    when the agent is made. One agent may serve many concurrent :meth:`arun` calls.
     """
 
     def __init__(
         self,
         backend: Backend | None = None,
-        tools: Sequence[Any] | ToolRegistry = (),
+        tools: Sequence[Any] | ToolRegistry | None = (),
         *,
         config: RunConfig = DEFAULTS,
         system: str | None = None,
-        options: GenerationOptions | None = None,
+        options: GenerationOptions | Mapping[str, Any] | None = None,
         transcript: str | os.PathLike[str] | None = None,
         mcp: Sequence[str] = (),
         mcp_start_timeout: float | None = None,
@@ -92,13 +108,23 @@ class Agent:
         event_types: Collection[str] | None = None,
         **settings: Any,
     ) -> None:
+        if not isinstance(config, RunConfig):
+            raise UsageError(f"config must be a RunConfig, got {type(config).__name__} "
+                             "(pass its fields by name instead: Agent(..., dialect='command'))")
         #: how the run decides; ``settings`` (``dialect="smiley"``, ``max_steps=4``, any
         #: :class:`~agentfsm.core.config.RunConfig` field) change it, checked the same way
         self.config = config.replace(**settings) if settings else config
+        if backend is not None and not all(hasattr(backend, a) for a in ("name", "capabilities", "acomplete")):
+            raise UsageError(f"backend must be a Backend (OpenAICompatBackend(...), create_backend(...), "
+                             f"ScriptedBackend(...)), got {_kind(backend)}")
         self._backend = backend
-        self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.registry = _registry(tools)
+        if system is not None and not isinstance(system, str):
+            raise UsageError(f"system must be a string, got {type(system).__name__}")
         self.system = system
-        self.options = options or GenerationOptions()
+        self.options = _options(options)
+        if transcript is not None and not isinstance(transcript, str | os.PathLike):
+            raise UsageError(f"transcript must be a file path, got {type(transcript).__name__}")
         self.transcript = transcript
         self.mcp = tuple(mcp)
         #: seconds each ``mcp`` server has to start (None: :data:`~agentfsm.runtime.mcp.START_TIMEOUT`)
@@ -107,7 +133,7 @@ class Agent:
         #: fields that the transcript's run_start config adds or overrides (batch sets
         #: ``producer`` and ``task``); checked against the producer's config model
         self.transcript_config = dict(transcript_config or {})
-        self.event_types = frozenset(event_types) if event_types is not None else None
+        self.event_types = _event_types(event_types)
 
     @property
     def backend(self) -> Backend:
@@ -116,12 +142,19 @@ class Agent:
         return self._backend
 
     def run(self, prompt: str | Sequence[Message]) -> RunResult:
-        """Run until a final answer (blocking). Not for use inside a running event loop.
+        """Run until a final answer (blocking). Inside a running event loop (a notebook,
+        an async web handler) it is a :class:`~agentfsm.core.errors.UsageError`: await
+        :meth:`arun` there.
 
         Each call runs on an event loop of its own; the backend's async connections
         belong to that loop, so they are closed before it ends (the backend opens new
         ones on the next call)."""
-        return asyncio.run(self._run_and_close(prompt))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._run_and_close(prompt))
+        raise UsageError("Agent.run() was called inside a running event loop (a notebook, an async handler); "
+                         "await agent.arun(...) instead")
 
     async def _run_and_close(self, prompt: str | Sequence[Message]) -> RunResult:
         try:
@@ -155,7 +188,7 @@ class Agent:
         if isinstance(prompt, str):
             history.append(UserMessage(content=prompt))
         else:
-            history.extend(prompt)
+            history.extend(_messages(prompt))
         return history
 
     async def _loop(self, prompt: str | Sequence[Message], registry: ToolRegistry, tally: Tally) -> RunResult:
@@ -244,3 +277,70 @@ class Agent:
         if not self.transcript_config:
             return recorded
         return run_config({**recorded.model_dump(), **self.transcript_config})
+
+
+def _kind(value: Any) -> str:
+    text = repr(value)
+    return f"{text[:57] + '...' if len(text) > 60 else text} ({type(value).__name__})"
+
+
+def _registry(tools: Any) -> ToolRegistry:
+    """``tools`` as a registry: a ToolRegistry, or a list of tools (None: no tools)."""
+    if isinstance(tools, ToolRegistry):
+        return tools
+    if tools is None:
+        return ToolRegistry()
+    if callable(tools) or isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        raise UsageError(f"tools must be a list of tools (functions, RegisteredTools) or a ToolRegistry, "
+                         f"got {_kind(tools)}; one tool goes in a list: tools=[fn]")
+    return ToolRegistry(tools)
+
+
+def _options(options: Any) -> GenerationOptions:
+    """``options`` as GenerationOptions (a mapping of its fields is read as one)."""
+    if options is None:
+        return GenerationOptions()
+    if isinstance(options, GenerationOptions):
+        return options
+    if isinstance(options, Mapping):
+        try:
+            return GenerationOptions.model_validate(options)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "options"
+            raise UsageError(f"options.{where}: {first['msg']}") from None
+    raise UsageError(f"options must be GenerationOptions (or a dict of its fields), got {type(options).__name__}")
+
+
+def _event_types(types: Collection[str] | None) -> frozenset[str] | None:
+    """The event types ``on_event`` wants, each one that transcripts know."""
+    if types is None:
+        return None
+    if isinstance(types, str):
+        raise UsageError(f"event_types must be a collection of event type names, got the string {types!r}")
+    wanted = frozenset(types)
+    unknown = sorted(str(t) for t in wanted - EVENT_MODELS.keys())
+    if unknown:
+        raise UsageError(f"unknown event type(s) {', '.join(unknown)}; event types: {', '.join(EVENT_MODELS)}")
+    return wanted
+
+
+def _messages(prompt: object) -> list[Message]:
+    """The conversation a run starts from: message models, or dicts in the OpenAI chat
+    shape or agentfsm's own (as a batch task's ``messages`` are read)."""
+    if isinstance(prompt, bytes | Mapping) or not isinstance(prompt, Iterable):
+        raise UsageError(f"prompt must be a string or a list of messages, got {_kind(prompt)}")
+    items = list(prompt)
+    if not any(isinstance(item, Mapping) for item in items):
+        return items  # message models (anything else is named by the engine's reader)
+    from agentfsm.protocols import normalize_openai
+
+    raw = [item.model_dump() if isinstance(item, BaseModel) else item for item in items]
+    try:
+        return list(normalize_openai({"messages": raw}).messages)
+    except AgentFSMError as exc:
+        try:
+            return parse_messages(raw)
+        except ValidationError:
+            raise UsageError(f"prompt: {exc} (messages are Message models, or dicts in the OpenAI chat "
+                             "shape or agentfsm's own)") from exc

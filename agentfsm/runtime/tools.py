@@ -27,8 +27,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
+
 from agentfsm.core.errors import ToolExecutionError, ToolSpecError, UsageError
-from agentfsm.core.messages import ToolCall, ToolResult, ToolSpec
+from agentfsm.core.messages import ToolCall, ToolResult, ToolSpec, tool_type_hints
 
 __all__ = [
     "IDEMPOTENCY_KEY_PARAM",
@@ -74,15 +77,35 @@ class RegisteredTool:
     execute: Executor
 
 
+#: the types of plain JSON values (what a tool's arguments arrive as)
+_JSON_TYPES = (str, int, float, bool, type(None))
+
+
+def _jsonable(value: Any) -> Any:
+    """A value ``json`` cannot write, as pydantic writes it in JSON (a datetime as ISO text,
+    a dataclass or model as an object, a set as an array, an enum as its value); its
+    ``str`` when pydantic cannot either."""
+    try:
+        return to_jsonable_python(value)
+    except Exception:  # pydantic raises several error types for what it cannot write
+        return str(value)
+
+
 def result_from_value(call: ToolCall, value: Any) -> ToolResult:
-    """Turn what a tool returned into a ToolResult (``empty`` for None / blank)."""
+    """Turn what a tool returned into a ToolResult (``empty`` for None / blank).
+
+    A string is the content as it is; other values are written as JSON, those ``json``
+    cannot write as pydantic writes them (a value that becomes a string, such as a
+    datetime, reads as that string, unquoted, like a returned string)."""
     if value is None or (isinstance(value, str | list | dict | tuple) and len(value) == 0):
         return ToolResult(call_id=call.id, name=call.name, content="", status="empty")
+    if not isinstance(value, _JSON_TYPES + (list, dict, tuple)):
+        value = _jsonable(value)
     if isinstance(value, str):
         content = value
     else:
         try:
-            content = json.dumps(value, ensure_ascii=False, default=str)
+            content = json.dumps(value, ensure_ascii=False, default=_jsonable)
         except (TypeError, ValueError):
             content = str(value)
     if not content.strip():
@@ -99,25 +122,120 @@ def _takes_key(fn: Callable[..., Any]) -> bool:
     return param is not None and param.kind in (param.KEYWORD_ONLY, param.POSITIONAL_OR_KEYWORD)
 
 
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` is made of JSON values only (dicts, lists and leaves)."""
+    if isinstance(value, _JSON_TYPES):
+        return True
+    if isinstance(value, list):
+        return all(_plain_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_json(v) for k, v in value.items())
+    return False
+
+
+class _ArgumentTypes:
+    """Turns a call's JSON arguments into the types the function declares, where those
+    are not JSON's own: an enum member, a pydantic model, a dataclass, a datetime.
+
+    An argument whose declared type is JSON's (``int``, ``str``, ``list[float]`` ...) is
+    passed as the model wrote it; so is one that does not validate (the schema guard has
+    checked it against the same schema already). Adapters are built on first use."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+        self._adapters: dict[str, TypeAdapter[Any]] | None = None
+
+    def _built(self) -> dict[str, TypeAdapter[Any]]:
+        if self._adapters is None:
+            adapters: dict[str, TypeAdapter[Any]] = {}
+            try:
+                hints = tool_type_hints(self._fn)
+            except (NameError, TypeError, ValueError):
+                hints = {}
+            for pname, hint in hints.items():
+                if pname == "return" or pname == IDEMPOTENCY_KEY_PARAM or hint in (Any, str, int, float, bool):
+                    continue
+                try:
+                    adapters[pname] = TypeAdapter(hint)
+                except Exception:  # an annotation pydantic cannot read: passed as written
+                    continue
+            self._adapters = adapters
+        return self._adapters
+
+    def __call__(self, args: dict[str, Any]) -> dict[str, Any]:
+        adapters = self._built()
+        if not adapters:
+            return args
+        out = dict(args)
+        for pname, value in args.items():
+            adapter = adapters.get(pname)
+            if adapter is None:
+                continue
+            try:
+                typed = adapter.validate_python(value)
+            except ValidationError:
+                continue
+            if not _plain_json(typed):
+                out[pname] = typed
+        return out
+
+
 def callable_executor(fn: Callable[..., Any]) -> Executor:
     """An executor for a Python function, sync (run in a thread) or async.
 
+    The arguments arrive as JSON; one whose parameter is declared with a type JSON does
+    not have (an enum, a pydantic model, a dataclass, a datetime) is passed as that type.
     A function with an ``idempotency_key`` parameter gets the current call's key there
     (whatever the model put in the arguments under that name is replaced).
     """
     takes_key = _takes_key(fn)
+    typed = _ArgumentTypes(fn)
+    positional = _positional_only(fn)
 
     async def run(args: dict[str, Any]) -> Any:
+        args = typed(args)
         if takes_key:
             args = {**args, IDEMPOTENCY_KEY_PARAM: current_idempotency_key()}
+        leading: list[Any] = []
+        if positional:
+            leading, args = _split_positional(positional, args)
         if inspect.iscoroutinefunction(fn):
-            return await fn(**args)
-        value = await asyncio.to_thread(fn, **args)
+            return await fn(*leading, **args)
+        value = await asyncio.to_thread(fn, *leading, **args)
         if inspect.isawaitable(value):
             return await value
         return value
 
     return run
+
+
+def _positional_only(fn: Callable[..., Any]) -> tuple[inspect.Parameter, ...]:
+    """The parameters that cannot be passed by name (``def f(x, /)``, ``math.sqrt``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p for p in params if p.kind is p.POSITIONAL_ONLY)
+
+
+def _split_positional(
+    positional: tuple[inspect.Parameter, ...], args: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments of positional-only parameters, in order (a default fills a gap before
+    one that was given), and the rest by name. The model names every argument."""
+    given = [i for i, p in enumerate(positional) if p.name in args]
+    if not given:
+        return [], args
+    rest = dict(args)
+    leading: list[Any] = []
+    for param in positional[: given[-1] + 1]:
+        if param.name in rest:
+            leading.append(rest.pop(param.name))
+        elif param.default is not param.empty:
+            leading.append(param.default)
+        else:
+            break  # a required one is missing: the call fails naming it
+    return leading, rest
 
 
 class ToolRegistry:
@@ -187,8 +305,13 @@ class ToolRegistry:
         return result_from_value(call, value)
 
     def execute(self, call: ToolCall) -> ToolResult:
-        """Synchronous :meth:`aexecute` (not from inside a running event loop)."""
-        return asyncio.run(self.aexecute(call))
+        """Synchronous :meth:`aexecute`; inside a running event loop (a notebook, an async
+        handler) a :class:`~agentfsm.core.errors.UsageError`: await :meth:`aexecute` there."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.aexecute(call))
+        raise UsageError("ToolRegistry.execute() was called inside a running event loop; await aexecute() instead")
 
 
 def _on_import_path(directory: Path) -> bool:
