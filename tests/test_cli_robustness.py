@@ -332,6 +332,35 @@ def test_no_unclosed_connections_after_runs(tmp_path: Path) -> None:
         assert "Unclosed" not in proc.stderr, proc.stderr
 
 
+THREADED_RUNS = """
+import gc, sys, threading
+from agentfsm import Agent, OpenAICompatBackend
+backend = OpenAICompatBackend(sys.argv[1], model="fake")
+answers = []
+def work():
+    agent = Agent(backend=backend)
+    for _ in range(3):
+        answers.append(agent.run("hi").content)
+threads = [threading.Thread(target=work) for _ in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(len(answers))
+gc.collect()
+"""
+
+
+def test_threads_sharing_one_backend_leave_no_unclosed_connections(tmp_path: Path) -> None:
+    """Each thread's loop has its own pool: one thread's run no longer replaces (and
+    leaks) the other's."""
+    script = tmp_path / "threads.py"
+    script.write_text(THREADED_RUNS)
+    with FakeUpstream(lambda _request: "fine") as fake:
+        proc = subprocess.run([sys.executable, str(script), fake.base_url], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["6"]
+    assert "Unclosed" not in proc.stderr, proc.stderr
+
+
 # --- 7: replay of a directory without transcripts ---------------------------------------
 
 

@@ -101,32 +101,38 @@ class AioUpstream:
         self._keepalive = keepalive
         self._proxy, self._proxy_auth = _env_proxy(base_url)
         self._urls: dict[str, URL] = {}
-        self._session: aiohttp.ClientSession | None = None
-        #: the event loop the session belongs to (its connections cannot serve another)
-        self._loop: asyncio.AbstractEventLoop | None = None
+        #: one session per event loop (its connections cannot serve another): threads that
+        #: each run an agent on one backend each have their own
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
-    async def _open(self) -> aiohttp.ClientSession:
-        # made on the first request, inside the loop that will use it; a session left by a
-        # loop that has ended (asyncio.run called again) is let go, and a new one made
-        stale, stale_loop = self._session, self._loop
-        # the new session is in place before any await: a request arriving meanwhile uses it
-        self._loop = asyncio.get_running_loop()
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
+        # made on the first request, inside the loop that will use it; the sessions of
+        # loops that have ended (asyncio.run called again) are let go
         connector = aiohttp.TCPConnector(limit=self._limit, keepalive_timeout=self._keepalive)
-        session = self._session = aiohttp.ClientSession(
+        # in place before any await: a request arriving meanwhile uses it
+        session = self._sessions[loop] = aiohttp.ClientSession(
             connector=connector,
             headers=self._headers,
             cookie_jar=aiohttp.DummyCookieJar(),  # an API client keeps no cookies
             auto_decompress=False,  # decoded within the reply's bound (backends._body)
         )
-        if stale is not None and stale_loop is not None and stale_loop.is_closed():
-            await stale.close()  # nothing of it can run any more: this only marks it closed, unwarned
+        await self._drop_ended()
         return session
+
+    async def _drop_ended(self) -> None:
+        for ended in [loop for loop in list(self._sessions) if loop.is_closed()]:
+            # nothing of it can run any more: this only marks it closed, unwarned (another
+            # thread's loop may have let it go first)
+            session = self._sessions.pop(ended, None)
+            if session is not None:
+                await session.close()
 
     async def post_json(self, path: str, payload: JSONObject, timeouts: AttemptTimeouts) -> AioResponse:
         """Send ``payload`` (JSON, as httpx encodes it) to ``path``; the answer, body unread."""
-        session = self._session
-        if session is None or self._loop is not asyncio.get_running_loop():
-            session = await self._open()
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(loop)
+        if session is None:
+            session = await self._open(loop)
         url = self._urls.get(path)
         if url is None:
             url = URL(self._base + path)
@@ -145,12 +151,12 @@ class AioUpstream:
         return AioResponse(response)
 
     async def aclose(self) -> None:
-        """Close the pool (a later request opens a new one). On the loop that opened it:
-        a pool of another loop that still runs is only let go (its loop closes it)."""
-        session, self._session = self._session, None
-        loop, self._loop = self._loop, None
-        if session is not None and (loop is asyncio.get_running_loop() or loop is None or loop.is_closed()):
+        """Close this loop's pool (a later request opens a new one) and those of loops that
+        have ended; a pool of another loop that still runs is its loop's to close."""
+        session = self._sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
             await session.close()
+        await self._drop_ended()
 
 
 def _env_proxy(base_url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:

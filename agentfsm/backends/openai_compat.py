@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -127,6 +128,8 @@ class OpenAICompatBackend:
         self._async_transport = async_transport
         self._client: httpx.Client | None = None
         self._aclient: AsyncUpstream | None = None
+        #: two threads' first runs make one aiohttp pool, not one each (one would leak)
+        self._aclient_lock = threading.Lock()
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
         self._capabilities: tuple[tuple[bool, bool, int | None], Capabilities] | None = None
         #: the context an upstream reported in a "does not fit" error (when none was declared)
@@ -280,11 +283,13 @@ class OpenAICompatBackend:
             self._client = None
 
     async def aclose(self) -> None:
-        """Close both connection pools."""
+        """Close both connection pools (the async one: this event loop's connections; the
+        aiohttp pool keeps one per loop, so another thread's runs keep theirs)."""
         self.close()
         if self._aclient is not None:
             await self._aclient.aclose()
-            self._aclient = None
+            if self._async_transport is not None:  # an httpx pool belongs to one loop
+                self._aclient = None
 
     def __enter__(self) -> OpenAICompatBackend:
         return self
@@ -369,11 +374,13 @@ class OpenAICompatBackend:
             if self._aclient is None:
                 from agentfsm.backends._aio_transport import AioUpstream
 
-                keepalive = self._limits.keepalive_expiry
-                self._aclient = AioUpstream(
-                    self.base_url, self._client_headers(), limit=self._limits.max_connections or 0,
-                    keepalive=keepalive if keepalive is not None else 5.0, params=self._params,
-                )
+                with self._aclient_lock:
+                    if self._aclient is None:
+                        keepalive = self._limits.keepalive_expiry
+                        self._aclient = AioUpstream(
+                            self.base_url, self._client_headers(), limit=self._limits.max_connections or 0,
+                            keepalive=keepalive if keepalive is not None else 5.0, params=self._params,
+                        )
             return self._aclient
         loop = asyncio.get_running_loop()
         if self._aclient is None or self._aclient_loop is not loop:
