@@ -19,6 +19,7 @@ from agentfsm import Agent, ScriptedBackend, ToolRegistry, ToolSpec, UsageError
 from agentfsm.core.errors import ToolSpecError
 from agentfsm.core.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from agentfsm.runtime.tools import result_from_value
+from agentfsm.protocols import read_conversation
 
 
 def call(name: str, **args: Any) -> str:
@@ -193,6 +194,11 @@ def test_a_prompt_that_is_no_conversation_is_a_usage_error(prompt: Any) -> None:
 )
 def test_a_conversation_of_dicts_reaches_the_model(history: list[dict[str, Any]]) -> None:
     backend = ScriptedBackend(["It is 3."])
+    openai_shaped = "function" in history[1]["tool_calls"][0]
+    if openai_shaped:  # the runtime reads its own shape; the protocols layer reads OpenAI's
+        with pytest.raises(UsageError, match=r"messages\[1\]\.assistant\.tool_calls.*read_conversation"):
+            Agent(backend, tools=[add]).run(history)
+        history = read_conversation(history)  # type: ignore[assignment]
     result = Agent(backend, tools=[add]).run(history)
     sent = backend.requests[0].messages
     assert [m.role for m in sent][:3] == ["system", "user", "assistant"]  # they were dropped: only the contract went

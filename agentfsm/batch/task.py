@@ -33,13 +33,13 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Backend
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RequestError, ToolSpecError, UsageError
-from agentfsm.core.messages import Message, ToolSpec, UserMessage, parse_messages
+from agentfsm.core.messages import Message, ToolSpec, UserMessage
 from agentfsm.runtime.tally import Tally
 from agentfsm.runtime.transcript import prepare_transcripts_dir
 from agentfsm.runtime.tools import (
@@ -98,16 +98,12 @@ class Task(BaseModel):
         """The conversation to start from (OpenAI-shaped or agentfsm-shaped messages)."""
         if self.prompt is not None:
             return [UserMessage(content=self.prompt)]
-        from agentfsm.protocols import normalize_openai
+        from agentfsm.protocols import read_conversation
 
-        raw = list(self.messages or [])
         try:
-            return list(normalize_openai({"messages": raw}).messages)
+            return read_conversation(self.messages or [])
         except RequestError as exc:
-            try:
-                return parse_messages(raw)
-            except ValidationError:
-                raise UsageError(f"task {self.id!r}: {exc}") from exc
+            raise UsageError(f"task {self.id!r}: {exc}") from exc
 
     def specs(self) -> tuple[ToolSpec, ...] | None:
         """The tools the task offers (None: all of the tools module's)."""

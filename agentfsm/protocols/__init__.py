@@ -30,6 +30,7 @@ from agentfsm.protocols.openai import (
     normalize_openai,
     openai_error,
     openai_error_for,
+    read_conversation,
 )
 from agentfsm.protocols.openai_stream import OpenAIStreamEncoder
 from agentfsm.protocols.responses import normalize_responses
@@ -59,6 +60,7 @@ __all__ = [
     "normalize_responses",
     "openai_error",
     "openai_error_for",
+    "read_conversation",
     "recover_tools",
     "remint_ids",
     "settle",

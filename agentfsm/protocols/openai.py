@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from agentfsm.core._types import JSONObject
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Usage
@@ -20,6 +22,7 @@ from agentfsm.core.messages import (
     ToolMessage,
     ToolSpec,
     UserMessage,
+    parse_messages,
 )
 from agentfsm.protocols._fields import (
     choice_keyword,
@@ -53,6 +56,7 @@ __all__ = [
     "openai_error_for",
     "openai_finish_reason",
     "openai_usage",
+    "read_conversation",
 ]
 
 # The deprecated function-calling API: named in a 400 rather than half-supported.
@@ -69,6 +73,21 @@ OPENAI_FINISH_REASONS: Mapping[str, str] = {
     "tool_calls": "tool_calls",
     "content_filter": "content_filter",
 }
+
+
+def read_conversation(raw: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """A conversation given as dicts, in the OpenAI chat shape or agentfsm's own (a batch
+    task's ``messages``, an ``Agent`` prompt): its messages. A list neither shape reads is
+    the OpenAI reading's :class:`RequestError` (it names the message at fault)."""
+    try:
+        return list(normalize_openai({"messages": list(raw)}).messages)
+    except AgentFSMError as exc:
+        try:
+            return parse_messages(raw)
+        except ValidationError:
+            if isinstance(exc, RequestError):
+                raise exc from None
+            raise RequestError(str(exc)) from exc
 
 
 def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:

@@ -326,21 +326,21 @@ def _event_types(types: Collection[str] | None) -> frozenset[str] | None:
 
 
 def _messages(prompt: object) -> list[Message]:
-    """The conversation a run starts from: message models, or dicts in the OpenAI chat
-    shape or agentfsm's own (as a batch task's ``messages`` are read)."""
+    """The conversation a run starts from: message models, or dicts in agentfsm's own shape
+    (plain ``{"role": ..., "content": ...}`` messages are the same in OpenAI's; a chat
+    conversation with tool calls is read by :func:`agentfsm.protocols.read_conversation`)."""
     if isinstance(prompt, bytes | Mapping) or not isinstance(prompt, Iterable):
         raise UsageError(f"prompt must be a string or a list of messages, got {_kind(prompt)}")
     items = list(prompt)
     if not any(isinstance(item, Mapping) for item in items):
         return items  # message models (anything else is named by the engine's reader)
-    from agentfsm.protocols import normalize_openai
-
     raw = [item.model_dump() if isinstance(item, BaseModel) else item for item in items]
     try:
-        return list(normalize_openai({"messages": raw}).messages)
-    except AgentFSMError as exc:
-        try:
-            return parse_messages(raw)
-        except ValidationError:
-            raise UsageError(f"prompt: {exc} (messages are Message models, or dicts in the OpenAI chat "
-                             "shape or agentfsm's own)") from exc
+        return parse_messages(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = first["loc"]
+        where = f"[{loc[0]}]" + "".join(f".{p}" for p in loc[1:]) if loc else ""
+        raise UsageError(f"prompt: messages{where}: {first['msg']} (messages are Message models or dicts in "
+                         "agentfsm's own shape; read an OpenAI chat-shaped conversation with "
+                         "agentfsm.protocols.read_conversation(...) first)") from exc
