@@ -40,6 +40,7 @@ __all__ = [
     "map_transport_error",
     "parse_retry_after",
     "split_base_url",
+    "url_secrets",
 ]
 
 _T = TypeVar("_T")
@@ -262,24 +263,45 @@ def _log_retry(state: tenacity.RetryCallState) -> None:
     )
 
 
+#: query parameters of a base URL whose values are credentials (by a part of their name)
+_CREDENTIAL_PARAMS = ("key", "token", "secret", "code", "sig", "password", "auth", "credential")
+
+
+def url_secrets(base_url: str) -> list[str]:
+    """The values of a base URL's query parameters that carry a credential (``key``,
+    ``api-key``, ``code``, ``token``, ``sig`` ...): redacted wherever text is shown."""
+    try:
+        params = httpx.URL(base_url).params.multi_items()
+    except (ValueError, httpx.InvalidURL):
+        return []
+    return [v for k, v in params if v and any(part in k.lower() for part in _CREDENTIAL_PARAMS)]
+
+
 def split_base_url(base_url: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     """The base URL without its query, and the query's parameters (sent with every request,
     as Azure's ``?api-version=`` must be); a user name or password in it is refused.
 
     Credentials in a URL travel in clear in every log line that shows the URL, and clash
     with the key's own ``Authorization`` header: the key is given apart (``api_key``).
+    A port outside 1-65535 or a host name that does not encode is refused here too (the
+    client would fail on every request).
     """
     try:
         url = httpx.URL(base_url)
+        host = url.host  # decoded here: a name that does not encode fails now
     except httpx.InvalidURL as exc:
         raise UsageError(f"the base URL is not a URL: {exc}") from None
+    except ValueError as exc:  # an IDNA error: a host name that cannot be encoded
+        raise UsageError(f"the base URL's host is not a valid name: {exc}") from None
+    if url.port is not None and not 0 < url.port < 65536:
+        raise UsageError(f"the base URL's port {url.port} is outside 1-65535")
     if url.userinfo:
         shown = url.copy_with(username=None, password=None, query=None)
         raise UsageError(
             f"the base URL {str(shown)!r} holds a user name or password; give the upstream's key "
             "apart (--upstream-api-key or $AGENTFSM_UPSTREAM_API_KEY), not in the URL"
         )
-    if url.scheme not in ("http", "https") or not url.host:
+    if url.scheme not in ("http", "https") or not host:
         raise UsageError(f"the base URL must be http(s)://HOST[:PORT][/PATH], got {str(url.copy_with(query=None))!r}")
     params = tuple(url.params.multi_items())
     return str(url.copy_with(query=None, fragment=None)).rstrip("/"), params

@@ -47,6 +47,7 @@ from agentfsm.backends._transport import (
     bounded,
     map_transport_error,
     split_base_url,
+    url_secrets,
 )
 from agentfsm.core.backend import Capabilities, Completion, GenerationOptions, TextStream
 from agentfsm.core.errors import BackendError, BackendHTTPError, MaxTokensTooLarge, UsageError
@@ -116,8 +117,9 @@ class OpenAICompatBackend:
         # a SecretStr shows as '**********' in reprs, vars() and tracebacks' locals
         raw_key = api_key if api_key is not None else _env_key()
         self._key = SecretStr(raw_key) if raw_key else None
-        #: the key in every form an upstream may echo it (escaped, URL-encoded ...)
-        self._redact = Redactor([raw_key])
+        #: the key, and a credential in the base URL's query (``?code=``), in every form an
+        #: upstream may echo them (escaped, URL-encoded ...)
+        self._redact = Redactor([raw_key, *url_secrets(base_url)])
         # only what backends._body decodes within the reply's bound
         self._headers = {"accept": "application/json", "accept-encoding": ACCEPT_ENCODING, **(extra_headers or {})}
         self._extra_body = dict(extra_body or {})

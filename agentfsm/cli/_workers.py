@@ -9,13 +9,22 @@ never do: each travels in its own documented variable (``AGENTFSM_API_KEY``,
 Each worker runs the same guarded HTTP protocol as one process does (a header deadline,
 a connection limit per worker: :mod:`agentfsm.server.limits`), named in this module so
 that uvicorn can hand it to the spawned workers.
+
+A worker that dies is replaced by uvicorn and said in a warning (uvicorn tells it at
+INFO, below serve's level). A worker whose parent is gone (killed with SIGKILL, or by
+the kernel's OOM killer) stops itself within a second: it would otherwise serve on,
+orphaned, holding the port that a new ``agentfsm serve`` then could not bind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +34,9 @@ __all__ = ["serve_workers", "worker_app"]
 OPTIONS_ENV = "AGENTFSM_SERVE_OPTIONS"
 #: the header deadline and connection limit of each worker's HTTP protocol, as JSON
 GUARD_ENV = "AGENTFSM_SERVE_GUARD"
+#: the process id of the workers' parent (a worker started as its parent died sees
+#: another parent already: it must not take that one for its own)
+PARENT_ENV = "AGENTFSM_SERVE_PARENT"
 _PATHS = ("transcripts", "models")
 
 
@@ -44,6 +56,42 @@ WorkerProtocol: type[asyncio.Protocol] | None = (
 )
 
 
+def _verbose() -> bool:
+    """Whether the operator asked for INFO lines or more (``AGENTFSM_LOG_LEVEL``)."""
+    return os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING").strip().upper() in ("TRACE", "DEBUG", "INFO")
+
+
+class _WorkerDeaths(logging.Filter):
+    """On uvicorn's supervisor logger: a worker's death (told at INFO) as a warning; its
+    other INFO lines only where the operator asked for them."""
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__()
+        self._verbose = verbose
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        text = record.getMessage()
+        if text.startswith("Child process [") and text.endswith("died"):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg, record.args = f"worker {text.removeprefix('Child process ')}; a new worker replaces it", None
+            return True
+        return self._verbose
+
+
+def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
+    """Stop this worker (SIGTERM: uvicorn's own graceful shutdown) once ``parent`` is no
+    longer its parent."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="agentfsm-parent-watch", daemon=True).start()
+
+
 def serve_workers(options: dict[str, Any], *, workers: int, port: int, api_key: str | None,
                   upstream_api_key: str | None, guard: tuple[float, int]) -> None:
     """Serve ``options``' app from ``workers`` processes on ``port`` (until stopped), each
@@ -57,12 +105,15 @@ def serve_workers(options: dict[str, Any], *, workers: int, port: int, api_key: 
     plain = {k: str(v) if k in _PATHS and v is not None else v for k, v in options.items()}
     plain["config"] = options["config"].as_dict()
     os.environ[OPTIONS_ENV] = json.dumps(plain)
+    os.environ[PARENT_ENV] = str(os.getpid())
     for name, value in (("AGENTFSM_API_KEY", api_key), ("AGENTFSM_UPSTREAM_API_KEY", upstream_api_key)):
         if value:
             os.environ[name] = value
+    # the supervisor's INFO lines reach the filter, which keeps a worker's death
+    logging.getLogger("uvicorn.error").addFilter(_WorkerDeaths(_verbose()))
     uvicorn.run(
         "agentfsm.cli._workers:worker_app", factory=True, workers=workers, host=options["host"], port=port,
-        log_level="warning", access_log=False, loop="auto", http=WorkerProtocol,
+        log_level="info", access_log=False, loop="auto", http=WorkerProtocol,
     )
 
 
@@ -76,6 +127,9 @@ def worker_app() -> Any:
 
     configure_logging(os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING"))
     logger.enable("agentfsm")
+    if not _verbose():  # uvicorn runs at INFO for the supervisor's sake (above)
+        logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    _exit_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()))
     options = json.loads(os.environ[OPTIONS_ENV])
     settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in options["config"].items()}
     options["config"] = DEFAULTS.replace(**settings)

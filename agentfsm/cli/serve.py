@@ -175,6 +175,12 @@ def build_app(
         from agentfsm.server.tracing import global_provider
 
         tracer_provider = global_provider()
+    if models is None and base_url:
+        from agentfsm.backends._transport import split_base_url, url_secrets
+
+        for secret in url_secrets(base_url):  # a key in the query (?key=...) is a key
+            register_secret(secret)
+        split_base_url(base_url)  # at start-up, not as a 500 on every request
     served = (
         _models(models, config, backend, base_url, model, upstream_api_key, context_tokens, served_model_name)
         if models is not None
@@ -212,6 +218,20 @@ def _freeze_heap() -> None:
         pass
     gc.collect()
     gc.freeze()
+
+
+def _free_port(host: str) -> int:
+    """A TCP port nothing listens on at ``host`` now (``--port 0``: the operator is told
+    which one; uvicorn, given 0, would bind one that no line names)."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), 0, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.bind(address)
+            return int(sock.getsockname()[1])
+    except OSError:  # a host that cannot be bound: uvicorn says so in its own words
+        return 0
 
 
 def _names(value: str | None) -> tuple[str, ...] | None:
@@ -275,6 +295,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"agentfsm: error: {exc}", err=True)
             raise typer.Exit(2) from None
         _freeze_heap()
+        if port == 0:  # a free port, chosen now so that the line below names it
+            port = _free_port(host)
         typer.echo(f"agentfsm proxy on http://{host}:{port} (OpenAI base URL http://{host}:{port}/v1)", err=True)
         if workers > 1:  # the options checked above; each worker builds the same app
             from agentfsm.cli._workers import serve_workers

@@ -240,7 +240,10 @@ def create_app(
     if proxy_metrics is not None:
         from agentfsm.server.metrics import metrics_endpoint
 
-        routes.append(Route("/metrics", metrics_endpoint(proxy_metrics, settings.api_key), methods=["GET"]))
+        routes.append(Route(
+            "/metrics", metrics_endpoint(proxy_metrics, settings.api_key, check=lambda r: check_client(r, settings)),
+            methods=["GET"],
+        ))
     app = Starlette(routes=routes, exception_handlers={StarletteHTTPException: http_error}, lifespan=_lifespan)
     app.state.settings = settings
     app.state.models = table

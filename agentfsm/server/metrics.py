@@ -19,9 +19,11 @@ Outcomes: ``tool_calls``, ``answer``, ``exhausted`` (the budget ran out and the 
 latest prose was the answer), ``budget_spent`` (it ran out with no acceptable prose, or
 under a required call: the give-up, an error),
 ``upstream_error``, ``client_error`` (a 4xx: a wrong key, a bad body), ``client_gone``,
-``error``. The ``model`` label is the model the response names; past
-:data:`MODEL_LABELS` distinct names (a client can send any), further ones count as
-``other``.
+``error``. The ``model`` label is the model the request named: a name the proxy serves
+(a models file's entry) always, any other name (one a ``fallback`` or the single model
+answers: a client can send any) only while fewer than :data:`MODEL_LABELS` such names
+have been seen and when at most :data:`MODEL_LABEL_CHARS` long, else ``other``. So no
+client can grow the exposition without bound, nor push the served names into ``other``.
 """
 
 from __future__ import annotations
@@ -46,11 +48,14 @@ if TYPE_CHECKING:
 
     from agentfsm.server.exchange import Exchange, Reply
 
-__all__ = ["CONTENT_TYPE", "MODEL_LABELS", "ProxyMetrics", "metrics_endpoint", "upstream_status"]
+__all__ = ["CONTENT_TYPE", "MODEL_LABELS", "MODEL_LABEL_CHARS", "ProxyMetrics", "metrics_endpoint", "upstream_status"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-#: distinct ``model`` label values kept before the rest count as ``other``
+#: distinct ``model`` label values, of names the proxy does not serve, kept before the
+#: rest count as ``other``
 MODEL_LABELS = 64
+#: the longest such name kept as a label (a Hugging Face repository id is at most 96)
+MODEL_LABEL_CHARS = 128
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
 _CALL_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20)
 _WANTED = frozenset({"guard", "retry"})
@@ -93,7 +98,8 @@ class _RequestCounts:
     def end(self, ex: Exchange, reply: Reply | None, error: BaseException | None) -> None:
         m = self._metrics
         m.in_flight.dec()
-        protocol, model = ex.request.protocol, m.model_label(ex.model)
+        served = ex.settings.model_name or ex.backend.name
+        protocol, model = ex.request.protocol, m.model_label(ex.model, served=ex.model == served)
         outcome = outcome_of(ex, reply, error)
         m.requests.labels(protocol, model, outcome).inc()
         m.duration.labels(protocol, model).observe(time.perf_counter() - self._started)
@@ -149,10 +155,14 @@ class ProxyMetrics:
         self._models: set[str] = set()
         self._lock = threading.Lock()
 
-    def model_label(self, model: str) -> str:
-        """``model``, or ``other`` once :data:`MODEL_LABELS` other names have been seen."""
-        if model in self._models:
+    def model_label(self, model: str, served: bool = False) -> str:
+        """``model``, or ``other`` once :data:`MODEL_LABELS` other names have been seen
+        or when longer than :data:`MODEL_LABEL_CHARS`; a ``served`` name (one the proxy
+        lists, bounded by its configuration) always."""
+        if served or model in self._models:
             return model
+        if len(model) > MODEL_LABEL_CHARS:
+            return "other"
         with self._lock:
             if len(self._models) < MODEL_LABELS:
                 self._models.add(model)
@@ -176,9 +186,13 @@ class ProxyMetrics:
         return generate_latest(self.registry)
 
 
-def metrics_endpoint(metrics: ProxyMetrics, api_key: SecretStr | None) -> Callable[[Request], Awaitable[Response]]:
+def metrics_endpoint(
+    metrics: ProxyMetrics, api_key: SecretStr | None, *, check: Callable[[Request], None] | None = None
+) -> Callable[[Request], Awaitable[Response]]:
     """The ``GET /metrics`` handler: the exposition, behind the proxy's API key when one is set
-    (a wrong or missing key gets the OpenAI-shaped 401 the ``/v1`` endpoints give)."""
+    (a wrong or missing key gets the OpenAI-shaped 401 the ``/v1`` endpoints give).
+    ``check``: the app's whole client check instead (its Host and Origin allow-lists too,
+    so that a web page cannot read the metrics by DNS rebinding)."""
     from starlette.responses import JSONResponse, Response
 
     from agentfsm.server.auth import check_api_key
@@ -186,9 +200,14 @@ def metrics_endpoint(metrics: ProxyMetrics, api_key: SecretStr | None) -> Callab
 
     wire = wire_for("openai")
 
+    def check_key(request: Request) -> None:
+        check_api_key(request, api_key)
+
+    allowed = check if check is not None else check_key
+
     async def serve_metrics(request: Request) -> Response:
         try:
-            check_api_key(request, api_key)
+            allowed(request)
         except AgentFSMError as exc:
             status, body = wire.error_for(exc)
             return JSONResponse(body, status_code=status)

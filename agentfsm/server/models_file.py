@@ -26,8 +26,12 @@ An entry's settings are, from the first that sets a field: the entry's own field
 profile's chosen settings, the command line's options (``--dialect`` ...), the defaults.
 A relative ``profile`` path is read from the models file's folder. Every mistake (an
 unknown key, a value of the wrong type, a missing variable, a profile without the model)
-is a :class:`~agentfsm.core.errors.UsageError` naming the file and the entry, at start-up.
-Keys are never kept anywhere but in their backend.
+is a :class:`~agentfsm.core.errors.UsageError` naming the file and the entry, at start-up:
+values are read strictly (``context_tokens = "4096"`` or ``true`` is refused, not
+converted), times must be finite, and a base URL must be one the upstream's client can
+open (a port in 1-65535, a host name that encodes). Keys are never kept anywhere but in
+their backend; a credential in a base URL's query (``?key=...``, ``?code=...``) is shown
+to ``on_secret`` as a key is.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentfsm.backends._transport import split_base_url, url_secrets
 from agentfsm.core.backend import Backend
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import UsageError
@@ -53,10 +58,21 @@ __all__ = ["ModelEntry", "build_backend", "load_models_file", "read_profile"]
 _RUN_FIELDS = frozenset(RunConfig.__dataclass_fields__) - set(NOT_FOR_THE_PROXY)
 
 
+def _has_userinfo(url: str) -> bool:
+    """Whether ``url`` holds a user name or password (False for one that does not parse)."""
+    import httpx
+
+    try:
+        return bool(httpx.URL(url).userinfo)
+    except (ValueError, httpx.InvalidURL):
+        return False
+
+
 class ModelEntry(BaseModel):
     """One ``[models.NAME]`` table's upstream part (its run-configuration fields are read apart)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: a quoted number or a boolean is a mistake in the file, not a value to convert
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     #: ``openai`` (any OpenAI-compatible upstream; the default) or ``local`` (the embedded model)
     backend: Literal["openai", "local"] = "openai"
@@ -72,8 +88,8 @@ class ModelEntry(BaseModel):
     #: transport retries per model call
     max_retries: int = Field(default=3, ge=0)
     #: seconds one model call may take in all (retries included), and between two reads
-    timeout: float = Field(default=120.0, gt=0)
-    read_timeout: float = Field(default=60.0, gt=0)
+    timeout: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    read_timeout: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     #: a profile written by ``agentfsm calibrate``, and the model to take from it (default:
     #: this entry's backend's name, as calibrate keys it)
     profile: str | None = None
@@ -130,6 +146,8 @@ def load_models_file(
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read the models file {file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{file} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{file} is not valid TOML: {exc}") from None
     unknown = sorted(set(data) - {"models", "fallback"})
@@ -177,8 +195,25 @@ def _entry(
         known = ", ".join(sorted(set(ModelEntry.model_fields) | _RUN_FIELDS))
         hint = f" (keys: {known})" if first["type"] == "extra_forbidden" else ""
         raise UsageError(f"{where}: {first['msg']}{hint}") from None
+    if entry.profile_model is not None and entry.profile is None:
+        raise UsageError("profile_model: names a model of a profile, but the entry has no profile")
+    if entry.base_url is not None:
+        if on_secret is not None:  # before any check that could show the URL
+            for secret in url_secrets(entry.base_url):
+                on_secret(secret)
+        if _has_userinfo(entry.base_url):
+            raise UsageError(
+                "base_url: holds a user name or password; name the environment variable that holds "
+                "the upstream's key with api_key_env instead"
+            )
+        try:
+            split_base_url(entry.base_url)  # at start-up, not as a 500 on every request
+        except UsageError as exc:
+            raise UsageError(f"base_url: {exc}") from None
     key = None
     if entry.api_key_env is not None:
+        if not entry.api_key_env.strip():
+            raise UsageError("api_key_env is empty: name the environment variable that holds the key")
         key = env.get(entry.api_key_env)
         if not key:
             raise UsageError(f"the environment variable {entry.api_key_env} (api_key_env) is not set")
