@@ -233,3 +233,15 @@ async def test_concurrent_runs_on_one_agent_keep_their_own_conversation() -> Non
     for k, result in enumerate(results):
         assert [c["result"]["content"] for c in result.tool_calls] == [str(k + 1)]
         assert result.messages[0].content == f"add one to {k}"
+
+
+def test_runs_sharing_a_transcript_find_their_own_run(tmp_path: Path) -> None:
+    from agentfsm.runtime.transcript import read_transcript
+
+    path = tmp_path / "shared.jsonl"
+    agent = Agent(ScriptedBackend(["one", "two"]), transcript=path)
+    first, second = agent.run("a"), agent.run("b")
+    assert first.run_id and second.run_id and first.run_id != second.run_id
+    runs = {e["run"] for e in read_transcript(path)}
+    assert runs == {first.run_id, second.run_id}
+    assert Agent(ScriptedBackend(["x"])).run("a").run_id is None  # nothing recorded

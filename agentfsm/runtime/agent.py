@@ -61,6 +61,9 @@ class RunResult:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     #: the correction budget ran out: ``content`` is the model's best acceptable reply
     exhausted: bool = False
+    #: this run's id in its transcript and events (runs sharing a transcript file are told
+    #: apart by it); None when the run recorded nothing
+    run_id: str | None = None
 
 
 def _default_backend() -> Backend:
@@ -250,6 +253,7 @@ class Agent:
                         transcript=str(recorder.path) if recorder.path else None,
                         tool_calls=tally.calls,
                         exhausted=decision.exhausted,
+                        run_id=recorder.run_id,
                     )
                 recorder.calls(decision.calls)
                 transition(dispatch())

@@ -152,6 +152,11 @@ class Recorder:
         return self._writer is not None
 
     @property
+    def run_id(self) -> str | None:
+        """The run's id in its events (None when nothing is recorded)."""
+        return self._writer.run_id if self._writer is not None else None
+
+    @property
     def path(self) -> Path | None:
         """The transcript file, when there is one."""
         return self._writer.path if self._writer is not None else None
