@@ -51,7 +51,6 @@ def _registry(tools: list[str] | None) -> ToolRegistry:
 def _agent(
     tools: list[str] | None,
     mcp: list[str] | None,
-    mcp_timeout: float,
     backend: str,
     base_url: str | None,
     model: str | None,
@@ -59,6 +58,8 @@ def _agent(
     config: RunConfig,
     transcript: str | None,
     on_event: Any,
+    *,
+    mcp_timeout: float,
 ) -> Any:
     from agentfsm.runtime.agent import Agent
 
@@ -101,7 +102,7 @@ def run(
 
     console = Console(stderr=as_json, highlight=False)
     printer = None if as_json else Printer(console)
-    agent = _agent(tools, mcp, mcp_timeout, backend, base_url, model, api_key, config, transcript, printer)
+    agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, printer, mcp_timeout=mcp_timeout)
     try:
         result = agent.run(prompt)
     except AgentFSMError as exc:
@@ -152,7 +153,8 @@ def chat(
     from agentfsm.core.messages import AssistantMessage, Message, UserMessage
 
     console = Console(highlight=False)
-    agent = _agent(tools, mcp, mcp_timeout, backend, base_url, model, api_key, config, transcript, Printer(console))
+    agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, Printer(console),
+                   mcp_timeout=mcp_timeout)
     history: list[Message] = []
     console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit[/]")
     while True:
