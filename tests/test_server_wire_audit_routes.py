@@ -240,3 +240,12 @@ def test_a_session_with_a_screenshot_fits_the_default_body_limit(fake: FakeUpstr
     assert len(raw.http_request.content) > 4 * 1024 * 1024
     assert raw.headers["x-agentfsm-ignored"] == "tool_result.image"
     assert raw.parse().content[0].text == "A chart."
+
+
+def test_responses_metadata_is_kept_not_reported_ignored_and_must_be_an_object(fake: FakeUpstream, base: str) -> None:
+    fake.enqueue("Hello.")
+    answer = httpx.post(f"{base}/v1/responses", json={"model": "m", "input": "hi", "metadata": {"ticket": "T-2"}})
+    assert answer.status_code == 200 and answer.json()["metadata"] == {"ticket": "T-2"}
+    assert "metadata" not in answer.headers.get("x-agentfsm-ignored", "")
+    refused = httpx.post(f"{base}/v1/responses", json={"model": "m", "input": "hi", "metadata": "T-2"})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "metadata"

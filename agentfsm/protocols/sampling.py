@@ -87,6 +87,7 @@ _RESPONSES_FIELDS = frozenset(
         "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
         "stream", "max_output_tokens", "temperature", "top_p", "text", "user",
         "previous_response_id", "conversation", "background",
+        "metadata",  # echoed in the response, as OpenAI's is: kept, not ignored
     }
 )
 # where a setting came from, when the client's name differs from ours
@@ -257,6 +258,8 @@ def responses_settings(
     ``response_format``), and what it sets that is not acted on: other fields, other
     ``text`` settings, and tools that are not functions (as ``tools.TYPE``)."""
     ignored = _unhandled(body, _RESPONSES_FIELDS)
+    if body.get("metadata") is not None:
+        req_mapping(body["metadata"], "metadata")  # repeated in the response: an object, or the client's 400
     text = body.get("text")
     if isinstance(text, Mapping):
         ignored += [f"text.{k}" for k, v in text.items() if k != "format" and _is_set(v)]
