@@ -88,6 +88,15 @@ def _after_the_result() -> list[dict[str, Any]]:
     ]
 
 
+def _ask(client: anthropic.Anthropic, kwargs: dict[str, Any], stream: bool) -> tuple[str, Any]:
+    """The answer's text and its final message, whole or streamed (the SDK's stream helper)."""
+    if stream:
+        with client.messages.stream(**kwargs) as events:
+            return "".join(events.text_stream), events.get_final_message()
+    message = client.messages.create(**kwargs)
+    return "".join(b.text for b in message.content if b.type == "text"), message
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_with_tools_the_answer_ends_at_the_clients_stop_sequence(served: tuple[FakeUpstream, str], stream: bool) -> None:
     fake, url = served
@@ -95,13 +104,7 @@ def test_with_tools_the_answer_ends_at_the_clients_stop_sequence(served: tuple[F
     with anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as client:
         kwargs: dict[str, Any] = {"model": "m", "max_tokens": 256, "messages": _after_the_result(),
                                   "tools": TOOLS_ANTHROPIC, "stop_sequences": ["END", "Sources:"]}
-        if stream:
-            with client.messages.stream(**kwargs) as events:
-                text = "".join(events.text_stream)
-                message = events.get_final_message()
-        else:
-            message = client.messages.create(**kwargs)
-            text = "".join(b.text for b in message.content if b.type == "text")
+        text, message = _ask(client, kwargs, stream)
     assert text == "It is sunny in Paris, 21 C.\n\n"
     assert message.stop_reason == "stop_sequence" and message.stop_sequence == "END"
     assert _sent_stops(fake) == [None]
@@ -115,13 +118,7 @@ def test_without_tools_the_upstream_ends_the_text_and_names_the_sequence(
     fake.enqueue("Bonjour. END Ignored.", "Bonjour. END Ignored.")
     with anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as client:
         kwargs: dict[str, Any] = {"model": "m", "max_tokens": 64, "messages": USER, "stop_sequences": ["END"]}
-        if stream:
-            with client.messages.stream(**kwargs) as events:
-                text = "".join(events.text_stream)
-                message = events.get_final_message()
-        else:
-            message = client.messages.create(**kwargs)
-            text = "".join(b.text for b in message.content if b.type == "text")
+        text, message = _ask(client, kwargs, stream)
     assert text == "Bonjour. "
     assert message.stop_reason == "stop_sequence" and message.stop_sequence == "END"
     with openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0) as oc:

@@ -33,6 +33,7 @@ __all__ = [
     "stop_sequences",
     "text_of_parts",
     "tool_answer",
+    "tool_spec",
     "tool_specs",
 ]
 
@@ -229,6 +230,17 @@ def parse_arguments(raw: Any, where: str) -> JSONObject:
     return value
 
 
+def tool_spec(
+    item: Any, where: str, read: Callable[[Mapping[str, Any], str], ToolSpec | None]
+) -> ToolSpec | None:
+    """One tool entry made a ToolSpec by ``read(entry, where)`` (None: passed over); a
+    ToolSpecError is a 400 naming the entry."""
+    try:
+        return read(req_mapping(item, where), where)
+    except ToolSpecError as exc:
+        raise RequestError(f"{where}: {exc}", param=where) from exc
+
+
 def tool_specs(
     raw: Any, read: Callable[[Mapping[str, Any], str], ToolSpec | None], *, name_key: str = "name"
 ) -> tuple[ToolSpec, ...]:
@@ -241,10 +253,7 @@ def tool_specs(
     seen: set[str] = set()
     for i, item in enumerate(req_list(raw, "tools")):
         where = f"tools[{i}]"
-        try:
-            spec = read(req_mapping(item, where), where)
-        except ToolSpecError as exc:
-            raise RequestError(f"{where}: {exc}", param=where) from exc
+        spec = tool_spec(item, where, read)
         if spec is None:
             continue
         if spec.name in seen:

@@ -36,7 +36,7 @@ from typing import Any
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.choice import ToolChoice
-from agentfsm.core.errors import RequestError, ToolSpecError
+from agentfsm.core.errors import RequestError
 from agentfsm.core.messages import (
     AssistantMessage,
     Message,
@@ -58,6 +58,7 @@ from agentfsm.protocols._fields import (
     req_str,
     text_of_parts,
     tool_answer,
+    tool_spec,
     tool_specs,
 )
 from agentfsm.protocols.common import NormalizedRequest, tools_or_recovered
@@ -302,11 +303,7 @@ def _namespaced_tools(raw: Any) -> tuple[tuple[ToolSpec, ...], frozenset[str], b
         where = f"tools[{i}]"
         space = req_str(entry.get("name"), f"{where}.name")
         for j, item in enumerate(req_list(entry.get("tools"), f"{where}.tools")):
-            member_where = f"{where}.tools[{j}]"
-            try:
-                spec = _tool(req_mapping(item, member_where), member_where)
-            except ToolSpecError as exc:
-                raise RequestError(f"{member_where}: {exc}", param=member_where) from exc
+            spec = tool_spec(item, f"{where}.tools[{j}]", _tool)
             if spec is None:
                 continue
             if offered.get(spec.name) != space:
