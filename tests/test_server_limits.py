@@ -143,3 +143,41 @@ def test_serve_runs_with_the_guarded_protocol(tmp_path: Path) -> None:
             sock.sendall(b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n")  # and no blank line: never done
             answer = _closed_with(sock, 20)
         assert answer is not None and answer.startswith(b"HTTP/1.1 408")
+
+
+def _head_end_by_copy(tail: bytes, data: bytes) -> int:
+    """The head's share of ``data``, found by searching ``tail + data`` whole."""
+    end = (tail + data).find(b"\r\n\r\n")
+    return len(data) if end < 0 else end + 4 - len(tail)
+
+
+def test_the_heads_end_is_found_in_place_wherever_the_chunks_split_it() -> None:
+    from agentfsm.server.limits import _head_end
+
+    head = b"POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n{\"a\": 1}\r\n\r\n"
+    for size in range(1, len(head) + 1):  # every chunk size: the end split at every offset
+        tail, counted, seen = b"", 0, 0
+        while seen < len(head):
+            data = head[seen : seen + size]
+            assert _head_end(tail, data) == _head_end_by_copy(tail, data)
+            counted += _head_end(tail, data)
+            if b"\r\n\r\n" in tail + data:  # the head has ended: the proxy stops counting
+                break
+            tail, seen = (tail + data)[-3:], seen + len(data)
+        assert counted == head.index(b"\r\n\r\n") + 4, size
+
+
+def test_a_request_sent_a_byte_at_a_time_is_served() -> None:
+    with FakeUpstream(["ok"]) as fake, guarded(fake, header_timeout=10, max_connections=100) as url:
+        body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+        request = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+        )
+        with _connect(url) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each byte its own segment
+            for i in range(len(request)):
+                sock.sendall(request[i : i + 1])
+            answer = _closed_with(sock, wait=10)
+        assert answer is not None and answer.startswith(b"HTTP/1.1 200"), answer
+        assert b'"content":"ok"' in answer.replace(b" ", b"")

@@ -74,6 +74,19 @@ def _answer(status: int, head: bytes) -> bytes:
     )
 
 
+def _head_end(tail: bytes, data: bytes) -> int:
+    """How many bytes of ``data`` belong to the request's head: up to and including the
+    blank line that ends it, or all of them while it has not ended. ``tail`` is the last
+    bytes (at most 3) of the head received before, where that line may have begun; the
+    chunk itself is searched in place, never copied."""
+    if tail:
+        split = (tail + data[:3]).find(b"\r\n\r\n")
+        if split >= 0:
+            return split + 4 - len(tail)
+    end = data.find(b"\r\n\r\n")
+    return len(data) if end < 0 else end + 4
+
+
 def default_max_connections() -> int:
     """Client connections open at once by default: 1,000, or half the descriptors this
     process may open when that is fewer (the rest are for upstream connections and files)."""
@@ -137,13 +150,11 @@ def guarded_protocol(
                     self._head += data[: 256 - len(self._head)]
                 # their size, measured before the parser sees them (it would start the
                 # request as soon as they end, in this very chunk)
-                window = self._tail + data
-                end = window.find(b"\r\n\r\n")
-                self._head_bytes += len(data) if end < 0 else end + 4 - len(self._tail)
+                self._head_bytes += _head_end(self._tail, data)
                 if self._head_bytes > max_header_bytes:
                     self._refuse(431)
                     return
-                self._tail = window[-3:]
+                self._tail = (self._tail + data)[-3:] if len(data) < 3 else data[-3:]
             super().data_received(data)
             if self._deadline is not None and self.cycle is not None and self.cycle is not self._waiting_for:
                 self._disarm()  # its headers are in: the body has its own timeout
