@@ -216,6 +216,44 @@ def test_the_progress_line_keeps_the_count_and_eta_when_the_counters_are_long(
     assert len(line) <= 80
 
 
+def _on_a_terminal(command: list[str], timeout: float = 60) -> str:
+    """What ``command`` printed with a pseudo-terminal as its stdin, stdout and stderr."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    with subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave,
+                          env={**os.environ, "COLUMNS": "120", "TERM": "xterm"}) as process:
+        os.close(slave)
+        seen = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and select.select([master], [], [], deadline - time.monotonic())[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        process.wait(timeout=10)
+    os.close(master)
+    return seen.decode(errors="replace")
+
+
+def test_a_warning_prints_above_the_progress_bar_not_into_its_line(tmp_path: Path) -> None:
+    # "... 0.0 calls/sWARNING: upstream attempt 1 failed ...": the log sink held the
+    # stderr of start-up, so rich's bar never saw the record and kept drawing over it
+    tasks = _tasks(tmp_path / "tasks.jsonl", 2)
+    retried = [FakeReply(status=503), FakeReply(text='{"final": {"content": "done"}}')] * 2
+    with FakeUpstream(retried) as fake:
+        seen = _on_a_terminal([sys.executable, "-m", "agentfsm", "batch", str(tasks), "-o", str(tmp_path / "out.jsonl"),
+                               *_model(fake), "--concurrency", "1"])
+    assert seen.count("WARNING: upstream attempt 1 failed") == 2, seen[-2000:]
+    assert re.search(r"calls/s *WARNING", seen) is None, seen[-2000:]
+    assert "\x1b[2KWARNING: upstream attempt 1 failed" in seen  # the bar's line cleared first
+    assert "2/2" in seen
+
+
 # --- replay ------------------------------------------------------------------------------
 
 

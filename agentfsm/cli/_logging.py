@@ -66,14 +66,18 @@ class RedactingFilter(logging.Filter):
 
 
 class _RedactingSink:
-    """Writes formatted records (tracebacks included) to a stream, redacted."""
+    """Writes formatted records (tracebacks included) to a stream, redacted. With no
+    stream given it writes to whatever ``sys.stderr`` is at the time: while a rich
+    progress bar shows (batch, eval, calibrate), that is rich's proxy, which prints the
+    record above the bar instead of into the middle of its line."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO | None) -> None:
         self._stream = stream
 
     def write(self, message: Message) -> None:
-        self._stream.write(redact(str(message)))
-        self._stream.flush()
+        stream = self._stream if self._stream is not None else sys.stderr
+        stream.write(redact(str(message)))
+        stream.flush()
 
 
 #: the level names a user may give (any case), least to most severe
@@ -90,7 +94,8 @@ def log_level(name: str) -> str:
 
 
 def configure_logging(level: str = "WARNING", stream: TextIO | None = None) -> int:
-    """Replace loguru's sinks by one redacting sink on ``stream`` (stderr); its id.
+    """Replace loguru's sinks by one redacting sink on ``stream`` (``sys.stderr`` as it
+    is at each write when None); its id.
     ``level``: a name of :data:`LEVELS`, in any case (a UsageError for another)."""
     level = log_level(level)
     logger.remove()
@@ -99,7 +104,7 @@ def configure_logging(level: str = "WARNING", stream: TextIO | None = None) -> i
         std = logging.getLogger(name)
         if not any(isinstance(f, RedactingFilter) for f in std.filters):
             std.addFilter(RedactingFilter())
-    sink = _RedactingSink(stream if stream is not None else sys.stderr)
+    sink = _RedactingSink(stream)
     return logger.add(
         sink.write, level=level, format="{level}: {message}", diagnose=False, backtrace=False
     )
