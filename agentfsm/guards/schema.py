@@ -23,6 +23,10 @@ safe by construction, and runs in time linear in the arguments' size:
   all as written, and the grammar writes the listed ones, so every call was refused
   until the budget ran out. The listed values are taken as the client's intent;
   anything else still fails ``enum``.
+- every keyword evaluation, and every error one yields, counts against
+  :data:`MAX_KEYWORD_STEPS`: a small schema whose ``$ref`` / ``allOf`` / ``anyOf``
+  branches name the next level twice is exponential in its nesting, and past the bound
+  the call is accepted with a note.
 - schemas over :data:`MAX_SCHEMA_CHARS`, arguments over :data:`MAX_ARGUMENT_CHARS`,
   invalid schemas (``SchemaError``), unresolvable ``$ref`` (no remote retrieval: an
   empty ``referencing.Registry`` is passed) and too-deep instances are accepted with a
