@@ -7,6 +7,7 @@ send the same requests.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,9 @@ import pytest
 
 from agentfsm.guards.schema import MAX_KEYWORD_STEPS, validate_arguments
 from agentfsm.testing import FakeUpstream
-from tests._proxy import action, proxy, upstream_backend
+from tests._proxy import action, base, fake, proxy, upstream_backend
+
+__all__ = ["base", "fake"]  # the fixtures, used by name
 
 PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
 
@@ -107,3 +110,80 @@ def test_a_call_against_a_fanned_out_schema_leaves_the_proxy_serving(
     assert answer.status_code == 200, answer.text
     assert '"fan"' in answer.text
     assert seconds and max(seconds) < 10
+
+
+# --- numbers a model writes that JSON cannot carry to the client ----------------------
+
+_HUGE = "123456789012345678901234567890"
+#: a model's call whose number is out of range, in each way a reply may write a call
+_OUT_OF_RANGE = {
+    "json-action-overflow": '```json action\n{"tool": "get_weather", "parameters": {"city": 1e999}}\n```',
+    "json-action-integer": '```json action\n{"tool": "get_weather", "parameters": {"city": ' + _HUGE + "}}\n```",
+    "command-overflow": '@tool get_weather {"city": -1e999}',
+    "pythonic-integer": f"[get_weather(city={_HUGE})]",
+    "json-protocol-integer": '{"thought": "t", "action": {"tool": "get_weather", "args": {"city": [' + _HUGE + "]}}}",
+}
+
+
+def _strict(text: str) -> Any:
+    """``text`` read as JSON the way a strict reader (JavaScript's JSON.parse) reads it."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _arguments(protocol: str, stream: bool, text: str) -> list[Any]:
+    """The arguments of every call an answer carries, each read strictly."""
+    if not stream:
+        data = _strict(text)
+        if protocol == "openai":
+            return [_strict(c["function"]["arguments"]) for c in data["choices"][0]["message"].get("tool_calls") or []]
+        if protocol == "anthropic":
+            return [block["input"] for block in data["content"] if block["type"] == "tool_use"]
+        return [_strict(item["arguments"]) for item in data["output"] if item["type"] == "function_call"]
+    events = [_strict(line[5:]) for line in text.splitlines() if line.startswith("data:") and line != "data: [DONE]"]
+    if protocol == "openai":
+        pieces: dict[int, str] = {}
+        for event in events:
+            for choice in event.get("choices", []):
+                for call in (choice.get("delta") or {}).get("tool_calls") or []:
+                    pieces[call["index"]] = pieces.get(call["index"], "") + call["function"].get("arguments", "")
+        return [_strict(pieces[i]) for i in sorted(pieces)]
+    if protocol == "anthropic":
+        parts: dict[int, str] = {}
+        for event in events:
+            if event["type"] == "content_block_delta" and event["delta"]["type"] == "input_json_delta":
+                parts[event["index"]] = parts.get(event["index"], "") + event["delta"]["partial_json"]
+        return [_strict(parts[i]) for i in sorted(parts)]
+    done = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    return [_strict(item["arguments"]) for item in done if item["type"] == "function_call"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("protocol", sorted(PATHS))
+@pytest.mark.parametrize("reply", list(_OUT_OF_RANGE))
+def test_a_call_with_a_number_json_cannot_carry_is_corrected(
+    fake: FakeUpstream, base: str, reply: str, protocol: str, stream: bool
+) -> None:
+    # defect: 1e999 reached OpenAI clients as arguments '{"city":Infinity}' (no JSON reader
+    # takes it) and Anthropic clients as {"city": null} (a value the model never wrote); a
+    # 30-digit integer made the proxy answer 500 (orjson refuses it)
+    fake.enqueue(_OUT_OF_RANGE[reply], action("get_weather", city="Paris"))
+    tools = [_tool(protocol, "get_weather", {"type": "object", "properties": {"city": {}}})]
+    answer = httpx.post(base + PATHS[protocol], json=_body(protocol, tools, stream=stream), timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert _arguments(protocol, stream, answer.text) == [{"city": "Paris"}]
+    correction = fake.chat_requests[-1].messages[-1]["content"]
+    assert "out of range" in correction
+
+
+def test_numbers_within_range_are_kept_as_written() -> None:
+    from agentfsm.core.messages import ToolSpec
+    from agentfsm.dialects.parse import parse_reply
+
+    spec = ToolSpec(name="f", parameters={"type": "object"})
+    edge = {"a": -(2**63), "b": 2**64 - 1, "c": 1.7976931348623157e308, "d": 1e-320}
+    reply = parse_reply('```json action\n{"tool": "f", "parameters": ' + json.dumps(edge) + "}\n```", [spec])
+    assert [c.arguments for c in reply.tool_calls] == [edge] and reply.problems == ()
