@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from agentfsm.guards.schema import MAX_KEYWORD_STEPS, validate_arguments
-from agentfsm.testing import FakeUpstream
+from agentfsm.testing import FakeUpstream, raw_body
 from tests._proxy import action, base, fake, proxy, upstream_backend
 
 __all__ = ["base", "fake"]  # the fixtures, used by name
@@ -187,3 +187,92 @@ def test_numbers_within_range_are_kept_as_written() -> None:
     edge = {"a": -(2**63), "b": 2**64 - 1, "c": 1.7976931348623157e308, "d": 1e-320}
     reply = parse_reply('```json action\n{"tool": "f", "parameters": ' + json.dumps(edge) + "}\n```", [spec])
     assert [c.arguments for c in reply.tool_calls] == [edge] and reply.problems == ()
+
+
+# --- an upstream body's values that JSON allows and a client cannot be sent -------------
+
+
+def _completion(content: str = '"fine"', usage: str = '{"prompt_tokens": 7, "completion_tokens": 3}') -> str:
+    return (
+        '{"id": "x", "object": "chat.completion", "model": "fake", "choices": [{"index": 0, "message": '
+        f'{{"role": "assistant", "content": {content}}}, "finish_reason": "stop"}}], "usage": {usage}}}'
+    )
+
+
+def _events(content: str, usage: str) -> str:
+    chunks = [
+        '{"choices": [{"index": 0, "delta": {"content": %s}, "finish_reason": null}]}' % content,
+        '{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}',
+        '{"choices": [], "usage": %s}' % usage,
+        "[DONE]",
+    ]
+    return "".join(f"data: {chunk}\r\n\r\n" for chunk in chunks)
+
+
+_UPSTREAM_USAGE = {
+    "nan": '{"prompt_tokens": NaN, "completion_tokens": 3}',
+    "string": '{"prompt_tokens": "7", "completion_tokens": 3}',
+    "list": '{"prompt_tokens": [7], "completion_tokens": 3}',
+    "overflow": '{"prompt_tokens": 1e999, "completion_tokens": 3}',
+    "past-64-bits": '{"prompt_tokens": 123456789012345678901234567890, "completion_tokens": 3}',
+    "negative": '{"prompt_tokens": -7, "completion_tokens": -3}',
+}
+
+
+def _usage_numbers(text: str) -> list[Any]:
+    """Every token count in the ``usage`` objects of an answer (whole or streamed)."""
+    found: list[Any] = []
+    stack: list[Any] = [_strict(text)] if text.lstrip().startswith("{") else [
+        _strict(line[5:]) for line in text.splitlines() if line.startswith("data:") and line != "data: [DONE]"
+    ]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            usage = item.get("usage")
+            if isinstance(usage, dict):
+                found += [v for k, v in usage.items() if k.endswith("tokens")]
+            stack += list(item.values())
+        elif isinstance(item, list):
+            stack += item
+    return found
+
+
+#: (the client streams, the upstream's body): a streamed request is answered either way
+_SHAPES = pytest.mark.parametrize(
+    ("stream", "shape"), [(False, "whole"), (True, "whole"), (True, "events")], ids=["whole", "stream-json", "stream-sse"]
+)
+
+
+@_SHAPES
+@pytest.mark.parametrize("protocol", sorted(PATHS))
+@pytest.mark.parametrize("usage", list(_UPSTREAM_USAGE))
+def test_an_upstream_usage_that_is_no_count_is_estimated(
+    fake: FakeUpstream, base: str, usage: str, protocol: str, stream: bool, shape: str
+) -> None:
+    # defect: NaN, "7", [7] or 1e999 made a 500; 30 digits a 500 too; -7 reached the client
+    if shape == "whole":
+        fake.enqueue(raw_body(_completion(usage=_UPSTREAM_USAGE[usage])))
+    else:
+        fake.enqueue(raw_body(_events('"fine"', _UPSTREAM_USAGE[usage]), "text/event-stream"))
+    extra = {"stream_options": {"include_usage": True}} if protocol == "openai" and stream else {}
+    answer = httpx.post(base + PATHS[protocol], json=_body(protocol, [], stream=stream, **extra), timeout=30)
+    assert answer.status_code == 200, answer.text
+    counts = _usage_numbers(answer.text)
+    assert counts and all(isinstance(n, int) and 0 <= n < 2**53 for n in counts), counts
+    assert "fine" in answer.text
+
+
+@_SHAPES
+@pytest.mark.parametrize("protocol", sorted(PATHS))
+def test_a_lone_surrogate_from_the_upstream_reaches_the_client_as_a_replacement(
+    fake: FakeUpstream, base: str, shape: str, protocol: str, stream: bool
+) -> None:
+    # defect: a whole answer was a 500, a streamed one broke off mid-body (no error event)
+    content = '"caf\\ud800e"'
+    usage = '{"prompt_tokens": 7, "completion_tokens": 3}'
+    body = _completion(content) if shape == "whole" else _events(content, usage)
+    fake.enqueue(raw_body(body, "application/json" if shape == "whole" else "text/event-stream"))
+    answer = httpx.post(base + PATHS[protocol], json=_body(protocol, [], stream=stream), timeout=30)
+    assert answer.status_code == 200, answer.text
+    answer.read().decode("utf-8")  # strict UTF-8 throughout
+    assert "caf\ufffde" in (answer.text if stream else json.dumps(answer.json(), ensure_ascii=False))
