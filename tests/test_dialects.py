@@ -301,7 +301,7 @@ _XML_TEXT = st.text(
     tool=_NAMES,
     args=st.dictionaries(
         st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True),
-        st.one_of(_XML_TEXT, st.integers(-(10**9), 10**9), st.booleans(), st.lists(st.integers(), max_size=3)),
+        st.one_of(_XML_TEXT, st.integers(-(10**9), 10**9), st.booleans(), st.lists(st.integers(-(2**63), 2**64 - 1), max_size=3)),
         max_size=4,
     ),
     wrapped=st.just(True),

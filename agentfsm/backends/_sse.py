@@ -32,13 +32,55 @@ def _excerpt(text: str, redact: Redact, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+#: the largest token count read from an upstream's usage (what every JSON reader holds exactly)
+MAX_COUNT = 2**53
+
+
+def _count(value: Any) -> int:
+    """A token count as reported, or 0 (not reported) for anything but a whole number in
+    0..MAX_COUNT: a usage of ``NaN``, ``"12"``, ``[1]`` or ``1e999`` is no count at all."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+        return value
+    return 0
+
+
 def _usage(data: Any) -> Usage:
     if not isinstance(data, dict):
         return Usage()
-    return Usage(
-        prompt_tokens=int(data.get("prompt_tokens") or 0),
-        completion_tokens=int(data.get("completion_tokens") or 0),
-    )
+    return Usage(prompt_tokens=_count(data.get("prompt_tokens")), completion_tokens=_count(data.get("completion_tokens")))
+
+
+def _replaced(text: str) -> str:
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _loads(text: str) -> Any:
+    """JSON ``text`` as a value: orjson's reading, else Python's (``NaN``; a lone surrogate's
+    escape, ``"\\ud800"``, which leaves as U+FFFD: no client could be sent it, as no
+    UTF-8 holds it); ValueError or RecursionError when it is not JSON."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        value = json.loads(text)
+    if "\\u" not in text:
+        return value
+    root = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        holder, key = stack.pop()
+        item = holder[key]
+        if isinstance(item, str):
+            holder[key] = _replaced(item)
+        elif isinstance(item, list):
+            stack.extend((item, i) for i in range(len(item)))
+        elif isinstance(item, dict):
+            fixed = {_replaced(k): v for k, v in item.items()}
+            item.clear()
+            item.update(fixed)
+            stack.extend((item, k) for k in item)
+    return root[0]
 
 
 def _upstream_error(data: dict[str, Any], redact: Redact) -> BackendProtocolError:
@@ -52,12 +94,9 @@ def parse_chat_completion(body: bytes, redact: Redact = _same) -> Completion:
     (whose message quotes the body through ``redact``)."""
     text = body.decode("utf-8", errors="replace")
     try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        try:  # what orjson refuses and Python reads (NaN, a lone surrogate's escape)
-            data = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise BackendProtocolError(f"upstream body is not JSON: {_excerpt(text, redact)!r}") from exc
+        data = _loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise BackendProtocolError(f"upstream body is not JSON: {_excerpt(text, redact)!r}") from exc
     if not isinstance(data, dict):
         raise BackendProtocolError(f"upstream body is not a JSON object: {_excerpt(text, redact)!r}")
     if "error" in data and not data.get("choices"):
@@ -162,7 +201,7 @@ class ChatStreamState:
             self.done = True
             return ""
         try:
-            chunk = json.loads(data)
+            chunk = _loads(data)
         except (ValueError, RecursionError) as exc:
             raise BackendProtocolError(
                 f"upstream stream event is not JSON: {_excerpt(data, self._redact)!r}"

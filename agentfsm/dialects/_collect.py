@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from agentfsm.core.messages import ToolCall
 from agentfsm.core.parsed import ParsedReply, Problem
 from agentfsm.dialects._decode import Block, Context, Outcome, problem
-from agentfsm.dialects._json import MAX_REPAIR_CHARS, MISSING, RepairBudget
+from agentfsm.dialects._json import MAX_REPAIR_CHARS, MISSING, RepairBudget, out_of_range
 from agentfsm.dialects._registry import FORMAT_OF_BLOCK
 from agentfsm.dialects.xml_function import STRAY_CLOSER
 
@@ -119,6 +119,16 @@ class Collected:
             self.texts.append(out.text)
             if self.stream:
                 self.events.append((TEXT, out.text))
+        for name, args in out.calls:
+            number = out_of_range(args)
+            if number is not None:  # as JSON it would be another value (null) or no JSON at all
+                message = (
+                    f"{number} in the arguments of {name} is out of range: write finite "
+                    "numbers, and integers within 64 bits; no action of this block was run"
+                )
+                out.problems.append(problem("invalid_json", message, block.start, fmt.sources[block.kind]))
+                out.calls = []
+                break
         if self.broken and out.calls and data is None:
             message = "an action after one that could not be read; it was not run"
             out.problems.append(problem("invalid_json", message, block.start, fmt.sources[block.kind]))

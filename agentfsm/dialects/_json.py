@@ -26,6 +26,7 @@ from agentfsm.dialects._shape import (
     normalize_smart_quotes,
     structure,
 )
+from agentfsm.core.client_json import INT64_MIN, UINT64_MAX
 from agentfsm.core.parsed import ProblemCode
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "JSON_WS",
     "Read",
     "RepairBudget",
+    "out_of_range",
     "read_json",
 ]
 
@@ -200,7 +202,7 @@ def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
         value = MISSING
     if saved and isinstance(value, (dict, list)):
         value = _walk_strings(value, lambda s: _restore(s, saved))
-    if not isinstance(value, (dict, list)) or not _finite(value):
+    if not isinstance(value, (dict, list)) or out_of_range(value) is not None:
         return Read(code="invalid_json", message=f"invalid JSON: {where}", position=exc.pos)
     if not _lossless(before, value):
         return Read(
@@ -318,17 +320,24 @@ def _walk_strings(value: Any, fix: Any) -> Any:
     return root[0]
 
 
-def _finite(value: Any) -> bool:
+def out_of_range(value: Any) -> str | None:
+    """The first number of ``value`` that a JSON reader cannot take as it is written, named
+    ("the integer 123..."): a float that overflowed (``1e999`` reads as infinity, which JSON cannot write) or
+    an integer outside the 64-bit range (the proxy's own limit on numbers, and what an
+    upstream reads); ``None`` when there is none. Iterative."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, float) and not math.isfinite(item):
-            return False
+            return "a number that overflows to infinity"
+        if isinstance(item, int) and not isinstance(item, bool) and not INT64_MIN <= item <= UINT64_MAX:
+            text = str(item)
+            return f"the integer {text if len(text) <= 24 else f'{text[:13]}... ({len(text)} characters)'}"
         if isinstance(item, list):
             stack.extend(item)
         elif isinstance(item, dict):
             stack.extend(item.values())
-    return True
+    return None
 
 
 def _has_lone_surrogate(text: str) -> bool:

@@ -23,6 +23,10 @@ safe by construction, and runs in time linear in the arguments' size:
   all as written, and the grammar writes the listed ones, so every call was refused
   until the budget ran out. The listed values are taken as the client's intent;
   anything else still fails ``enum``.
+- every keyword evaluation, and every error one yields, counts against
+  :data:`MAX_KEYWORD_STEPS`: a small schema whose ``$ref`` / ``allOf`` / ``anyOf``
+  branches name the next level twice is exponential in its nesting, and past the bound
+  the call is accepted with a note.
 - schemas over :data:`MAX_SCHEMA_CHARS`, arguments over :data:`MAX_ARGUMENT_CHARS`,
   invalid schemas (``SchemaError``), unresolvable ``$ref`` (no remote retrieval: an
   empty ``referencing.Registry`` is passed) and too-deep instances are accepted with a
@@ -35,7 +39,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
@@ -49,7 +52,11 @@ from referencing import Registry
 from agentfsm.core._memo import JSON_OBJECT_FACTOR, ByIdentity
 from agentfsm.core._types import JSONObject
 from agentfsm.core.parsed import ParsedReply
-from agentfsm.guards import _linear_regex
+from agentfsm.guards._budget import BUDGET as _BUDGET
+from agentfsm.guards._budget import MAX_KEYWORD_STEPS, MAX_PATTERN_WORK, counted
+from agentfsm.guards._budget import Budget as _Budget
+from agentfsm.guards._budget import Undecided as _Undecided
+from agentfsm.guards._budget import trim as _trim
 from agentfsm.guards._keywords import canonical, linear
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Verdict
 from agentfsm.core.messages import ToolSpec
@@ -59,6 +66,7 @@ __all__ = [
     "GUARD",
     "MAX_ARGUMENT_CHARS",
     "MAX_KEYS",
+    "MAX_KEYWORD_STEPS",
     "MAX_PATTERN_WORK",
     "MAX_SCHEMA_CHARS",
     "Mismatch",
@@ -74,8 +82,6 @@ MAX_SCHEMA_CHARS = 64_000
 MAX_ARGUMENT_CHARS = 256_000
 #: distinct object keys in the arguments beyond which ``patternProperties`` is not decided
 MAX_KEYS = 1_000
-#: total linear-matcher work (positions x instructions) one validation may spend on regexes
-MAX_PATTERN_WORK = 2_000_000
 #: length of the schema excerpt quoted in a correction
 EXCERPT_CHARS = 300
 _MESSAGE_CHARS = 300
@@ -99,10 +105,6 @@ class SchemaCheck(BaseModel):
     note: str = ""
 
 
-class _Undecided(Exception):
-    """A safety bound or an unsupported construct: validation is skipped."""
-
-
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
@@ -120,10 +122,6 @@ def _size(arguments: Any) -> int:
         return len(orjson.dumps(arguments, default=str))
     except TypeError:
         return len(json.dumps(arguments, ensure_ascii=False, default=str, separators=(",", ":")).encode())
-
-
-def _trim(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _json_path(parts: Sequence[Any]) -> str:
@@ -174,25 +172,6 @@ def _collect_keys(value: Any, keys: set[str]) -> None:
     elif isinstance(value, list):
         for item in value:
             _collect_keys(item, keys)
-
-
-class _Budget:
-    """Linear-matcher work left for one validation."""
-
-    def __init__(self) -> None:
-        self.left = MAX_PATTERN_WORK
-        self.notes: list[str] = []
-
-    def search(self, pattern: str, text: str) -> bool | None:
-        cost = _linear_regex.work(pattern, text)
-        if cost is None:
-            self.notes.append(f"pattern {_trim(pattern, 60)!r} not checked (unsupported)")
-            return None
-        if cost > self.left:
-            self.notes.append(f"pattern {_trim(pattern, 60)!r} not checked (size bound)")
-            return None
-        self.left -= cost
-        return _linear_regex.search(pattern, text, max_work=cost)
 
 
 def _rewrite_pattern_properties(
@@ -248,10 +227,6 @@ def _excerpt(error: ValidationError, originals: Mapping[str, str]) -> str:
     return _trim(_dumps(schema), EXCERPT_CHARS)
 
 
-#: the pattern budget of the validation in progress (the extended class is built once)
-_BUDGET: ContextVar[_Budget] = ContextVar("agentfsm_schema_budget")
-
-
 def _pattern(validator: Any, patrn: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
     if not isinstance(patrn, str) or not validator.is_type(instance, "string"):
         return
@@ -286,12 +261,13 @@ def _type_unless_listed(original: Any) -> Any:
 @lru_cache(maxsize=16)
 def _safe_class(base: type[Validator]) -> type[Validator]:
     """``base`` with the bounded-time ``pattern`` keyword, linear ``uniqueItems``,
-    ``unevaluatedItems``, ``unevaluatedProperties``, and ``type`` passing a listed value
-    (building a class costs ~3 ms)."""
+    ``unevaluatedItems``, ``unevaluatedProperties``, ``type`` passing a listed value, and
+    every keyword counted (:data:`MAX_KEYWORD_STEPS`) (building a class costs ~3 ms)."""
     keywords = {"pattern": _pattern, **linear(base.VALIDATORS)}
     if "type" in base.VALIDATORS:
         keywords["type"] = _type_unless_listed(base.VALIDATORS["type"])
-    return _extend(base, keywords)
+    every = {name: counted(keywords.get(name, original)) for name, original in base.VALIDATORS.items()}
+    return _extend(base, every)
 
 
 @lru_cache(maxsize=256)
