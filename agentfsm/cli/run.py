@@ -94,7 +94,8 @@ def run(
     """Run the agent loop on PROMPT and print each step and the final answer.
 
     Exit code 0 with an answer; 2 when the run fails (a spent retry budget, an upstream
-    error) or the options are wrong, with one line saying why.
+    error) or the options are wrong, with one line saying why; 130 when Ctrl-C interrupts
+    it (its transcript then ends with run_end status cancelled).
     """
     from rich.console import Console
 
@@ -110,6 +111,12 @@ def run(
             print(json.dumps({"ok": False, "error": type(exc).__name__, "message": str(exc), "transcript": transcript}))
             raise SystemExit(2) from None
         raise
+    except KeyboardInterrupt:  # the run was cancelled, and recorded so (run_end status cancelled)
+        if as_json:
+            print(json.dumps({"ok": False, "error": "KeyboardInterrupt", "message": "interrupted", "transcript": transcript}))
+        else:
+            print("agentfsm: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
     if as_json:
         print(
             json.dumps(
@@ -146,7 +153,10 @@ def chat(
     transcript: TranscriptOpt = None,
     config: RunConfig = DEFAULTS,
 ) -> None:
-    """Chat interactively; history (calls and results included) is kept across turns."""
+    """Chat interactively; history (calls and results included) is kept across turns.
+
+    Ctrl-C during a turn cancels that turn (its run is recorded as cancelled) and drops
+    its message; an empty line, Ctrl-D or Ctrl-C at the prompt ends the chat."""
     from rich.console import Console
 
     from agentfsm.cli._show import Printer
@@ -156,7 +166,7 @@ def chat(
     agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, Printer(console),
                    mcp_timeout=mcp_timeout)
     history: list[Message] = []
-    console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit[/]")
+    console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit; Ctrl-C cancels a turn[/]")
     while True:
         try:
             line = input("you> ") if sys.stdin.isatty() else sys.stdin.readline()
@@ -169,6 +179,10 @@ def chat(
             result = agent.run(list(history))
         except AgentFSMError as exc:
             console.print(f"[red]error:[/] {exc}")
+            history.pop()
+            continue
+        except KeyboardInterrupt:  # that turn only: the conversation before it is kept
+            console.print("[yellow]interrupted:[/] the turn was cancelled and its message dropped")
             history.pop()
             continue
         history = list(result.messages)

@@ -1,0 +1,164 @@
+"""``agentfsm run``, ``chat`` and ``tools`` used as a demanding user would, with real parts: the
+CLI as a subprocess, a scripted upstream on 127.0.0.1, real signals, real files."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agentfsm.backends.openai_compat import OpenAICompatBackend
+from agentfsm.replays.compare import replay
+from agentfsm.report.build import page_data
+from agentfsm.report.inputs import gather
+from agentfsm.runtime.agent import Agent
+from agentfsm.runtime.transcript import read_transcript
+from agentfsm.testing import FakeUpstream
+from agentfsm.testing.example_tools import CALCULATOR
+from agentfsm.testing.fake_script import latency
+
+ACTION = '```json action\n{"tool": "calculate", "args": {"expression": "6*7"}}\n```'
+UPSTREAM = ("--backend", "openai", "--enforcement", "prompt")
+
+
+def _types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def _wait_for(fake: FakeUpstream, requests: int) -> None:
+    """Until the upstream holds ``requests`` chat requests (the last one now in its latency)."""
+    deadline = time.monotonic() + 60
+    while len(fake.chat_requests) < requests:
+        assert time.monotonic() < deadline, "the CLI never asked the upstream"
+        time.sleep(0.05)
+    time.sleep(0.3)
+
+
+def _agentfsm(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "agentfsm", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+# -- a cancelled run ends its transcript ---------------------------------------------------
+
+
+def test_a_cancelled_agent_run_ends_its_transcript_as_cancelled(tmp_path: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+
+    async def cancel_mid_call(fake: FakeUpstream) -> None:
+        backend = OpenAICompatBackend(fake.base_url, model="m")
+        agent = Agent(backend, CALCULATOR, transcript=transcript, enforcement="prompt")
+        task = asyncio.create_task(agent.arun("What is 6*7?"))
+        while len(fake.chat_requests) < 2:  # the second model call, after a tool ran
+            await asyncio.sleep(0.05)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        else:
+            raise AssertionError("the cancelled run finished")
+        finally:
+            await backend.aclose()
+
+    with FakeUpstream([ACTION, latency(30, "42.")]) as fake:
+        asyncio.run(cancel_mid_call(fake))
+    events = read_transcript(transcript)
+    assert _types(events)[-3:] == ["transition", "model_request", "run_end"]
+    assert "error" not in _types(events)  # a cancellation is not an error of the run
+    assert events[-1]["status"] == "cancelled" and events[-1]["steps"] == 2
+
+    # replay reads it as cut off where it was cancelled: compared as far as it goes
+    report = replay(transcript)
+    assert report.identical and report.compared > 0
+    assert any("cancelled" in note for note in report.notes)
+    # and the report shows a run that did not complete, because it was cancelled
+    data, _svg, stats = page_data(gather([transcript]))
+    (run,) = data["runs"]
+    assert (run["outcome"], run["reason"]) == ("incomplete", "cancelled") and stats.failed == 0
+
+
+def test_ctrl_c_ends_the_run_and_its_transcript(tmp_path: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+    with FakeUpstream([ACTION, latency(30, "42.")]) as fake:
+        proc = _agentfsm("run", "What is 6*7?", "--tools", "agentfsm.testing.example_tools:CALCULATOR", *UPSTREAM,
+                         "--base-url", fake.base_url, "--transcript", str(transcript))
+        _wait_for(fake, 2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "agentfsm: interrupted" and "Traceback" not in err
+    assert "calculate" in out  # the steps before it were shown
+    events = read_transcript(transcript)
+    assert events[-1]["type"] == "run_end" and events[-1]["status"] == "cancelled"
+    done = subprocess.run([sys.executable, "-m", "agentfsm", "replay", str(transcript)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("identical") and "cancelled" in done.stdout
+
+
+def test_ctrl_c_under_json_prints_one_result(tmp_path: Path) -> None:
+    with FakeUpstream([latency(30, "42.")]) as fake:
+        proc = _agentfsm("run", "hi", *UPSTREAM, "--base-url", fake.base_url, "--json",
+                         "--transcript", str(tmp_path / "t.jsonl"))
+        _wait_for(fake, 1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert json.loads(out) == {"ok": False, "error": "KeyboardInterrupt", "message": "interrupted",
+                               "transcript": str(tmp_path / "t.jsonl")}
+
+
+def test_ctrl_c_in_chat_cancels_the_turn_and_keeps_the_conversation(tmp_path: Path) -> None:
+    transcript = tmp_path / "chat.jsonl"
+    with FakeUpstream(["first answer", latency(30, "never seen"), "third answer"]) as fake:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentfsm", "chat", *UPSTREAM, "--base-url", fake.base_url,
+             "--transcript", str(transcript)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        assert proc.stdin is not None
+        proc.stdin.write("hello\n")
+        proc.stdin.flush()
+        _wait_for(fake, 1)
+        proc.stdin.write("second\n")
+        proc.stdin.flush()
+        _wait_for(fake, 2)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        out, err = proc.communicate("third\n\n", timeout=60)
+        third = fake.chat_requests[2].messages
+    assert proc.returncode == 0, err
+    assert "interrupted" in out and "third answer" in out and "2 assistant message(s)" in out
+    # the third turn carries the first turn, not the cancelled one
+    assert [m["content"] for m in third if m["role"] != "system"] == ["hello", "first answer", "third"]
+    ends = [e["status"] for e in read_transcript(transcript) if e["type"] == "run_end"]
+    assert ends == ["final", "cancelled", "final"]
+    assert replay(transcript).identical
+
+
+def test_run_without_transcript_still_cancels_cleanly() -> None:
+    """No transcript, no hook: nothing recorded, and the cancellation still propagates."""
+
+    async def go(fake: FakeUpstream) -> None:
+        backend = OpenAICompatBackend(fake.base_url, model="m")
+        try:
+            task = asyncio.create_task(Agent(backend, enforcement="prompt").arun("hi"))
+            while not fake.chat_requests:
+                await asyncio.sleep(0.05)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                return
+            raise AssertionError("the cancelled run finished")
+        finally:
+            await backend.aclose()
+
+    with FakeUpstream([latency(30, "x")]) as fake:
+        asyncio.run(go(fake))
