@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -162,3 +163,63 @@ def test_run_without_transcript_still_cancels_cleanly() -> None:
 
     with FakeUpstream([latency(30, "x")]) as fake:
         asyncio.run(go(fake))
+
+
+# -- what the CLI prints is what was said ----------------------------------------------------
+
+BRACKETS = '''
+def lookup(key: str) -> str:
+    """Look KEY up in [/etc/hosts] (a [bold] word is no style)."""
+    return "see [/etc/hosts] and [bold]x[/bold]"
+
+
+def boom(key: str) -> str:
+    """Fail."""
+    raise RuntimeError("no entry [/" + key + "]")
+
+
+TOOLS = [lookup, boom]
+'''
+
+
+def _with_module(tmp_path: Path, source: str) -> dict[str, str]:
+    (tmp_path / "bracket_tools.py").write_text(source)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_brackets_in_results_and_answers_are_printed_as_written(tmp_path: Path) -> None:
+    """Rich markup read tool results and answers as styles: ``[/etc/hosts]`` crashed the run
+    with a MarkupError traceback, and a result's ``[ok]`` status vanished."""
+    answer = "Hosts live in [/etc/hosts]; " + " ".join(f"word{i}" for i in range(40))
+    calls = [f'```json action\n{{"tool": "{name}", "args": {{"key": "k"}}}}\n```' for name in ("lookup", "boom")]
+    with FakeUpstream([*calls, answer]) as fake:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "run", "look k up", "--tools", "bracket_tools:TOOLS", "--no-parallel",
+             *UPSTREAM, "--base-url", fake.base_url],
+            capture_output=True, text=True, timeout=120, env=_with_module(tmp_path, BRACKETS),
+        )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "result [ok] see [/etc/hosts] and [bold]x[/bold]" in lines
+    assert "result [error] RuntimeError: no entry [/k]" in lines
+    # piped, the answer is one line, whole: not cut into 80-column lines
+    assert f"answer: {answer}" in lines
+
+
+def test_tools_prints_the_contract_verbatim_when_piped(tmp_path: Path) -> None:
+    from agentfsm.core.config import DEFAULTS
+    from agentfsm.prompt.contract import render_contract
+    from agentfsm.runtime.tools import ToolRegistry, load_tools
+
+    env = _with_module(tmp_path, BRACKETS)
+    proc = subprocess.run([sys.executable, "-m", "agentfsm", "tools", "bracket_tools:TOOLS"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "lookup: Look KEY up in [/etc/hosts] (a [bold] word is no style)." in proc.stdout.splitlines()
+    specs = ToolRegistry(load_tools("agentfsm.testing.example_tools:TOOLS")).specs
+    contract = render_contract(specs, dialect=DEFAULTS.dialect, tool_choice=DEFAULTS.tool_choice)
+    assert max(len(line) for line in contract.splitlines()) > 80  # the case that was cut
+    proc = subprocess.run([sys.executable, "-m", "agentfsm", "tools", "agentfsm.testing.example_tools:TOOLS"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert contract in proc.stdout

@@ -98,10 +98,12 @@ def run(
     it (its transcript then ends with run_end status cancelled).
     """
     from rich.console import Console
+    from rich.text import Text
 
     from agentfsm.cli._show import Printer
 
-    console = Console(stderr=as_json, highlight=False)
+    # soft_wrap: an answer piped to a file is the answer, not cut into 80-column lines
+    console = Console(stderr=as_json, highlight=False, soft_wrap=True)
     printer = None if as_json else Printer(console)
     agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, printer, mcp_timeout=mcp_timeout)
     try:
@@ -135,10 +137,10 @@ def run(
         )
         return
     console.print()
-    console.print("[bold]path:[/] " + " → ".join(result.path))
-    console.print(f"[bold]answer:[/] {result.content}")
+    console.print(Text.assemble(("path:", "bold"), " " + " → ".join(result.path)))
+    console.print(Text.assemble(("answer:", "bold"), f" {result.content}"))
     if result.transcript:
-        console.print(f"[dim]transcript written to {result.transcript}[/]")
+        console.print(Text(f"transcript written to {result.transcript}", "dim"))
 
 
 @config_options()
@@ -158,11 +160,12 @@ def chat(
     Ctrl-C during a turn cancels that turn (its run is recorded as cancelled) and drops
     its message; an empty line, Ctrl-D or Ctrl-C at the prompt ends the chat."""
     from rich.console import Console
+    from rich.text import Text
 
     from agentfsm.cli._show import Printer
     from agentfsm.core.messages import AssistantMessage, Message, UserMessage
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, Printer(console),
                    mcp_timeout=mcp_timeout)
     history: list[Message] = []
@@ -178,7 +181,7 @@ def chat(
         try:
             result = agent.run(list(history))
         except AgentFSMError as exc:
-            console.print(f"[red]error:[/] {exc}")
+            console.print(Text.assemble(("error:", "red"), f" {exc}"))
             history.pop()
             continue
         except KeyboardInterrupt:  # that turn only: the conversation before it is kept
@@ -186,7 +189,7 @@ def chat(
             history.pop()
             continue
         history = list(result.messages)
-        console.print(f"[bold]assistant>[/] {result.content}")
+        console.print(Text.assemble(("assistant>", "bold"), f" {result.content}"))
     n = sum(1 for m in history if isinstance(m, AssistantMessage))
     console.print(f"[dim]{n} assistant message(s) in this session[/]")
 
@@ -198,15 +201,16 @@ def tools_cmd(
 ) -> None:
     """List the tools and print the contract that would be sent to the model."""
     from rich.console import Console
+    from rich.text import Text
 
     from agentfsm.prompt.contract import render_contract
 
     registry = _registry(ref)
     if not len(registry):
         raise UsageError("no tools found")
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)  # the contract verbatim, piped or not
     for spec in registry.specs:
-        console.print(f"[bold]{spec.name}[/]: {spec.description}")
+        console.print(Text.assemble((spec.name, "bold"), f": {spec.description}"))
         console.print(json.dumps(spec.parameters, indent=2), markup=False)
     console.rule("contract")
     console.print(render_contract(registry.specs, dialect=config.dialect, tool_choice=config.tool_choice), markup=False)
