@@ -183,7 +183,7 @@ TOOLS = [lookup, boom]
 
 
 def _with_module(tmp_path: Path, source: str) -> dict[str, str]:
-    (tmp_path / "bracket_tools.py").write_text(source)
+    (tmp_path / "audit_tools.py").write_text(source)
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
 
 
@@ -194,7 +194,7 @@ def test_brackets_in_results_and_answers_are_printed_as_written(tmp_path: Path) 
     calls = [f'```json action\n{{"tool": "{name}", "args": {{"key": "k"}}}}\n```' for name in ("lookup", "boom")]
     with FakeUpstream([*calls, answer]) as fake:
         proc = subprocess.run(
-            [sys.executable, "-m", "agentfsm", "run", "look k up", "--tools", "bracket_tools:TOOLS", "--no-parallel",
+            [sys.executable, "-m", "agentfsm", "run", "look k up", "--tools", "audit_tools:TOOLS", "--no-parallel",
              *UPSTREAM, "--base-url", fake.base_url],
             capture_output=True, text=True, timeout=120, env=_with_module(tmp_path, BRACKETS),
         )
@@ -212,7 +212,7 @@ def test_tools_prints_the_contract_verbatim_when_piped(tmp_path: Path) -> None:
     from agentfsm.runtime.tools import ToolRegistry, load_tools
 
     env = _with_module(tmp_path, BRACKETS)
-    proc = subprocess.run([sys.executable, "-m", "agentfsm", "tools", "bracket_tools:TOOLS"],
+    proc = subprocess.run([sys.executable, "-m", "agentfsm", "tools", "audit_tools:TOOLS"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "lookup: Look KEY up in [/etc/hosts] (a [bold] word is no style)." in proc.stdout.splitlines()
@@ -223,3 +223,40 @@ def test_tools_prints_the_contract_verbatim_when_piped(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert contract in proc.stdout
+
+
+SLEEPY = '''
+import time
+
+
+def nap(seconds: float) -> str:
+    """Sleep SECONDS seconds."""
+    time.sleep(seconds)
+    return "rested"
+
+
+TOOLS = [nap]
+'''
+
+
+def test_ctrl_c_during_a_sync_tool_ends_the_program_now(tmp_path: Path) -> None:
+    """A sync tool ran in the loop's executor, which asyncio.run and the interpreter wait
+    for: Ctrl-C (twice, even) returned only when the tool did."""
+    transcript = tmp_path / "t.jsonl"
+    call = '```json action\n{"tool": "nap", "args": {"seconds": 60}}\n```'
+    with FakeUpstream([call, "rested."]) as fake:
+        proc = _agentfsm("run", "nap", "--tools", "audit_tools:TOOLS", *UPSTREAM, "--base-url", fake.base_url,
+                         "--transcript", str(transcript), env=_with_module(tmp_path, SLEEPY))
+        _wait_for(fake, 1)
+        deadline = time.monotonic() + 30
+        while "tool_call" not in transcript.read_text():  # the tool is running
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)
+        began = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - began < 10, "Ctrl-C waited for the tool"
+    assert proc.returncode == 130 and "agentfsm: interrupted" in err
+    events = read_transcript(transcript)
+    assert _types(events)[-2:] == ["transition", "run_end"] and events[-1]["status"] == "cancelled"

@@ -32,6 +32,7 @@ from pydantic_core import to_jsonable_python
 
 from agentfsm.core.errors import ToolExecutionError, ToolSpecError, UsageError
 from agentfsm.core.messages import ToolCall, ToolResult, ToolSpec, tool_type_hints
+from agentfsm.runtime._tool_thread import in_daemon_thread
 
 __all__ = [
     "IDEMPOTENCY_KEY_PARAM",
@@ -201,7 +202,7 @@ def callable_executor(fn: Callable[..., Any]) -> Executor:
             leading, args = _split_positional(positional, args)
         if inspect.iscoroutinefunction(fn):
             return await fn(*leading, **args)
-        value = await asyncio.to_thread(fn, *leading, **args)
+        value = await in_daemon_thread(fn, *leading, **args)  # Ctrl-C does not wait for it
         if inspect.isawaitable(value):
             return await value
         return value
