@@ -260,3 +260,15 @@ def test_ctrl_c_during_a_sync_tool_ends_the_program_now(tmp_path: Path) -> None:
     assert proc.returncode == 130 and "agentfsm: interrupted" in err
     events = read_transcript(transcript)
     assert _types(events)[-2:] == ["transition", "run_end"] and events[-1]["status"] == "cancelled"
+
+
+def test_a_tools_file_path_gets_the_module_to_name(tmp_path: Path) -> None:
+    """A file path was read as a module name: './x.py:TOOLS' failed with importlib's
+    "the 'package' argument is required to perform a relative import"."""
+    env = _with_module(tmp_path, SLEEPY)
+    for ref in ("./audit_tools.py:TOOLS", "audit_tools.py:TOOLS", f"{tmp_path}/audit_tools.py:TOOLS"):
+        proc = subprocess.run([sys.executable, "-m", "agentfsm", "tools", ref], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path, env=env)
+        assert proc.returncode == 2, proc.stdout
+        (line,) = proc.stderr.strip().splitlines()
+        assert "names a file" in line and "'audit_tools:TOOLS'" in line

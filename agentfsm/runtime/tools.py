@@ -18,6 +18,7 @@ import asyncio
 import importlib
 import inspect
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -350,6 +351,11 @@ def load_tools(ref: str) -> list[Any]:
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
         raise UsageError(f"tools reference must look like 'package.module:ATTR', got {ref!r}")
+    path = Path(module_name)
+    if "/" in module_name or os.sep in module_name or (path.suffix == ".py" and path.is_file()):
+        # importlib would say "relative import needs 'package'" or "'x' is not a package"
+        raise UsageError(f"tools reference {ref!r} names a file; name its module instead: "
+                         f"'{path.stem}:{attr}', with {str(path.parent)!r} on the import path (PYTHONPATH)")
     module = import_tools_module(module_name)
     try:
         value = getattr(module, attr)
