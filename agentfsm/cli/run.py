@@ -93,9 +93,10 @@ def run(
 ) -> None:
     """Run the agent loop on PROMPT and print each step and the final answer.
 
-    Exit code 0 with an answer; 2 when the run fails (a spent retry budget, an upstream
-    error) or the options are wrong, with one line saying why; 130 when Ctrl-C interrupts
-    it (its transcript then ends with run_end status cancelled).
+    Exit code 0 with an answer; 2 when the run fails (a spent retry budget,
+    an upstream error) or the options are wrong, with one line saying why;
+    130 when Ctrl-C interrupts it (its transcript then ends with run_end
+    status cancelled).
     """
     from rich.console import Console
     from rich.text import Text
@@ -157,8 +158,9 @@ def chat(
 ) -> None:
     """Chat interactively; history (calls and results included) is kept across turns.
 
-    Ctrl-C during a turn cancels that turn (its run is recorded as cancelled) and drops
-    its message; an empty line, Ctrl-D or Ctrl-C at the prompt ends the chat."""
+    Ctrl-C during a turn cancels that turn (its run is recorded as cancelled)
+    and drops its message; an empty line, Ctrl-D or Ctrl-C at the prompt ends
+    the chat."""
     from rich.console import Console
     from rich.text import Text
 
