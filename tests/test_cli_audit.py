@@ -272,3 +272,17 @@ def test_a_tools_file_path_gets_the_module_to_name(tmp_path: Path) -> None:
         assert proc.returncode == 2, proc.stdout
         (line,) = proc.stderr.strip().splitlines()
         assert "names a file" in line and "'audit_tools:TOOLS'" in line
+
+
+def test_chat_refuses_a_transcript_it_cannot_write_before_the_first_turn(tmp_path: Path) -> None:
+    """chat went on with every turn failing 'cannot write transcript ...', and exited 0."""
+    with FakeUpstream(["never asked"]) as fake:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "chat", *UPSTREAM, "--base-url", fake.base_url,
+             "--transcript", str(tmp_path)],
+            input="hello\n", capture_output=True, text=True, timeout=120,
+        )
+        asked = len(fake.chat_requests)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr.strip() == f"agentfsm: error: cannot write transcript {tmp_path}: is a directory"
+    assert asked == 0 and "assistant" not in proc.stdout

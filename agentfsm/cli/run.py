@@ -170,6 +170,10 @@ def chat(
     console = Console(highlight=False, soft_wrap=True)
     agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, Printer(console),
                    mcp_timeout=mcp_timeout)
+    if transcript is not None:  # a path no turn could write is refused now (exit 2), not at every turn
+        from agentfsm.runtime.transcript import TranscriptWriter
+
+        TranscriptWriter(transcript).close()
     history: list[Message] = []
     console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit; Ctrl-C cancels a turn[/]")
     while True:
