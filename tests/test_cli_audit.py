@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
+
 from agentfsm.backends.openai_compat import OpenAICompatBackend
 from agentfsm.replays.compare import replay
 from agentfsm.report.build import page_data
@@ -22,6 +25,7 @@ from agentfsm.runtime.transcript import read_transcript
 from agentfsm.testing import FakeUpstream
 from agentfsm.testing.example_tools import CALCULATOR
 from agentfsm.testing.fake_script import latency
+from tests._proxy import TOOLS_OPENAI, proxy, upstream_backend
 
 ACTION = '```json action\n{"tool": "calculate", "args": {"expression": "6*7"}}\n```'
 UPSTREAM = ("--backend", "openai", "--enforcement", "prompt")
@@ -286,3 +290,27 @@ def test_chat_refuses_a_transcript_it_cannot_write_before_the_first_turn(tmp_pat
     assert proc.returncode == 2, proc.stdout
     assert proc.stderr.strip() == f"agentfsm: error: cannot write transcript {tmp_path}: is a directory"
     assert asked == 0 and "assistant" not in proc.stdout
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_proxied_request_whose_client_left_replays_as_cut_off(tmp_path: Path, stream: bool) -> None:
+    """The proxy recorded a client that disconnected as an error (ConnectionAbortedError),
+    so 'agentfsm replay' of that transcript reported a divergence (exit 1) where nothing
+    was decided: today's run, out of recorded output, stopped with ScriptExhausted."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS_OPENAI, "stream": stream}
+    with FakeUpstream([latency(30, "x")]) as fake:
+        with proxy(upstream_backend(fake, total=60), transcripts_dir=tmp_path) as url:
+            with pytest.raises(httpx.TimeoutException):
+                with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=1.0) as response:
+                    response.read()
+            deadline = time.monotonic() + 15
+            while not any('"run_end"' in p.read_text() for p in tmp_path.glob("*.jsonl")):
+                assert time.monotonic() < deadline, "the proxy never ended the request's transcript"
+                time.sleep(0.05)
+    (transcript,) = tmp_path.glob("*.jsonl")
+    events = read_transcript(transcript)
+    assert events[-1]["type"] == "run_end" and events[-1]["status"] == "cancelled"
+    assert "error" not in _types(events)
+    done = subprocess.run([sys.executable, "-m", "agentfsm", "replay", str(transcript)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -31,7 +31,7 @@ from pydantic import TypeAdapter, ValidationError
 from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, PolicyName
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Backend
-from agentfsm.core.errors import TranscriptError
+from agentfsm.core.errors import ClientGone, TranscriptError
 from agentfsm.core.events import (
     ContractEvent,
     ErrorEvent,
@@ -69,8 +69,9 @@ EventHook = Callable[[TranscriptEvent], None]
 _E = TypeVar("_E", bound=Event)
 _P = ParamSpec("_P")
 _CONFIG: TypeAdapter[RunStartConfig] = TypeAdapter(RunStartConfig)
-#: what ends a run from outside it (a cancelled task, Ctrl-C): ``run_end`` says ``cancelled``
-_CANCELLATIONS = (asyncio.CancelledError, KeyboardInterrupt)
+#: what ends a run from outside it (a cancelled task, Ctrl-C, the proxy's client leaving):
+#: ``run_end`` says ``cancelled``
+_CANCELLATIONS = (asyncio.CancelledError, KeyboardInterrupt, ClientGone)
 
 
 class RunConfigFields(TypedDict):
@@ -225,8 +226,8 @@ class Recorder:
         """``error`` (when ``error``) and ``run_end`` with what ``tally`` counted; closes
         the transcript. Once: a second call does nothing.
 
-        A cancellation (:class:`asyncio.CancelledError`, :class:`KeyboardInterrupt`) is not
-        an error of the run: it writes no ``error`` event, only ``run_end`` with status
+        A cancellation (:class:`asyncio.CancelledError`, :class:`KeyboardInterrupt`, the
+        proxy's :class:`~agentfsm.core.errors.ClientGone`) is not an error of the run: it writes no ``error`` event, only ``run_end`` with status
         ``cancelled``, so replay reads the run as cut off there rather than as a decision."""
         if self._ended or self._writer is None:
             return
