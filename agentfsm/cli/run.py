@@ -93,14 +93,18 @@ def run(
 ) -> None:
     """Run the agent loop on PROMPT and print each step and the final answer.
 
-    Exit code 0 with an answer; 2 when the run fails (a spent retry budget, an upstream
-    error) or the options are wrong, with one line saying why.
+    Exit code 0 with an answer; 2 when the run fails (a spent retry budget,
+    an upstream error) or the options are wrong, with one line saying why;
+    130 when Ctrl-C interrupts it (its transcript then ends with run_end
+    status cancelled).
     """
     from rich.console import Console
+    from rich.text import Text
 
     from agentfsm.cli._show import Printer
 
-    console = Console(stderr=as_json, highlight=False)
+    # soft_wrap: an answer piped to a file is the answer, not cut into 80-column lines
+    console = Console(stderr=as_json, highlight=False, soft_wrap=True)
     printer = None if as_json else Printer(console)
     agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, printer, mcp_timeout=mcp_timeout)
     try:
@@ -110,6 +114,12 @@ def run(
             print(json.dumps({"ok": False, "error": type(exc).__name__, "message": str(exc), "transcript": transcript}))
             raise SystemExit(2) from None
         raise
+    except KeyboardInterrupt:  # the run was cancelled, and recorded so (run_end status cancelled)
+        if as_json:
+            print(json.dumps({"ok": False, "error": "KeyboardInterrupt", "message": "interrupted", "transcript": transcript}))
+        else:
+            print("agentfsm: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
     if as_json:
         print(
             json.dumps(
@@ -128,10 +138,10 @@ def run(
         )
         return
     console.print()
-    console.print("[bold]path:[/] " + " → ".join(result.path))
-    console.print(f"[bold]answer:[/] {result.content}")
+    console.print(Text.assemble(("path:", "bold"), " " + " → ".join(result.path)))
+    console.print(Text.assemble(("answer:", "bold"), f" {result.content}"))
     if result.transcript:
-        console.print(f"[dim]transcript written to {result.transcript}[/]")
+        console.print(Text(f"transcript written to {result.transcript}", "dim"))
 
 
 @config_options()
@@ -146,17 +156,26 @@ def chat(
     transcript: TranscriptOpt = None,
     config: RunConfig = DEFAULTS,
 ) -> None:
-    """Chat interactively; history (calls and results included) is kept across turns."""
+    """Chat interactively; history (calls and results included) is kept across turns.
+
+    Ctrl-C during a turn cancels that turn (its run is recorded as cancelled)
+    and drops its message; an empty line, Ctrl-D or Ctrl-C at the prompt ends
+    the chat."""
     from rich.console import Console
+    from rich.text import Text
 
     from agentfsm.cli._show import Printer
     from agentfsm.core.messages import AssistantMessage, Message, UserMessage
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, Printer(console),
                    mcp_timeout=mcp_timeout)
+    if transcript is not None:  # a path no turn could write is refused now (exit 2), not at every turn
+        from agentfsm.runtime.transcript import TranscriptWriter
+
+        TranscriptWriter(transcript).close()
     history: list[Message] = []
-    console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit[/]")
+    console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit; Ctrl-C cancels a turn[/]")
     while True:
         try:
             line = input("you> ") if sys.stdin.isatty() else sys.stdin.readline()
@@ -168,11 +187,15 @@ def chat(
         try:
             result = agent.run(list(history))
         except AgentFSMError as exc:
-            console.print(f"[red]error:[/] {exc}")
+            console.print(Text.assemble(("error:", "red"), f" {exc}"))
+            history.pop()
+            continue
+        except KeyboardInterrupt:  # that turn only: the conversation before it is kept
+            console.print("[yellow]interrupted:[/] the turn was cancelled and its message dropped")
             history.pop()
             continue
         history = list(result.messages)
-        console.print(f"[bold]assistant>[/] {result.content}")
+        console.print(Text.assemble(("assistant>", "bold"), f" {result.content}"))
     n = sum(1 for m in history if isinstance(m, AssistantMessage))
     console.print(f"[dim]{n} assistant message(s) in this session[/]")
 
@@ -184,15 +207,16 @@ def tools_cmd(
 ) -> None:
     """List the tools and print the contract that would be sent to the model."""
     from rich.console import Console
+    from rich.text import Text
 
     from agentfsm.prompt.contract import render_contract
 
     registry = _registry(ref)
     if not len(registry):
         raise UsageError("no tools found")
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)  # the contract verbatim, piped or not
     for spec in registry.specs:
-        console.print(f"[bold]{spec.name}[/]: {spec.description}")
+        console.print(Text.assemble((spec.name, "bold"), f": {spec.description}"))
         console.print(json.dumps(spec.parameters, indent=2), markup=False)
     console.rule("contract")
     console.print(render_contract(registry.specs, dialect=config.dialect, tool_choice=config.tool_choice), markup=False)

@@ -19,7 +19,7 @@ ISO-8601 time) and ``type``; the rest of its fields depend on the type:
 ``tool_result``   ``result``
 ``final``         ``content``; ``exhausted`` when the budget ran out under ``auto``
 ``error``         ``error`` (class name), ``message``
-``run_end``       ``status``, ``steps``, ``corrections``
+``run_end``       ``status`` (``final``, ``error``, ``cancelled``), ``steps``, ``corrections``
 ================  =============================================================
 
 A ``model_request`` / ``model_output`` pair with ``extension: true`` is the extension
@@ -310,7 +310,9 @@ class RunEndEvent(Event):
     """The run is over."""
 
     type: Literal["run_end"] = "run_end"
-    status: Literal["final", "error"]
+    #: ``final`` (an answer or calls), ``error`` (after its ``error`` event), or ``cancelled``:
+    #: stopped from outside before it ended (a cancelled task, Ctrl-C), cut off where it was
+    status: Literal["final", "error", "cancelled"]
     steps: int
     corrections: int
 

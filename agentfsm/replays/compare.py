@@ -20,8 +20,8 @@ The ids the proxy mints for its client's calls are random, so they are not compa
 When today's engine asks for more model outputs (or tool results) than were recorded,
 the run stops with an ``error`` event; that is a divergence, not a crash. A transcript
 that holds several runs (the writer appends) is replayed run by run. A recorded run
-that was cut off (no ``run_end``: its writer was killed) is compared only as far as
-it goes.
+that was cut off (no ``run_end``: its writer was killed; or ``run_end`` status
+``cancelled``: its task was cancelled, Ctrl-C) is compared only as far as it goes.
 """
 
 from __future__ import annotations
@@ -161,9 +161,12 @@ async def _replay_run(run: RecordedRun, positions: list[int], report: ReplayRepo
     now = [e for _, e in decision_events(new_events)]
     if report.decisions is not None:
         report.decisions.extend(event_fields(e) for e in now)
-    complete = any(isinstance(e, RunEndEvent) for e in run.events)
-    if not complete:
+    end = next((e for e in run.events if isinstance(e, RunEndEvent)), None)
+    complete = end is not None and end.status != "cancelled"
+    if end is None:
         report.notes.append(f"run {run.run_id}: the recording has no run_end; compared as far as it goes")
+    elif not complete:
+        report.notes.append(f"run {run.run_id}: the recorded run was cancelled; compared as far as it goes")
     for k, (pos, old) in enumerate(then):
         report.compared += 1
         new = now[k] if k < len(now) else None

@@ -72,6 +72,7 @@ class RunView:
     producer: str = ""
     outcome: Outcome = "incomplete"
     #: why a run that did not end well ended so: an error's class, ``exhausted``, ``incomplete``
+    #: (cut off: no ``run_end``), ``cancelled`` (its ``run_end`` says so)
     reason: str = ""
     error: str = ""
     #: deciding model calls (the run's ``steps``)
@@ -155,7 +156,7 @@ def view_run(events: Sequence[tuple[int, TranscriptEvent]], file: str) -> RunVie
     start = times[0] if times else 0.0
     view.seconds = (times[-1] - start) if times else 0.0
     pending: dict[str, Any] | None = None  # the model call waiting for its output
-    errored = ended = False
+    errored = ended = cancelled = False
     for index, event in events:
         at = round((_time(event.t) or start) - start, 3)
         match event:
@@ -234,6 +235,7 @@ def view_run(events: Sequence[tuple[int, TranscriptEvent]], file: str) -> RunVie
             case RunEndEvent():
                 ended = True
                 errored = errored or event.status == "error"
+                cancelled = event.status == "cancelled"
                 view.steps = max(view.steps, event.steps)
                 items.append({"k": "end", "i": index, "at": at, "status": event.status,
                               "steps": event.steps, "corrections": event.corrections})
@@ -242,8 +244,8 @@ def view_run(events: Sequence[tuple[int, TranscriptEvent]], file: str) -> RunVie
     if errored:
         view.outcome = "failed"
         view.reason = view.reason or "error"
-    elif not ended:
-        view.outcome, view.reason = "incomplete", "incomplete"
+    elif not ended or cancelled:
+        view.outcome, view.reason = "incomplete", "cancelled" if cancelled else "incomplete"
     elif view.exhausted:
         view.outcome, view.reason = "exhausted", "exhausted"
     else:

@@ -22,7 +22,7 @@ from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.backend import Backend, GenerationOptions, Usage
 from agentfsm.prompt.results import truncate_result
 from agentfsm.engine.decide import Answer, EngineConfig, TransitionRecord, dispatch, receive
-from agentfsm.core.errors import AgentFSMError, MaxStepsExceeded, UsageError
+from agentfsm.core.errors import MaxStepsExceeded, UsageError
 from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage, parse_messages
 from agentfsm.runtime.mcp import START_TIMEOUT, check_start_timeout
 from agentfsm.runtime.tally import Tally
@@ -171,7 +171,9 @@ class Agent:
     async def arun(self, prompt: str | Sequence[Message], *, tally: Tally | None = None) -> RunResult:
         """Run until a final answer. ``tally``, a fresh one when given, is kept current as
         the run goes (its steps, corrections, usage, model calls, guards and tool calls), so
-        a caller can report what a run that raised had done."""
+        a caller can report what a run that raised had done. A run whose task is cancelled
+        (or that Ctrl-C interrupts under :meth:`run`) ends its transcript with ``run_end``
+        status ``cancelled`` and re-raises."""
         async with AsyncExitStack() as stack:
             registry = self.registry
             if self.mcp:
@@ -267,7 +269,7 @@ class Agent:
                     transition(receive(history))
                 if tally.attempts >= run.max_steps:
                     raise MaxStepsExceeded(run.max_steps)
-        except AgentFSMError as exc:
+        except BaseException as exc:  # a failure, or a cancellation (Ctrl-C): run_end says which
             recorder.end(tally, exc)
             raise
         finally:

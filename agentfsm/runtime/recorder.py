@@ -6,7 +6,8 @@ owns the events that frame it, the same way for each:
 - :meth:`Recorder.start`: ``run_start`` (the producer's config) and ``request``;
 - :meth:`Recorder.contract`: ``contract`` (the system prompt's hash and text);
 - :meth:`Recorder.calls` (``tool_call`` per call) or :meth:`Recorder.answer` (``final``);
-- :meth:`Recorder.end`: ``error`` when the run failed, and ``run_end``; then it closes.
+- :meth:`Recorder.end`: ``error`` when the run failed, and ``run_end`` (``final``, ``error``,
+  or ``cancelled`` for a run cancelled or interrupted before it ended); then it closes.
 
 In between, the turn runner and the agent write the run's own events through
 :meth:`Recorder.emit`, which takes the event's model and its fields
@@ -19,6 +20,7 @@ about 65 µs (measured on the bench machine), against the proxy's whole added ~0
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,7 +31,7 @@ from pydantic import TypeAdapter, ValidationError
 from agentfsm.core._types import DialectName, EnforcementLevel, JSONObject, PolicyName
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import Backend
-from agentfsm.core.errors import TranscriptError
+from agentfsm.core.errors import ClientGone, TranscriptError
 from agentfsm.core.events import (
     ContractEvent,
     ErrorEvent,
@@ -67,6 +69,9 @@ EventHook = Callable[[TranscriptEvent], None]
 _E = TypeVar("_E", bound=Event)
 _P = ParamSpec("_P")
 _CONFIG: TypeAdapter[RunStartConfig] = TypeAdapter(RunStartConfig)
+#: what ends a run from outside it (a cancelled task, Ctrl-C, the proxy's client leaving):
+#: ``run_end`` says ``cancelled``
+_CANCELLATIONS = (asyncio.CancelledError, KeyboardInterrupt, ClientGone)
 
 
 class RunConfigFields(TypedDict):
@@ -219,13 +224,20 @@ class Recorder:
 
     def end(self, tally: Tally, error: BaseException | None = None) -> None:
         """``error`` (when ``error``) and ``run_end`` with what ``tally`` counted; closes
-        the transcript. Once: a second call does nothing."""
+        the transcript. Once: a second call does nothing.
+
+        A cancellation (:class:`asyncio.CancelledError`, :class:`KeyboardInterrupt`, the
+        proxy's :class:`~agentfsm.core.errors.ClientGone`) is not an error of the run: it writes no ``error`` event, only ``run_end`` with status
+        ``cancelled``, so replay reads the run as cut off there rather than as a decision."""
         if self._ended or self._writer is None:
             return
         self._ended = True
-        if error is not None:
+        status: Literal["final", "error", "cancelled"] = "final"
+        if isinstance(error, _CANCELLATIONS):
+            status = "cancelled"
+        elif error is not None:
+            status = "error"
             self.emit(ErrorEvent, error=type(error).__name__, message=str(error) or type(error).__name__)
-        status: Literal["final", "error"] = "error" if error is not None else "final"
         self.emit(RunEndEvent, status=status, steps=tally.attempts, corrections=tally.corrections)
         self.close()
 

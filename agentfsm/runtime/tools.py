@@ -18,6 +18,7 @@ import asyncio
 import importlib
 import inspect
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from pydantic_core import to_jsonable_python
 
 from agentfsm.core.errors import ToolExecutionError, ToolSpecError, UsageError
 from agentfsm.core.messages import ToolCall, ToolResult, ToolSpec, tool_type_hints
+from agentfsm.runtime._tool_thread import in_daemon_thread
 
 __all__ = [
     "IDEMPOTENCY_KEY_PARAM",
@@ -201,7 +203,7 @@ def callable_executor(fn: Callable[..., Any]) -> Executor:
             leading, args = _split_positional(positional, args)
         if inspect.iscoroutinefunction(fn):
             return await fn(*leading, **args)
-        value = await asyncio.to_thread(fn, *leading, **args)
+        value = await in_daemon_thread(fn, *leading, **args)  # Ctrl-C does not wait for it
         if inspect.isawaitable(value):
             return await value
         return value
@@ -349,6 +351,11 @@ def load_tools(ref: str) -> list[Any]:
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
         raise UsageError(f"tools reference must look like 'package.module:ATTR', got {ref!r}")
+    path = Path(module_name)
+    if "/" in module_name or os.sep in module_name or (path.suffix == ".py" and path.is_file()):
+        # importlib would say "relative import needs 'package'" or "'x' is not a package"
+        raise UsageError(f"tools reference {ref!r} names a file; name its module instead: "
+                         f"'{path.stem}:{attr}', with {str(path.parent)!r} on the import path (PYTHONPATH)")
     module = import_tools_module(module_name)
     try:
         value = getattr(module, attr)

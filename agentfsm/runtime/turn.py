@@ -404,9 +404,11 @@ async def recorded_turn(
         result = await run_turn(
             backend, history, config=config, enforcement=enforcement, options=options, recorder=recorder, tally=tally
         )
-    except RunError as exc:
+    except BaseException as exc:  # a RunError is the result; a cancellation (Ctrl-C) ends it too
         recorder.end(tally, exc)
-        return exc
+        if isinstance(exc, RunError):
+            return exc
+        raise
     if isinstance(result.decision, CallTools):
         recorder.calls(result.decision.calls)
     else:

@@ -398,7 +398,7 @@ async def until_disconnect(
     except asyncio.CancelledError:
         if gone and me.uncancel() == 0:  # the watcher's cancel, not a cancel from outside
             logger.info("client disconnected; upstream call cancelled")
-            raise ClientGone() from None
+            raise ClientGone("client disconnected") from None
         raise
     finally:
         if watcher is not None:

@@ -107,9 +107,9 @@ async def serve(
             echo=ex.request.response_echo,
         )
         return JSONResponse(body, headers=_headers(ex))
-    except ClientGone:
+    except ClientGone as gone:
         if ex is not None:
-            ex.end(error=ConnectionAbortedError("client disconnected"))
+            ex.end(error=gone)
         return Response(status_code=_CLIENT_CLOSED)
     except AgentFSMError as exc:
         if ex is not None:

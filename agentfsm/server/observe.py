@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentfsm.core.errors import AgentFSMError, BackendError, RetryBudgetExceeded
+from agentfsm.core.errors import AgentFSMError, BackendError, ClientGone, RetryBudgetExceeded
 from agentfsm.core.events import TranscriptEvent
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def outcome_of(ex: Exchange, reply: Reply | None, error: BaseException | None) -
         return "budget_spent"
     if isinstance(error, BackendError):
         return "upstream_error"
-    if isinstance(error, ConnectionAbortedError):
+    if isinstance(error, ClientGone):
         return "client_gone"
     if isinstance(error, AgentFSMError) and ex.wire.error_for(error)[0] < 500:
         return "client_error"

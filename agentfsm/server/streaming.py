@@ -37,7 +37,7 @@ from contextlib import aclosing
 from loguru import logger
 
 from agentfsm.core.backend import TextStream
-from agentfsm.core.errors import AgentFSMError, RetryBudgetExceeded
+from agentfsm.core.errors import AgentFSMError, ClientGone, RetryBudgetExceeded
 from agentfsm.core.events import ModelOutputEvent
 from agentfsm.runtime.turn import bounded, usage_of
 from agentfsm.server.exchange import Exchange, Reply, cut_by_client, plain_reply, reply_for
@@ -67,7 +67,7 @@ async def _guarded(ex: Exchange, sink: StreamSink, inner: AsyncIterator[str]) ->
         for event in sink.fail(exc):
             yield event
     except asyncio.CancelledError:
-        ex.end(error=ConnectionAbortedError("client disconnected"))
+        ex.end(error=ClientGone("client disconnected"))
         raise
     except Exception as exc:
         logger.exception("unexpected error while streaming")
