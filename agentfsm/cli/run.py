@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -175,27 +176,38 @@ def chat(
 
         TranscriptWriter(transcript).close()
     history: list[Message] = []
-    console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit; Ctrl-C cancels a turn[/]")
-    while True:
+    # one event loop for the whole chat: the --mcp servers start once, on it, and keep
+    # their state from turn to turn; Ctrl-C during a turn cancels that turn's task only
+    with asyncio.Runner() as runner:
         try:
-            line = input("you> ") if sys.stdin.isatty() else sys.stdin.readline()
-        except (EOFError, KeyboardInterrupt):
-            break
-        if not line or not line.strip():
-            break
-        history.append(UserMessage(content=line.strip()))
+            runner.run(agent.__aenter__())
+        except KeyboardInterrupt:
+            print("agentfsm: interrupted", file=sys.stderr)
+            raise SystemExit(130) from None
         try:
-            result = agent.run(list(history))
-        except AgentFSMError as exc:
-            console.print(Text.assemble(("error:", "red"), f" {exc}"))
-            history.pop()
-            continue
-        except KeyboardInterrupt:  # that turn only: the conversation before it is kept
-            console.print("[yellow]interrupted:[/] the turn was cancelled and its message dropped")
-            history.pop()
-            continue
-        history = list(result.messages)
-        console.print(Text.assemble(("assistant>", "bold"), f" {result.content}"))
+            console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit; Ctrl-C cancels a turn[/]")
+            while True:
+                try:
+                    line = input("you> ") if sys.stdin.isatty() else sys.stdin.readline()
+                except (EOFError, KeyboardInterrupt):
+                    break
+                if not line or not line.strip():
+                    break
+                history.append(UserMessage(content=line.strip()))
+                try:
+                    result = runner.run(agent.arun(list(history)))
+                except AgentFSMError as exc:
+                    console.print(Text.assemble(("error:", "red"), f" {exc}"))
+                    history.pop()
+                    continue
+                except KeyboardInterrupt:  # that turn only: the conversation before it is kept
+                    console.print("[yellow]interrupted:[/] the turn was cancelled and its message dropped")
+                    history.pop()
+                    continue
+                history = list(result.messages)
+                console.print(Text.assemble(("assistant>", "bold"), f" {result.content}"))
+        finally:
+            runner.run(agent.__aexit__(None, None, None))
     n = sum(1 for m in history if isinstance(m, AssistantMessage))
     console.print(f"[dim]{n} assistant message(s) in this session[/]")
 

@@ -24,7 +24,7 @@ from agentfsm.prompt.results import truncate_result
 from agentfsm.engine.decide import Answer, EngineConfig, TransitionRecord, dispatch, receive
 from agentfsm.core.errors import MaxStepsExceeded, UsageError
 from agentfsm.core.messages import Message, SystemMessage, ToolMessage, ToolSpec, UserMessage, parse_messages
-from agentfsm.runtime.mcp import START_TIMEOUT, check_start_timeout
+from agentfsm.runtime.mcp import START_TIMEOUT, HeldServers, check_start_timeout, with_servers
 from agentfsm.runtime.tally import Tally
 from agentfsm.runtime.recorder import EventHook, Recorder, run_config, run_config_fields
 from agentfsm.runtime.turn import run_turn
@@ -93,6 +93,12 @@ class Agent:
     shape or agentfsm's own. Misuse (a tools value that is not a list, a backend that is
     not one, an unknown event type ...) is a :class:`~agentfsm.core.errors.UsageError`
     when the agent is made. One agent may serve many concurrent :meth:`arun` calls.
+
+    Each run starts the ``mcp`` servers and stops them when it ends. Inside
+    ``async with agent:`` they are started once, on entering, and every :meth:`arun` of
+    the block uses them (a stateful server keeps its state from run to run, and none pays
+    its start-up again); leaving the block stops them and closes the backend's
+    connections.
     """
 
     def __init__(
@@ -137,6 +143,28 @@ class Agent:
         #: ``producer`` and ``task``); checked against the producer's config model
         self.transcript_config = dict(transcript_config or {})
         self.event_types = _event_types(event_types)
+        #: the servers of an ``async with agent:`` block, and the registry with their tools
+        self._held: tuple[HeldServers, ToolRegistry] | None = None
+
+    async def __aenter__(self) -> Agent:
+        """Start the ``mcp`` servers for every run until the block is left."""
+        if self._held is not None:
+            raise UsageError("this Agent is already open: one `async with agent:` block at a time")
+        servers = HeldServers(self.mcp, self._start_timeout())
+        self._held = (servers, await servers.start(self.registry) if self.mcp else self.registry)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Stop the servers started on entering, and close the backend's connections."""
+        held, self._held = self._held, None
+        try:
+            if held is not None:
+                await held[0].stop()
+        finally:
+            await self._close_backend()
+
+    def _start_timeout(self) -> float:
+        return START_TIMEOUT if self.mcp_start_timeout is None else self.mcp_start_timeout
 
     @property
     def backend(self) -> Backend:
@@ -155,6 +183,9 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
+            if self._held is not None:
+                raise UsageError("Agent.run() was called on an open agent (inside `async with agent:`); "
+                                 "await agent.arun(...) there") from None
             return asyncio.run(self._run_and_close(prompt))
         raise UsageError("Agent.run() was called inside a running event loop (a notebook, an async handler); "
                          "await agent.arun(...) instead")
@@ -163,10 +194,13 @@ class Agent:
         try:
             return await self.arun(prompt)
         finally:
-            # only a backend that was built: the embedded model holds no connections
-            aclose = getattr(self._backend, "aclose", None) if self._backend is not None else None
-            if aclose is not None:
-                await aclose()
+            await self._close_backend()
+
+    async def _close_backend(self) -> None:
+        # only a backend that was built: the embedded model holds no connections
+        aclose = getattr(self._backend, "aclose", None) if self._backend is not None else None
+        if aclose is not None:
+            await aclose()
 
     async def arun(self, prompt: str | Sequence[Message], *, tally: Tally | None = None) -> RunResult:
         """Run until a final answer. ``tally``, a fresh one when given, is kept current as
@@ -175,15 +209,12 @@ class Agent:
         (or that Ctrl-C interrupts under :meth:`run`) ends its transcript with ``run_end``
         status ``cancelled`` and re-raises."""
         async with AsyncExitStack() as stack:
-            registry = self.registry
-            if self.mcp:
-                from agentfsm.runtime.mcp import mcp_tools
-
-                registry = ToolRegistry(self.registry)
-                seconds = START_TIMEOUT if self.mcp_start_timeout is None else self.mcp_start_timeout
-                for command in self.mcp:
-                    for tool in await stack.enter_async_context(mcp_tools(command, start_timeout=seconds)):
-                        registry.add(tool)
+            if self._held is not None:  # inside `async with agent:`, its servers
+                registry = self._held[1]
+            elif self.mcp:
+                registry = await with_servers(stack, self.registry, self.mcp, self._start_timeout())
+            else:
+                registry = self.registry
             return await self._loop(prompt, registry, tally if tally is not None else Tally())
 
     def _history(self, prompt: str | Sequence[Message]) -> list[Message]:

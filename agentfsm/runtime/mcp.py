@@ -2,7 +2,10 @@
 
 ``async with mcp_tools("python my_server.py") as tools:`` starts the server, lists
 its tools and yields them as :class:`~agentfsm.runtime.tools.RegisteredTool` values that call
-back into the live session; the server stops when the block exits.
+back into the live session; the server stops when the block exits. An
+:class:`~agentfsm.runtime.agent.Agent` starts its servers for each run
+(:func:`with_servers`), or once for all the runs of an ``async with agent:`` block
+(:class:`HeldServers`: ``agentfsm chat`` keeps a stateful server's state across turns).
 
 A server has a start-up timeout (:data:`START_TIMEOUT`, generous because an ``npx``
 server may install itself first; ``start_timeout=``, or an
@@ -14,18 +17,19 @@ warning for each message it cannot read) are held back: the error says it in one
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shlex
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from agentfsm.core.errors import MCPToolError, MissingExtraError, UsageError
 from agentfsm.core.messages import ToolSpec
-from agentfsm.runtime.tools import RegisteredTool
+from agentfsm.runtime.tools import RegisteredTool, ToolRegistry
 
-__all__ = ["START_TIMEOUT", "MCPToolError", "check_start_timeout", "mcp_tools"]
+__all__ = ["START_TIMEOUT", "HeldServers", "MCPToolError", "check_start_timeout", "mcp_tools", "with_servers"]
 
 #: seconds a server has, by default, to answer the handshake and list its tools
 START_TIMEOUT = 60.0
@@ -199,3 +203,67 @@ def _registered(session: Any, listed: Any) -> list[RegisteredTool]:
 
         tools.append(RegisteredTool(spec, execute))
     return tools
+
+
+async def with_servers(
+    stack: AsyncExitStack, base: ToolRegistry, commands: Sequence[str], start_timeout: float
+) -> ToolRegistry:
+    """``base`` and the tools of each server of ``commands``, started on ``stack`` (they
+    stop when it closes, in the task that entered it)."""
+    registry = ToolRegistry(base)
+    for command in commands:
+        for tool in await stack.enter_async_context(mcp_tools(command, start_timeout=start_timeout)):
+            registry.add(tool)
+    return registry
+
+
+class HeldServers:
+    """MCP servers started once and held open in a task of their own, for runs in other
+    tasks of the same event loop; :meth:`stop` stops them from any task. (The ``mcp``
+    client's task groups must be left in the task that entered them, and each run, or a
+    chat's turn, is a task of its own.)"""
+
+    def __init__(self, commands: Sequence[str], start_timeout: float) -> None:
+        self.commands = tuple(commands)
+        self.start_timeout = start_timeout
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    async def start(self, base: ToolRegistry) -> ToolRegistry:
+        """Start every server; ``base`` and their tools. A server that cannot start is the
+        :class:`UsageError` of :func:`mcp_tools`, the others then stopped."""
+        ready: asyncio.Future[ToolRegistry] = asyncio.get_running_loop().create_future()
+        task = self._task = asyncio.create_task(self._hold(base, ready), name="agentfsm-mcp-servers")
+        try:
+            await asyncio.wait((ready, task), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled (Ctrl-C) while they start: stop those started
+            task.cancel()
+            await self.stop()
+            raise
+        if not ready.done():
+            self._task = None
+            task.result()  # the start's error
+        return ready.result()
+
+    async def _hold(self, base: ToolRegistry, ready: asyncio.Future[ToolRegistry]) -> None:
+        async with AsyncExitStack() as stack:
+            ready.set_result(await with_servers(stack, base, self.commands, self.start_timeout))
+            await self._stopping.wait()
+
+    async def stop(self) -> None:
+        """Stop the servers (once; a second call does nothing), or the start still going on.
+        A server that failed while it was held has said so to each call of its tools, so its
+        failure is logged here, not raised."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping.set()
+        if not task.done():
+            await asyncio.wait((task,))
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            from loguru import logger
+
+            logger.warning("MCP server stopped after a failure: {}", _reason(exc))
