@@ -42,7 +42,23 @@ def _register_all() -> None:
         module.register(app)
 
 
+def _reflow_help(commands: typer.Typer) -> None:
+    """Each command's help is its docstring with the line breaks inside a paragraph
+    joined: typer keeps them, so at 80 columns rich wrapped a line that was a little too
+    long and then broke it again where the docstring did, leaving one-word lines."""
+    import inspect
+
+    for info in commands.registered_commands:
+        if info.help is None and info.callback is not None:
+            doc = inspect.getdoc(info.callback) or ""
+            info.help = "\n\n".join(" ".join(p.split()) for p in doc.split("\n\n"))
+    for group in commands.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_help(group.typer_instance)
+
+
 _register_all()
+_reflow_help(app)
 
 
 def main() -> None:
