@@ -189,6 +189,42 @@ def test_a_call_with_a_number_json_cannot_carry_is_corrected(
     assert "out of range" in correction
 
 
+#: bare actions a model wrote with a constant JSON has no word for: before, each was read
+#: as prose, so the action's raw text reached the client as the answer
+_CONSTANT_ACTIONS = {
+    "json-action-nan": '{"action": {"tool": "get_weather", "args": {"city": NaN}}}',
+    "json-protocol-infinity": '{"thought": "t", "action": {"tool": "get_weather", "args": {"city": -Infinity}}}',
+    "llama-nan": '{"name": "get_weather", "parameters": {"city": NaN}}',
+    "final-nan": '{"final": {"content": NaN}}',
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("protocol", sorted(PATHS))
+@pytest.mark.parametrize("reply", list(_CONSTANT_ACTIONS))
+def test_a_bare_action_with_nan_is_corrected_not_answered(
+    fake: FakeUpstream, base: str, reply: str, protocol: str, stream: bool
+) -> None:
+    fake.enqueue(_CONSTANT_ACTIONS[reply], action("get_weather", city="Paris"))
+    tools = [_tool(protocol, "get_weather", {"type": "object", "properties": {"city": {}}})]
+    answer = httpx.post(base + PATHS[protocol], json=_body(protocol, tools, stream=stream), timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert "NaN" not in answer.text and "Infinity" not in answer.text
+    assert _arguments(protocol, stream, answer.text) == [{"city": "Paris"}]
+    correction = fake.chat_requests[-1].messages[-1]["content"]
+    assert "is not allowed in JSON" in correction
+
+
+def test_json_shaped_prose_with_nan_stays_prose() -> None:
+    from agentfsm.core.messages import ToolSpec
+    from agentfsm.dialects.parse import parse_reply
+
+    spec = ToolSpec(name="f", parameters={"type": "object"})
+    for text in ('{"name": "Ada", "age": NaN}', 'Like this: {"name": "other_tool", "parameters": {"x": NaN}}'):
+        reply = parse_reply(text, [spec])
+        assert reply.content == text and reply.tool_calls == () and reply.problems == ()
+
+
 def test_numbers_within_range_are_kept_as_written() -> None:
     from agentfsm.core.messages import ToolSpec
     from agentfsm.dialects.parse import parse_reply

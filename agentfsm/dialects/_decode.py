@@ -133,7 +133,7 @@ def decode_json(block: Block, ctx: Context, fmt: FormatFacts) -> Outcome:
         return _named(block, ctx, source)
     read = _read(block, ctx)
     if not read.ok:
-        if lenient and read.code != "limit_exceeded":
+        if lenient and read.code != "limit_exceeded" and not _action_with_constants(block, ctx):
             return Outcome(prose=True)
         position = block.start + block.body + (read.position or 0)
         return Outcome(problems=[problem(read.code or "invalid_json", read.message, position, source)])
@@ -150,6 +150,19 @@ def decode_json(block: Block, ctx: Context, fmt: FormatFacts) -> Outcome:
     if read.repaired and (out.calls or out.final is not MISSING):
         out.problems.insert(0, problem("repaired_json", read.repaired, block.start, source, False))
     return out
+
+
+def _action_with_constants(block: Block, ctx: Context) -> bool:
+    """Whether a bare block that is not JSON only because it writes ``NaN`` or
+    ``Infinity`` has an action's shape (a call of a known tool, a json-protocol answer):
+    then it is a broken action the model is asked to write again, not prose that would
+    reach the user as the action's raw text."""
+    try:
+        value = json.loads(block.raw[block.body : block.body_end])
+    except (ValueError, RecursionError):
+        return False
+    found = find_calls(value, loose=False, known=ctx.known, budget=RepairBudget())
+    return found is not None and bool(found.calls or found.final is not MISSING)
 
 
 _FINAL_OPENING = re.compile(r'\s*\{\s*"final"\s*:')
