@@ -322,3 +322,19 @@ def test_a_lone_surrogate_from_the_upstream_reaches_the_client_as_a_replacement(
     assert answer.status_code == 200, answer.text
     answer.read().decode("utf-8")  # strict UTF-8 throughout
     assert "caf\ufffde" in (answer.text if stream else json.dumps(answer.json(), ensure_ascii=False))
+
+
+@_SHAPES
+@pytest.mark.parametrize("protocol", sorted(PATHS))
+def test_an_upstream_body_that_opens_with_a_byte_order_mark_is_read(
+    fake: FakeUpstream, base: str, shape: str, protocol: str, stream: bool
+) -> None:
+    # defect: the BOM made the first SSE line's field "\ufeffdata", so the first event was
+    # dropped; a whole body with one was "not JSON"
+    usage = '{"prompt_tokens": 7, "completion_tokens": 3}'
+    body = _completion('"fine"') if shape == "whole" else _events('"fine"', usage)
+    fake.enqueue(raw_body(b"\xef\xbb\xbf" + body.encode(), "application/json" if shape == "whole" else "text/event-stream"))
+    answer = httpx.post(base + PATHS[protocol], json=_body(protocol, [], stream=stream), timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert "fine" in answer.text and "\ufeff" not in answer.text
+    assert len(fake.chat_requests) == 1  # read the first time, not asked again

@@ -92,7 +92,7 @@ def _upstream_error(data: dict[str, Any], redact: Redact) -> BackendProtocolErro
 def parse_chat_completion(body: bytes, redact: Redact = _same) -> Completion:
     """A ``chat.completion`` JSON body to a :class:`Completion`, or BackendProtocolError
     (whose message quotes the body through ``redact``)."""
-    text = body.decode("utf-8", errors="replace")
+    text = body.decode("utf-8-sig", errors="replace")  # a leading BOM is no part of the JSON
     try:
         data = _loads(text)
     except (ValueError, RecursionError) as exc:
@@ -134,7 +134,7 @@ class SSEDecoder:
     """Incremental server-sent-events decoder: feed bytes, get the ``data`` of each event."""
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")  # a leading BOM is dropped, as the SSE standard says
         self._pending = ""
         self._data: list[str] = []
 
