@@ -73,6 +73,14 @@ def _versions(backend: Backend) -> dict[str, str]:
     return out
 
 
+def _command_line() -> str:
+    """The command as typed, each key in it (``--upstream-api-key``, a base URL's ``?key=``)
+    replaced by ``***``: a profile and its table are shared, committed and printed."""
+    from agentfsm.cli._logging import redact
+
+    return "agentfsm " + " ".join(shlex.quote(redact(a)) for a in sys.argv[1:])
+
+
 def render_markdown(entry: ModelProfile) -> str:
     """The profile's table for one model, with the command, the choice and how it was measured."""
     columns = list(entry.table[0].settings) if entry.table else []
@@ -219,7 +227,7 @@ def calibrate(
         versions=_versions(model_backend),
         items=tuple(ran),
         seconds=round(seconds, 1),
-        command="agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        command=_command_line(),
         machine=machine_description(),
         note=note,
     )
