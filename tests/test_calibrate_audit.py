@@ -12,7 +12,6 @@ a mistake in a profile names the profile.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -63,3 +62,81 @@ def test_a_key_given_to_calibrate_is_in_no_file_it_writes_nor_on_the_console(
     assert "--upstream-api-key '***'" in entry.command and "key=***" in entry.command
     for text in (output.read_text(), output.with_suffix(".md").read_text(), done.stdout, done.stderr):
         assert KEY not in text and URL_KEY not in text
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("taken", "-o {d}/taken: {d}/taken is a folder"),
+        ("p.json", "-o {d}/p.json: {d}/p.md is a folder"),
+        ("file.txt/p.json", "-o {d}/file.txt/p.json: {d}/file.txt is a file, not a folder"),
+        ("table.md", "-o {d}/table.md: the table is written to the profile's path with .md; name the profile .json"),
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_any_model_call(
+    tmp_path: Path, output: str, message: str
+) -> None:
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "p.md").mkdir()
+    (tmp_path / "file.txt").write_text("not a folder")
+    with FakeUpstream(follower("command", item_answers(ITEMS))) as fake:
+        done = _calibrate(*_upstream_args(fake), "-o", str(tmp_path / output))
+        assert fake.chat_requests == []  # refused up front, not after the whole calibration
+    assert done.returncode == 2
+    assert done.stderr.strip() == "agentfsm: error: " + message.format(d=tmp_path)
+
+
+def _limit_file_size() -> None:  # the child may write no file past 2 KiB (a full disk, a quota)
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+
+def test_a_profile_is_replaced_whole_or_not_at_all(upstream: FakeUpstream, tmp_path: Path) -> None:
+    output = tmp_path / "p.json"
+    for model in ("a", "b"):
+        assert _calibrate(*_upstream_args(upstream, model), "-o", str(output)).returncode == 0
+    before = output.read_bytes()
+    assert len(before) > 2048
+    done = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "calibrate", *_upstream_args(upstream, "c"), "-o", str(output)],
+        capture_output=True, text=True, timeout=300, preexec_fn=_limit_file_size,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"agentfsm: error: cannot write {output}: File too large"
+    # the models a and b are still there, and no temporary file is left behind
+    assert output.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "p.md"]
+    assert "| command | prompt | 10 | 100 (72-100) |" in done.stdout  # what was measured was shown
+
+
+def _default_sigint() -> None:  # a shell's background job may start with Ctrl-C ignored
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_ctrl_c_says_what_it_interrupted_and_leaves_the_profile(tmp_path: Path) -> None:
+    output = tmp_path / "p.json"
+    output.write_text(json.dumps(Profile().to_json()))
+    before = output.read_bytes()
+    answer = follower("command", item_answers(ITEMS))
+
+    def slow(request: ReceivedRequest) -> FakeReply:
+        return FakeReply(text=answer(request), latency=0.5)
+
+    with FakeUpstream(slow) as fake:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "agentfsm", "calibrate", *_upstream_args(fake), "-o", str(output)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
+        )
+        deadline = time.monotonic() + 60
+        while not fake.chat_requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fake.chat_requests, "calibrate never called the model"
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+    assert child.returncode == 130
+    assert stderr.strip().endswith(
+        f"agentfsm: interrupted: {output} was not written (a profile there is as it was); "
+        "--time-limit SECONDS ends a calibration early and writes what ran"
+    )
+    assert "Traceback" not in stderr
+    assert output.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,13 +17,13 @@ import typer
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.errors import AgentFSMError
+from agentfsm.core.errors import AgentFSMError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from agentfsm.core.backend import Backend
-    from agentfsm.core.profile import ModelProfile
+    from agentfsm.core.profile import ModelProfile, Profile
     from agentfsm.eval.calibrate import Item, Outcome, Setting
 
 __all__ = ["calibrate", "register", "render_markdown"]
@@ -121,6 +123,47 @@ def render_markdown(entry: ModelProfile) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _prepare_output(output: Path) -> Profile:
+    """The profile already at ``output`` (an empty one where there is none), once the profile
+    and its table (``.md`` beside it) are known to be writable there: a calibration can take
+    an hour, and what it measured is not to be lost to a path that cannot be written."""
+    from agentfsm.core.profile import Profile
+    from agentfsm.server.models_file import read_profile
+
+    table = output.with_suffix(".md")
+    if table == output:
+        raise UsageError(f"-o {output}: the table is written to the profile's path with .md; name the profile .json")
+    for path in (output, table):
+        if path.is_dir():
+            raise UsageError(f"-o {output}: {path} is a folder")
+    not_folder = next((p for p in output.parents if p.exists() and not p.is_dir()), None)
+    if not_folder is not None:
+        raise UsageError(f"-o {output}: {not_folder} is a file, not a folder")
+    previous = read_profile(output) if output.exists() else Profile()
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output.parent):
+            pass
+    except OSError as exc:
+        raise UsageError(f"-o {output}: cannot write in {output.parent}: {exc.strerror or exc}") from None
+    return previous
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """``text`` into ``path`` whole or not at all: written beside it, then renamed over it (a
+    profile holds other models' entries; a write cut short must not take them along)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
 def _run(
     backend: Backend, items: list[Item], grid: list[Setting], base: RunConfig, max_tokens: int,
     transcripts: Path | None, console: Console, deadline: float | None,
@@ -191,14 +234,13 @@ def calibrate(
     """
     from rich.console import Console
 
-    from agentfsm.core.profile import ModelProfile, Profile
-    from agentfsm.server.models_file import read_profile
+    from agentfsm.core.profile import ModelProfile
     from agentfsm.eval.calibrate import RULE, choose, load_items, policy_axes, settings_grid, table
     from agentfsm.eval.host import machine_description, now_iso
 
     console = Console() if Console().is_terminal else Console(width=200)
     try:
-        previous = read_profile(output) if output.exists() else Profile()
+        previous = _prepare_output(output)  # refused now, not after the whole calibration
         axes = policy_axes(vary or [])  # a mistake named before the model loads
         model_backend = make_backend(backend, base_url, model, api_key, context_tokens)
         items = load_items()
@@ -213,6 +255,13 @@ def calibrate(
     except AgentFSMError as exc:
         typer.echo(f"agentfsm: error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        typer.echo(
+            f"agentfsm: interrupted: {output} was not written (a profile there is as it was); "
+            "--time-limit SECONDS ends a calibration early and writes what ran",
+            err=True,
+        )
+        raise typer.Exit(130) from None
     rows = table(outcomes, grid)
     ran = [i.name for i in items if any(o.item == i.name for o in outcomes)]
     note = "" if len(ran) == len(items) else (
@@ -231,11 +280,14 @@ def calibrate(
         machine=machine_description(),
         note=note,
     )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(previous.with_model(entry).to_json(), indent=2) + "\n", encoding="utf-8")
     markdown = render_markdown(entry)
-    output.with_suffix(".md").write_text(markdown, encoding="utf-8")
-    console.print(markdown, highlight=False, markup=False)
+    console.print(markdown, highlight=False, markup=False)  # shown first: a write that fails keeps it on screen
+    try:
+        _write_whole(output, json.dumps(previous.with_model(entry).to_json(), indent=2) + "\n")
+        _write_whole(output.with_suffix(".md"), markdown)
+    except UsageError as exc:
+        typer.echo(f"agentfsm: error: {exc}", err=True)
+        raise typer.Exit(2) from None
     console.print(f"wrote {output} and {output.with_suffix('.md')} (model {entry.model!r})", highlight=False)
 
 
