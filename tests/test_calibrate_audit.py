@@ -140,3 +140,82 @@ def test_ctrl_c_says_what_it_interrupted_and_leaves_the_profile(tmp_path: Path) 
     )
     assert "Traceback" not in stderr
     assert output.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
+
+
+# -- the profile, served -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def calibrated(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A profile the real CLI wrote for the command follower (as ``openai:cmd``)."""
+    output = tmp_path_factory.mktemp("calibrated") / "profiles" / "upstreams.json"
+    done = _calibrate(*_upstream_args(upstream), "-o", str(output))
+    assert done.returncode == 0, done.stderr
+    return output
+
+
+def _serve(models: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``agentfsm serve --models`` that is expected to stop at start-up."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentfsm", "serve", "--models", str(models), "--port", "0", *args],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+
+
+def _edited(calibrated: Path, folder: Path, **chosen: object) -> Path:
+    """A copy of the calibrated profile with its choice edited by hand."""
+    data = json.loads(calibrated.read_text())
+    data["models"]["openai:cmd"]["chosen"].update(chosen)
+    path = folder / "edited.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("chosen", "message"),
+    [
+        ({"dialect": "xml"}, "dialect must be one of json-action, json-protocol, command, smiley; got 'xml'"),
+        ({"max_corrections": "2"}, "max_corrections must be an integer; got '2'"),
+        # the models file refuses these; a profile that sets them is refused the same way
+        ({"tool_choice": "required"}, "tool_choice: each request brings its own (not a setting of a served model)"),
+    ],
+)
+def test_a_profile_edited_by_hand_is_named_where_the_mistake_is(
+    upstream: FakeUpstream, calibrated: Path, tmp_path: Path, chosen: dict[str, object], message: str
+) -> None:
+    profile = _edited(calibrated, tmp_path, **chosen)
+    models = tmp_path / "models.toml"
+    models.write_text(f'[models.cmd]\nbase_url = "{upstream.base_url}"\nprofile = "edited.json"\n')
+    done = _serve(models)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"agentfsm: error: {models}: models.cmd: {profile}: models.openai:cmd.chosen: {message}"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        # calibrated where the upstream took a JSON schema, served where it is told not to
+        ('json_schema_mode = "off"\nprofile = "edited.json"\n',
+         "enforcement constrained (from profile edited.json): this backend cannot constrain decoding to a JSON schema"),
+        ('enforcement = "prefill"\n',
+         "enforcement prefill (from models file): this backend cannot prefill the assistant turn"),
+    ],
+)
+def test_an_enforcement_the_upstream_cannot_do_stops_serve_at_start_up(
+    upstream: FakeUpstream, calibrated: Path, tmp_path: Path, entry: str, message: str
+) -> None:
+    _edited(calibrated, tmp_path, enforcement="constrained")
+    models = tmp_path / "models.toml"
+    models.write_text(f'[models.cmd]\nbase_url = "{upstream.base_url}"\n{entry}')
+    done = _serve(models)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"agentfsm: error: {models}: models.cmd: {message}"
+
+
+def test_an_enforcement_the_upstream_cannot_do_stops_the_single_backend_serve(upstream: FakeUpstream) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "serve", "--port", "0", *_upstream_args(upstream), "--enforcement", "prefill"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "agentfsm: error: enforcement prefill (from flags): this backend cannot prefill the assistant turn"
