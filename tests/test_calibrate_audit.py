@@ -12,6 +12,7 @@ a mistake in a profile names the profile.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -219,3 +220,63 @@ def test_an_enforcement_the_upstream_cannot_do_stops_the_single_backend_serve(up
     )
     assert done.returncode == 2
     assert done.stderr.strip() == "agentfsm: error: enforcement prefill (from flags): this backend cannot prefill the assistant turn"
+
+
+def test_a_calibrated_profile_served_through_the_sdks(
+    upstream: FakeUpstream, calibrated: Path, tmp_path: Path
+) -> None:
+    """calibrate's profile, named from a models file in another folder, served by the real CLI:
+    each name's requests run with its settings (headers, run_start), whole and streamed, and
+    the key the entry names is in no answer, listing or transcript."""
+    import anthropic
+    import httpx
+    import openai
+
+    from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, free_port, wait_until_serving
+
+    models = tmp_path / "conf" / "models.toml"
+    models.parent.mkdir()
+    profile = os.path.relpath(calibrated, models.parent)  # relative to the models file, not to cwd
+    models.write_text(
+        f'[models.cmd]\nbase_url = "{upstream.base_url}"\nmodel = "cmd"\napi_key_env = "AUDIT_KEY"\n'
+        f'profile = "{profile}"\n\n'
+        f'[models.plain]\nbase_url = "{upstream.base_url}"\nmodel = "cmd"\ndialect = "smiley"\n'
+    )
+    transcripts, port = tmp_path / "transcripts", free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agentfsm", "serve", "--models", str(models), "--port", str(port),
+         "--transcripts", str(transcripts)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "AUDIT_KEY": KEY},
+    )
+    url = f"http://127.0.0.1:{port}"
+    seen: list[str] = []
+    try:
+        wait_until_serving(url, server)
+        oa = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        an = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
+        user = [{"role": "user", "content": "What is the weather in Paris?"}]
+        expected = {"cmd": "dialect=command; enforcement=prompt", "plain": "dialect=smiley; enforcement=auto"}
+        for name, settings in expected.items():
+            for stream in (False, True):
+                a = oa.chat.completions.with_raw_response.create(
+                    model=name, messages=user, tools=TOOLS_OPENAI, stream=stream)
+                b = an.messages.with_raw_response.create(
+                    model=name, max_tokens=256, messages=user, tools=TOOLS_ANTHROPIC, stream=stream)
+                for raw in (a, b):
+                    assert (raw.headers["x-agentfsm-model"], raw.headers["x-agentfsm-settings"]) == (name, settings)
+                    seen.append(raw.http_response.read().decode())
+        seen += [httpx.get(f"{url}/v1/models").text,
+                 httpx.get(f"{url}/v1/models", headers={"anthropic-version": "2023-06-01"}).text]
+        assert [m.id for m in oa.models.list()] == [m.id for m in an.models.list()] == ["cmd", "plain"]
+        with pytest.raises(openai.NotFoundError) as missing:
+            oa.responses.create(model="CMD", input="hi")  # names differ by case: not the same model
+        assert missing.value.code == "model_not_found"
+    finally:
+        server.terminate()
+        _, log = server.communicate(timeout=20)
+    starts = [json.loads(p.read_text().splitlines()[0])["config"] for p in transcripts.glob("*.jsonl")]
+    assert sorted((c["model_entry"], c["settings_from"], c["dialect"], c["enforcement"]) for c in starts) == sorted(
+        [("cmd", f"profile {profile}", "command", "prompt")] * 4 + [("plain", "models file", "smiley", "auto")] * 4
+    )
+    for text in [*seen, log, *(p.read_text() for p in transcripts.glob("*.jsonl"))]:
+        assert KEY not in text

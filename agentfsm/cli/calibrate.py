@@ -32,7 +32,7 @@ OutputOpt = Annotated[
     Path,
     typer.Option(
         "-o", "--output",
-        help="Profile file (JSON). A profile already there keeps its other models; the table also goes to the same path with .md.",
+        help="Profile file (JSON), checked before the first model call. A profile already there keeps its other models (the file is replaced whole); the table also goes to the same path with .md.",
     ),
 ]
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=16, help="Generation bound per model call (a reply that does not follow the format costs at most this).")]
