@@ -19,7 +19,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anthropic
+import httpx
+import openai
 import pytest
 
 from agentfsm.core.profile import Profile
@@ -27,6 +31,7 @@ from agentfsm.eval.calibrate import load_items
 from agentfsm.testing import FakeUpstream, ReceivedRequest
 from agentfsm.testing.fake_script import FakeReply
 from tests._followers import follower, item_answers
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, free_port, wait_until_serving
 
 ITEMS = load_items()
 KEY = "sk-calib-audit-secret-0042"
@@ -66,22 +71,26 @@ def test_a_key_given_to_calibrate_is_in_no_file_it_writes_nor_on_the_console(
 
 
 @pytest.mark.parametrize(
-    ("output", "message"),
+    ("args", "message"),
     [
-        ("taken", "-o {d}/taken: {d}/taken is a folder"),
-        ("p.json", "-o {d}/p.json: {d}/p.md is a folder"),
-        ("file.txt/p.json", "-o {d}/file.txt/p.json: {d}/file.txt is a file, not a folder"),
-        ("table.md", "-o {d}/table.md: the table is written to the profile's path with .md; name the profile .json"),
+        (["-o", "taken"], "-o {d}/taken: {d}/taken is a folder"),
+        (["-o", "p.json"], "-o {d}/p.json: {d}/p.md is a folder"),
+        (["-o", "file.txt/p.json"],
+         "-o {d}/file.txt/p.json: cannot write in {d}/file.txt: {d}/file.txt exists and is not a directory"),
+        (["-o", "table.md"], "-o {d}/table.md: the table is written to the profile's path with .md; name the profile .json"),
+        (["-o", "new.json", "--transcripts", "file.txt"],
+         "cannot write transcripts into directory {d}/file.txt: {d}/file.txt exists and is not a directory"),
     ],
 )
 def test_an_output_that_cannot_be_written_is_refused_before_any_model_call(
-    tmp_path: Path, output: str, message: str
+    tmp_path: Path, args: list[str], message: str
 ) -> None:
     (tmp_path / "taken").mkdir()
     (tmp_path / "p.md").mkdir()
     (tmp_path / "file.txt").write_text("not a folder")
+    paths = [a if a.startswith("-") else str(tmp_path / a) for a in args]
     with FakeUpstream(follower("command", item_answers(ITEMS))) as fake:
-        done = _calibrate(*_upstream_args(fake), "-o", str(tmp_path / output))
+        done = _calibrate(*_upstream_args(fake), *paths)
         assert fake.chat_requests == []  # refused up front, not after the whole calibration
     assert done.returncode == 2
     assert done.stderr.strip() == "agentfsm: error: " + message.format(d=tmp_path)
@@ -222,18 +231,37 @@ def test_an_enforcement_the_upstream_cannot_do_stops_the_single_backend_serve(up
     assert done.stderr.strip() == "agentfsm: error: enforcement prefill (from flags): this backend cannot prefill the assistant turn"
 
 
+def _ask_each(oa: openai.OpenAI, an: anthropic.Anthropic) -> list[str]:
+    """Each entry's answers through both SDKs, whole and streamed, checked for its settings; the
+    listings in both shapes; a name differing by case. The texts read, to search for the key."""
+    user: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
+    expected = {"cmd": "dialect=command; enforcement=prompt", "plain": "dialect=smiley; enforcement=auto"}
+    seen: list[str] = []
+    for name, settings in expected.items():
+        for stream in (False, True):
+            a = oa.chat.completions.with_raw_response.create(model=name, messages=user, tools=TOOLS_OPENAI, stream=stream)
+            b = an.messages.with_raw_response.create(
+                model=name, max_tokens=256, messages=user, tools=TOOLS_ANTHROPIC, stream=stream
+            )
+            for raw in (a, b):
+                assert (raw.headers["x-agentfsm-model"], raw.headers["x-agentfsm-settings"]) == (name, settings)
+                seen.append(raw.http_response.read().decode())
+    base = str(oa.base_url).rstrip("/")
+    seen += [httpx.get(f"{base}/models").text,
+             httpx.get(f"{base}/models", headers={"anthropic-version": "2023-06-01"}).text]
+    assert [m.id for m in oa.models.list()] == [m.id for m in an.models.list()] == ["cmd", "plain"]
+    with pytest.raises(openai.NotFoundError) as missing:
+        oa.responses.create(model="CMD", input="hi")  # names differ by case: not the same model
+    assert missing.value.code == "model_not_found"
+    return seen
+
+
 def test_a_calibrated_profile_served_through_the_sdks(
     upstream: FakeUpstream, calibrated: Path, tmp_path: Path
 ) -> None:
     """calibrate's profile, named from a models file in another folder, served by the real CLI:
     each name's requests run with its settings (headers, run_start), whole and streamed, and
     the key the entry names is in no answer, listing or transcript."""
-    import anthropic
-    import httpx
-    import openai
-
-    from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, free_port, wait_until_serving
-
     models = tmp_path / "conf" / "models.toml"
     models.parent.mkdir()
     profile = os.path.relpath(calibrated, models.parent)  # relative to the models file, not to cwd
@@ -252,25 +280,9 @@ def test_a_calibrated_profile_served_through_the_sdks(
     seen: list[str] = []
     try:
         wait_until_serving(url, server)
-        oa = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-        an = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
-        user = [{"role": "user", "content": "What is the weather in Paris?"}]
-        expected = {"cmd": "dialect=command; enforcement=prompt", "plain": "dialect=smiley; enforcement=auto"}
-        for name, settings in expected.items():
-            for stream in (False, True):
-                a = oa.chat.completions.with_raw_response.create(
-                    model=name, messages=user, tools=TOOLS_OPENAI, stream=stream)
-                b = an.messages.with_raw_response.create(
-                    model=name, max_tokens=256, messages=user, tools=TOOLS_ANTHROPIC, stream=stream)
-                for raw in (a, b):
-                    assert (raw.headers["x-agentfsm-model"], raw.headers["x-agentfsm-settings"]) == (name, settings)
-                    seen.append(raw.http_response.read().decode())
-        seen += [httpx.get(f"{url}/v1/models").text,
-                 httpx.get(f"{url}/v1/models", headers={"anthropic-version": "2023-06-01"}).text]
-        assert [m.id for m in oa.models.list()] == [m.id for m in an.models.list()] == ["cmd", "plain"]
-        with pytest.raises(openai.NotFoundError) as missing:
-            oa.responses.create(model="CMD", input="hi")  # names differ by case: not the same model
-        assert missing.value.code == "model_not_found"
+        with (openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as oa,
+              anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as an):
+            seen += _ask_each(oa, an)
     finally:
         server.terminate()
         _, log = server.communicate(timeout=20)

@@ -128,6 +128,7 @@ def _prepare_output(output: Path) -> Profile:
     and its table (``.md`` beside it) are known to be writable there: a calibration can take
     an hour, and what it measured is not to be lost to a path that cannot be written."""
     from agentfsm.core.profile import Profile
+    from agentfsm.runtime.transcript import os_error_reason
     from agentfsm.server.models_file import read_profile
 
     table = output.with_suffix(".md")
@@ -136,16 +137,14 @@ def _prepare_output(output: Path) -> Profile:
     for path in (output, table):
         if path.is_dir():
             raise UsageError(f"-o {output}: {path} is a folder")
-    not_folder = next((p for p in output.parents if p.exists() and not p.is_dir()), None)
-    if not_folder is not None:
-        raise UsageError(f"-o {output}: {not_folder} is a file, not a folder")
     previous = read_profile(output) if output.exists() else Profile()
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=output.parent):
+        with tempfile.TemporaryFile(dir=output.parent):  # the permission bits do not say it all
             pass
     except OSError as exc:
-        raise UsageError(f"-o {output}: cannot write in {output.parent}: {exc.strerror or exc}") from None
+        reason = os_error_reason(exc, output.parent)
+        raise UsageError(f"-o {output}: cannot write in {output.parent}: {reason}") from None
     return previous
 
 
@@ -237,10 +236,13 @@ def calibrate(
     from agentfsm.core.profile import ModelProfile
     from agentfsm.eval.calibrate import RULE, choose, load_items, policy_axes, settings_grid, table
     from agentfsm.eval.host import machine_description, now_iso
+    from agentfsm.runtime.transcript import prepare_transcripts_dir
 
     console = Console() if Console().is_terminal else Console(width=200)
     try:
         previous = _prepare_output(output)  # refused now, not after the whole calibration
+        if transcripts is not None:
+            prepare_transcripts_dir(transcripts)
         axes = policy_axes(vary or [])  # a mistake named before the model loads
         model_backend = make_backend(backend, base_url, model, api_key, context_tokens)
         items = load_items()
