@@ -53,9 +53,12 @@ def make_backend(
     if backend == "openai":
         if not base_url:
             raise UsageError("--backend openai needs --base-url (or AGENTFSM_BASE_URL)")
+        from agentfsm.backends._transport import url_secrets
+
         kwargs: dict[str, Any] = {"base_url": base_url, "model": model or "default", "context_tokens": context_tokens}
         key = api_key or os.environ.get("OPENAI_API_KEY")
-        register_secret(key)
+        for secret in [key, *url_secrets(base_url)]:  # a key in the query (?key=...) is a key too
+            register_secret(secret)
         if key:
             kwargs["api_key"] = key
         return create_backend("openai", **kwargs)

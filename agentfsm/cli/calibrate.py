@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,13 +17,13 @@ import typer
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.errors import AgentFSMError
+from agentfsm.core.errors import AgentFSMError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from agentfsm.core.backend import Backend
-    from agentfsm.core.profile import ModelProfile
+    from agentfsm.core.profile import ModelProfile, Profile
     from agentfsm.eval.calibrate import Item, Outcome, Setting
 
 __all__ = ["calibrate", "register", "render_markdown"]
@@ -30,7 +32,7 @@ OutputOpt = Annotated[
     Path,
     typer.Option(
         "-o", "--output",
-        help="Profile file (JSON). A profile already there keeps its other models; the table also goes to the same path with .md.",
+        help="Profile file (JSON), checked before the first model call. A profile already there keeps its other models (the file is replaced whole); the table also goes to the same path with .md.",
     ),
 ]
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=16, help="Generation bound per model call (a reply that does not follow the format costs at most this).")]
@@ -73,6 +75,14 @@ def _versions(backend: Backend) -> dict[str, str]:
     return out
 
 
+def _command_line() -> str:
+    """The command as typed, each key in it (``--upstream-api-key``, a base URL's ``?key=``)
+    replaced by ``***``: a profile and its table are shared, committed and printed."""
+    from agentfsm.cli._logging import redact
+
+    return "agentfsm " + " ".join(shlex.quote(redact(a)) for a in sys.argv[1:])
+
+
 def render_markdown(entry: ModelProfile) -> str:
     """The profile's table for one model, with the command, the choice and how it was measured."""
     columns = list(entry.table[0].settings) if entry.table else []
@@ -111,6 +121,46 @@ def render_markdown(entry: ModelProfile) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _prepare_output(output: Path) -> Profile:
+    """The profile already at ``output`` (an empty one where there is none), once the profile
+    and its table (``.md`` beside it) are known to be writable there: a calibration can take
+    an hour, and what it measured is not to be lost to a path that cannot be written."""
+    from agentfsm.core.profile import Profile
+    from agentfsm.runtime.transcript import os_error_reason
+    from agentfsm.server.models_file import read_profile
+
+    table = output.with_suffix(".md")
+    if table == output:
+        raise UsageError(f"-o {output}: the table is written to the profile's path with .md; name the profile .json")
+    for path in (output, table):
+        if path.is_dir():
+            raise UsageError(f"-o {output}: {path} is a folder")
+    previous = read_profile(output) if output.exists() else Profile()
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output.parent):  # the permission bits do not say it all
+            pass
+    except OSError as exc:
+        reason = os_error_reason(exc, output.parent)
+        raise UsageError(f"-o {output}: cannot write in {output.parent}: {reason}") from None
+    return previous
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """``text`` into ``path`` whole or not at all: written beside it, then renamed over it (a
+    profile holds other models' entries; a write cut short must not take them along)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _run(
@@ -183,14 +233,16 @@ def calibrate(
     """
     from rich.console import Console
 
-    from agentfsm.core.profile import ModelProfile, Profile
-    from agentfsm.server.models_file import read_profile
+    from agentfsm.core.profile import ModelProfile
     from agentfsm.eval.calibrate import RULE, choose, load_items, policy_axes, settings_grid, table
     from agentfsm.eval.host import machine_description, now_iso
+    from agentfsm.runtime.transcript import prepare_transcripts_dir
 
     console = Console() if Console().is_terminal else Console(width=200)
     try:
-        previous = read_profile(output) if output.exists() else Profile()
+        previous = _prepare_output(output)  # refused now, not after the whole calibration
+        if transcripts is not None:
+            prepare_transcripts_dir(transcripts)
         axes = policy_axes(vary or [])  # a mistake named before the model loads
         model_backend = make_backend(backend, base_url, model, api_key, context_tokens)
         items = load_items()
@@ -205,6 +257,13 @@ def calibrate(
     except AgentFSMError as exc:
         typer.echo(f"agentfsm: error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        typer.echo(
+            f"agentfsm: interrupted: {output} was not written (a profile there is as it was); "
+            "--time-limit SECONDS ends a calibration early and writes what ran",
+            err=True,
+        )
+        raise typer.Exit(130) from None
     rows = table(outcomes, grid)
     ran = [i.name for i in items if any(o.item == i.name for o in outcomes)]
     note = "" if len(ran) == len(items) else (
@@ -219,15 +278,18 @@ def calibrate(
         versions=_versions(model_backend),
         items=tuple(ran),
         seconds=round(seconds, 1),
-        command="agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        command=_command_line(),
         machine=machine_description(),
         note=note,
     )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(previous.with_model(entry).to_json(), indent=2) + "\n", encoding="utf-8")
     markdown = render_markdown(entry)
-    output.with_suffix(".md").write_text(markdown, encoding="utf-8")
-    console.print(markdown, highlight=False, markup=False)
+    console.print(markdown, highlight=False, markup=False)  # shown first: a write that fails keeps it on screen
+    try:
+        _write_whole(output, json.dumps(previous.with_model(entry).to_json(), indent=2) + "\n")
+        _write_whole(output.with_suffix(".md"), markdown)
+    except UsageError as exc:
+        typer.echo(f"agentfsm: error: {exc}", err=True)
+        raise typer.Exit(2) from None
     console.print(f"wrote {output} and {output.with_suffix('.md')} (model {entry.model!r})", highlight=False)
 
 

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agentfsm.core.backend import Backend
+from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import ModelNotFound, RequestError, UsageError
 from agentfsm.core.profile import value_text
+from agentfsm.prompt.enforcement import choose_level
 from agentfsm.server.settings import NOT_FOR_THE_PROXY
 
 __all__ = ["ModelTable", "ServedModel", "settings_text"]
@@ -39,6 +41,14 @@ class ServedModel:
     #: where :attr:`run` came from, as transcripts record it (``flags``, ``models file``,
     #: ``profile FILE``)
     settings_from: str = "flags"
+
+    def __post_init__(self) -> None:
+        # an enforcement level the backend lacks would fail every request that offers tools,
+        # each as the client's 400: it is a mistake of the settings, named at start-up
+        try:
+            choose_level(self.run.enforcement, self.backend.capabilities, ToolChoice.AUTO)
+        except UsageError as exc:
+            raise UsageError(f"enforcement {self.run.enforcement} (from {self.settings_from}): {exc}") from None
 
 
 class ModelTable:

@@ -107,6 +107,13 @@ def read_profile(path: Path) -> Profile:
     return Profile.from_json(data, source=str(path))
 
 
+def _refuse_request_fields(settings: Mapping[str, Any]) -> None:
+    """A UsageError naming each field of ``settings`` that every request brings itself."""
+    not_here = sorted(k for k in settings if k in NOT_FOR_THE_PROXY)
+    if not_here:
+        raise UsageError(f"{', '.join(not_here)}: each request brings its own (not a setting of a served model)")
+
+
 def build_backend(name: str, entry: ModelEntry, key: str | None) -> Backend:
     """The backend an entry describes (``key``: its upstream key, already read)."""
     from agentfsm.backends import Timeouts, create_backend
@@ -184,9 +191,7 @@ def _entry(
     on_secret: Callable[[str], None] | None,
 ) -> ServedModel:
     settings = {k: v for k, v in table.items() if k in _RUN_FIELDS}
-    not_here = sorted(k for k in table if k in NOT_FOR_THE_PROXY)
-    if not_here:
-        raise UsageError(f"{', '.join(not_here)}: each request brings its own (not a setting of a served model)")
+    _refuse_request_fields(table)
     try:
         entry = ModelEntry.model_validate({k: v for k, v in table.items() if k not in _RUN_FIELDS})
     except ValidationError as exc:
@@ -223,8 +228,13 @@ def _entry(
     run, source = base, "models file" if settings else "flags"
     if entry.profile is not None:
         profile_path = file.parent / entry.profile
-        chosen = read_profile(profile_path).for_model(entry.profile_model or backend.name)
-        run, source = chosen.run_config(run), f"profile {entry.profile}"
+        key = entry.profile_model or backend.name
+        chosen = read_profile(profile_path).for_model(key)
+        try:  # a value edited by hand is named where it is written: not in the models file
+            _refuse_request_fields(chosen.chosen)
+            run, source = chosen.run_config(run), f"profile {entry.profile}"
+        except UsageError as exc:
+            raise UsageError(f"{profile_path}: models.{key}.chosen: {exc}") from None
     if settings:
         run = run.replace(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
         if entry.profile is not None:
