@@ -269,3 +269,16 @@ def test_the_readme_models_file_is_one_serve_reads(tmp_path: Path) -> None:
     assert served["qwen"].run.dialect == "command" and served["qwen"].settings_from == "profile profiles/upstreams.json"
     assert served["llama"].run.max_corrections == 2 and served["llama"].settings_from == "models file"
     assert table.fallback == "small"
+
+
+# -- the errors the docs name ----------------------------------------------------------
+
+
+def test_each_agentfsm_error_the_docs_name_is_importable_from_agentfsm() -> None:
+    import agentfsm
+    import agentfsm.core.errors as errors
+
+    named = {name for path in DOCS for name in re.findall(r"`([A-Z]\w+)`", path.read_text(encoding="utf-8"))}
+    ours = sorted(name for name in named if isinstance(getattr(errors, name, None), type))
+    assert {"RetryBudgetExceeded", "UsageError", "ToolSpecError", "TranscriptError"} <= set(ours)
+    assert [name for name in ours if name not in agentfsm.__all__] == []
