@@ -63,6 +63,10 @@ WORKER_TESTS := tests/test_server_openai.py tests/test_server_anthropic.py tests
 test: install clients chromium
 	$(PY) -m pytest -q
 	AGENTFSM_TEST_SERVE_WORKERS=2 $(PY) -m pytest -q $(WORKER_TESTS)
+	$(MAKE) --no-print-directory lint
+
+# the type check that make test ends with, on its own
+lint: install
 	$(PY) -m mypy --strict agentfsm
 
 demo: install
