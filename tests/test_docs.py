@@ -2,13 +2,14 @@
 
 - Every ``agentfsm COMMAND ... --flag`` they show, in a code block or an inline code span,
   names an option that command has (read from the click command typer builds: no model,
-  no subprocess); a flag shown on its own (```--max-corrections```) is an option of some
+  no subprocess); a flag shown on its own (``--max-corrections``) is an option of some
   command; a flag of another program (``claude``, ``codex``, ``make``) is left to it.
 - The README's Python snippets run as written. A snippet whose code holds ``[...]`` (a
   placeholder for the reader to fill in) is an illustration and is not run; the rest run
   with the embedded model swapped for a scripted one, and a line ``expr  # value`` checks
   that ``expr`` shows as ``value`` (``...`` matching anything, as in doctest).
 - The models file the README shows is one ``serve --models`` reads.
+- Each agentfsm error the docs name can be imported from ``agentfsm``.
 """
 
 from __future__ import annotations
