@@ -63,6 +63,10 @@ WORKER_TESTS := tests/test_server_openai.py tests/test_server_anthropic.py tests
 test: install clients chromium
 	$(PY) -m pytest -q
 	AGENTFSM_TEST_SERVE_WORKERS=2 $(PY) -m pytest -q $(WORKER_TESTS)
+	$(MAKE) --no-print-directory lint
+
+# the type check that make test ends with, on its own
+lint: install
 	$(PY) -m mypy --strict agentfsm
 
 demo: install
@@ -72,7 +76,7 @@ demo: install
 
 # Before each landing of a change to the model-facing path: the task suite (90 tasks, tuned
 # and held-out splits), 40 cases per BFCL single-turn category and 30 per live one, on the
-# embedded model with defaults; writes bench/results/quality.md (516 tasks and cases: about 35
+# embedded model with defaults; writes bench/results/quality.md (516 tasks and cases: about 30
 # minutes on 2 cores).
 quality: install
 	nice -n 5 $(VENV)/bin/agentfsm eval quality --limit 40 --live-limit 30 --transcripts runs/quality

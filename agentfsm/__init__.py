@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from agentfsm.core.choice import ToolChoice
     from agentfsm.core.config import RunConfig
     from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, step
-    from agentfsm.core.errors import AgentFSMError, BackendError, InvalidTransition, LoopDetected, MaxStepsExceeded, MissingExtraError, RequestError, RetryBudgetExceeded, RunError, UsageError
+    from agentfsm.core.errors import AgentFSMError, BackendError, InvalidTransition, LoopDetected, MaxStepsExceeded, MissingExtraError, RequestError, RetryBudgetExceeded, RunError, ToolSpecError, TranscriptError, UsageError
     from agentfsm.core.machine import AgentMachine
     from agentfsm.core.messages import AssistantMessage, Message, PromptMessage, SystemMessage, ToolCall, ToolMessage, ToolResult, ToolSpec, UserMessage
     from agentfsm.core.states import State, derive_state
@@ -108,6 +108,8 @@ _EXPORTS: dict[str, str] = {
     "ToolRegistry": "agentfsm.runtime.tools",
     "ToolResult": "agentfsm.core.messages",
     "ToolSpec": "agentfsm.core.messages",
+    "ToolSpecError": "agentfsm.core.errors",
+    "TranscriptError": "agentfsm.core.errors",
     "TranscriptEvent": "agentfsm.core.events",
     "UsageError": "agentfsm.core.errors",
     "UserMessage": "agentfsm.core.messages",
@@ -160,6 +162,8 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
+    "ToolSpecError",
+    "TranscriptError",
     "TranscriptEvent",
     "UsageError",
     "UserMessage",
