@@ -26,6 +26,7 @@ import pytest
 
 import agentfsm.runtime.agent as agent_module
 from agentfsm.backends import Backend, ScriptedBackend
+from agentfsm.core.backend import Capabilities
 from agentfsm.core.messages import PromptMessage
 from agentfsm.core.profile import ModelProfile, Profile
 from agentfsm.server.models_file import ModelEntry, load_models_file
@@ -261,7 +262,9 @@ def test_the_readme_models_file_is_one_serve_reads(tmp_path: Path) -> None:
 
     def backend(name: str, entry: ModelEntry, key: str | None) -> Backend:
         entries[name] = entry
-        return ScriptedBackend([], name=f"{entry.backend}:{entry.model or name}")
+        # the embedded model constrains decoding (serve checks an entry's enforcement against it)
+        can = Capabilities(prefill=True, json_schema=True) if entry.backend == "local" else None
+        return ScriptedBackend([], capabilities=can, name=f"{entry.backend}:{entry.model or name}")
 
     table = load_models_file(tmp_path / "models.toml", environ={"VLLM_API_KEY": "k"}, make_backend=backend)
     assert sorted(entries) == ["llama", "qwen", "small"]
