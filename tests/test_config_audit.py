@@ -1,0 +1,74 @@
+"""The settings surface as one thing: each setting read, checked and recorded the same way
+wherever it is set (Agent keywords, CLI flags and AGENTFSM_* variables, the models file and
+its profiles, batch task lines, create_app, a client's generation options).
+
+Each test drives the real part: the CLI in a subprocess, the proxy over a FakeUpstream
+through the official SDKs, the models file as ``agentfsm serve`` reads it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from agentfsm import Agent
+from agentfsm.backends.scripted import ScriptedBackend
+from agentfsm.core.config import DEFAULTS
+from agentfsm.core.errors import UsageError
+from agentfsm.core.profile import ModelProfile, Profile
+from agentfsm.prompt.contract import render_contract
+from agentfsm.server.app import create_app
+from agentfsm.server.models_file import load_models_file
+from agentfsm.server.settings import NOT_FOR_THE_PROXY
+from agentfsm.testing import FakeUpstream
+from agentfsm.testing.example_tools import TOOLS
+from tests._proxy import (  # fake: a fixture
+    TOOLS_ANTHROPIC,
+    TOOLS_OPENAI,
+    fake,
+    free_port,
+    proxy,
+    upstream_backend,
+    wait_until_serving,
+)
+
+USER = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def _agentfsm(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentfsm", *args], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "COLUMNS": "200", **(env or {})}, cwd=cwd,
+    )
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The single ``agentfsm: error: ...`` line a refused command ends with (exit 2, no traceback)."""
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("agentfsm: error: "), done.stderr
+    return lines[0]
+
+
+# --- `agentfsm tools` prints the contract `run` would send: parallel included -----------------
+
+
+@pytest.mark.parametrize("how", [["--no-parallel"], []], ids=["flag", "env"])
+def test_tools_prints_the_contract_of_a_run_without_parallel_calls(how: list[str]) -> None:
+    env = {} if how else {"AGENTFSM_PARALLEL": "false"}
+    done = _agentfsm("tools", "agentfsm.testing.example_tools:TOOLS", *how, env=env)
+    assert done.returncode == 0, done.stderr
+    single = render_contract(TOOLS, parallel=False)
+    assert single != render_contract(TOOLS, parallel=True)
+    assert done.stdout.rstrip().endswith(single.rstrip())
