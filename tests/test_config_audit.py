@@ -72,3 +72,39 @@ def test_tools_prints_the_contract_of_a_run_without_parallel_calls(how: list[str
     single = render_contract(TOOLS, parallel=False)
     assert single != render_contract(TOOLS, parallel=True)
     assert done.stdout.rstrip().endswith(single.rstrip())
+
+
+# --- generation options: the Agent checks what the proxy checks -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_tokenz": 64}, "unknown option(s) max_tokenz; options: max_tokens, temperature"),
+        ({"max_tokens": 0}, "options.max_tokens: Input should be greater than or equal to 1"),
+        ({"temperature": -0.5}, "options.temperature: Input should be greater than or equal to 0"),
+        ({"top_p": 1.5}, "options.top_p: Input should be less than or equal to 1"),
+        ({"top_k": -1}, "options.top_k: Input should be greater than or equal to 0"),
+    ],
+)
+def test_an_agents_bad_generation_option_is_a_usage_error(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        Agent(ScriptedBackend(["hi"]), options=options)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_tokens", 0), ("temperature", -0.5), ("top_p", 1.5)])
+def test_the_proxy_refuses_the_same_options_in_the_providers_shape(fake: FakeUpstream, field: str, value: float) -> None:
+    with proxy(upstream_backend(fake)) as url:
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client, \
+                pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(model="m", messages=USER, tools=TOOLS_OPENAI, **{field: value})  # type: ignore[call-overload]
+        assert caught.value.status_code == 400 and caught.value.body["param"] == field  # type: ignore[index]
+        with anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as aclient, \
+                pytest.raises(anthropic.BadRequestError) as refused:
+            # this SDK has no sampling keywords: they go as the body's own fields
+            body: dict[str, Any] = {"max_tokens": 64, field: value}
+            aclient.messages.create(model="m", max_tokens=64, messages=USER, tools=TOOLS_ANTHROPIC,  # type: ignore[arg-type]
+                                    extra_body=body)
+        assert refused.value.status_code == 400 and field in str(refused.value)
+    assert fake.chat_requests == []  # refused before any model call

@@ -340,6 +340,9 @@ def _options(options: Any) -> GenerationOptions:
     if isinstance(options, GenerationOptions):
         return options
     if isinstance(options, Mapping):
+        unknown = sorted(str(k) for k in options if k not in GenerationOptions.model_fields)
+        if unknown:  # as an unknown setting is: a misspelt option would be dropped silently
+            raise UsageError(f"unknown option(s) {', '.join(unknown)}; options: {', '.join(GenerationOptions.model_fields)}")
         try:
             return GenerationOptions.model_validate(options)
         except ValidationError as exc:
