@@ -108,3 +108,49 @@ def test_the_proxy_refuses_the_same_options_in_the_providers_shape(fake: FakeUps
                                     extra_body=body)
         assert refused.value.status_code == 400 and field in str(refused.value)
     assert fake.chat_requests == []  # refused before any model call
+
+
+# --- settings a served model does not take: refused alike everywhere ---------------------------
+
+
+@pytest.mark.parametrize("name", NOT_FOR_THE_PROXY)
+def test_create_app_refuses_a_setting_the_proxy_would_drop(name: str) -> None:
+    value = {"tool_choice": "required", "parallel": False, "max_steps": 3, "result_max_chars": 100}[name]
+    with pytest.raises(UsageError, match=rf"^{name}: each request brings its own tool_choice and parallel"):
+        create_app(ScriptedBackend([]), **{name: value})
+    create_app(ScriptedBackend([]), dialect="command", max_corrections=1)  # the ones it takes
+
+
+def _profile(folder: Path, chosen: dict[str, Any]) -> None:
+    entry = ModelProfile(model="openai:m", chosen=chosen, table=(), rule="r", date="d", versions={}, items=(), seconds=1)
+    (folder / "p.json").write_text(json.dumps(Profile().with_model(entry).to_json()))
+
+
+@pytest.mark.parametrize(
+    ("chosen", "message"),
+    [
+        ({"dialect": "yaml"}, "chosen: dialect must be one of json-action, json-protocol, command, smiley; got 'yaml'"),
+        ({"dialekt": "command"}, "chosen: unknown setting(s) dialekt"),
+        ({"max_steps": 4}, "chosen: max_steps: each request brings its own tool_choice and parallel"),
+    ],
+)
+def test_a_mistake_in_a_profile_names_the_profile(tmp_path: Path, chosen: dict[str, Any], message: str) -> None:
+    """Not the models file's entry, which does not hold the bad value."""
+    _profile(tmp_path, chosen)
+    path = tmp_path / "models.toml"
+    path.write_text("[models.a]\nbase_url = 'http://127.0.0.1:9/v1'\nmodel = 'm'\nprofile = 'p.json'\n")
+    line = _one_error_line(_agentfsm("serve", "--models", str(path), "--port", "0"))
+    assert f"{path}: models.a: profile p.json, model 'openai:m': {message}" in line
+    # the entry's own settings: the same check, naming the entry
+    path.write_text("[models.a]\nbase_url = 'http://127.0.0.1:9/v1'\nmax_steps = 4\n")
+    with pytest.raises(UsageError, match=r"models.a: max_steps: each request brings its own"):
+        load_models_file(path, environ={})
+
+
+def test_a_profiles_list_reads_as_the_configs_tuple(tmp_path: Path) -> None:
+    _profile(tmp_path, {"policies": ["refusal"], "dialect": "command"})
+    path = tmp_path / "models.toml"
+    path.write_text("[models.a]\nbase_url = 'http://127.0.0.1:9/v1'\nmodel = 'm'\nprofile = 'p.json'\npolicies = ['answers']\n")
+    (served,) = load_models_file(path, environ={}).models
+    assert served.run == DEFAULTS.replace(policies=("answers",), dialect="command")
+    assert served.settings_from == "profile p.json + models file"

@@ -51,7 +51,7 @@ from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import UsageError
 from agentfsm.core.profile import Profile
 from agentfsm.server.models import ModelTable, ServedModel
-from agentfsm.server.settings import NOT_FOR_THE_PROXY
+from agentfsm.server.settings import NOT_FOR_THE_PROXY, check_served
 
 __all__ = ["ModelEntry", "build_backend", "load_models_file", "read_profile"]
 
@@ -184,9 +184,7 @@ def _entry(
     on_secret: Callable[[str], None] | None,
 ) -> ServedModel:
     settings = {k: v for k, v in table.items() if k in _RUN_FIELDS}
-    not_here = sorted(k for k in table if k in NOT_FOR_THE_PROXY)
-    if not_here:
-        raise UsageError(f"{', '.join(not_here)}: each request brings its own (not a setting of a served model)")
+    check_served(table)
     try:
         entry = ModelEntry.model_validate({k: v for k, v in table.items() if k not in _RUN_FIELDS})
     except ValidationError as exc:
@@ -222,11 +220,15 @@ def _entry(
     backend = make_backend(name, entry, key)
     run, source = base, "models file" if settings else "flags"
     if entry.profile is not None:
-        profile_path = file.parent / entry.profile
-        chosen = read_profile(profile_path).for_model(entry.profile_model or backend.name)
-        run, source = chosen.run_config(run), f"profile {entry.profile}"
+        chosen = read_profile(file.parent / entry.profile).for_model(entry.profile_model or backend.name)
+        try:  # a mistake in the profile names the profile, not the entry's own fields
+            check_served(chosen.chosen)
+            run = chosen.run_config(run)
+        except UsageError as exc:
+            raise UsageError(f"profile {entry.profile}, model {chosen.model!r}: chosen: {exc}") from None
+        source = f"profile {entry.profile}"
     if settings:
-        run = run.replace(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
+        run = run.replace(**settings)
         if entry.profile is not None:
             source += " + models file"
     return ServedModel(name, backend, run, source)
