@@ -154,3 +154,30 @@ def test_a_profiles_list_reads_as_the_configs_tuple(tmp_path: Path) -> None:
     (served,) = load_models_file(path, environ={}).models
     assert served.run == DEFAULTS.replace(policies=("answers",), dialect="command")
     assert served.settings_from == "profile p.json + models file"
+
+
+# --- a batch task's tool_choice: checked when the file is read, naming the line ---------------
+
+
+@pytest.mark.parametrize("choice", ['""', '"  "', '{"type": "tool", "name": ""}', '{"type": "bogus"}'])
+def test_a_bad_task_tool_choice_names_its_line(tmp_path: Path, choice: str) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": "hi", "tool_choice": ' + choice + "}\n")
+    done = _agentfsm("batch", str(tasks), "-o", str(tmp_path / "out.jsonl"), "--backend", "openai",
+                     "--base-url", "http://127.0.0.1:9/v1", "--tools-module", "agentfsm.testing.example_tools")
+    line = _one_error_line(done)
+    assert f"{tasks}:2: bad task: tool_choice:" in line and "a tool's name, or an OpenAI or Anthropic tool_choice object" in line
+    assert not (tmp_path / "out.jsonl").exists() or (tmp_path / "out.jsonl").read_text() == ""
+
+
+def test_task_tool_choice_forms_read_as_before() -> None:
+    from agentfsm.batch.task import Task
+    from agentfsm.core.choice import ToolChoice
+
+    forms = {"any": ToolChoice.REQUIRED, "multiply": ToolChoice.of_tool("multiply")}
+    objects = [({"type": "tool", "name": "add"}, "add"), ({"type": "function", "function": {"name": "add"}}, "add"),
+               ({"type": "none"}, "none"), ({"type": "any"}, "required")]
+    for raw, expected in [*forms.items(), *objects]:
+        assert Task(id="t", prompt="p", tool_choice=raw).choice(ToolChoice.AUTO) == (
+            expected if isinstance(expected, ToolChoice) else ToolChoice.parse(expected))
+    assert Task(id="t", prompt="p").choice(ToolChoice.NONE) is ToolChoice.NONE
