@@ -181,3 +181,25 @@ def test_task_tool_choice_forms_read_as_before() -> None:
         assert Task(id="t", prompt="p", tool_choice=raw).choice(ToolChoice.AUTO) == (
             expected if isinstance(expected, ToolChoice) else ToolChoice.parse(expected))
     assert Task(id="t", prompt="p").choice(ToolChoice.NONE) is ToolChoice.NONE
+
+
+# --- calibrate: one default bound per model call ----------------------------------------------
+
+
+def test_calibrate_cli_and_library_share_the_max_tokens_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from agentfsm.cli.calibrate import calibrate
+    from agentfsm.eval import calibrate as library
+
+    assert inspect.signature(calibrate).parameters["max_tokens"].default == library.DEFAULT_MAX_TOKENS
+    seen: list[int | None] = []
+
+    async def run_item(*args: Any) -> Any:
+        seen.append(args[4].max_tokens)
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(library, "run_item", run_item)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(library.run_calibration(ScriptedBackend([]), library.load_items()[:1], [{}]))
+    assert seen == [library.DEFAULT_MAX_TOKENS]
