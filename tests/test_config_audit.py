@@ -203,3 +203,80 @@ def test_calibrate_cli_and_library_share_the_max_tokens_default(monkeypatch: pyt
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(library.run_calibration(ScriptedBackend([]), library.load_items()[:1], [{}]))
     assert seen == [library.DEFAULT_MAX_TOKENS]
+
+
+# --- run_start records the effective config: result_max_chars too ------------------------------
+
+
+def _run_start(path: Path) -> dict[str, Any]:
+    first = json.loads(path.read_text().splitlines()[0])
+    assert first["type"] == "run_start"
+    return dict(first["config"])
+
+
+def test_run_start_records_result_max_chars_from_the_cli_and_batch(tmp_path: Path) -> None:
+    with FakeUpstream(["It is 4.", "It is 4."]) as upstream:
+        transcript = tmp_path / "run.jsonl"
+        done = _agentfsm("run", "--backend", "openai", "--base-url", upstream.base_url, "--model", "m",
+                         "--enforcement", "prompt", "--transcript", str(transcript), "What is 2 + 2?",
+                         env={"AGENTFSM_RESULT_MAX_CHARS": "120"})
+        assert done.returncode == 0, done.stderr
+        assert _run_start(transcript)["result_max_chars"] == 120
+        tasks = tmp_path / "tasks.jsonl"
+        tasks.write_text('{"id": "q", "prompt": "What is 2 + 2?", "tools": []}\n')
+        done = _agentfsm("batch", str(tasks), "-o", str(tmp_path / "out.jsonl"), "--transcripts", str(tmp_path / "t"),
+                         "--backend", "openai", "--base-url", upstream.base_url, "--model", "m",
+                         "--enforcement", "prompt", "--result-max-chars", "90", "--no-progress")
+        assert done.returncode == 0, done.stderr
+        recorded = _run_start(tmp_path / "t" / "q.jsonl")
+        assert (recorded["producer"], recorded["task"], recorded["result_max_chars"]) == ("batch", "q", 90)
+
+
+# --- precedence: entry > profile > flag > environment > default, the same in header and run_start
+
+
+@contextmanager
+def _serve(args: list[str], env: dict[str, str], transcripts: Path) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentfsm", "serve", "--port", str(port), "--transcripts", str(transcripts), *args],
+        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until_serving(f"http://127.0.0.1:{port}", process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.communicate(timeout=20)
+
+
+def test_each_layer_wins_where_documented_and_the_header_and_run_start_agree(tmp_path: Path) -> None:
+    call = '{"tool": "get_weather", "parameters": {"city": "Paris"}}'
+    with FakeUpstream([call]) as upstream:
+        _profile(tmp_path, {"dialect": "command", "max_corrections": 1})
+        models = tmp_path / "models.toml"
+        models.write_text(f"""
+[models.m]
+base_url = "{upstream.base_url}"
+json_schema_mode = "off"
+max_retries = 0
+profile = "p.json"
+dialect = "json-action"
+""")
+        env = {"AGENTFSM_LOOP_THRESHOLD": "5", "AGENTFSM_CONSENSUS_SAMPLES": "4", "AGENTFSM_MAX_CORRECTIONS": "2"}
+        args = ["--models", str(models), "--loop-threshold", "4", "--max-corrections", "0", "--enforcement", "prompt"]
+        with _serve(args, env, tmp_path / "t") as url, \
+                openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
+            raw = client.chat.completions.with_raw_response.create(model="m", messages=USER, tools=TOOLS_OPENAI)  # type: ignore[arg-type]
+            assert raw.parse().choices[0].message.tool_calls
+        # dialect: the entry over its profile; max_corrections: the profile over the flag; loop_threshold:
+        # the flag over the environment; consensus_samples: the environment over the default
+        assert raw.headers["x-agentfsm-settings"] == (
+            "dialect=json-action; enforcement=prompt; max_corrections=1; loop_threshold=4; consensus_samples=4"
+        )
+        (transcript,) = (tmp_path / "t").glob("*.jsonl")
+        recorded = _run_start(transcript)
+        assert {k: recorded[k] for k in ("dialect", "enforcement", "max_corrections", "loop_threshold", "settings_from")} == {
+            "dialect": "json-action", "enforcement": "prompt", "max_corrections": 1, "loop_threshold": 4,
+            "settings_from": "profile p.json + models file",
+        }
