@@ -187,7 +187,8 @@ def _edited(calibrated: Path, folder: Path, **chosen: object) -> Path:
         ({"dialect": "xml"}, "dialect must be one of json-action, json-protocol, command, smiley; got 'xml'"),
         ({"max_corrections": "2"}, "max_corrections must be an integer; got '2'"),
         # the models file refuses these; a profile that sets them is refused the same way
-        ({"tool_choice": "required"}, "tool_choice: each request brings its own (not a setting of a served model)"),
+        ({"tool_choice": "required"}, "tool_choice: each request brings its own tool_choice and parallel, and runs "
+                                      "one deciding turn and no tools (not a setting of a served model)"),
     ],
 )
 def test_a_profile_edited_by_hand_is_named_where_the_mistake_is(

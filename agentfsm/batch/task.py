@@ -114,22 +114,34 @@ class Task(BaseModel):
         except ToolSpecError as exc:
             raise UsageError(f"task {self.id!r}: {exc}") from exc
 
+    @field_validator("tool_choice")
+    @classmethod
+    def _choice_reads(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        if value is not None:
+            _read_choice(value)  # a bad one names its line when the file is read
+        return value
+
     def choice(self, default: ToolChoice) -> ToolChoice:
         """The task's ``tool_choice`` (a spelling, or the OpenAI / Anthropic object forms)."""
-        raw = self.tool_choice
-        if raw is None:
-            return default
-        if isinstance(raw, str):
-            return ToolChoice.parse(raw)
+        return default if self.tool_choice is None else _read_choice(self.tool_choice)
+
+
+def _read_choice(raw: str | dict[str, Any]) -> ToolChoice:
+    """A task's ``tool_choice`` as the value (a ValueError for one it cannot be)."""
+    if isinstance(raw, str) and raw.strip():
+        return ToolChoice.parse(raw)
+    if isinstance(raw, Mapping):
         kind = raw.get("type")
+        fn = raw.get("function")
         if kind in ("auto", "none", "any"):
             return ToolChoice.parse(str(kind))
-        if kind == "tool" and isinstance(raw.get("name"), str):
+        if kind == "tool" and isinstance(raw.get("name"), str) and raw["name"].strip():
             return ToolChoice.of_tool(str(raw["name"]))
-        fn = raw.get("function")
-        if kind == "function" and isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+        if kind == "function" and isinstance(fn, Mapping) and isinstance(fn.get("name"), str) and fn["name"].strip():
             return ToolChoice.of_tool(str(fn["name"]))
-        raise UsageError(f"task {self.id!r}: unrecognised tool_choice {raw!r}")
+    raise ValueError(
+        f"must be auto, none, required, a tool's name, or an OpenAI or Anthropic tool_choice object; got {raw!r}"
+    )
 
 
 class TaskResult(BaseModel):

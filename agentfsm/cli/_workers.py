@@ -131,8 +131,7 @@ def worker_app() -> Any:
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     _exit_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()))
     options = json.loads(os.environ[OPTIONS_ENV])
-    settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in options["config"].items()}
-    options["config"] = DEFAULTS.replace(**settings)
+    options["config"] = DEFAULTS.replace(**options["config"])  # JSON's lists read as tuples (RunConfig)
     for name in _PATHS:
         if options.get(name) is not None:
             options[name] = Path(options[name])

@@ -216,7 +216,7 @@ def calibrate(
     api_key: ApiKeyOpt = None,
     context_tokens: ContextOpt = None,
     output: OutputOpt = Path("profile.json"),
-    max_tokens: MaxTokensOpt = 128,
+    max_tokens: MaxTokensOpt = 128,  # DEFAULT_MAX_TOKENS (agentfsm.eval.calibrate loads on use)
     transcripts: TranscriptsOpt = None,
     time_limit: TimeLimitOpt = None,
     vary: VaryOpt = None,

@@ -212,7 +212,7 @@ def chat(
     console.print(f"[dim]{n} assistant message(s) in this session[/]")
 
 
-@config_options(only=("dialect", "tool_choice"))
+@config_options(only=("dialect", "tool_choice", "parallel"))
 def tools_cmd(
     ref: Annotated[list[str], typer.Argument(help="MODULE:ATTR of the tools.")],
     config: RunConfig = DEFAULTS,
@@ -231,7 +231,8 @@ def tools_cmd(
         console.print(Text.assemble((spec.name, "bold"), f": {spec.description}"))
         console.print(json.dumps(spec.parameters, indent=2), markup=False)
     console.rule("contract")
-    console.print(render_contract(registry.specs, dialect=config.dialect, tool_choice=config.tool_choice), markup=False)
+    contract = render_contract(registry.specs, config.dialect, config.tool_choice, config.parallel)
+    console.print(contract, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -81,14 +81,15 @@ class ListContinuation(BaseModel):
 
 
 class GenerationOptions(BaseModel):
-    """Per-call generation options (a NaN or infinite number is refused: JSON has none)."""
+    """Per-call generation options (a NaN or infinite number is refused: JSON has none, and a
+    value no provider takes, such as ``max_tokens=0`` or a negative temperature, too)."""
 
     model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
     #: the completion limit; ``None``: none of ours (the backend's own bound: an upstream's
     #: default, or what the model's context leaves)
-    max_tokens: int | None = 512
-    temperature: float = 0.0
+    max_tokens: int | None = Field(default=512, ge=1)
+    temperature: float = Field(default=0.0, ge=0)
     seed: int | None = 0
     stop: tuple[str, ...] = ()
     #: constrain the output to this JSON schema (only when ``capabilities.json_schema``)
@@ -100,8 +101,8 @@ class GenerationOptions(BaseModel):
     #: ``capabilities.list_continuation``; it replaces ``json_schema`` for that call)
     list_continuation: ListContinuation | None = None
     # A client's own settings, passed on unchanged (None: the backend's default).
-    top_p: float | None = None
-    top_k: int | None = None
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     #: the client's OpenAI-shaped ``response_format`` (``json_object`` or ``json_schema``)

@@ -90,8 +90,7 @@ class ModelProfile(BaseModel):
     def run_config(self, base: RunConfig = DEFAULTS) -> RunConfig:
         """``base`` with the chosen settings (checked: a UsageError for a value this
         version does not know)."""
-        settings = {k: tuple(v) if isinstance(v, list) else v for k, v in self.chosen.items()}
-        return base.replace(**settings)
+        return base.replace(**self.chosen)  # a list reads as the tuple (RunConfig)
 
     def chosen_row(self) -> ProfileRow | None:
         """The table's row of the chosen settings."""

@@ -69,6 +69,8 @@ class AgentRunConfig(_RunConfigBase):
 
     producer: Literal["agent"] = "agent"
     max_steps: int = DEFAULTS.max_steps
+    #: characters of a tool result the model saw (absent in older transcripts)
+    result_max_chars: int | None = None
 
 
 class BatchRunConfig(_RunConfigBase):
@@ -76,6 +78,8 @@ class BatchRunConfig(_RunConfigBase):
 
     producer: Literal["batch"] = "batch"
     max_steps: int = DEFAULTS.max_steps
+    #: characters of a tool result the model saw (absent in older transcripts)
+    result_max_chars: int | None = None
     task: str | None = None
 
 

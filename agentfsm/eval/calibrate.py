@@ -51,6 +51,7 @@ from agentfsm.prompt.enforcement import choose_level
 __all__ = [
     "AXES",
     "CALIBRATION_SET",
+    "DEFAULT_MAX_TOKENS",
     "POLICY_AXES",
     "RULE",
     "Axis",
@@ -75,6 +76,10 @@ RULE = (
     "the default only when its 95 % interval clears the default's (lower bound above the default's upper bound); "
     "a setting stops early once it could not clear the default even with every remaining item right"
 )
+
+#: the generation bound per model call of a calibration (``agentfsm calibrate --max-tokens``):
+#: a reply that does not follow the format costs at most this
+DEFAULT_MAX_TOKENS = 128
 
 #: a setting: run-configuration fields and their values, in axis order
 Setting = dict[str, Any]
@@ -271,7 +276,7 @@ async def run_calibration(
 
     With ``stop`` (asked before each run: a time limit), no run starts once it says so;
     the item it cut is left out of every row, so the rows still compare the same items."""
-    options = options or GenerationOptions(max_tokens=256)
+    options = options or GenerationOptions(max_tokens=DEFAULT_MAX_TOKENS)
     runs = [(dict(setting), base.replace(**setting)) for setting in grid]  # checked before any model call
     right = [0] * len(runs)
     done = [0] * len(runs)

@@ -310,7 +310,7 @@ class Agent:
         """The agent's ``run_start`` config; ``transcript_config`` adds or overrides fields
         (batch: ``producer`` and ``task``), checked against the producer's model."""
         fields = run_config_fields(config, self.config.enforcement, backend)
-        recorded = AgentRunConfig(**fields, max_steps=self.config.max_steps)
+        recorded = AgentRunConfig(**fields, max_steps=self.config.max_steps, result_max_chars=self.config.result_max_chars)
         if not self.transcript_config:
             return recorded
         return run_config({**recorded.model_dump(), **self.transcript_config})
@@ -340,6 +340,9 @@ def _options(options: Any) -> GenerationOptions:
     if isinstance(options, GenerationOptions):
         return options
     if isinstance(options, Mapping):
+        unknown = sorted(str(k) for k in options if k not in GenerationOptions.model_fields)
+        if unknown:  # as an unknown setting is: a misspelt option would be dropped silently
+            raise UsageError(f"unknown option(s) {', '.join(unknown)}; options: {', '.join(GenerationOptions.model_fields)}")
         try:
             return GenerationOptions.model_validate(options)
         except ValidationError as exc:

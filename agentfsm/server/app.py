@@ -54,7 +54,7 @@ from agentfsm.server.handle import JSONResponse, check_client, error_response, n
 from agentfsm.server.limits import ClientShare
 from agentfsm.server.models import ModelTable
 from agentfsm.server.observe import app_watches
-from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOLS, Settings
+from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOLS, Settings, check_served
 from agentfsm.server.wire import wire_for, wire_for_path
 
 __all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TOOLS", "Settings", "create_app"]
@@ -103,7 +103,8 @@ def create_app(
     ``model_name`` are then the table's business).
 
     ``config`` is the run configuration (``run_settings``, e.g. ``dialect="command"``,
-    change it; the proxy uses the fields :class:`~agentfsm.server.settings.Settings` names);
+    change it; the proxy uses the fields :class:`~agentfsm.server.settings.Settings` names,
+    and a keyword naming one it does not take, such as ``tool_choice``, is a UsageError);
     ``api_key`` (when set) is required from every client on the ``/v1`` endpoints;
     ``request_timeout`` (seconds) bounds a whole request, retries included;
     ``body_timeout`` bounds the reading of its body (408 after: a body that never
@@ -120,6 +121,7 @@ def create_app(
     to bound: ``agentfsm serve`` runs uvicorn with
     :func:`~agentfsm.server.limits.guarded_protocol`.
     """
+    check_served(run_settings)  # tool_choice=... here would be dropped: refused, as in a models file
     run = config.replace(**run_settings) if run_settings else config  # a UsageError now, not per request
     if max_body_bytes < 1:
         raise UsageError("max_body_bytes must be positive")

@@ -51,7 +51,7 @@ from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import UsageError
 from agentfsm.core.profile import Profile
 from agentfsm.server.models import ModelTable, ServedModel
-from agentfsm.server.settings import NOT_FOR_THE_PROXY
+from agentfsm.server.settings import NOT_FOR_THE_PROXY, check_served
 
 __all__ = ["ModelEntry", "build_backend", "load_models_file", "read_profile"]
 
@@ -105,13 +105,6 @@ def read_profile(path: Path) -> Profile:
     except ValueError as exc:
         raise UsageError(f"{path} is not JSON: {exc}") from None
     return Profile.from_json(data, source=str(path))
-
-
-def _refuse_request_fields(settings: Mapping[str, Any]) -> None:
-    """A UsageError naming each field of ``settings`` that every request brings itself."""
-    not_here = sorted(k for k in settings if k in NOT_FOR_THE_PROXY)
-    if not_here:
-        raise UsageError(f"{', '.join(not_here)}: each request brings its own (not a setting of a served model)")
 
 
 def build_backend(name: str, entry: ModelEntry, key: str | None) -> Backend:
@@ -191,7 +184,7 @@ def _entry(
     on_secret: Callable[[str], None] | None,
 ) -> ServedModel:
     settings = {k: v for k, v in table.items() if k in _RUN_FIELDS}
-    _refuse_request_fields(table)
+    check_served(table)
     try:
         entry = ModelEntry.model_validate({k: v for k, v in table.items() if k not in _RUN_FIELDS})
     except ValidationError as exc:
@@ -231,12 +224,13 @@ def _entry(
         key = entry.profile_model or backend.name
         chosen = read_profile(profile_path).for_model(key)
         try:  # a value edited by hand is named where it is written: not in the models file
-            _refuse_request_fields(chosen.chosen)
-            run, source = chosen.run_config(run), f"profile {entry.profile}"
+            check_served(chosen.chosen)
+            run = chosen.run_config(run)
         except UsageError as exc:
             raise UsageError(f"{profile_path}: models.{key}.chosen: {exc}") from None
+        source = f"profile {entry.profile}"
     if settings:
-        run = run.replace(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
+        run = run.replace(**settings)
         if entry.profile is not None:
             source += " + models file"
     return ServedModel(name, backend, run, source)

@@ -7,22 +7,45 @@ CLI can show these defaults without loading Starlette.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentfsm.core.config import DEFAULTS, RunConfig
+from agentfsm.core.errors import UsageError
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
 
     from agentfsm.server.observe import Watch
 
-__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_HEADER_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TOOLS", "NOT_FOR_THE_PROXY", "Settings"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_HEADER_TIMEOUT",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_TOOLS",
+    "NOT_FOR_THE_PROXY",
+    "Settings",
+    "check_served",
+]
 
 #: run-configuration fields the proxy does not take from its configuration: each request
 #: brings its own tool_choice and parallel, and runs one deciding turn and no tools
 NOT_FOR_THE_PROXY = ("tool_choice", "parallel", "max_steps", "result_max_chars")
+
+
+def check_served(names: Iterable[str]) -> None:
+    """Refuse settings named for a served model that the proxy does not take
+    (:data:`NOT_FOR_THE_PROXY`): a models file's entry, its profile's chosen settings and
+    ``create_app``'s keywords name them the same way, and none is dropped silently."""
+    not_here = sorted(name for name in names if name in NOT_FOR_THE_PROXY)
+    if not_here:
+        raise UsageError(
+            f"{', '.join(not_here)}: each request brings its own tool_choice and parallel, and runs one "
+            "deciding turn and no tools (not a setting of a served model)"
+        )
+
 
 #: the largest request body accepted by default (32 MiB, about what Anthropic's API takes:
 #: a Claude Code session carries each screenshot it has read, base64 in a tool result, in
@@ -43,9 +66,9 @@ DEFAULT_MAX_TOOLS = 2048
 class Settings:
     """How the proxy runs every request (fixed when the app is built).
 
-    ``run`` is the run configuration; the proxy uses its ``dialect``, ``enforcement``,
-    ``max_corrections`` and ``loop_threshold`` (each request brings its own
-    ``tool_choice`` and ``parallel``, and runs one deciding turn and no tools).
+    ``run`` is the run configuration; the proxy uses every field but
+    :data:`NOT_FOR_THE_PROXY` (each request brings its own ``tool_choice`` and
+    ``parallel``, and runs one deciding turn and no tools).
     """
 
     run: RunConfig = DEFAULTS
