@@ -69,8 +69,9 @@ def test_tools_prints_the_contract_of_a_run_without_parallel_calls(how: list[str
     env = {} if how else {"AGENTFSM_PARALLEL": "false"}
     done = _agentfsm("tools", "agentfsm.testing.example_tools:TOOLS", *how, env=env)
     assert done.returncode == 0, done.stderr
-    single = render_contract(TOOLS, parallel=False)
-    assert single != render_contract(TOOLS, parallel=True)
+    tools: list[Any] = list(TOOLS)
+    single = render_contract(tools, parallel=False)
+    assert single != render_contract(tools, parallel=True)
     assert done.stdout.rstrip().endswith(single.rstrip())
 
 
@@ -115,7 +116,7 @@ def test_the_proxy_refuses_the_same_options_in_the_providers_shape(fake: FakeUps
 
 @pytest.mark.parametrize("name", NOT_FOR_THE_PROXY)
 def test_create_app_refuses_a_setting_the_proxy_would_drop(name: str) -> None:
-    value = {"tool_choice": "required", "parallel": False, "max_steps": 3, "result_max_chars": 100}[name]
+    value: Any = {"tool_choice": "required", "parallel": False, "max_steps": 3, "result_max_chars": 100}[name]
     with pytest.raises(UsageError, match=rf"^{name}: each request brings its own tool_choice and parallel"):
         create_app(ScriptedBackend([]), **{name: value})
     create_app(ScriptedBackend([]), dialect="command", max_corrections=1)  # the ones it takes
@@ -176,7 +177,7 @@ def test_task_tool_choice_forms_read_as_before() -> None:
     from agentfsm.core.choice import ToolChoice
 
     forms = {"any": ToolChoice.REQUIRED, "multiply": ToolChoice.of_tool("multiply")}
-    objects = [({"type": "tool", "name": "add"}, "add"), ({"type": "function", "function": {"name": "add"}}, "add"),
+    objects: list[tuple[Any, Any]] = [({"type": "tool", "name": "add"}, "add"), ({"type": "function", "function": {"name": "add"}}, "add"),
                ({"type": "none"}, "none"), ({"type": "any"}, "required")]
     for raw, expected in [*forms.items(), *objects]:
         assert Task(id="t", prompt="p", tool_choice=raw).choice(ToolChoice.AUTO) == (
