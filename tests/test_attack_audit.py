@@ -180,13 +180,19 @@ def test_a_call_with_a_number_json_cannot_carry_is_corrected(
     # defect: 1e999 reached OpenAI clients as arguments '{"city":Infinity}' (no JSON reader
     # takes it) and Anthropic clients as {"city": null} (a value the model never wrote); a
     # 30-digit integer made the proxy answer 500 (orjson refuses it)
-    fake.enqueue(_OUT_OF_RANGE[reply], action("get_weather", city="Paris"))
+    answer, correction = _corrected(fake, base, protocol, stream, _OUT_OF_RANGE[reply])
+    assert "out of range" in correction
+
+
+def _corrected(fake: FakeUpstream, base: str, protocol: str, stream: bool, first: str) -> tuple[str, str]:
+    """The answer to a request whose model writes ``first``, then a right call, and the
+    correction the model was sent between them; the answer must carry the right call only."""
+    fake.enqueue(first, action("get_weather", city="Paris"))
     tools = [_tool(protocol, "get_weather", {"type": "object", "properties": {"city": {}}})]
     answer = httpx.post(base + PATHS[protocol], json=_body(protocol, tools, stream=stream), timeout=30)
     assert answer.status_code == 200, answer.text
     assert _arguments(protocol, stream, answer.text) == [{"city": "Paris"}]
-    correction = fake.chat_requests[-1].messages[-1]["content"]
-    assert "out of range" in correction
+    return answer.text, fake.chat_requests[-1].messages[-1]["content"]
 
 
 #: bare actions a model wrote with a constant JSON has no word for: before, each was read
@@ -205,13 +211,8 @@ _CONSTANT_ACTIONS = {
 def test_a_bare_action_with_nan_is_corrected_not_answered(
     fake: FakeUpstream, base: str, reply: str, protocol: str, stream: bool
 ) -> None:
-    fake.enqueue(_CONSTANT_ACTIONS[reply], action("get_weather", city="Paris"))
-    tools = [_tool(protocol, "get_weather", {"type": "object", "properties": {"city": {}}})]
-    answer = httpx.post(base + PATHS[protocol], json=_body(protocol, tools, stream=stream), timeout=30)
-    assert answer.status_code == 200, answer.text
-    assert "NaN" not in answer.text and "Infinity" not in answer.text
-    assert _arguments(protocol, stream, answer.text) == [{"city": "Paris"}]
-    correction = fake.chat_requests[-1].messages[-1]["content"]
+    answer, correction = _corrected(fake, base, protocol, stream, _CONSTANT_ACTIONS[reply])
+    assert "NaN" not in answer and "Infinity" not in answer
     assert "is not allowed in JSON" in correction
 
 

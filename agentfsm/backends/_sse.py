@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from agentfsm.core._json_walk import map_strings, without_lone_surrogates
 from agentfsm.core.backend import Completion, Usage
 from agentfsm.core.errors import BackendProtocolError
 
@@ -52,10 +53,6 @@ def _usage(data: Any) -> Usage:
     return Usage(prompt_tokens=_count(data.get("prompt_tokens")), completion_tokens=_count(data.get("completion_tokens")))
 
 
-def _replaced(text: str) -> str:
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
 def _loads(text: str) -> Any:
     """JSON ``text`` as a value: orjson's reading, else Python's (``NaN``; a lone surrogate's
     escape, ``"\\ud800"``, which leaves as U+FFFD: no client could be sent it, as no
@@ -66,21 +63,7 @@ def _loads(text: str) -> Any:
         value = json.loads(text)
     if "\\u" not in text:
         return value
-    root = [value]
-    stack: list[tuple[Any, Any]] = [(root, 0)]
-    while stack:
-        holder, key = stack.pop()
-        item = holder[key]
-        if isinstance(item, str):
-            holder[key] = _replaced(item)
-        elif isinstance(item, list):
-            stack.extend((item, i) for i in range(len(item)))
-        elif isinstance(item, dict):
-            fixed = {_replaced(k): v for k, v in item.items()}
-            item.clear()
-            item.update(fixed)
-            stack.extend((item, k) for k in item)
-    return root[0]
+    return map_strings(value, without_lone_surrogates)
 
 
 def _upstream_error(data: dict[str, Any], redact: Redact) -> BackendProtocolError:

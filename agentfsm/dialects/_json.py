@@ -26,6 +26,7 @@ from agentfsm.dialects._shape import (
     normalize_smart_quotes,
     structure,
 )
+from agentfsm.core._json_walk import map_strings, without_lone_surrogates
 from agentfsm.core.client_json import INT64_MIN, UINT64_MAX
 from agentfsm.core.parsed import ProblemCode
 
@@ -201,7 +202,7 @@ def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
     except Exception:  # a foreign library: whatever it raises means "unreadable"
         value = MISSING
     if saved and isinstance(value, (dict, list)):
-        value = _walk_strings(value, lambda s: _restore(s, saved))
+        value = map_strings(value, lambda s: _restore(s, saved))
     if not isinstance(value, (dict, list)) or out_of_range(value) is not None:
         return Read(code="invalid_json", message=f"invalid JSON: {where}", position=exc.pos)
     if not _lossless(before, value):
@@ -301,25 +302,6 @@ def _plain_escape(m: re.Match[str]) -> str:
     return {"f": "\\u000c", "/": "/"}.get(esc, m.group())
 
 
-def _walk_strings(value: Any, fix: Any) -> Any:
-    """Apply ``fix`` to every string (keys included), iteratively."""
-    root: list[Any] = [value]
-    stack: list[tuple[Any, Any]] = [(root, 0)]
-    while stack:
-        holder, key = stack.pop()
-        item = holder[key]
-        if isinstance(item, str):
-            holder[key] = fix(item)
-        elif isinstance(item, list):
-            stack.extend((item, i) for i in range(len(item)))
-        elif isinstance(item, dict):
-            fixed = {fix(k) if isinstance(k, str) else k: v for k, v in item.items()}
-            item.clear()
-            item.update(fixed)
-            stack.extend((item, k) for k in item)
-    return root[0]
-
-
 def out_of_range(value: Any) -> str | None:
     """The first number of ``value`` that a JSON reader cannot take as it is written, named
     ("the integer 123..."): a float that overflowed (``1e999`` reads as infinity, which JSON cannot write) or
@@ -359,10 +341,10 @@ def _clean(text: str, read: Read) -> Read:
         def fix(s: str) -> str:
             if _has_lone_surrogate(s):
                 changed.append(s)
-                return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+                return without_lone_surrogates(s)
             return s
 
-        read.value = _walk_strings(read.value, fix)
+        read.value = map_strings(read.value, fix)
         if changed:
             read.repaired = read.repaired or "lone surrogates replaced by U+FFFD"
     return read
