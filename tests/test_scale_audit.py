@@ -4,12 +4,16 @@ read, checked without timings (the figures are in bench/)."""
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from agentfsm.batch.controller import run_batch_sync
 from agentfsm.core.errors import TranscriptError
+from agentfsm.core.events import TranscriptEvent, parse_event
+from agentfsm.core.runs import runs_in_order
+from agentfsm.replays.compare import ReplayReport, replay
 from agentfsm.report import build_report
 from agentfsm.runtime.transcript import iter_events
 from agentfsm.testing.sample_batch import sample_backend
@@ -19,10 +23,10 @@ from agentfsm.testing.sample_batch import sample_backend
 PADDING = 300_000
 
 
-def _padded_batch(directory: Path, runs: int) -> Path:
+def _padded_batch(directory: Path, runs: int, padding: int = PADDING) -> Path:
     """A batch of ``runs`` sample tasks (ok, corrected, failed, exhausted) with large prompts."""
     tasks = [
-        {"id": f"task-{n:05d}", "prompt": f"task {n}: what is 2 times 3? " + "x" * PADDING}
+        {"id": f"task-{n:05d}", "prompt": f"task {n}: what is 2 times 3? " + "x" * padding}
         for n in range(runs)
     ]
     results = directory / "results.jsonl"
@@ -92,3 +96,58 @@ def test_a_last_line_torn_inside_a_character_is_skipped(tmp_path: Path) -> None:
     bad = whole.count(b"\n") + 1
     with pytest.raises(TranscriptError, match=f"line {bad}:"):
         list(iter_events(path))
+
+
+def _one_file(batch: Path) -> Path:
+    """The batch's transcripts appended into one file, as a proxy writes its runs."""
+    one = batch / "all.jsonl"
+    one.write_bytes(b"".join(p.read_bytes() for p in sorted((batch / "transcripts").glob("*.jsonl"))))
+    return one
+
+
+def _peak(work: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_runs_of_one_file_are_reported_and_replayed_one_at_a_time(tmp_path: Path) -> None:
+    """Thousands of runs appended to one transcript: the report and replay hold a run
+    at a time (and each replayed turn's stream is closed, not left to the loop)."""
+    small = _one_file(_padded_batch(tmp_path / "small", 8, 100_000).parent)
+    large = _one_file(_padded_batch(tmp_path / "large", 24, 100_000).parent)
+    # each run's events hold its prompt several times (>= 0.3 MB): held together, 24 runs
+    # would peak some 5 MB higher than 8 do
+    report = [_peak(lambda: build_report([path])) for path in (small, large)]
+    assert report[1] < report[0] + 1_500_000, report
+    reports: list[ReplayReport] = []
+    replayed = [_peak(lambda: reports.append(replay(path))) for path in (small, large)]
+    assert replayed[1] < replayed[0] + 1_500_000, replayed
+    assert [(r.runs, r.identical) for r in reports] == [(8, True), (24, True)]
+
+
+def _event(run: str, seq: int, end: bool = False) -> TranscriptEvent:
+    fields = {"type": "run_end", "status": "final", "steps": 1, "corrections": 0} if end else {"type": "final", "content": "x"}
+    return parse_event({"v": 3, "run": run, "seq": seq, "t": "2026-01-01T00:00:00.000+00:00", **fields})
+
+
+def test_runs_in_order_gives_each_run_once_it_and_those_before_it_ended() -> None:
+    a0, b0, a1, b1, c0 = _event("a", 0), _event("b", 0), _event("a", 1, end=True), _event("b", 1, end=True), _event("c", 0)
+    given: list[list[str]] = []
+    events = [b0, a0, a1, c0, b1]  # b begins first and ends last; c never ends (cut off)
+
+    def watched() -> Iterator[TranscriptEvent]:
+        for event in events:
+            given.append([])  # a mark per event read
+            yield event
+
+    runs = []
+    for run in runs_in_order(watched()):
+        runs.append([(i, e.run) for i, e in run])
+        given[-1].append(run[0][1].run)
+    assert runs == [[(0, "b"), (4, "b")], [(1, "a"), (2, "a")], [(3, "c")]]
+    # nothing is given before b's run_end is read (a waits behind b), then b and a; c at the end
+    assert given == [[], [], [], [], ["b", "a", "c"]]

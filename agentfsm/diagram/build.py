@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -89,6 +89,12 @@ class PathCounter:
 
     def add(self, events: Iterable[TranscriptEvent]) -> None:
         """Count one transcript's paths (its runs are told apart by their ``run`` id)."""
+        for _ in self.count(events):
+            pass
+
+    def count(self, events: Iterable[TranscriptEvent]) -> Iterator[TranscriptEvent]:
+        """:meth:`add` as the events go by: each is counted and passed on, for a reader
+        that does more with them (the report views each run)."""
         self.files += 1
         current: dict[str, str | None] = {}
         requested: dict[str, str] = {}  # a run's state before its first transition
@@ -112,11 +118,22 @@ class PathCounter:
                 case GuardEvent() if event.verdict != "accept":
                     if _REFUSAL in f"{event.guard} {event.reason}".lower():
                         self.refusals[current[run] or State.FIRST_DECISION.value] += 1
+            yield event
         for run, state in current.items():
             if state is None:  # started, and ended (an error) or was cut off before a move
                 start = requested.get(run, State.FIRST_DECISION.value)
                 self.starts[start] += 1
                 self.entered[start] += 1
+
+    def merge(self, other: PathCounter) -> None:
+        """Add the counts of ``other`` (the transcripts it counted) to these."""
+        self.taken.update(other.taken)
+        self.entered.update(other.entered)
+        self.retries.update(other.retries)
+        self.refusals.update(other.refusals)
+        self.starts.update(other.starts)
+        self.runs += other.runs
+        self.files += other.files
 
     def diagram(self) -> Diagram:
         """The diagram of every transcript added so far."""
