@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -34,6 +34,7 @@ __all__ = [
     "DiagramEdge",
     "DiagramNode",
     "GraphvizMissing",
+    "PathCounter",
     "RenderFormat",
     "document_markdown",
     "machine_diagram",
@@ -71,6 +72,99 @@ def machine_diagram() -> Diagram:
     )
 
 
+class PathCounter:
+    """The observed diagram's counts, one transcript at a time: :meth:`add` each
+    transcript's events as it is read, then :meth:`diagram`. Nothing of a transcript is
+    kept but its counts, so a caller that reads thousands of them holds one at a time.
+    """
+
+    def __init__(self) -> None:
+        self.taken: Counter[tuple[str, str, str]] = Counter()
+        self.entered: Counter[str] = Counter()
+        self.retries: Counter[str] = Counter()
+        self.refusals: Counter[str] = Counter()
+        self.starts: Counter[str] = Counter()
+        self.runs = 0
+        self.files = 0
+
+    def add(self, events: Iterable[TranscriptEvent]) -> None:
+        """Count one transcript's paths (its runs are told apart by their ``run`` id)."""
+        for _ in self.count(events):
+            pass
+
+    def count(self, events: Iterable[TranscriptEvent]) -> Iterator[TranscriptEvent]:
+        """:meth:`add` as the events go by: each is counted and passed on, for a reader
+        that does more with them (the report views each run)."""
+        self.files += 1
+        current: dict[str, str | None] = {}
+        requested: dict[str, str] = {}  # a run's state before its first transition
+        for event in events:
+            run = event.run
+            if run not in current:
+                current[run] = None
+                self.runs += 1
+            match event:
+                case RequestEvent(messages=messages) if run not in requested:
+                    requested[run] = derive_state(messages).value
+                case TransitionEvent(from_=source, event=name, to=dest):
+                    if current[run] is None:
+                        self.starts[source] += 1
+                        self.entered[source] += 1
+                    self.taken[(source, dest, name)] += 1
+                    self.entered[dest] += 1
+                    current[run] = dest
+                case RetryEvent():
+                    self.retries[current[run] or State.FIRST_DECISION.value] += 1
+                case GuardEvent() if event.verdict != "accept":
+                    if _REFUSAL in f"{event.guard} {event.reason}".lower():
+                        self.refusals[current[run] or State.FIRST_DECISION.value] += 1
+            yield event
+        for run, state in current.items():
+            if state is None:  # started, and ended (an error) or was cut off before a move
+                start = requested.get(run, State.FIRST_DECISION.value)
+                self.starts[start] += 1
+                self.entered[start] += 1
+
+    def merge(self, other: PathCounter) -> None:
+        """Add the counts of ``other`` (the transcripts it counted) to these."""
+        self.taken.update(other.taken)
+        self.entered.update(other.entered)
+        self.retries.update(other.retries)
+        self.refusals.update(other.refusals)
+        self.starts.update(other.starts)
+        self.runs += other.runs
+        self.files += other.files
+
+    def diagram(self) -> Diagram:
+        """The diagram of every transcript added so far."""
+        taken = self.taken
+        edges: list[DiagramEdge] = []
+        known: set[tuple[str, str, str]] = set()
+        for edge in _machine_edges():
+            key = (edge.source, edge.dest, edge.event)
+            known.add(key)
+            edges.append(DiagramEdge(edge.source, edge.dest, edge.event, edge.guards, taken[key]))
+        for (source, dest, name), count in sorted(taken.items()):
+            if (source, dest, name) not in known:
+                edges.append(DiagramEdge(source, dest, name, (), count, in_machine=False))
+        states = [state.value for state in State]
+        states += sorted({s for key in taken for s in key[:2]} - set(states))
+        nodes = tuple(
+            DiagramNode(s, self.entered[s], self.retries[s], self.refusals[s]) for s in states
+        )
+        runs, files = self.runs, self.files
+        plural = "" if runs == 1 else "s"
+        return Diagram(
+            title=f"agentfsm observed paths ({runs} run{plural} in {files} transcript{'' if files == 1 else 's'})",
+            nodes=nodes,
+            edges=tuple(edges),
+            starts=tuple((s, self.starts[s]) for s in states if self.starts[s]),
+            observed=True,
+            runs=runs,
+            transcripts=files,
+        )
+
+
 def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
     """Aggregate the paths of transcripts (each an iterable of events) into a diagram.
 
@@ -79,67 +173,13 @@ def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
     reason names a refusal counts as a refusal there. Runs are told apart by their
     ``run`` id within each transcript. A run that never moved (its model could not be
     reached before the first decision) still started: in the state its request's
-    conversation was in, so the start counts every run the title does.
+    conversation was in, so the start counts every run the title does. The
+    transcripts are taken one at a time (:class:`PathCounter`).
     """
-    taken: Counter[tuple[str, str, str]] = Counter()
-    entered: Counter[str] = Counter()
-    retries: Counter[str] = Counter()
-    refusals: Counter[str] = Counter()
-    starts: Counter[str] = Counter()
-    runs = files = 0
+    counter = PathCounter()
     for events in transcripts:
-        files += 1
-        current: dict[str, str | None] = {}
-        requested: dict[str, str] = {}  # a run's state before its first transition
-        for event in events:
-            run = event.run
-            if run not in current:
-                current[run] = None
-                runs += 1
-            match event:
-                case RequestEvent(messages=messages) if run not in requested:
-                    requested[run] = derive_state(messages).value
-                case TransitionEvent(from_=source, event=name, to=dest):
-                    if current[run] is None:
-                        starts[source] += 1
-                        entered[source] += 1
-                    taken[(source, dest, name)] += 1
-                    entered[dest] += 1
-                    current[run] = dest
-                case RetryEvent():
-                    retries[current[run] or State.FIRST_DECISION.value] += 1
-                case GuardEvent() if event.verdict != "accept":
-                    if _REFUSAL in f"{event.guard} {event.reason}".lower():
-                        refusals[current[run] or State.FIRST_DECISION.value] += 1
-        for run, state in current.items():
-            if state is None:  # started, and ended (an error) or was cut off before a move
-                start = requested.get(run, State.FIRST_DECISION.value)
-                starts[start] += 1
-                entered[start] += 1
-    edges: list[DiagramEdge] = []
-    known: set[tuple[str, str, str]] = set()
-    for edge in _machine_edges():
-        key = (edge.source, edge.dest, edge.event)
-        known.add(key)
-        edges.append(DiagramEdge(edge.source, edge.dest, edge.event, edge.guards, taken[key]))
-    for (source, dest, name), count in sorted(taken.items()):
-        if (source, dest, name) not in known:
-            edges.append(DiagramEdge(source, dest, name, (), count, in_machine=False))
-    states = [state.value for state in State]
-    states += sorted({s for key in taken for s in key[:2]} - set(states))
-    nodes = tuple(
-        DiagramNode(s, entered[s], retries[s], refusals[s]) for s in states
-    )
-    plural = "" if runs == 1 else "s"
-    return Diagram(
-        title=f"agentfsm observed paths ({runs} run{plural} in {files} transcript{'' if files == 1 else 's'})",
-        nodes=nodes,
-        edges=tuple(edges),
-        starts=tuple((s, starts[s]) for s in states if starts[s]),
-        observed=True,
-        runs=runs,
-        transcripts=files,
-    )
+        counter.add(events)
+    return counter.diagram()
 
 
 def transcript_files(paths: Iterable[str | os.PathLike[str]], *, recursive: bool = False) -> list[Path]:

@@ -19,7 +19,8 @@ The ids the proxy mints for its client's calls are random, so they are not compa
 
 When today's engine asks for more model outputs (or tool results) than were recorded,
 the run stops with an ``error`` event; that is a divergence, not a crash. A transcript
-that holds several runs (the writer appends) is replayed run by run. A recorded run
+that holds several runs (the writer appends) is replayed run by run, each read and let go
+in turn (:func:`~agentfsm.core.runs.runs_in_order`). A recorded run
 that was cut off (no ``run_end``: its writer was killed; or ``run_end`` status
 ``cancelled``: its task was cancelled, Ctrl-C) is compared only as far as it goes.
 """
@@ -45,8 +46,9 @@ from agentfsm.core.events import (
     TranscriptEvent,
     event_fields,
 )
+from agentfsm.core.runs import runs_in_order
 from agentfsm.replays.rerun import RecordedRun, rerun
-from agentfsm.runtime.transcript import read_events
+from agentfsm.runtime.transcript import iter_events
 
 __all__ = [
     "DECISION_EVENTS",
@@ -138,14 +140,6 @@ def _same(old: TranscriptEvent, new: TranscriptEvent | None, minted_ids: bool) -
     )
 
 
-def _runs(events: Sequence[TranscriptEvent]) -> list[tuple[str, list[int]]]:
-    """Run ids in order of appearance, each with the positions of its events."""
-    order: dict[str, list[int]] = {}
-    for i, event in enumerate(events):
-        order.setdefault(event.run, []).append(i)
-    return list(order.items())
-
-
 def _contract_hash(events: Sequence[TranscriptEvent]) -> str | None:
     return next((e.hash for e in events if isinstance(e, ContractEvent)), None)
 
@@ -196,16 +190,14 @@ async def areplay(path: str | os.PathLike[str], *, keep_decisions: bool = False)
     ``keep_decisions`` also returns today's decision events in ``report.decisions``.
     """
     p = Path(path)
-    events = read_events(p)
     report = ReplayReport(path=str(p), identical=True, decisions=[] if keep_decisions else None)
-    runs = _runs(events)
-    report.runs = len(runs)
-    if not runs:
-        raise TranscriptError(f"{p}: no events to replay")
-    for run_id, positions in runs:
-        run = RecordedRun(run_id, tuple(events[i] for i in positions))
+    runs = runs_in_order(iter_events(p))  # a run at a time: a proxy's file holds thousands
+    for recorded in runs:
+        report.runs += 1
+        run_id = recorded[0][1].run
+        run = RecordedRun(run_id, tuple(event for _, event in recorded))
         try:
-            divergence = await _replay_run(run, positions, report)
+            divergence = await _replay_run(run, [position for position, _ in recorded], report)
         except TranscriptError as exc:  # a run that cannot be set up again (no run_start):
             raise TranscriptError(f"{p}: {exc}") from exc  # named with its file, one of hundreds
         except UsageError as exc:  # recorded settings that today's configuration refuses
@@ -213,7 +205,10 @@ async def areplay(path: str | os.PathLike[str], *, keep_decisions: bool = False)
         if divergence is not None:
             report.identical = False
             report.divergence = divergence
+            report.runs += sum(1 for _ in runs)  # the rest are counted, not replayed
             break
+    if not report.runs:
+        raise TranscriptError(f"{p}: no events to replay")
     if report.contract_changed:
         report.notes.append("today's contract text differs from the recorded one")
     return report

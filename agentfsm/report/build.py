@@ -3,8 +3,9 @@
 :func:`build_report` returns the page (one self-contained HTML text) and
 :class:`ReportStats` (what it holds); :func:`write_report` also writes it. Every
 transcript is read once: the same typed events feed the observed diagram
-(:func:`agentfsm.diagram.build.observe`) and the runs' rows and timelines
-(:mod:`agentfsm.report.runs`).
+(:class:`agentfsm.diagram.build.PathCounter`) and the runs' rows and timelines
+(:mod:`agentfsm.report.runs`), and each run's events are let go once it is viewed: what a
+report holds in memory is its rows and counts, never its transcripts' events.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.core.errors import TranscriptError, UsageError
-from agentfsm.core.events import TranscriptEvent
-from agentfsm.diagram.build import observe
+from agentfsm.diagram.build import PathCounter
 from agentfsm.report.inputs import Inputs, Source, gather, read_runs
 from agentfsm.report.page import render_page
-from agentfsm.report.runs import RunView, clip, view_run
+from agentfsm.report.runs import RunView, clip
 from agentfsm.report.svg import diagram_svg, edge_key
 
 __all__ = ["ReportStats", "build_report", "page_data", "write_report"]
@@ -92,29 +92,30 @@ def _mark_replay(views: list[RunView], source: Source) -> dict[str, dict[str, An
     return marks
 
 
-def _views(source: Source, inputs: Inputs) -> tuple[list[RunView], list[TranscriptEvent] | None, dict[str, Any]]:
+def _views(source: Source, inputs: Inputs, paths: PathCounter) -> tuple[list[RunView], dict[str, Any]]:
+    """The source's runs, their paths counted in ``paths`` (unless its transcript does not
+    read: then nothing of it is counted, and its result alone is shown)."""
     if source.path is None:
-        return ([_result_only(source)] if source.result is not None else []), None, {}
+        return ([_result_only(source)] if source.result is not None else []), {}
+    counted = PathCounter()
     try:
-        runs, events = read_runs(source.path)
+        views = read_runs(source.path, counted)
     except TranscriptError as exc:
         inputs.notes.append(str(exc))
-        return ([_result_only(source)] if source.result is not None else []), None, {}
-    views = [view_run(run, str(source.path)) for run in runs]
+        return ([_result_only(source)] if source.result is not None else []), {}
+    paths.merge(counted)
     for view in views:
         _from_result(view, source)
-    return views, events, _mark_replay(views, source)
+    return views, _mark_replay(views, source)
 
 
 def page_data(inputs: Inputs) -> tuple[dict[str, Any], str, ReportStats]:
     """The page's JSON data, its diagram's SVG, and the stats, from gathered inputs."""
     views: list[RunView] = []
-    transcripts: list[list[TranscriptEvent]] = []
+    paths = PathCounter()
     divergences: dict[tuple[int, str], dict[str, Any]] = {}
     for source in inputs.sources:
-        found, events, marks = _views(source, inputs)
-        if events is not None:
-            transcripts.append(events)
+        found, marks = _views(source, inputs, paths)
         base = len(views)
         for k, view in enumerate(found):
             if view.id in marks:
@@ -122,7 +123,7 @@ def page_data(inputs: Inputs) -> tuple[dict[str, Any], str, ReportStats]:
         views += found
     if not views:
         raise UsageError("no runs to report: " + ("; ".join(inputs.notes) or "the inputs hold no events"))
-    diagram = observe(transcripts)
+    diagram = paths.diagram()
     edge_keys = [edge_key(e.source, e.dest, e.event) for e in diagram.edges]
     edge_index = {key: i for i, key in enumerate(edge_keys)}
     contracts: dict[str, str] = {}
@@ -154,7 +155,7 @@ def page_data(inputs: Inputs) -> tuple[dict[str, Any], str, ReportStats]:
         "corrections": _groups(corrections, rows),
     }
     failed = sum(1 for v in views if v.outcome == "failed")
-    stats = ReportStats(runs=len(views), transcripts=len(transcripts), failed=failed, notes=tuple(inputs.notes))
+    stats = ReportStats(runs=len(views), transcripts=paths.files, failed=failed, notes=tuple(inputs.notes))
     return data, diagram_svg(diagram), stats
 
 

@@ -31,9 +31,10 @@ from pydantic import ValidationError
 
 from agentfsm.batch.task import TaskResult
 from agentfsm.core.errors import TranscriptError, UsageError
-from agentfsm.core.events import TranscriptEvent
-from agentfsm.diagram.build import transcript_files
+from agentfsm.core.runs import runs_in_order
+from agentfsm.diagram.build import PathCounter, transcript_files
 from agentfsm.replays.compare import ReplayReport
+from agentfsm.report.runs import RunView, view_run
 from agentfsm.runtime.transcript import iter_events
 
 __all__ = ["FileKind", "Inputs", "Source", "classify", "gather", "read_runs"]
@@ -177,13 +178,13 @@ def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
     return inputs
 
 
-def read_runs(path: Path) -> tuple[list[list[tuple[int, TranscriptEvent]]], list[TranscriptEvent]]:
-    """A transcript's runs (each its ``(position, event)`` pairs, in order of appearance)
-    and all its events. Raises :class:`TranscriptError` for a file that does not read."""
-    events = list(iter_events(path))
-    runs: dict[str, list[tuple[int, TranscriptEvent]]] = {}
-    for index, event in enumerate(events):
-        runs.setdefault(event.run, []).append((index, event))
-    if not runs:
+def read_runs(path: Path, paths: PathCounter) -> list[RunView]:
+    """The views of a transcript's runs, in order of appearance, its paths counted in
+    ``paths``. The file is read once, a line at a time, and each run's events are let go
+    once it is viewed: a transcript of thousands of runs is held one run at a time (and
+    the runs still going on beside it). Raises :class:`TranscriptError` for a file that
+    does not read."""
+    views = [view_run(run, str(path)) for run in runs_in_order(paths.count(iter_events(path)))]
+    if not views:
         raise TranscriptError(f"{path}: no events")
-    return list(runs.values()), events
+    return views

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, BinaryIO, cast
 
 from pydantic import BaseModel
 
@@ -281,30 +281,51 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
     is a :class:`TranscriptError` naming the file and line. Lines are decoded within a
     client body's limits (:func:`~agentfsm.core.client_json.load_client_json`:
     nesting, integer length, finite numbers, no lone surrogates): a tampered file is
-    an error that says what is wrong, never a crash.
+    an error that says what is wrong, never a crash. The file is read a line at a
+    time: a reader of a transcript of hundreds of megabytes holds one line of it.
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        fh = p.open("rb")
+    except OSError as exc:
         raise TranscriptError(f"cannot read transcript {p}: {exc}") from exc
-    lines = text.split("\n")
-    last = len(lines) - 1  # when the file ends with a newline, lines[last] == ""
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
+    with fh:
+        for number, raw in enumerate(_lines(fh, p), start=1):
+            # only the last line can lack its newline: the writer was killed mid-write
+            torn = not raw.endswith(b"\n")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if torn:
+                    return  # cut inside a character
+                raise TranscriptError(f"cannot read transcript {p}: line {number}: {exc}") from exc
+            if not line.strip():
+                continue
+            try:
+                data = load_client_json(line, "the line", max_depth=MAX_LINE_DEPTH)
+            except RequestError as exc:
+                if torn:
+                    return
+                raise TranscriptError(f"{p}:{number}: {exc}") from None
+            if not isinstance(data, dict) or "type" not in data:
+                raise TranscriptError(f"{p}:{number}: not a transcript event")
+            try:
+                yield parse_event(data)
+            except TranscriptError as exc:
+                raise TranscriptError(f"{p}:{number}: {exc}") from exc
+
+
+def _lines(fh: BinaryIO, path: Path) -> Iterator[bytes]:
+    """The lines of ``fh``, each with its newline (the last may lack it); a read error
+    is a :class:`TranscriptError` naming ``path``."""
+    while True:
         try:
-            data = load_client_json(line, "the line", max_depth=MAX_LINE_DEPTH)
-        except RequestError as exc:
-            if i == last:
-                return  # torn final line (no newline after it): the writer was killed mid-write
-            raise TranscriptError(f"{p}:{i + 1}: {exc}") from None
-        if not isinstance(data, dict) or "type" not in data:
-            raise TranscriptError(f"{p}:{i + 1}: not a transcript event")
-        try:
-            yield parse_event(data)
-        except TranscriptError as exc:
-            raise TranscriptError(f"{p}:{i + 1}: {exc}") from exc
+            raw = fh.readline()
+        except OSError as exc:
+            raise TranscriptError(f"cannot read transcript {path}: {exc}") from exc
+        if not raw:
+            return
+        yield raw
 
 
 def read_events(path: str | os.PathLike[str]) -> list[TranscriptEvent]:

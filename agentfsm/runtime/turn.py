@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -342,10 +343,12 @@ async def stream_turn(
 
 async def run_turn(backend: Backend, history: list[Message], **kwargs: Any) -> TurnResult:
     """Call the model until the engine accepts a reply (:func:`stream_turn`, drained);
-    mutates ``history``. Takes :func:`stream_turn`'s keyword arguments."""
-    async for item in stream_turn(backend, history, **kwargs):
-        if isinstance(item, TurnResult):
-            return item
+    mutates ``history``. Takes :func:`stream_turn`'s keyword arguments. The stream is closed
+    on return (left to the event loop, a loop that never waited kept every turn's frame)."""
+    async with aclosing(stream_turn(backend, history, **kwargs)) as items:
+        async for item in items:
+            if isinstance(item, TurnResult):
+                return item
     raise AssertionError("stream_turn ended without a result")  # pragma: no cover
 
 

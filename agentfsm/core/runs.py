@@ -1,0 +1,41 @@
+"""The runs of a transcript, one at a time, from its events as they are read.
+
+A transcript file may hold many runs (a proxy's, an agent's runs appended), and
+runs may interleave (concurrent requests). :func:`runs_in_order` groups the events by
+run id and hands each run over once it has ended (its ``run_end``), in the order the
+runs began, so that a reader of thousands of runs holds the runs still going on and
+not the whole file. Pure: events in, groups out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from agentfsm.core.events import RunEndEvent, TranscriptEvent
+
+__all__ = ["RunEvents", "runs_in_order"]
+
+#: one run's events, each with its position among all the transcript's events
+RunEvents = list[tuple[int, TranscriptEvent]]
+
+
+def runs_in_order(events: Iterable[TranscriptEvent]) -> Iterator[RunEvents]:
+    """Each run's ``(position, event)`` pairs, in order of the runs' first events.
+
+    A run is given when it and every run begun before it have ended; runs that never
+    end (cut off: their writer was killed) are given at the end. A ``run_end`` is a
+    run's last event: an event of a run id already given begins another run.
+    """
+    open_runs: dict[str, RunEvents] = {}  # in order of first appearance
+    ended: set[str] = set()
+    for index, event in enumerate(events):
+        open_runs.setdefault(event.run, []).append((index, event))
+        if isinstance(event, RunEndEvent):
+            ended.add(event.run)
+            while open_runs:
+                head = next(iter(open_runs))
+                if head not in ended:
+                    break
+                ended.discard(head)
+                yield open_runs.pop(head)
+    yield from open_runs.values()
