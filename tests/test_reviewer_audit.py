@@ -254,6 +254,21 @@ def test_a_warning_prints_above_the_progress_bar_not_into_its_line(tmp_path: Pat
     assert "2/2" in seen
 
 
+@pytest.mark.parametrize("command", ["report", "diagram"])
+def test_reading_many_transcripts_shows_progress_on_a_terminal_only(
+    tmp_path: Path, batch_dir: Path, command: str
+) -> None:
+    # 20,000 transcripts kept report silent for 30 s and diagram for 20 s (the scale audit)
+    args = [sys.executable, "-m", "agentfsm", command, str(batch_dir / "runs"), "-o", str(tmp_path / f"out.{command}")]
+    if command == "diagram":
+        args[-1] = str(tmp_path / "out.mmd")
+    seen = _on_a_terminal(args)
+    assert "reading transcripts" in seen and "12/12" in seen, seen[-1500:]
+    piped = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert "reading transcripts" not in piped.stderr + piped.stdout  # nothing drawn into a pipe or a log
+
+
 # --- replay ------------------------------------------------------------------------------
 
 

@@ -68,7 +68,13 @@ def draw(paths: list[Path] | None, fmt: str | None, output: Path | None) -> byte
     )
 
     chosen = _format(fmt, output)
-    diagram: Diagram = observed_diagram(paths) if paths else machine_diagram()
+    from agentfsm.cli._progress import reading
+
+    if paths:
+        with reading("transcripts") as tick:
+            diagram: Diagram = observed_diagram(paths, tick)
+    else:
+        diagram = machine_diagram()
     if chosen == "mermaid":
         as_page = output is not None and output.suffix.lower() == ".md"
         data = (document_markdown(diagram) if as_page else to_mermaid(diagram)).encode()

@@ -28,9 +28,11 @@ def report_cmd(
     """Write one self-contained HTML report: the observed state diagram, a table of runs
     (sortable, filterable by outcome and guard reason), each run's timeline, and the
     failures grouped by reason. It opens from disk, with no network and no server."""
+    from agentfsm.cli._progress import reading
     from agentfsm.report import write_report
 
-    stats = write_report(paths, output)
+    with reading("transcripts") as tick:
+        stats = write_report(paths, output, tick)
     for note in stats.notes:
         typer.echo(f"note: {note}", err=True)
     typer.echo(

@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -200,12 +200,20 @@ def transcript_files(paths: Iterable[str | os.PathLike[str]], *, recursive: bool
     return found
 
 
-def observed_diagram(paths: Sequence[str | os.PathLike[str]]) -> Diagram:
-    """Read transcripts (files, or directories of ``*.jsonl``) and aggregate their paths."""
+def observed_diagram(
+    paths: Sequence[str | os.PathLike[str]], on_file: Callable[[int, int], None] | None = None
+) -> Diagram:
+    """Read transcripts (files, or directories of ``*.jsonl``) and aggregate their paths;
+    ``on_file(done, total)`` is told after each file (a progress bar)."""
     files = transcript_files(paths)
     if not files:
         raise UsageError("no transcripts given")
-    return observe(iter_events(path) for path in files)
+    counter = PathCounter()
+    for done, path in enumerate(files, start=1):
+        counter.add(iter_events(path))
+        if on_file is not None:
+            on_file(done, len(files))
+    return counter.diagram()
 
 
 def machine_mermaid() -> str:

@@ -11,7 +11,7 @@ report holds in memory is its rows and counts, never its transcripts' events.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -109,13 +109,16 @@ def _views(source: Source, inputs: Inputs, paths: PathCounter) -> tuple[list[Run
     return views, _mark_replay(views, source)
 
 
-def page_data(inputs: Inputs) -> tuple[dict[str, Any], str, ReportStats]:
-    """The page's JSON data, its diagram's SVG, and the stats, from gathered inputs."""
+def page_data(inputs: Inputs, on_source: Callable[[int, int], None] | None = None) -> tuple[dict[str, Any], str, ReportStats]:
+    """The page's JSON data, its diagram's SVG, and the stats, from gathered inputs;
+    ``on_source(done, total)`` is told after each source is read (a progress bar)."""
     views: list[RunView] = []
     paths = PathCounter()
     divergences: dict[tuple[int, str], dict[str, Any]] = {}
-    for source in inputs.sources:
+    for done, source in enumerate(inputs.sources, start=1):
         found, marks = _views(source, inputs, paths)
+        if on_source is not None:
+            on_source(done, len(inputs.sources))
         base = len(views)
         for k, view in enumerate(found):
             if view.id in marks:
@@ -170,17 +173,24 @@ def _groups(groups: dict[str, list[int]], rows: Sequence[dict[str, Any]]) -> lis
     return out
 
 
-def build_report(paths: Iterable[str | os.PathLike[str]]) -> tuple[str, ReportStats]:
-    """The report on ``paths`` (transcripts, directories, batch results, replay output)."""
+def build_report(
+    paths: Iterable[str | os.PathLike[str]], on_source: Callable[[int, int], None] | None = None
+) -> tuple[str, ReportStats]:
+    """The report on ``paths`` (transcripts, directories, batch results, replay output);
+    ``on_source(done, total)`` is told as the sources are read."""
     inputs = gather(paths)
-    data, svg, stats = page_data(inputs)
+    data, svg, stats = page_data(inputs, on_source)
     html = render_page(data, svg)
     return html, ReportStats(stats.runs, stats.transcripts, stats.failed, stats.notes, len(html.encode()))
 
 
-def write_report(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[str]) -> ReportStats:
+def write_report(
+    paths: Iterable[str | os.PathLike[str]],
+    output: str | os.PathLike[str],
+    on_source: Callable[[int, int], None] | None = None,
+) -> ReportStats:
     """Build the report and write it to ``output`` (one HTML file)."""
-    html, stats = build_report(paths)
+    html, stats = build_report(paths, on_source)
     out = Path(output)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
