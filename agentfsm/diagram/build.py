@@ -208,12 +208,14 @@ def observed_diagram(
     files = transcript_files(paths)
     if not files:
         raise UsageError("no transcripts given")
-    counter = PathCounter()
-    for done, path in enumerate(files, start=1):
-        counter.add(iter_events(path))
-        if on_file is not None:
-            on_file(done, len(files))
-    return counter.diagram()
+
+    def each() -> Iterator[Iterator[TranscriptEvent]]:
+        for done, path in enumerate(files, start=1):
+            yield iter_events(path)  # counted before this generator is asked for the next
+            if on_file is not None:
+                on_file(done, len(files))
+
+    return observe(each())
 
 
 def machine_mermaid() -> str:
