@@ -1,15 +1,16 @@
-"""The user docs (README.md, docs/proxy.md) against the code they describe.
+"""The user docs (README.md, docs/*.md) against the code they describe.
 
 - Every ``agentfsm COMMAND ... --flag`` they show, in a code block or an inline code span,
   names an option that command has (read from the click command typer builds: no model,
   no subprocess); a flag shown on its own (``--max-corrections``) is an option of some
   command; a flag of another program (``claude``, ``codex``, ``make``) is left to it.
-- The README's Python snippets run as written. A snippet whose code holds ``[...]`` (a
+- The docs' Python snippets run as written. A snippet whose code holds ``[...]`` (a
   placeholder for the reader to fill in) is an illustration and is not run; the rest run
   with the embedded model swapped for a scripted one, and a line ``expr  # value`` checks
   that ``expr`` shows as ``value`` (``...`` matching anything, as in doctest).
-- The models file the README shows is one ``serve --models`` reads.
+- The models file the docs show is one ``serve --models`` reads.
 - Each agentfsm error the docs name can be imported from ``agentfsm``.
+- Every relative link they hold (a file, a file's heading, a heading of their own) resolves.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from agentfsm.core.profile import ModelProfile, Profile
 from agentfsm.server.models_file import ModelEntry, load_models_file
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = (ROOT / "README.md", ROOT / "docs" / "proxy.md")
-README = DOCS[0]
+README = ROOT / "README.md"
+DOCS = (README, *sorted((ROOT / "docs").glob("*.md")))
 
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 _SPAN = re.compile(r"`([^`\n]+(?:\n[^`\n]+)*)`")
@@ -177,11 +178,17 @@ def test_each_flag_shown_on_its_own_is_an_option_of_a_command() -> None:
     assert unknown == []
 
 
-# -- the README's Python snippets ------------------------------------------------------
+# -- the docs' Python snippets --------------------------------------------------------
+
+
+def _blocks(language: str) -> list[str]:
+    """The code blocks in ``language`` of every doc, in order."""
+    return [body for path in DOCS for lang, body in _FENCE.findall(path.read_text(encoding="utf-8"))
+            if lang == language]
 
 
 def _python_snippets() -> list[str]:
-    return [body for lang, body in _FENCE.findall(README.read_text(encoding="utf-8")) if lang == "python"]
+    return _blocks("python")
 
 
 def _illustrative(snippet: str) -> bool:
@@ -208,17 +215,17 @@ def _run_snippet(snippet: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "readme_snippet"}
     lines = snippet.splitlines()
     for node in ast.parse(snippet).body:
-        exec(compile(ast.Module(body=[node], type_ignores=[]), "<README>", "exec"), namespace)
+        exec(compile(ast.Module(body=[node], type_ignores=[]), "<docs>", "exec"), namespace)
         line = lines[node.lineno - 1]
         if isinstance(node, ast.Expr) and "#" in line and node.end_lineno == node.lineno:
             expected = line[node.end_col_offset:].split("#", 1)[1].strip()
-            value = eval(compile(ast.Expression(node.value), "<README>", "eval"), namespace)
-            assert _shown(value, expected), f"{ast.unparse(node)} is {value!r}, the README says {expected}"
+            value = eval(compile(ast.Expression(node.value), "<docs>", "eval"), namespace)
+            assert _shown(value, expected), f"{ast.unparse(node)} is {value!r}, the docs say {expected}"
             namespace["_checked"] = namespace.get("_checked", 0) + 1
     return namespace
 
 
-def test_the_readme_has_the_python_snippets_this_test_reads() -> None:
+def test_the_docs_have_the_python_snippets_this_test_reads() -> None:
     snippets = _python_snippets()
     assert sum(not _illustrative(s) for s in snippets) == 2
     assert sum(_illustrative(s) for s in snippets) == 1
@@ -246,12 +253,11 @@ def test_the_parser_snippet_shows_what_it_says() -> None:
     assert namespace["_checked"] == 1
 
 
-# -- the README's models file ----------------------------------------------------------
+# -- the docs' models file -------------------------------------------------------------
 
 
-def test_the_readme_models_file_is_one_serve_reads(tmp_path: Path) -> None:
-    tomls = [body for lang, body in _FENCE.findall(README.read_text(encoding="utf-8")) if lang == "toml"]
-    models_file = next(body for body in tomls if "[models." in body)
+def test_the_docs_models_file_is_one_serve_reads(tmp_path: Path) -> None:
+    (models_file,) = [body for body in _blocks("toml") if "[models." in body]
     (tmp_path / "models.toml").write_text(models_file, encoding="utf-8")
     # the profile it names, as agentfsm calibrate writes one for the entry's backend
     (tmp_path / "profiles").mkdir()
@@ -286,3 +292,46 @@ def test_each_agentfsm_error_the_docs_name_is_importable_from_agentfsm() -> None
     ours = sorted(name for name in named if isinstance(getattr(errors, name, None), type))
     assert {"RetryBudgetExceeded", "UsageError", "ToolSpecError", "TranscriptError"} <= set(ours)
     assert [name for name in ours if name not in agentfsm.__all__] == []
+
+
+# -- links -----------------------------------------------------------------------------
+
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*$", re.M)
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives ``path``'s headings: lower case, punctuation dropped, spaces
+    as hyphens, a repeated one numbered."""
+    seen: dict[str, int] = {}
+    anchors = set()
+    for heading in _HEADING.findall(_FENCE.sub("", path.read_text(encoding="utf-8"))):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def _links() -> list[tuple[Path, str]]:
+    """Each relative link of the docs (outside code), with the doc that holds it."""
+    found = []
+    for path in DOCS:
+        prose = _SPAN.sub("", _FENCE.sub("", path.read_text(encoding="utf-8")))
+        found += [(path, target) for target in _LINK.findall(prose) if not re.match(r"[a-z]+:", target)]
+    return found
+
+
+def test_the_link_checker_reads_links_and_headings() -> None:
+    assert {"set-up", "the-proxy"} <= _anchors(README)
+    assert any(target.startswith("docs/") for path, target in _links() if path == README)
+    assert any("#" in target for _, target in _links())
+
+
+@pytest.mark.parametrize(("doc", "target"), _links(), ids=lambda x: x.name if isinstance(x, Path) else x)
+def test_each_relative_link_resolves(doc: Path, target: str) -> None:
+    file, _, anchor = target.partition("#")
+    resolved = (doc.parent / file).resolve() if file else doc
+    assert resolved.is_file(), f"{doc.name}: {target} names no file"
+    if anchor:
+        assert resolved.suffix == ".md", f"{doc.name}: {target} is an anchor in a file without headings"
+        assert anchor in _anchors(resolved), f"{doc.name}: {target}: {resolved.name} has no heading #{anchor}"
