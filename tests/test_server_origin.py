@@ -129,7 +129,7 @@ def test_serve_reads_the_allow_lists_from_options_and_the_environment(monkeypatc
 def test_more_tools_than_the_limit_is_the_clients_400_naming_tools(path: str) -> None:
     from agentfsm.server.settings import DEFAULT_MAX_TOOLS
 
-    assert DEFAULT_MAX_TOOLS == 2048  # as the README documents it
+    assert DEFAULT_MAX_TOOLS == 2048  # as docs/proxy.md documents it
     def tool(i: int) -> dict[str, Any]:
         if path.startswith("/v1/messages"):
             return {"name": f"t{i}", "input_schema": {"type": "object"}}
