@@ -134,7 +134,7 @@ SERVE_WORKERS = int(os.environ.get("AGENTFSM_TEST_SERVE_WORKERS") or 0)
 _SERVE_FLAGS = {
     "api_key": "--api-key", "transcripts_dir": "--transcripts", "request_timeout": "--request-timeout",
     "max_body_bytes": "--max-body-bytes", "body_timeout": "--body-timeout", "max_tools": "--max-tools",
-    "client_share": "--client-share",
+    "client_share": "--client-share", "stream_prose": "--stream-prose",
 }
 
 
@@ -265,14 +265,16 @@ class Served:
 
 @contextmanager
 def serve_command(
-    upstream: str, transcripts: Path, *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    upstream: str, transcripts: Path, *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
+    options: tuple[str, ...] = (),
 ) -> Iterator[Served]:
     """``agentfsm serve`` in a subprocess, in front of the OpenAI-compatible ``upstream``,
-    writing transcripts to ``transcripts``; stopped (and its stderr kept) on exit."""
+    writing transcripts to ``transcripts`` (more serve ``options`` after); stopped (and its
+    stderr kept) on exit."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "agentfsm", "serve", "--port", str(port), "--backend", "openai",
-         "--base-url", upstream, "--model", "fake-model", "--transcripts", str(transcripts)],
+         "--base-url", upstream, "--model", "fake-model", "--transcripts", str(transcripts), *options],
         env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     served = Served(f"http://127.0.0.1:{port}")

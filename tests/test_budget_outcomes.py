@@ -197,7 +197,13 @@ def test_a_failure_after_the_first_streamed_event_is_the_protocols_error_event(
     fake.enqueue("Checking once more.\n" + action("get_weather", city="Paris"))  # a fourth round: a loop
     tools = TOOLS_OPENAI if protocol == "openai" else TOOLS_ANTHROPIC
     body = {"model": "m", "max_tokens": 64, "messages": _looping(protocol), "tools": tools, "stream": True}
-    with httpx.stream("POST", f"{base}{path}", json=body, timeout=30) as response:
+    # prose held until the reply is accepted (the default): nothing sent, the whole answer's 500
+    held = httpx.post(f"{base}{path}", json=body, timeout=30)
+    assert held.status_code == 500 and held.json()["error"]["type"] == kind
+    fake.enqueue("Checking once more.\n" + action("get_weather", city="Paris"))
+    with proxy(upstream_backend(fake), stream_prose="live") as live, httpx.stream(
+        "POST", f"{live}{path}", json=body, timeout=30
+    ) as response:
         assert response.status_code == 200
         text = response.read().decode()
     payloads = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]

@@ -73,6 +73,9 @@ SCENARIOS = [
         ("calls", [CALC, MILES]),
     ),
     Scenario("correction-then-call", (act("nope", x=1), act("multiply", a=2, b=3)), ("calls", [CALC])),
+    # the refused reply's prose is no part of the answer, streamed or not
+    Scenario("refused-prose-then-call", ("Let me look that up.\n" + act("nope", x=1), act("multiply", a=2, b=3)),
+             ("calls", [CALC])),
     Scenario("answer", ("Five, and about 3.1 miles.",), ("answer", "Five, and about 3.1 miles.")),
     # the extension step (parallel calls by list continuation) runs streamed or not
     Scenario(

@@ -116,21 +116,26 @@ def test_anthropic_client_gets_a_protocol_error(faulty: tuple[FakeUpstream, str]
 
 def test_mid_stream_failure_is_an_error_event_not_a_clean_end(faulty: tuple[FakeUpstream, str]) -> None:
     fake, url = faulty
+    # prose held until the reply is accepted (the default): nothing was sent, a plain 502
     fake.enqueue(stream_no_terminator("Some prose that streams before the upstream dies"))
-    lines: list[str] = []
-    with httpx.stream("POST", f"{url}/v1/chat/completions", timeout=30, json={
-        "model": "m", "messages": USER, "tools": TOOLS_OPENAI, "stream": True,
-    }) as response:
-        assert response.status_code == 200
-        lines = [line for line in response.iter_lines() if line]
-    assert any('"content"' in line for line in lines)
-    assert lines[-1].startswith("data: {\"error\"") and "data: [DONE]" not in lines
-    fake.enqueue(stream_no_terminator("Some prose that streams before the upstream dies"))
-    with httpx.stream("POST", f"{url}/v1/messages", timeout=30, json={
-        "model": "m", "max_tokens": 64, "messages": USER, "tools": TOOLS_ANTHROPIC, "stream": True,
-    }) as response:
-        lines = [line for line in response.iter_lines() if line]
-    assert lines[-2] == "event: error" and "message_stop" not in "".join(lines)
+    body = {"model": "m", "messages": USER, "tools": TOOLS_OPENAI, "stream": True}
+    held = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
+    assert held.status_code == 502 and held.json()["error"]["type"] == "upstream_error"
+    # live prose: it was sent, so the stream ends with the protocol's error event
+    with proxy(upstream_backend(fake, total=1.0, read=0.5), request_timeout=5.0, stream_prose="live") as live:
+        fake.enqueue(stream_no_terminator("Some prose that streams before the upstream dies"))
+        lines: list[str] = []
+        with httpx.stream("POST", f"{live}/v1/chat/completions", timeout=30, json=body) as response:
+            assert response.status_code == 200
+            lines = [line for line in response.iter_lines() if line]
+        assert any('"content"' in line for line in lines)
+        assert lines[-1].startswith("data: {\"error\"") and "data: [DONE]" not in lines
+        fake.enqueue(stream_no_terminator("Some prose that streams before the upstream dies"))
+        with httpx.stream("POST", f"{live}/v1/messages", timeout=30, json={
+            "model": "m", "max_tokens": 64, "messages": USER, "tools": TOOLS_ANTHROPIC, "stream": True,
+        }) as response:
+            lines = [line for line in response.iter_lines() if line]
+        assert lines[-2] == "event: error" and "message_stop" not in "".join(lines)
 
 
 # -- client disconnects and the request timeout ---------------------------------------
@@ -163,9 +168,9 @@ def test_client_disconnect_cancels_the_upstream_call(stream: bool) -> None:
     ("/v1/messages", {"max_tokens": 64}),
 ])
 def test_client_leaving_mid_stream_cancels_the_upstream_call(path: str, extra: dict[str, int]) -> None:
-    # prose dripped a byte at a time: the proxy is streaming it when the client leaves
+    # prose dripped a byte at a time, streamed live: the proxy is streaming it when the client leaves
     with FakeUpstream([drip(0.002, text="word " * 2000)]) as fake:
-        with proxy(upstream_backend(fake, total=60, read=30)) as url:
+        with proxy(upstream_backend(fake, total=60, read=30), stream_prose="live") as url:
             body = {"model": "m", "messages": USER, "tools": TOOLS_OPENAI, "stream": True, **extra}
             if path == "/v1/messages":
                 body["tools"] = TOOLS_ANTHROPIC

@@ -20,7 +20,7 @@ from agentfsm.protocols import normalize_responses
 from agentfsm.core.errors import RequestError
 from agentfsm.core.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from agentfsm.testing import FakeUpstream, stream_no_terminator
-from tests._proxy import action, base, fake, wire_snapshot  # base, fake: fixtures
+from tests._proxy import action, base, fake, proxy, upstream_backend, wire_snapshot  # base, fake: fixtures
 
 CODEX = Path(__file__).parent.parent / "fixtures" / "clients" / "codex_request.json"
 _WEATHER = {
@@ -186,9 +186,13 @@ def test_budget_spent_is_500_and_mid_stream_failure_is_response_failed(
     assert info.value.response.json()["error"]["type"] == "server_error"
     fake.enqueue(stream_no_terminator("Some prose that streams before the upstream dies"))
     body = {"model": "m", "input": ASK, "tools": TOOLS, "stream": True}
-    with httpx.stream("POST", f"{base}/v1/responses", json=body, timeout=30) as r:
-        assert r.status_code == 200
-        kinds = [line[7:] for line in r.iter_lines() if line.startswith("event: ")]
+    held = httpx.post(f"{base}/v1/responses", json=body, timeout=30)  # prose held: nothing sent yet
+    assert held.status_code == 502 and held.json()["error"]["type"] == "upstream_error"
+    fake.enqueue(stream_no_terminator("Some prose that streams before the upstream dies"))
+    with proxy(upstream_backend(fake), stream_prose="live") as live:
+        with httpx.stream("POST", f"{live}/v1/responses", json=body, timeout=30) as r:
+            assert r.status_code == 200
+            kinds = [line[7:] for line in r.iter_lines() if line.startswith("event: ")]
     assert kinds[0] == "response.created" and "response.output_text.delta" in kinds
     assert kinds[-2:] == ["error", "response.failed"] and "response.completed" not in kinds
 

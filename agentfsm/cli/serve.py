@@ -15,7 +15,7 @@ from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, ma
 from agentfsm.cli._options import config_options
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
-from agentfsm.server.settings import DEFAULT_HEADER_TIMEOUT, NOT_FOR_THE_PROXY, Settings
+from agentfsm.server.settings import DEFAULT_HEADER_TIMEOUT, NOT_FOR_THE_PROXY, Settings, StreamProse
 
 if TYPE_CHECKING:
     from agentfsm.core.backend import Backend
@@ -78,6 +78,17 @@ MaxToolsOpt = Annotated[int, typer.Option("--max-tools", envvar="AGENTFSM_MAX_TO
 ClientShareOpt = Annotated[
     int | None,
     typer.Option("--client-share", envvar="AGENTFSM_CLIENT_SHARE", min=1, help="Requests one client address may have at the upstream at once; its others wait. Default: half the upstream connection pool.", show_default=False),
+]
+StreamProseOpt = Annotated[
+    StreamProse,
+    typer.Option(
+        "--stream-prose",
+        envvar="AGENTFSM_STREAM_PROSE",
+        help="How a streamed answer with tools sends its text. exact: once the reply is accepted, so the stream "
+        "carries what the same request answered whole carries (a reply refused and asked again never reaches the "
+        "client). live: as the model writes it (the first words sooner), where a refused reply's text has "
+        "already reached the client when the accepted one follows.",
+    ),
 ]
 HeaderTimeoutOpt = Annotated[float, typer.Option("--header-timeout", envvar="AGENTFSM_HEADER_TIMEOUT", min=0.001, help="Seconds a client may take to send a request's headers (408 and closed after).")]
 MaxConnectionsOpt = Annotated[
@@ -156,6 +167,7 @@ def build_app(
     allowed_origins: str | None = None,
     max_tools: int = Settings.max_tools,
     client_share: int | None = None,
+    stream_prose: StreamProse = Settings.stream_prose,
     models: Path | None = None,
 ) -> Any:
     """Check the options (the bind rule first) and build the ASGI app they describe."""
@@ -201,6 +213,7 @@ def build_app(
         allowed_origins=_names(allowed_origins) or (),
         max_tools=max_tools,
         client_share=client_share,
+        stream_prose=stream_prose,
     )
 
 
@@ -266,6 +279,7 @@ def register(app: typer.Typer) -> None:
         allowed_origins: AllowedOriginsOpt = None,
         max_tools: MaxToolsOpt = Settings.max_tools,
         client_share: ClientShareOpt = None,
+        stream_prose: StreamProseOpt = Settings.stream_prose,
         header_timeout: HeaderTimeoutOpt = DEFAULT_HEADER_TIMEOUT,
         max_connections: MaxConnectionsOpt = None,
         models: ModelsOpt = None,
@@ -288,6 +302,7 @@ def register(app: typer.Typer) -> None:
             "body_timeout": body_timeout, "served_model_name": served_model_name, "context_tokens": context_tokens,
             "metrics": metrics, "otel": otel, "models": models, "allowed_hosts": allowed_hosts,
             "allowed_origins": allowed_origins, "max_tools": max_tools, "client_share": client_share,
+            "stream_prose": stream_prose,
         }
         try:
             asgi = build_app(upstream_api_key=upstream_api_key, api_key=api_key, **options)

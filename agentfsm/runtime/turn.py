@@ -10,9 +10,12 @@ What happens once, here:
 
 - each attempt's request follows :func:`~agentfsm.engine.decide.plan` (tool_choice,
   enforcement level, retry grammar, compaction, extension);
-- prose is *held* (not yielded while it arrives) when a call is required or under
-  constrained decoding, where the model writes JSON; what of the accepted content the
-  caller has not seen yet is yielded after the engine accepts the attempt;
+- prose is *held* (not yielded while it arrives) until the engine accepts the attempt,
+  then yielded whole: a refused attempt's prose never reaches the caller, so a streamed
+  answer is the whole answer. With ``live``, prose is yielded as the parser releases it
+  wherever a prose answer is allowed (not while a call is required, under constrained
+  decoding, where the model writes JSON, nor for a client schema's JSON); a refused
+  attempt's prose is then already out;
 - the extension step (parallel calls by list continuation) after one clean call the engine accepts;
 - usage per attempt (the backend's report, estimated only where it reports none), and
   the backend's ``finish_reason``, passed to the engine (an action cut at the token
@@ -228,11 +231,13 @@ async def stream_turn(
     max_steps: int | None = None,
     steps_taken: int = 0,
     stream: bool = False,
+    live: bool = False,
     deadline: float | None = None,
     tally: Tally | None = None,
 ) -> AsyncGenerator[str | TurnResult, None]:
     """Run one deciding turn; mutates ``history``. Yields prose deltas (only with
-    ``stream``) and, last, the :class:`TurnResult`.
+    ``stream``: the accepted content once decided, or with ``live`` as it arrives) and,
+    last, the :class:`TurnResult`.
 
     On ``CallTools`` and ``Answer`` the accepted assistant message has been appended.
     ``max_steps`` bounds the model calls of a whole run, ``steps_taken`` of which
@@ -274,9 +279,10 @@ async def stream_turn(
         attempts += 1
         tally.attempts += 1
         recorder.emit(ModelRequestEvent, attempt=attempts, messages=tuple(prompt), options=opts, enforcement=p.level)
-        # held: a required call's preamble, JSON under a grammar, and an answer that must be
-        # a client schema's JSON (checked whole before the client sees any of it)
-        hold = p.level == "constrained" or p.tool_choice.requires_call or config.answer_schema is not None
+        # held unless live; held even then: a required call's preamble, JSON under a grammar,
+        # and an answer that must be a client schema's JSON (checked whole before it is seen)
+        hold = (not live or p.level == "constrained" or p.tool_choice.requires_call
+                or config.answer_schema is not None)
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
         async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):

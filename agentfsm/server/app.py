@@ -54,7 +54,15 @@ from agentfsm.server.handle import JSONResponse, check_client, error_response, n
 from agentfsm.server.limits import ClientShare
 from agentfsm.server.models import ModelTable
 from agentfsm.server.observe import app_watches
-from agentfsm.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOLS, Settings, check_served
+from agentfsm.server.settings import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_TOOLS,
+    STREAM_PROSE,
+    Settings,
+    StreamProse,
+    check_served,
+)
 from agentfsm.server.wire import wire_for, wire_for_path
 
 __all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TOOLS", "Settings", "create_app"]
@@ -95,6 +103,7 @@ def create_app(
     allowed_origins: tuple[str, ...] = (),
     max_tools: int = DEFAULT_MAX_TOOLS,
     client_share: int | None = None,
+    stream_prose: StreamProse = "exact",
     **run_settings: Any,
 ) -> Starlette:
     """The proxy as an ASGI app serving ``backend``: one backend (under ``model_name``,
@@ -117,7 +126,10 @@ def create_app(
     allowed once an ``api_key`` is set). A request offering more than ``max_tools`` tools
     is the client's 400. ``client_share`` bounds the requests one client (address) has at
     the upstream at once; its others wait (default: half the smallest connection pool among
-    the backends that have one). Slow headers and the number of connections are the HTTP server's
+    the backends that have one). ``stream_prose`` says how a streamed tool-mode answer's
+    prose leaves: ``exact`` (held until the engine accepts the reply: the stream carries
+    what the whole answer carries) or ``live`` (as the model writes it; a refused reply's
+    prose has then already gone out). Slow headers and the number of connections are the HTTP server's
     to bound: ``agentfsm serve`` runs uvicorn with
     :func:`~agentfsm.server.limits.guarded_protocol`.
     """
@@ -131,6 +143,8 @@ def create_app(
         raise UsageError("body_timeout must be positive")
     if max_tools < 1:
         raise UsageError("max_tools must be positive")
+    if stream_prose not in STREAM_PROSE:
+        raise UsageError(f"stream_prose must be one of {', '.join(STREAM_PROSE)}, got {stream_prose!r}")
     table = backend if isinstance(backend, ModelTable) else ModelTable.single(backend, run, model_name)
     if client_share is None:  # half the smallest connection pool among the models' backends
         pools = [p for m in table.models if isinstance(p := getattr(m.backend, "max_connections", None), int) and p > 0]
@@ -152,6 +166,7 @@ def create_app(
         allowed_origins=tuple(allowed_origins),
         max_tools=max_tools,
         client_share=client_share,
+        stream_prose=stream_prose,
     )
     routes_by_name = {  # each entry's settings, made once
         m.name: (m.backend, dataclasses.replace(settings, run=m.run, model_name=m.name, settings_from=m.settings_from))

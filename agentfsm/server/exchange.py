@@ -194,7 +194,8 @@ class Exchange:
     def turn(self, stream: bool = False) -> AsyncGenerator[str | TurnResult, None]:
         """This request's deciding turn (:func:`~agentfsm.runtime.turn.stream_turn`), with
         its settings; streamed, it also keeps to :attr:`deadline` itself (a whole reply is
-        bounded by :func:`until_disconnect`)."""
+        bounded by :func:`until_disconnect`), and its prose is live when the proxy's
+        ``stream_prose`` says so."""
         return stream_turn(
             self.backend,
             list(self.request.messages),
@@ -203,6 +204,7 @@ class Exchange:
             options=self.options,
             recorder=self.recorder,
             stream=stream,
+            live=stream and self.settings.stream_prose == "live",
             deadline=self.deadline if stream else None,
             tally=self.tally,
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
 
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import UsageError
@@ -26,7 +26,9 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_TOOLS",
     "NOT_FOR_THE_PROXY",
+    "STREAM_PROSE",
     "Settings",
+    "StreamProse",
     "check_served",
 ]
 
@@ -45,6 +47,13 @@ def check_served(names: Iterable[str]) -> None:
             f"{', '.join(not_here)}: each request brings its own tool_choice and parallel, and runs one "
             "deciding turn and no tools (not a setting of a served model)"
         )
+
+
+#: how a streamed tool-mode answer's prose leaves: ``exact``, held until the engine accepts
+#: the reply, so that the stream carries what the whole answer carries; ``live``, as the
+#: model writes it, where a refused reply's prose has then already reached the client
+StreamProse: TypeAlias = Literal["exact", "live"]
+STREAM_PROSE: tuple[StreamProse, ...] = get_args(StreamProse)
 
 
 #: the largest request body accepted by default (32 MiB, about what Anthropic's API takes:
@@ -91,5 +100,7 @@ class Settings:
     max_tools: int = DEFAULT_MAX_TOOLS
     #: requests one client (address) may have at the upstream at once (None: no bound)
     client_share: int | None = None
+    #: how streamed prose leaves (:data:`StreamProse`)
+    stream_prose: StreamProse = "exact"
     #: where ``run`` came from, as transcripts record it (:attr:`~agentfsm.server.models.ServedModel.settings_from`)
     settings_from: str = "flags"

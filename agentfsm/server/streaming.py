@@ -1,22 +1,24 @@
 """Streamed answers: server-sent events produced while the model is still writing.
 
 Tool mode is the turn runner (:func:`~agentfsm.runtime.turn.stream_turn`) with
-``stream=True``; this module only encodes what it yields. The runner releases prose
-as the stream parser lets it go (action text never reaches the client) and, when an
-attempt is accepted:
+``stream=True``; this module only encodes what it yields, and the runner decides what
+is held. By default (``stream_prose`` ``exact``) each attempt's prose is *held* until
+the engine accepts the attempt, then sent as one delta: a refused attempt's prose
+never reaches the client, so the stream carries the text and calls of the same request
+answered whole. With ``live`` the runner releases prose as the stream parser lets it go
+(action text never reaches the client), where a prose answer is allowed; prose already
+forwarded from an attempt the engine then refuses stays with the client (it cannot be
+taken back), and the next attempt's follows. Held even then: a required call's
+preamble, JSON under ``constrained`` enforcement, an answer held to a client's schema.
+
+When an attempt is accepted:
 
 - a call: the calls go out, each with a fresh id, its name, then its arguments;
 - an answer: the stream finishes (``length`` when the upstream cut it);
-- a correction: the correction is sent upstream and the next attempt streams on.
-  Prose already forwarded from a rejected attempt stays with the client (it cannot
-  be taken back); only its action text was withheld.
+- a correction: the correction is sent upstream and the next attempt runs.
 
-Prose is *held* (sent only once the engine has accepted the attempt) when a call is
-required (``tool_choice`` required or a named tool), since such a turn's prose is
-only a preamble to the call, and under ``constrained`` enforcement, where the model
-writes JSON, not prose: there the final content is sent as one delta. Decisions,
-extension (parallel calls), retries and usage are the runner's, so a streamed
-request decides exactly as a non-streamed one.
+Decisions, extension (parallel calls), retries and usage are the runner's, so a
+streamed request decides exactly as a non-streamed one.
 
 Headers are sent with the first event, so ``x-agentfsm-attempts`` counts the
 attempts known then; the final count is in an SSE comment before the stream's end
