@@ -1,0 +1,145 @@
+"""The upstream's SSE stream decoded (backends/_sse.py): in time linear in its bytes, and
+every framing rule a library in its place would have to keep.
+
+Defect (the SSE audit): the decoder searched and copied the whole of the text it held
+for each line it cut off, so an upstream sending lone ``\\r`` line ends, or one long
+line in many chunks, cost time quadratic in the body: through the proxy 1 MiB of
+``\\r`` (within the bound of a 256-token reply) held the event loop, and ``/health``
+with it, for 15 to 19 s.
+
+The framing tests pin what httpx-sse's decoders (bench/results/sse.md) do otherwise:
+an ``id:``, ``event:`` or ``retry:`` field without data is no event (httpx-sse 0.4.3
+hands out an event with empty data, after a sticky ``id`` at every blank line), and an
+event the body ends without a blank line after is read (httpx-sse drops it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from agentfsm.backends import GenerationOptions, OpenAICompatBackend, Timeouts
+from agentfsm.backends._sse import SSEDecoder
+from agentfsm.testing import FakeUpstream, raw_body
+from tests._fake import call
+from tests._proxy import proxy, upstream_backend
+
+DELTA = b'data: {"choices":[{"delta":{"content":"%s"},"finish_reason":null}]}'
+STOP = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}'
+
+
+def _decode(chunks: list[bytes]) -> list[str]:
+    decoder = SSEDecoder()
+    return [data for chunk in chunks for data in decoder.feed(chunk)] + decoder.close()
+
+
+def _cut(body: bytes, size: int) -> list[bytes]:
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+@pytest.fixture
+def watched() -> Iterator[tuple[FakeUpstream, str, list[float]]]:
+    """A proxy in front of an empty script, and the seconds each /health answer took."""
+    seconds: list[float] = []
+    stop = threading.Event()
+    with FakeUpstream([]) as fake, proxy(upstream_backend(fake, total=120, read=120)) as url:
+
+        def poll() -> None:
+            while not stop.is_set():
+                started = time.monotonic()
+                httpx.get(f"{url}/health", timeout=120)
+                seconds.append(time.monotonic() - started)
+                stop.wait(0.05)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        try:
+            yield fake, url, seconds
+        finally:
+            stop.set()
+            poller.join(timeout=130)
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {"model": "m", "stream": True, "messages": [{"role": "user", "content": "go"}]}),
+        ("/v1/messages", {"model": "m", "stream": True, "max_tokens": 256, "messages": [{"role": "user", "content": "go"}]}),
+    ],
+)
+def test_a_stream_of_lone_carriage_returns_leaves_the_proxy_serving(
+    watched: tuple[FakeUpstream, str, list[float]], path: str, body: dict[str, object]
+) -> None:
+    # defect: 1 MiB of b"\r" took 15 to 19 s to decode, on the event loop
+    fake, url, seconds = watched
+    fake.enqueue(raw_body(b"\r" * (1 << 20), "text/event-stream"))
+    while not seconds:
+        time.sleep(0.01)
+    started = time.monotonic()
+    answer = httpx.post(url + path, json=body, timeout=120)
+    took = time.monotonic() - started
+    assert answer.status_code == 502 and "truncated" in answer.text, answer.text
+    count = len(seconds)
+    while len(seconds) <= count:  # a /health answer that overlapped the request
+        time.sleep(0.01)
+    assert took < 5 and max(seconds) < 5, (took, max(seconds))
+
+
+@pytest.mark.parametrize(
+    ("body", "size", "events"),
+    [
+        (b"data: " + b"x" * (16 << 20), 16 << 10, 1),  # one 16 MiB line in 16 KiB chunks (was 10 s)
+        (b"\r" * (1 << 20), 1 << 20, 0),  # 1 MiB of empty lines in one chunk (was 22 s)
+        (b"\r" * (1 << 20), 64 << 10, 0),  # the same in 64 KiB chunks (was 3 s)
+        (b"data: x\r\n\r\n" * (1 << 18), 3 << 20, 1 << 18),  # 256 Ki short CRLF events in one chunk (was 22 s)
+    ],
+    ids=["long-line", "lone-cr", "lone-cr-chunks", "crlf-events"],
+)
+def test_decoding_takes_time_linear_in_the_body(body: bytes, size: int, events: int) -> None:
+    started = time.process_time()
+    decoded = _decode(_cut(body, size))
+    assert time.process_time() - started < 2
+    assert len(decoded) == events
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 1000])
+def test_every_line_end_in_every_cut(end: bytes, size: int) -> None:
+    body = end.join([b"\xef\xbb\xbf: hi", b"data: h\xc3\xa9", b"data:two", b"data", b"", b"data: [DONE]", b"", b""])
+    assert _decode(_cut(body, size)) == ["h\u00e9\ntwo\n", "[DONE]"]
+
+
+def test_fields_without_data_are_no_event() -> None:
+    # httpx-sse 0.4.3 hands out an event with empty data for each of these blank lines
+    body = b"id: 1\n\nevent: ping\n\nretry: 1000\n\n: keep-alive\n\n\n" + b"id: 2\ndata: x\n\n: ping\n\n"
+    assert _decode([body]) == ["x"]
+
+
+def test_only_a_leading_byte_order_mark_is_dropped() -> None:
+    assert _decode([b"\xef", b"\xbb", b"\xbf", b"data: \xef\xbb\xbfa\n\n"]) == ["\ufeffa"]
+    assert _decode([b"data: \xff\xc3\n\n"]) == ["\ufffd\ufffd"]  # not UTF-8: replaced, not raised
+
+
+@pytest.mark.parametrize("mode", ["stream", "astream"])
+def test_an_upstream_with_ids_keep_alives_and_no_last_blank_line_is_read(mode: str) -> None:
+    # through httpx-sse's EventSource: 'event: ping' and the comment after an id would each be
+    # an event with empty data (not JSON), and the finish_reason the body ends in would be lost
+    body = b"".join(
+        [
+            b": ping\r\n\r\nretry: 3000\r\n\r\n",
+            b"id: 1\r\nevent: message\r\n" + DELTA % b"Paris" + b"\r\n\r\n",
+            b": keep-alive\r\n\r\n",
+            b"id: 2\r\n" + DELTA % b" is sunny" + b"\r\n\r\n",
+            b"event: ping\r\n\r\n",
+            b"id: 3\r\n" + STOP,  # the body ends without the blank line (and no [DONE])
+        ]
+    )
+    with (
+        FakeUpstream([raw_body(body, "text/event-stream")]) as fake,
+        OpenAICompatBackend(fake.base_url, "m", api_key="k", timeout=Timeouts(2, 5, 20), max_retries=0) as backend,
+    ):
+        assert call(backend, mode, GenerationOptions(max_tokens=16)) == "Paris is sunny"
