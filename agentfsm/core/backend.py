@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Protocol, TypeGuard, runtime_checkable
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentfsm.core._types import JSONObject
+from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import PromptMessage
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "Usage",
     "counts_tokens",
     "estimate_tokens",
+    "read_options",
 ]
 
 #: the optional fields of :class:`GenerationOptions` that carry a client's own sampling
@@ -110,6 +112,26 @@ class GenerationOptions(BaseModel):
     response_format: JSONObject | None = None
     #: an end-user id for the upstream's abuse monitoring (OpenAI ``user``)
     user: str | None = None
+
+
+def read_options(options: Any) -> GenerationOptions:
+    """``options`` as GenerationOptions (None: the defaults; a mapping of its fields is read
+    as one): a misspelt name or a value out of bounds is a :class:`UsageError` naming it."""
+    if options is None:
+        return GenerationOptions()
+    if isinstance(options, GenerationOptions):
+        return options
+    if isinstance(options, Mapping):
+        unknown = sorted(str(k) for k in options if k not in GenerationOptions.model_fields)
+        if unknown:  # as an unknown setting is: a misspelt option would be dropped silently
+            raise UsageError(f"unknown option(s) {', '.join(unknown)}; options: {', '.join(GenerationOptions.model_fields)}")
+        try:
+            return GenerationOptions.model_validate(options)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "options"
+            raise UsageError(f"options.{where}: {first['msg']}") from None
+    raise UsageError(f"options must be GenerationOptions (or a dict of its fields), got {type(options).__name__}")
 
 
 class Usage(BaseModel):
