@@ -165,12 +165,17 @@ class Completion(BaseModel):
     #: the client stop sequence that ended the text, where the upstream says which
     #: (vLLM's ``stop_reason``, SGLang's ``matched_stop``); None otherwise
     stop_sequence: str | None = None
+    #: the completion limit the backend sent in place of ``options.max_tokens``, which it
+    #: lowered (the upstream said its context could not hold that many beside the
+    #: prompt); None: the limit was sent as asked
+    max_tokens_sent: int | None = None
 
 
 class TextStream(AsyncIterator[str]):
     """The text deltas of one streamed generation and, once they are all read, how it
     ended: ``finish_reason``, ``usage`` and ``stop_sequence`` (:attr:`Completion.stop_sequence`)
-    where the backend reports them (else ``None``).
+    where the backend reports them (else ``None``); ``max_tokens_sent``
+    (:attr:`Completion.max_tokens_sent`) is known from the first delta on.
 
     A backend's ``astream`` may return one; callers that only want text iterate it as
     any async iterator of ``str``. ``source`` is called once with the stream itself,
@@ -181,6 +186,7 @@ class TextStream(AsyncIterator[str]):
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.stop_sequence: str | None = None
+        self.max_tokens_sent: int | None = None
         self._deltas = source(self)
 
     def __aiter__(self) -> TextStream:
