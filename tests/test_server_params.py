@@ -244,7 +244,7 @@ def test_anthropic_is_told_the_lowered_max_tokens_too() -> None:
             raw = client.messages.with_raw_response.create(model="m", messages=USER, max_tokens=MANY)  # type: ignore[arg-type]
             raw.parse()
         asked, sent = _limits(fake)
-    assert (asked, raw.headers["x-agentfsm-defaults"]) == (MANY, f"temperature=0,seed=0,max_tokens={sent}")
+    assert (asked, raw.headers["x-agentfsm-defaults"]) == (MANY, f"temperature=0,max_tokens={sent}")
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
@@ -270,3 +270,31 @@ def test_a_stream_whose_headers_left_before_a_later_call_names_it_at_the_close()
     assert limits[0::2] == [MANY, MANY] and limits[1] > limits[3]
     assert headers["x-agentfsm-defaults"].endswith(f",max_tokens={limits[1]}")
     assert _closing(lines).endswith(f" max_tokens={limits[3]}")
+
+
+# --- seed where the client's API has none ---------------------------------------------------
+def test_a_seed_goes_upstream_only_where_the_clients_api_has_one(served: tuple[FakeUpstream, str, Path]) -> None:
+    # defect: Anthropic's and the Responses API have no seed; a client's was named in
+    # x-agentfsm-ignored, yet the proxy sent its own seed=0, which the client could neither
+    # choose nor avoid (a temperature it asked for then drew the same sample every time)
+    fake, url, _ = served
+    fake.enqueue("hello", "hello", "hello", "hello")
+    with _anthropic(url) as client:
+        raw = client.messages.with_raw_response.create(
+            model="m", messages=USER, max_tokens=50, extra_body={"seed": 42, "temperature": 0.7}  # type: ignore[arg-type]
+        )
+        raw.parse()
+    anthropic_headers = raw.headers
+    with _openai(url) as client:
+        responses = client.responses.with_raw_response.create(model="m", input="hi", extra_body={"seed": 42})
+        responses.parse()
+        chat = client.chat.completions.with_raw_response.create(model="m", messages=USER)  # type: ignore[arg-type]
+        chat.parse()
+        chosen = client.chat.completions.with_raw_response.create(model="m", messages=USER, seed=42)  # type: ignore[arg-type]
+        chosen.parse()
+    seeds = [r.body.get("seed", "none sent") for r in fake.chat_requests]
+    assert seeds == ["none sent", "none sent", 0, 42]
+    assert anthropic_headers["x-agentfsm-ignored"] == "seed" and "x-agentfsm-defaults" not in anthropic_headers
+    assert (responses.headers["x-agentfsm-ignored"], responses.headers["x-agentfsm-defaults"]) == ("seed", "temperature=0")
+    assert chat.headers["x-agentfsm-defaults"] == "temperature=0,seed=0" and "x-agentfsm-ignored" not in chat.headers
+    assert chosen.headers["x-agentfsm-defaults"] == "temperature=0"
