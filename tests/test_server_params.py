@@ -197,3 +197,104 @@ def test_an_integer_past_64_bits_is_a_typed_400_not_a_500(
     assert field in error["message"] and "at most" in error["message"]
     assert error["type"] == "invalid_request_error"
     assert fake.chat_requests == []
+
+
+# --- a max_tokens the upstream's context cannot hold --------------------------------------
+#: the fake's context: a client's max_tokens of MANY does not fit beside any prompt
+CONTEXT, MANY = 3000, 100_000
+
+
+def _limits(fake: FakeUpstream) -> list[Any]:
+    return [r.body.get("max_tokens") for r in fake.chat_requests]
+
+
+def _openai_lines(url: str, stream: bool, **kwargs: Any) -> tuple[httpx.Headers, list[str]]:
+    """The response headers and, streamed, the raw SSE lines (the closing comment too)."""
+    with _openai(url) as client:
+        if not stream:
+            raw = client.chat.completions.with_raw_response.create(model="m", messages=USER, **kwargs)
+            raw.parse()
+            return raw.headers, []
+        with client.chat.completions.with_streaming_response.create(model="m", messages=USER, stream=True,
+                                                                    **kwargs) as response:
+            return response.headers, list(response.iter_lines())
+
+
+def _closing(lines: list[str]) -> str:
+    [line] = [ln for ln in lines if ln.startswith(": agentfsm ")]
+    return line
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_max_tokens_the_backend_lowers_is_named_in_the_defaults_header(stream: bool) -> None:
+    # defect: the backend sent the request again with what the context leaves, and the
+    # header did not say so: the client could not tell why its reply stopped short
+    with FakeUpstream(["hello there"], context_tokens=CONTEXT) as fake, proxy(upstream_backend(fake)) as url:
+        headers, lines = _openai_lines(url, stream, max_tokens=MANY)
+        asked, sent = _limits(fake)
+    assert asked == MANY and sent < CONTEXT
+    assert headers["x-agentfsm-defaults"].split(",") == ["temperature=0", "seed=0", f"max_tokens={sent}"]
+    if stream:
+        assert _closing(lines).endswith(f" max_tokens={sent}")
+
+
+def test_anthropic_is_told_the_lowered_max_tokens_too() -> None:
+    with FakeUpstream(["hello there"], context_tokens=CONTEXT) as fake, proxy(upstream_backend(fake)) as url:
+        with _anthropic(url) as client:
+            raw = client.messages.with_raw_response.create(model="m", messages=USER, max_tokens=MANY)  # type: ignore[arg-type]
+            raw.parse()
+        asked, sent = _limits(fake)
+    assert (asked, raw.headers["x-agentfsm-defaults"]) == (MANY, f"temperature=0,max_tokens={sent}")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_each_call_of_a_turn_is_lowered_and_the_lowest_is_named(stream: bool) -> None:
+    # the correction's prompt is longer: what the context leaves it is less
+    with FakeUpstream(["no action here", action("get_weather", city="Paris")], context_tokens=CONTEXT) as fake, \
+            proxy(upstream_backend(fake)) as url:
+        headers, lines = _openai_lines(url, stream, max_tokens=MANY, tools=TOOLS_OPENAI, tool_choice="required")
+        limits = _limits(fake)
+    assert limits[0::2] == [MANY, MANY] and limits[1] > limits[3]
+    assert headers["x-agentfsm-defaults"].endswith(f",max_tokens={limits[3]}")
+    if stream:
+        assert _closing(lines).endswith(f" max_tokens={limits[3]}")
+
+
+def test_a_stream_whose_headers_left_before_a_later_call_names_it_at_the_close() -> None:
+    # the first reply's prose is streamed (its headers leave with it) before its call is
+    # refused; the correction is lowered further, and only the closing comment can say so
+    first = 'Let me look.\n```json action\n{"tool": "get_weather", "args": {}}\n```'
+    with FakeUpstream([first, "It is sunny."], context_tokens=CONTEXT) as fake, proxy(upstream_backend(fake)) as url:
+        headers, lines = _openai_lines(url, True, max_tokens=MANY, tools=TOOLS_OPENAI)
+        limits = _limits(fake)
+    assert limits[0::2] == [MANY, MANY] and limits[1] > limits[3]
+    assert headers["x-agentfsm-defaults"].endswith(f",max_tokens={limits[1]}")
+    assert _closing(lines).endswith(f" max_tokens={limits[3]}")
+
+
+# --- seed where the client's API has none ---------------------------------------------------
+def test_a_seed_goes_upstream_only_where_the_clients_api_has_one(served: tuple[FakeUpstream, str, Path]) -> None:
+    # defect: Anthropic's and the Responses API have no seed; a client's was named in
+    # x-agentfsm-ignored, yet the proxy sent its own seed=0, which the client could neither
+    # choose nor avoid (a temperature it asked for then drew the same sample every time)
+    fake, url, _ = served
+    fake.enqueue("hello", "hello", "hello", "hello")
+    with _anthropic(url) as client:
+        raw = client.messages.with_raw_response.create(
+            model="m", messages=USER, max_tokens=50, extra_body={"seed": 42, "temperature": 0.7}  # type: ignore[arg-type]
+        )
+        raw.parse()
+    anthropic_headers = raw.headers
+    with _openai(url) as client:
+        responses = client.responses.with_raw_response.create(model="m", input="hi", extra_body={"seed": 42})
+        responses.parse()
+        chat = client.chat.completions.with_raw_response.create(model="m", messages=USER)  # type: ignore[arg-type]
+        chat.parse()
+        chosen = client.chat.completions.with_raw_response.create(model="m", messages=USER, seed=42)  # type: ignore[arg-type]
+        chosen.parse()
+    seeds = [r.body.get("seed", "none sent") for r in fake.chat_requests]
+    assert seeds == ["none sent", "none sent", 0, 42]
+    assert anthropic_headers["x-agentfsm-ignored"] == "seed" and "x-agentfsm-defaults" not in anthropic_headers
+    assert (responses.headers["x-agentfsm-ignored"], responses.headers["x-agentfsm-defaults"]) == ("seed", "temperature=0")
+    assert chat.headers["x-agentfsm-defaults"] == "temperature=0,seed=0" and "x-agentfsm-ignored" not in chat.headers
+    assert chosen.headers["x-agentfsm-defaults"] == "temperature=0"

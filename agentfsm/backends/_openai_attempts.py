@@ -34,7 +34,7 @@ from agentfsm.core._types import JSONObject
 from agentfsm.core.backend import Completion
 from agentfsm.core.errors import BackendHTTPError, MaxTokensTooLarge
 
-__all__ = ["ChatAttempts", "Fallback", "Rejected", "awith_fallback", "limit_for", "with_fallback"]
+__all__ = ["ChatAttempts", "Fallback", "Rejected", "awith_fallback", "limit_for", "max_tokens_sent", "with_fallback"]
 
 _T = TypeVar("_T")
 #: how much of an error answer is read (enough for any message; a flood is cut)
@@ -198,24 +198,33 @@ def _next(rejected: Rejected, sent: JSONObject, fall_back: Fallback, tried: set[
     return payload
 
 
-def with_fallback(run: Callable[[JSONObject], _T], payload: JSONObject, fall_back: Fallback) -> _T:
+def with_fallback(
+    run: Callable[[JSONObject], _T], payload: JSONObject, fall_back: Fallback
+) -> tuple[_T, JSONObject]:
     """``run(payload)``; on :class:`Rejected`, run what ``fall_back`` makes of it (each
-    refused part once; a second refusal of it raises the upstream's error)."""
+    refused part once; a second refusal of it raises the upstream's error). Returns the
+    answer and the payload that got it."""
     tried: set[str] = set()
     while True:
         try:
-            return run(payload)
+            return run(payload), payload
         except Rejected as rejected:
             payload = _next(rejected, payload, fall_back, tried)
 
 
 async def awith_fallback(
     run: Callable[[JSONObject], Awaitable[_T]], payload: JSONObject, fall_back: Fallback
-) -> _T:
+) -> tuple[_T, JSONObject]:
     """Async :func:`with_fallback`."""
     tried: set[str] = set()
     while True:
         try:
-            return await run(payload)
+            return await run(payload), payload
         except Rejected as rejected:
             payload = _next(rejected, payload, fall_back, tried)
+
+
+def max_tokens_sent(asked: JSONObject, sent: JSONObject) -> int | None:
+    """The ``max_tokens`` of ``sent`` when a fallback changed ``asked``'s (None: unchanged)."""
+    limit = sent.get("max_tokens")
+    return limit if isinstance(limit, int) and limit != asked.get("max_tokens") else None

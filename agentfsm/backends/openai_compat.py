@@ -15,8 +15,8 @@ llama-cpp-python's server does), falls back once to
 Streamed requests ask for the upstream's usage (``stream_options.include_usage``); an
 upstream that refuses the field is asked again without it, and never again. A
 ``max_tokens`` the upstream says does not fit its context beside the prompt ("6758 in
-the messages, 128000 in the completion") is sent again as what the context leaves, and
-the context it reported becomes :attr:`capabilities`' ``context_tokens``, so that the
+the messages, 128000 in the completion") is sent again as what the context leaves (the
+completion says so: ``max_tokens_sent``), and the context it reported becomes :attr:`capabilities`' ``context_tokens``, so that the
 proxy fits later requests before sending them.
 """
 
@@ -36,7 +36,7 @@ from pydantic import SecretStr
 
 from agentfsm.core._types import JSONObject
 from agentfsm.backends._body import ACCEPT_ENCODING, MODELS_LIMIT, BoundedBody, aread_body, raw_of, read_body, reply_limit
-from agentfsm.backends._openai_attempts import ChatAttempts, Rejected, awith_fallback, with_fallback
+from agentfsm.backends._openai_attempts import ChatAttempts, Rejected, awith_fallback, max_tokens_sent, with_fallback
 from agentfsm.backends._payload import JSONSchemaMode, build_payload, response_format_schema
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
 from agentfsm.backends._upstream import AsyncUpstream, HttpxUpstream, UpstreamResponse
@@ -55,6 +55,12 @@ from agentfsm.core.redaction import Redactor
 from agentfsm.core.messages import PromptMessage
 
 __all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts", "split_base_url"]
+
+def _sent_limit(completion: Completion, asked: JSONObject, sent: JSONObject) -> Completion:
+    """``completion``, saying the ``max_tokens`` sent when a fallback lowered the one asked."""
+    lowered = max_tokens_sent(asked, sent)
+    return completion if lowered is None else completion.model_copy(update={"max_tokens_sent": lowered})
+
 
 def _env_key() -> str | None:
     return os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
@@ -170,10 +176,11 @@ class OpenAICompatBackend:
     def complete(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Completion:
         """One chat completion (retried on transport failures, bounded by ``timeout.total``)."""
         call = CallState(self.timeouts.total)
-        return with_fallback(
-            lambda payload: self._policy.sync(call)(self._attempts.complete, payload, call),
-            self._payload(messages, options, False), self._fall_back,
+        asked = self._payload(messages, options, False)
+        completion, sent = with_fallback(
+            lambda payload: self._policy.sync(call)(self._attempts.complete, payload, call), asked, self._fall_back,
         )
+        return _sent_limit(completion, asked, sent)
 
     async def acomplete(
         self, messages: Sequence[PromptMessage], options: GenerationOptions
@@ -184,12 +191,14 @@ class OpenAICompatBackend:
         async def run(payload: JSONObject) -> Completion:
             return await self._policy.arun(call, self._attempts.acomplete, payload, call)
 
-        return await awith_fallback(run, self._payload(messages, options, False), self._fall_back)
+        asked = self._payload(messages, options, False)
+        completion, sent = await awith_fallback(run, asked, self._fall_back)
+        return _sent_limit(completion, asked, sent)
 
     def stream(self, messages: Sequence[PromptMessage], options: GenerationOptions) -> Iterator[str]:
         """Text deltas over SSE; BackendProtocolError if the stream is cut short."""
         call = CallState(self.timeouts.total)
-        response = with_fallback(
+        response, _ = with_fallback(
             lambda payload: self._policy.sync(call)(self._attempts.open_stream, payload, call),
             self._payload(messages, options, True), self._fall_back,
         )
@@ -229,7 +238,9 @@ class OpenAICompatBackend:
         async def run(payload: JSONObject) -> UpstreamResponse:
             return await self._policy.arun(call, self._attempts.aopen_stream, payload, call)
 
-        response = await awith_fallback(run, self._payload(messages, options, True), self._fall_back)
+        asked = self._payload(messages, options, True)
+        response, sent = await awith_fallback(run, asked, self._fall_back)
+        end.max_tokens_sent = max_tokens_sent(asked, sent)
         limit = reply_limit(options.max_tokens, stream=True)
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):

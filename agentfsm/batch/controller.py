@@ -43,7 +43,7 @@ from typing import Any
 
 from agentfsm.batch.io import ResultLog, load_tasks
 from agentfsm.batch.loop import run_on_batch_loop
-from agentfsm.core.backend import Backend
+from agentfsm.core.backend import Backend, GenerationOptions, read_options
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.batch.task import Task, TaskResult, TaskSettings, ToolProvider, run_task, validate_tasks
 from agentfsm.core.errors import UsageError
@@ -308,6 +308,7 @@ def run_batch(
     fsync_every: int = 32,
     close_backend: bool | None = None,
     ramp: float = DEFAULT_RAMP,
+    options: GenerationOptions | Mapping[str, Any] | None = None,
     **run_settings: Any,
 ) -> BatchRun:
     """Run ``tasks`` (a JSONL path, or Task/dict values) into ``output``; iterate the results.
@@ -319,9 +320,12 @@ def run_batch(
     built from a factory). ``ramp``: seconds over which the ``concurrency`` workers
     start (0: all at once). ``config`` is the run configuration (the agent's, for every
     task); ``run_settings`` (``dialect="command"``, ``max_steps=4``, ...) change it.
+    ``options``: the generation options of every task's model calls, as ``Agent(options=...)``
+    takes them (a task line carries none of its own).
     """
     settings = TaskSettings(
         run=config.replace(**run_settings) if run_settings else config,
+        options=read_options(options),
         tools_module=tools_module,
         transcripts_dir=os.fspath(transcripts_dir) if transcripts_dir is not None else None,
     )

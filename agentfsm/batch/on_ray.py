@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from agentfsm.batch.io import ResultLog, load_tasks
-from agentfsm.core.backend import Backend
+from agentfsm.core.backend import Backend, GenerationOptions, read_options
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.batch.controller import TaskSource
 from agentfsm.batch.task import Task, TaskResult, TaskSettings, ToolProvider, run_task, validate_tasks
@@ -93,14 +93,15 @@ def run_batch_ray(
     actors: int | None = None,
     num_cpus: float = 1.0,
     ray_init: dict[str, Any] | None = None,
+    options: GenerationOptions | Mapping[str, Any] | None = None,
     **run_settings: Any,
 ) -> Generator[TaskResult, None, None]:
     """Run the tasks on Ray actors; yield each result once it is written to ``output``.
 
     Starts a local Ray instance with ``ray.init(**ray_init)`` unless one is already
     connected. ``transcripts_dir`` must be a path the workers share with the driver.
-    ``actors`` and ``num_cpus``: see the module. ``config`` and ``run_settings`` as for
-    :func:`~agentfsm.batch.controller.run_batch`.
+    ``actors`` and ``num_cpus``: see the module. ``config``, ``options`` and ``run_settings``
+    as for :func:`~agentfsm.batch.controller.run_batch`.
     """
     if concurrency < 1:
         raise UsageError("concurrency must be at least 1")
@@ -111,6 +112,7 @@ def run_batch_ray(
     ray = _ray()
     settings = TaskSettings(
         run=config.replace(**run_settings) if run_settings else config,
+        options=read_options(options),
         tools_module=tools_module,
         transcripts_dir=os.fspath(transcripts_dir) if transcripts_dir is not None else None,
     )

@@ -28,7 +28,7 @@ import inspect
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentfsm.core.choice import ToolChoice
-from agentfsm.core.backend import Backend
+from agentfsm.core.backend import Backend, GenerationOptions
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import RequestError, ToolSpecError, UsageError
 from agentfsm.core.messages import Message, ToolSpec, UserMessage
@@ -170,10 +170,12 @@ class TaskResult(BaseModel):
 class TaskSettings:
     """What every task of a batch shares (picklable, for Ray).
 
-    ``run.tool_choice`` is the choice of a task that names none.
+    ``run.tool_choice`` is the choice of a task that names none. ``options``: how each
+    model call of every task samples (a task line carries no generation options).
     """
 
     run: RunConfig = DEFAULTS
+    options: GenerationOptions = field(default_factory=GenerationOptions)
     tools_module: str | None = None
     transcripts_dir: str | None = None
 
@@ -286,6 +288,7 @@ async def run_task(
             backend,
             registry,
             config=run,
+            options=settings.options,
             transcript=transcript,
             transcript_config={"producer": "batch", "task": task.id},
         )

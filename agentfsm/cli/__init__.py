@@ -12,6 +12,9 @@ import sys
 
 import typer
 
+# typer (0.26 and later) carries its own copy of click, and raises that copy's errors
+from typer._click.exceptions import BadParameter, ClickException, NoArgsIsHelpError, UsageError
+
 from agentfsm.core.errors import AgentFSMError
 
 __all__ = ["app", "main"]
@@ -62,7 +65,9 @@ _reflow_help(app)
 
 
 def main() -> None:
-    """Console entry point: typed errors become a one-line message and exit code 2."""
+    """Console entry point: typed errors and click's usage errors become one line
+    (``agentfsm: error: ...``, a usage error followed by click's "Try ... --help" hint)
+    and exit code 2."""
     from loguru import logger
 
     from agentfsm.cli._logging import configure_logging
@@ -74,7 +79,35 @@ def main() -> None:
         raise SystemExit(2) from None
     logger.enable("agentfsm")
     try:
-        app()
+        # click's documented way to handle its errors oneself: not standalone, so they
+        # are raised here instead of printed as a box (typer's) below the usage line
+        code = app(standalone_mode=False)
     except AgentFSMError as exc:
         print(f"agentfsm: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except ClickException as exc:
+        _report_click_error(exc)
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        print("agentfsm: aborted", file=sys.stderr)
+        raise SystemExit(1) from None
+    if isinstance(code, int) and code:  # typer.Exit(N) raised by a command (batch: 1, Ctrl-C: 130)
+        raise SystemExit(code)
+
+
+def _report_click_error(exc: ClickException) -> None:
+    """A usage error (a bad option value, an unknown option, a missing argument) as one
+    line, and click's hint to try ``--help`` when the command has that option."""
+    if isinstance(exc, NoArgsIsHelpError):
+        # the command's help: rich printed it when the error was made (its text is then
+        # empty); plain click's is the text, which click shows on stderr
+        if help_text := exc.format_message():
+            print(help_text, file=sys.stderr)
+        return
+    if isinstance(exc, BadParameter):
+        # typer reads values through pydantic, whose message for a failed check starts so
+        exc.message = exc.message.removeprefix("Value error, ")
+    print(f"agentfsm: error: {' '.join(exc.format_message().split())}", file=sys.stderr)
+    ctx = exc.ctx if isinstance(exc, UsageError) else None
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        print(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.", file=sys.stderr)

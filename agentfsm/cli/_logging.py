@@ -6,7 +6,10 @@ the keys it was started with. On top of that every record is redacted, on every
 sink: a patcher replaces each registered secret and any ``Bearer …`` /
 ``x-api-key: …`` value in the message, and our own sink redacts the whole formatted
 text, traceback included. The standard-library loggers that print on their own
-(uvicorn's, httpx's) get a filter that redacts their records the same way.
+(uvicorn's, httpx's) get a filter that redacts their records the same way. The ``mcp``
+library's records (it logs through the standard library, to nothing of its own) are
+handed to loguru, so they come out on the one sink, at its level, redacted and named
+(``WARNING: mcp.shared.session: ...``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ __all__ = ["LEVELS", "REDACTED", "RedactingFilter", "configure_logging", "log_le
 
 #: standard-library loggers that write to stderr themselves (uvicorn's tracebacks ...)
 _STDLIB_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "httpx", "httpcore")
+#: standard-library loggers of libraries that leave output to the program: into loguru
+_INTERCEPTED = ("mcp",)
 
 #: every registered secret, matched in any escaped form (JSON ``\u``/``\/``, URL, HTML)
 _secrets = Redactor()
@@ -63,6 +68,17 @@ class RedactingFilter(logging.Filter):
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
             record.exc_info = None
         return True
+
+
+class _ToLoguru(logging.Handler):
+    """Hands a standard-library record to loguru (loguru's own recipe), its logger named."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level: str | int = logger.level(record.levelname).name
+        except ValueError:
+            level = record.levelno
+        logger.opt(exception=record.exc_info).log(level, "{}: {}", record.name, record.getMessage())
 
 
 class _RedactingSink:
@@ -104,6 +120,11 @@ def configure_logging(level: str = "WARNING", stream: TextIO | None = None) -> i
         std = logging.getLogger(name)
         if not any(isinstance(f, RedactingFilter) for f in std.filters):
             std.addFilter(RedactingFilter())
+    for name in _INTERCEPTED:
+        std = logging.getLogger(name)
+        std.setLevel(logger.level(level).no)  # what the sink shows, no less (debug with debug)
+        if not any(isinstance(h, _ToLoguru) for h in std.handlers):
+            std.addHandler(_ToLoguru())
     sink = _RedactingSink(stream)
     return logger.add(
         sink.write, level=level, format="{level}: {message}", diagnose=False, backtrace=False

@@ -17,7 +17,21 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
+from agentfsm.cli._common import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    ApiKeyOpt,
+    BackendOpt,
+    BaseUrlOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    SeedOpt,
+    TemperatureOpt,
+    TopPOpt,
+    generation_options,
+    make_backend,
+)
 from agentfsm.cli._options import config_options
 from agentfsm.core.config import DEFAULTS, RunConfig
 
@@ -137,6 +151,10 @@ def batch(
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     api_key: ApiKeyOpt = None,
+    max_tokens: MaxTokensOpt = DEFAULT_MAX_TOKENS,
+    temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
+    seed: SeedOpt = DEFAULT_SEED,
+    top_p: TopPOpt = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run tasks recorded as failed again.")] = False,
     fsync_every: Annotated[int, typer.Option("--fsync-every", min=0, help="fsync the results every N lines (0: at the end).")] = 32,
     ramp: Annotated[float, typer.Option("--ramp", min=0.0, help="Seconds over which the concurrent tasks start (0: all at once).")] = 0.1,  # DEFAULT_RAMP (the controller loads on use)
@@ -146,7 +164,9 @@ def batch(
 ) -> None:
     """Run every task of TASKS through the agent, exactly once each, into RESULTS.
 
-    --tool-choice is the choice of a task that names none.
+    --tool-choice is the choice of a task that names none. --max-tokens,
+    --temperature, --seed and --top-p apply to every model call of every task
+    (a task line carries no generation options of its own).
     """
     from rich.console import Console
 
@@ -165,6 +185,7 @@ def batch(
         retry_failed=retry_failed,
         fsync_every=fsync_every,
         ramp=ramp,
+        options=generation_options(max_tokens, temperature, seed, top_p),
     )
     try:
         stats = run_on_batch_loop(lambda: _drive(run, console, show_progress=not no_progress and not as_json))

@@ -9,12 +9,27 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
+from agentfsm.cli._common import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    ApiKeyOpt,
+    BackendOpt,
+    BaseUrlOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    SeedOpt,
+    TemperatureOpt,
+    TopPOpt,
+    generation_options,
+    make_backend,
+)
 from agentfsm.cli._options import config_options
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
 
 if TYPE_CHECKING:
+    from agentfsm.core.backend import GenerationOptions
     from agentfsm.runtime.tools import ToolRegistry
 
 __all__ = ["register"]
@@ -61,6 +76,7 @@ def _agent(
     on_event: Any,
     *,
     mcp_timeout: float,
+    options: GenerationOptions,
 ) -> Any:
     from agentfsm.runtime.agent import Agent
 
@@ -68,6 +84,7 @@ def _agent(
         backend=make_backend(backend, base_url, model, api_key),
         tools=_registry(tools),
         config=config,
+        options=options,
         transcript=transcript,
         mcp=mcp or (),
         mcp_start_timeout=mcp_timeout,
@@ -85,6 +102,10 @@ def run(
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     api_key: ApiKeyOpt = None,
+    max_tokens: MaxTokensOpt = DEFAULT_MAX_TOKENS,
+    temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
+    seed: SeedOpt = DEFAULT_SEED,
+    top_p: TopPOpt = None,
     transcript: TranscriptOpt = None,
     config: RunConfig = DEFAULTS,
     as_json: Annotated[
@@ -107,7 +128,9 @@ def run(
     # soft_wrap: an answer piped to a file is the answer, not cut into 80-column lines
     console = Console(stderr=as_json, highlight=False, soft_wrap=True)
     printer = None if as_json else Printer(console)
-    agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, printer, mcp_timeout=mcp_timeout)
+    options = generation_options(max_tokens, temperature, seed, top_p)
+    agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, printer, mcp_timeout=mcp_timeout,
+                   options=options)
     try:
         result = agent.run(prompt)
     except AgentFSMError as exc:
@@ -154,6 +177,10 @@ def chat(
     base_url: BaseUrlOpt = None,
     model: ModelOpt = None,
     api_key: ApiKeyOpt = None,
+    max_tokens: MaxTokensOpt = DEFAULT_MAX_TOKENS,
+    temperature: TemperatureOpt = DEFAULT_TEMPERATURE,
+    seed: SeedOpt = DEFAULT_SEED,
+    top_p: TopPOpt = None,
     transcript: TranscriptOpt = None,
     config: RunConfig = DEFAULTS,
 ) -> None:
@@ -170,7 +197,7 @@ def chat(
 
     console = Console(highlight=False, soft_wrap=True)
     agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, Printer(console),
-                   mcp_timeout=mcp_timeout)
+                   mcp_timeout=mcp_timeout, options=generation_options(max_tokens, temperature, seed, top_p))
     if transcript is not None:  # a path no turn could write is refused now (exit 2), not at every turn
         from agentfsm.runtime.transcript import TranscriptWriter
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Protocol, TypeGuard, runtime_checkable
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentfsm.core._types import JSONObject
+from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import PromptMessage
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "Usage",
     "counts_tokens",
     "estimate_tokens",
+    "read_options",
 ]
 
 #: the optional fields of :class:`GenerationOptions` that carry a client's own sampling
@@ -112,6 +114,26 @@ class GenerationOptions(BaseModel):
     user: str | None = None
 
 
+def read_options(options: Any) -> GenerationOptions:
+    """``options`` as GenerationOptions (None: the defaults; a mapping of its fields is read
+    as one): a misspelt name or a value out of bounds is a :class:`UsageError` naming it."""
+    if options is None:
+        return GenerationOptions()
+    if isinstance(options, GenerationOptions):
+        return options
+    if isinstance(options, Mapping):
+        unknown = sorted(str(k) for k in options if k not in GenerationOptions.model_fields)
+        if unknown:  # as an unknown setting is: a misspelt option would be dropped silently
+            raise UsageError(f"unknown option(s) {', '.join(unknown)}; options: {', '.join(GenerationOptions.model_fields)}")
+        try:
+            return GenerationOptions.model_validate(options)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "options"
+            raise UsageError(f"options.{where}: {first['msg']}") from None
+    raise UsageError(f"options must be GenerationOptions (or a dict of its fields), got {type(options).__name__}")
+
+
 class Usage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -143,12 +165,17 @@ class Completion(BaseModel):
     #: the client stop sequence that ended the text, where the upstream says which
     #: (vLLM's ``stop_reason``, SGLang's ``matched_stop``); None otherwise
     stop_sequence: str | None = None
+    #: the completion limit the backend sent in place of ``options.max_tokens``, which it
+    #: lowered (the upstream said its context could not hold that many beside the
+    #: prompt); None: the limit was sent as asked
+    max_tokens_sent: int | None = None
 
 
 class TextStream(AsyncIterator[str]):
     """The text deltas of one streamed generation and, once they are all read, how it
     ended: ``finish_reason``, ``usage`` and ``stop_sequence`` (:attr:`Completion.stop_sequence`)
-    where the backend reports them (else ``None``).
+    where the backend reports them (else ``None``); ``max_tokens_sent``
+    (:attr:`Completion.max_tokens_sent`) is known from the first delta on.
 
     A backend's ``astream`` may return one; callers that only want text iterate it as
     any async iterator of ``str``. ``source`` is called once with the stream itself,
@@ -159,6 +186,7 @@ class TextStream(AsyncIterator[str]):
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.stop_sequence: str | None = None
+        self.max_tokens_sent: int | None = None
         self._deltas = source(self)
 
     def __aiter__(self) -> TextStream:

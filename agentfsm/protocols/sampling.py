@@ -334,13 +334,18 @@ def format_schema(response_format: Mapping[str, Any]) -> JSONObject | None:
 
 def generation_options(request: NormalizedRequest) -> GenerationOptions:
     """The options for the model calls that answer ``request``: its own settings; where it
-    names none, temperature 0 and seed 0 (a proxied turn decides the same way each time),
-    and no ``max_tokens`` (the backend's own bound)."""
+    names none, temperature 0 and (where its API has a ``seed``: OpenAI's chat completions)
+    seed 0, so a proxied turn decides the same way each time; and no ``max_tokens`` (the
+    backend's own bound). Where the client's API has no ``seed`` (Anthropic's, the
+    Responses API), none is sent: the client could neither choose nor see it, and a
+    temperature above 0 it asked for then samples afresh each time, as its provider does
+    (a ``seed`` it sent anyway is named in ``ignored``)."""
     defaults = GenerationOptions()
+    seed = request.seed if request.seed is not None else defaults.seed if request.protocol == "openai" else None
     return GenerationOptions(
         max_tokens=request.max_tokens,
         temperature=request.temperature if request.temperature is not None else 0.0,
-        seed=request.seed if request.seed is not None else defaults.seed,
+        seed=seed,
         stop=request.stop,
         top_p=request.top_p,
         top_k=request.top_k,

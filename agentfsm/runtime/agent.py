@@ -19,7 +19,7 @@ from loguru import logger
 from pydantic import BaseModel, ValidationError
 
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.backend import Backend, GenerationOptions, Usage
+from agentfsm.core.backend import Backend, GenerationOptions, Usage, read_options
 from agentfsm.prompt.results import truncate_result
 from agentfsm.engine.decide import Answer, EngineConfig, TransitionRecord, dispatch, receive
 from agentfsm.core.errors import MaxStepsExceeded, UsageError
@@ -131,7 +131,7 @@ class Agent:
         if system is not None and not isinstance(system, str):
             raise UsageError(f"system must be a string, got {type(system).__name__}")
         self.system = system
-        self.options = _options(options)
+        self.options = read_options(options)
         if transcript is not None and not isinstance(transcript, str | os.PathLike):
             raise UsageError(f"transcript must be a file path, got {type(transcript).__name__}")
         self.transcript = transcript
@@ -331,25 +331,6 @@ def _registry(tools: Any) -> ToolRegistry:
         raise UsageError(f"tools must be a list of tools (functions, RegisteredTools) or a ToolRegistry, "
                          f"got {_kind(tools)}; one tool goes in a list: tools=[fn]")
     return ToolRegistry(tools)
-
-
-def _options(options: Any) -> GenerationOptions:
-    """``options`` as GenerationOptions (a mapping of its fields is read as one)."""
-    if options is None:
-        return GenerationOptions()
-    if isinstance(options, GenerationOptions):
-        return options
-    if isinstance(options, Mapping):
-        unknown = sorted(str(k) for k in options if k not in GenerationOptions.model_fields)
-        if unknown:  # as an unknown setting is: a misspelt option would be dropped silently
-            raise UsageError(f"unknown option(s) {', '.join(unknown)}; options: {', '.join(GenerationOptions.model_fields)}")
-        try:
-            return GenerationOptions.model_validate(options)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "options"
-            raise UsageError(f"options.{where}: {first['msg']}") from None
-    raise UsageError(f"options must be GenerationOptions (or a dict of its fields), got {type(options).__name__}")
 
 
 def _event_types(types: Collection[str] | None) -> frozenset[str] | None:

@@ -13,6 +13,14 @@ server may install itself first; ``start_timeout=``, or an
 stopped and the start is a :class:`UsageError`. While a server starts, the ``mcp``
 library's own log records (a traceback for each line of output that is not MCP, a
 warning for each message it cannot read) are held back: the error says it in one line.
+
+The ``mcp`` client's session module logs through the ``logging`` module's own functions
+(``logging.warning(...)``), and the first such call in a process whose root logger has no
+handler runs ``logging.basicConfig()``: the root logger of the program that embeds
+agentfsm would be configured by us. Those calls are sent to the named logger
+``mcp.shared.session`` instead (:func:`_named_session_logs`): the records are the same, at
+the same levels, and reach the program's own handlers, or Python's last-resort output on
+stderr when it has none.
 """
 
 from __future__ import annotations
@@ -34,9 +42,10 @@ __all__ = ["START_TIMEOUT", "HeldServers", "MCPToolError", "check_start_timeout"
 #: seconds a server has, by default, to answer the handshake and list its tools
 START_TIMEOUT = 60.0
 
-#: the loggers the ``mcp`` client writes to while a server starts ("": its session's
-#: module-level ``logging.warning`` calls go to the root logger)
-_LIBRARY_LOGGERS = ("", "mcp.client.stdio", "mcp.os.posix.utilities")
+#: the module of the ``mcp`` client that logs through ``logging``'s module-level functions
+_SESSION_MODULE = "mcp.shared.session"
+#: the loggers the ``mcp`` client writes to while a server starts (the session's own: :func:`_named_session_logs`)
+_LIBRARY_LOGGERS = (_SESSION_MODULE, "mcp.client.stdio", "mcp.os.posix.utilities")
 
 
 def check_start_timeout(seconds: float) -> float:
@@ -70,6 +79,49 @@ class _HeldWhileStarting(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         start = _start.get()
         return start is None or not start.going
+
+
+class _NamedLogging:
+    """Stands for the ``logging`` module inside the ``mcp`` session module: its logging
+    functions write to ``logger`` (never to the root logger, so never through
+    ``logging.basicConfig``); every other name is the module's own."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(logging, name)
+
+    # stacklevel=2: the record names the mcp line that logged it, not this one
+    def debug(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._logger.debug(msg, *args, stacklevel=2, **kwargs)
+
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._logger.info(msg, *args, stacklevel=2, **kwargs)
+
+    def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._logger.warning(msg, *args, stacklevel=2, **kwargs)
+
+    def error(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._logger.error(msg, *args, stacklevel=2, **kwargs)
+
+    def exception(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._logger.exception(msg, *args, stacklevel=2, **kwargs)
+
+    def critical(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._logger.critical(msg, *args, stacklevel=2, **kwargs)
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        self._logger.log(level, msg, *args, stacklevel=2, **kwargs)
+
+
+def _named_session_logs() -> None:
+    """Send the ``mcp`` session module's ``logging.warning(...)`` calls to its named logger."""
+    import importlib
+
+    module = importlib.import_module(_SESSION_MODULE)
+    if not isinstance(getattr(module, "logging", None), _NamedLogging):
+        setattr(module, "logging", _NamedLogging(logging.getLogger(_SESSION_MODULE)))
 
 
 def _hold_library_logs() -> None:
@@ -126,6 +178,7 @@ async def mcp_tools(command: str, *, start_timeout: float = START_TIMEOUT) -> As
     if not argv:
         raise UsageError("the MCP server command is empty")
     params = StdioServerParameters(command=argv[0], args=argv[1:])
+    _named_session_logs()
     _hold_library_logs()
     start = _Start()
     started = timed_out = False

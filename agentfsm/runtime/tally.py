@@ -32,11 +32,20 @@ class Tally:
     guards: dict[str, int] = field(default_factory=dict)
     #: the run's tool calls, each ``{"call": ..., "result": ...}`` (None until it has run)
     calls: list[dict[str, Any]] = field(default_factory=list)
+    #: the lowest completion limit a backend sent in place of a deciding call's own
+    #: ``max_tokens`` (:attr:`~agentfsm.core.backend.Completion.max_tokens_sent`); None: none lowered
+    max_tokens_sent: int | None = None
 
     def charge(self, usage: Usage) -> None:
         """Count one model call's tokens."""
         self.call_usage.append(usage)
         self.usage += usage
+
+    def sent_limit(self, max_tokens: int | None) -> None:
+        """Note a completion limit a backend lowered (None: it sent the one asked)."""
+        if max_tokens is not None:
+            known = self.max_tokens_sent
+            self.max_tokens_sent = max_tokens if known is None else min(known, max_tokens)
 
     def guarded(self, guard: str) -> None:
         """Count one correction or stop by ``guard``."""

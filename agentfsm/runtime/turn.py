@@ -159,6 +159,8 @@ class _Attempt:
     finish_reason: str = "stop"
     usage: Usage = field(default_factory=Usage)
     forwarded: list[str] = field(default_factory=list)
+    #: the completion limit the backend sent in place of the asked one (None: as asked)
+    max_tokens_sent: int | None = None
 
 
 async def _generate(
@@ -179,6 +181,7 @@ async def _generate(
         out.text = prefill + completion.text
         out.finish_reason = completion.finish_reason
         out.usage = usage_of(completion.usage, prompt, completion.text)
+        out.max_tokens_sent = completion.max_tokens_sent
         return
     parts = [prefill]
     pending: list[StreamEvent] = parser.feed(prefill) if prefill else []
@@ -190,6 +193,8 @@ async def _generate(
                 piece = await bounded(anext(source), deadline)
             except StopAsyncIteration:
                 break
+            if len(parts) == 1 and isinstance(source, TextStream):  # known once the upstream answers
+                out.max_tokens_sent = source.max_tokens_sent
             parts.append(piece)
             pending += parser.feed(piece)
             for text in _prose(pending, hold, out):
@@ -209,6 +214,7 @@ async def _generate(
     ended = source if isinstance(source, TextStream) else None
     out.finish_reason = (ended.finish_reason if ended else None) or "stop"
     out.usage = usage_of(ended.usage if ended else None, prompt, out.text[len(prefill):])
+    out.max_tokens_sent = ended.max_tokens_sent if ended else None
 
 
 def _prose(events: Sequence[StreamEvent], hold: bool, out: _Attempt) -> list[str]:
@@ -286,11 +292,13 @@ async def stream_turn(
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
         async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
+            tally.sent_limit(out.max_tokens_sent)  # before text leaves (a proxy's headers go with it)
             if shown := cutter.feed(text):
                 yield shown
         tally.model_calls += 1
         usage += out.usage
         tally.charge(out.usage)
+        tally.sent_limit(out.max_tokens_sent)
         recorder.emit(ModelOutputEvent, text=out.text, usage=out.usage, finish_reason=out.finish_reason)
         # the reply is read, and corrected, in the format this attempt asked for (under a
         # grammar the json-protocol shape: a correction then shows that shape, not another)

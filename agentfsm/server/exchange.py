@@ -160,16 +160,26 @@ class Exchange:
 
     def defaults(self) -> list[str]:
         """The settings sent upstream that the client did not ask for, as ``name=value``:
-        a default where it named none, a ``max_tokens`` lowered to fit the context."""
+        a default where it named none, a ``max_tokens`` lowered to fit the context (by the
+        proxy before the first call, or by the backend when the upstream refused it: the
+        lowest sent so far)."""
         r, options = self.request, self.options
         chosen = []
         if r.temperature is None:
             chosen.append(f"temperature={options.temperature:g}")
         if r.seed is None and options.seed is not None:
             chosen.append(f"seed={options.seed}")
-        if options.max_tokens is not None and options.max_tokens != self.asked_max_tokens:
-            chosen.append(f"max_tokens={options.max_tokens}")
+        if (sent := self.max_tokens_sent()) is not None and sent != self.asked_max_tokens:
+            chosen.append(f"max_tokens={sent}")
         return chosen
+
+    def max_tokens_sent(self) -> int | None:
+        """The completion limit sent upstream so far: the request's (fitted), or lower where
+        the backend lowered it for a call; None when none was sent."""
+        limit, lowered = self.options.max_tokens, self.tally.max_tokens_sent
+        if limit is None or lowered is None:
+            return limit
+        return min(limit, lowered)
 
     def plain_prompt(self) -> list[PromptMessage]:
         """The history for a request without tools: no contract, nothing added."""
@@ -244,6 +254,8 @@ class Exchange:
             text += f" call-usage={self.call_usage()}"
         if self.exhausted:
             text += " exhausted=true"
+        if (sent := self.max_tokens_sent()) is not None and sent != self.asked_max_tokens:
+            text += f" max_tokens={sent}"  # a limit lowered after the headers had left, too
         return text
 
     # -- transcript ----------------------------------------------------------
@@ -355,6 +367,7 @@ async def complete(ex: Exchange) -> Reply:
         raise AssertionError("the turn ended without a result")  # pragma: no cover
     prompt, options = ex.plain_request()
     completion = await ex.backend.acomplete(prompt, options)
+    ex.tally.sent_limit(completion.max_tokens_sent)
     prompt_tokens = completion.usage.prompt_tokens or sum(estimate_tokens(m.content) for m in prompt)
     ex.add_usage(prompt_tokens, completion.usage.completion_tokens or estimate_tokens(completion.text))
     ex.recorder.emit(ModelOutputEvent, text=completion.text, usage=completion.usage, finish_reason=completion.finish_reason)

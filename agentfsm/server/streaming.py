@@ -99,6 +99,8 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
                 piece = await bounded(anext(upstream), ex.deadline)
             except StopAsyncIteration:
                 break
+            if not parts and isinstance(upstream, TextStream):  # known once it answers: before the headers leave
+                ex.tally.sent_limit(upstream.max_tokens_sent)
             parts.append(piece)
             for event in sink.text(piece):
                 yield event
@@ -106,6 +108,7 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
         await _aclose(upstream)
     text = "".join(parts)
     ended = upstream if isinstance(upstream, TextStream) else None
+    ex.tally.sent_limit(ended.max_tokens_sent if ended else None)
     finish = (ended.finish_reason if ended else None) or "stop"
     usage = usage_of(ended.usage if ended else None, prompt, text)
     ex.tally.charge(usage)
