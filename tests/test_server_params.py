@@ -260,15 +260,20 @@ def test_each_call_of_a_turn_is_lowered_and_the_lowest_is_named(stream: bool) ->
         assert _closing(lines).endswith(f" max_tokens={limits[3]}")
 
 
-def test_a_stream_whose_headers_left_before_a_later_call_names_it_at_the_close() -> None:
-    # the first reply's prose is streamed (its headers leave with it) before its call is
-    # refused; the correction is lowered further, and only the closing comment can say so
+@pytest.mark.parametrize("stream_prose", ["live", "exact"])
+def test_a_stream_whose_headers_left_before_a_later_call_names_it_at_the_close(stream_prose: str) -> None:
+    # live: the first reply's prose is streamed (its headers leave with it) before its call
+    # is refused; the correction is lowered further, and only the closing comment can say
+    # so. exact (the default): nothing leaves before the turn is decided, so the headers
+    # name the lowest limit too
     first = 'Let me look.\n```json action\n{"tool": "get_weather", "args": {}}\n```'
-    with FakeUpstream([first, "It is sunny."], context_tokens=CONTEXT) as fake, proxy(upstream_backend(fake)) as url:
+    with FakeUpstream([first, "It is sunny."], context_tokens=CONTEXT) as fake, \
+            proxy(upstream_backend(fake), stream_prose=stream_prose) as url:
         headers, lines = _openai_lines(url, True, max_tokens=MANY, tools=TOOLS_OPENAI)
         limits = _limits(fake)
     assert limits[0::2] == [MANY, MANY] and limits[1] > limits[3]
-    assert headers["x-agentfsm-defaults"].endswith(f",max_tokens={limits[1]}")
+    in_headers = limits[1] if stream_prose == "live" else limits[3]
+    assert headers["x-agentfsm-defaults"].endswith(f",max_tokens={in_headers}")
     assert _closing(lines).endswith(f" max_tokens={limits[3]}")
 
 
