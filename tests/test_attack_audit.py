@@ -8,9 +8,7 @@ send the same requests.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -18,7 +16,7 @@ import pytest
 
 from agentfsm.guards.schema import MAX_KEYWORD_STEPS, validate_arguments
 from agentfsm.testing import FakeUpstream, raw_body
-from tests._proxy import action, base, fake, proxy, upstream_backend
+from tests._proxy import action, base, fake
 
 __all__ = ["base", "fake"]  # the fixtures, used by name
 
@@ -72,30 +70,6 @@ def test_a_schema_within_the_bound_is_still_checked() -> None:
     assert validate_arguments({"x": "a"}, schema).note == ""
     mismatch = validate_arguments({"x": 1}, schema).mismatch
     assert mismatch is not None and mismatch.path == "arguments.x"
-
-
-@pytest.fixture
-def watched() -> Iterator[tuple[FakeUpstream, str, list[float]]]:
-    """A proxy in front of an empty script, and the seconds each of its /health answers took
-    while the test ran (polled from another thread)."""
-    seconds: list[float] = []
-    stop = threading.Event()
-    with FakeUpstream([]) as fake, proxy(upstream_backend(fake, total=120, read=120)) as url:
-
-        def poll() -> None:
-            while not stop.is_set():
-                started = time.monotonic()
-                httpx.get(f"{url}/health", timeout=120)
-                seconds.append(time.monotonic() - started)
-                stop.wait(0.05)
-
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
-        try:
-            yield fake, url, seconds
-        finally:
-            stop.set()
-            poller.join(timeout=130)
 
 
 @pytest.mark.parametrize("protocol", sorted(PATHS))

@@ -15,9 +15,7 @@ event the body ends without a blank line after is read (httpx-sse drops it).
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -26,7 +24,6 @@ from agentfsm.backends import GenerationOptions, OpenAICompatBackend, Timeouts
 from agentfsm.backends._sse import SSEDecoder
 from agentfsm.testing import FakeUpstream, raw_body
 from tests._fake import call
-from tests._proxy import proxy, upstream_backend
 
 DELTA = b'data: {"choices":[{"delta":{"content":"%s"},"finish_reason":null}]}'
 STOP = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}'
@@ -39,29 +36,6 @@ def _decode(chunks: list[bytes]) -> list[str]:
 
 def _cut(body: bytes, size: int) -> list[bytes]:
     return [body[i : i + size] for i in range(0, len(body), size)]
-
-
-@pytest.fixture
-def watched() -> Iterator[tuple[FakeUpstream, str, list[float]]]:
-    """A proxy in front of an empty script, and the seconds each /health answer took."""
-    seconds: list[float] = []
-    stop = threading.Event()
-    with FakeUpstream([]) as fake, proxy(upstream_backend(fake, total=120, read=120)) as url:
-
-        def poll() -> None:
-            while not stop.is_set():
-                started = time.monotonic()
-                httpx.get(f"{url}/health", timeout=120)
-                seconds.append(time.monotonic() - started)
-                stop.wait(0.05)
-
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
-        try:
-            yield fake, url, seconds
-        finally:
-            stop.set()
-            poller.join(timeout=130)
 
 
 @pytest.mark.parametrize(
