@@ -47,3 +47,25 @@ def test_a_failing_hook_leaves_the_transcript_ended(tmp_path: Path, fails_on: st
         return
     assert [e["type"] for e in events][-2:] == ["error", "run_end"] and events[-1]["status"] == "error"
     assert events[-2]["error"] == ("ScriptExhausted" if fails_on == "error" else "HookBroke")
+
+
+def test_what_version_4_added_is_written_as_version_4(tmp_path: Path) -> None:
+    """``run_end`` status ``cancelled`` and run_start's ``result_max_chars`` were written as
+    version 3: the release before them (which reads 1 to 3) refused such a line as a misfit
+    ("config.agent.result_max_chars: Extra inputs are not permitted", "status: Input should
+    be 'final' or 'error'") rather than as a version it does not read."""
+    path = tmp_path / "t.jsonl"
+
+    def interrupt_at_the_model_call(event: TranscriptEvent) -> None:
+        if event.type == "model_request":
+            raise KeyboardInterrupt  # as Ctrl-C would, there
+
+    Agent(ScriptedBackend(["42."]), transcript=path, enforcement="prompt", result_max_chars=500).run("hi")
+    interrupted = Agent(ScriptedBackend(["42."]), transcript=path, enforcement="prompt", result_max_chars=500,
+                        on_event=interrupt_at_the_model_call)
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.run("hi")
+    events = read_transcript(path)
+    assert {e["v"] for e in events} == {4}
+    assert [e["config"]["result_max_chars"] for e in events if e["type"] == "run_start"] == [500, 500]
+    assert [e["status"] for e in events if e["type"] == "run_end"] == ["final", "cancelled"]
