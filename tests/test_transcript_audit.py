@@ -3,14 +3,23 @@ version, a client that leaves mid-stream, a process stopped by SIGTERM."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
+import openai
 import pytest
 
 from agentfsm.backends.scripted import ScriptedBackend
 from agentfsm.core.events import TranscriptEvent
+from agentfsm.replays.compare import replay
 from agentfsm.runtime.agent import Agent
 from agentfsm.runtime.transcript import read_transcript
+from agentfsm.testing import FakeUpstream
+from agentfsm.testing.fake_script import drip, stream_no_terminator
+from tests._proxy import TOOLS_OPENAI, proxy, upstream_backend
+
+USER: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
 class HookBroke(RuntimeError):
@@ -69,3 +78,63 @@ def test_what_version_4_added_is_written_as_version_4(tmp_path: Path) -> None:
     assert {e["v"] for e in events} == {4}
     assert [e["config"]["result_max_chars"] for e in events if e["type"] == "run_start"] == [500, 500]
     assert [e["status"] for e in events if e["type"] == "run_end"] == ["final", "cancelled"]
+
+
+# -- a stream cut off: what the client saw is in the transcript ------------------------------
+
+_PROSE = "The weather in Paris is mild today, with a light breeze from the west and some sun. " * 3
+
+
+def _ended_transcript(folder: Path) -> Path:
+    deadline = time.monotonic() + 15
+    while not any('"run_end"' in p.read_text() for p in folder.glob("*.jsonl")):
+        assert time.monotonic() < deadline, "the proxy never ended the request's transcript"
+        time.sleep(0.05)
+    (transcript,) = folder.glob("*.jsonl")
+    return transcript
+
+
+@pytest.mark.parametrize("tools", [True, False], ids=["tool-mode", "pass-through"])
+def test_a_client_that_leaves_mid_stream_finds_what_it_saw_in_the_transcript(tmp_path: Path, tools: bool) -> None:
+    """The model's text already streamed to a client that then closed the stream was not in
+    the transcript: its model_output is written when the call ends, and it never did."""
+    extra: dict[str, Any] = {"tools": TOOLS_OPENAI} if tools else {}
+    with FakeUpstream([drip(0.0005, _PROSE)]) as fake:  # a slow upstream: the stream is under way
+        with proxy(upstream_backend(fake, total=60, read=30), transcripts_dir=tmp_path) as url:
+            with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
+                stream = client.chat.completions.create(model="m", messages=USER, stream=True, **extra)
+                seen = ""
+                for chunk in stream:
+                    seen += (chunk.choices[0].delta.content or "") if chunk.choices else ""
+                    if len(seen) > 30:
+                        break
+                stream.close()
+            transcript = _ended_transcript(tmp_path)
+    events = read_transcript(transcript)
+    assert [e["type"] for e in events][-3:] == ["model_request", "model_output", "run_end"]
+    output, end = events[-2], events[-1]
+    assert output["cut"] is True and output["finish_reason"] == "cut"
+    assert output["text"].startswith(seen) and output["text"] != _PROSE  # what had arrived, no more
+    assert end["status"] == "cancelled"
+    report = replay(transcript)  # cut off: compared as far as it goes
+    assert report.identical and any("cancelled" in note for note in report.notes)
+
+
+@pytest.mark.parametrize("tools", [True, False], ids=["tool-mode", "pass-through"])
+def test_a_stream_the_upstream_cut_replays_as_that_failure(tmp_path: Path, tools: bool) -> None:
+    """The text a failed stream had sent is recorded as cut; replay serves no cut output, so
+    today's run stops for want of one, as the recorded failure did (served as a whole reply,
+    it was parsed into an answer: 'diverged', then error, now final)."""
+    extra: dict[str, Any] = {"tools": TOOLS_OPENAI} if tools else {}
+    with FakeUpstream([stream_no_terminator("It is sunny in Paris today.")]) as fake:
+        with proxy(upstream_backend(fake), transcripts_dir=tmp_path) as url:
+            with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
+                seen = ""
+                with pytest.raises(openai.APIError, match="stream ended without a finish_reason"):
+                    for chunk in client.chat.completions.create(model="m", messages=USER, stream=True, **extra):
+                        seen += (chunk.choices[0].delta.content or "") if chunk.choices else ""
+            transcript = _ended_transcript(tmp_path)
+    events = read_transcript(transcript)
+    assert [e["type"] for e in events][-3:] == ["model_output", "error", "run_end"]
+    assert events[-3]["cut"] is True and events[-3]["text"] == seen == "It is sunny in Paris today."
+    assert replay(transcript).identical

@@ -10,7 +10,7 @@ ISO-8601 time) and ``type``; the rest of its fields depend on the type:
 ``contract``      ``hash`` and ``text`` of the system prompt sent
 ``choice``        ``tools``, ``scores``, ``baseline``, ``tool``, ``margin``: the scored call-or-answer choice
 ``model_request`` ``attempt``, ``messages``, ``options``, ``enforcement``; ``extension``
-``model_output``  ``text`` (prefill included), ``usage``, ``finish_reason``; ``extension``
+``model_output``  ``text`` (prefill included), ``usage``, ``finish_reason``; ``extension``, ``cut``
 ``parse``         ``content``, ``tool_calls``, ``problems``, ``truncated``
 ``guard``         ``guard``, ``verdict``, ``reason``, ``detail``
 ``retry``         ``reason``, ``attempt``, ``message`` (the correction sent)
@@ -24,12 +24,14 @@ ISO-8601 time) and ``type``; the rest of its fields depend on the type:
 
 A ``model_request`` / ``model_output`` pair with ``extension: true`` is the extension
 step of a parallel turn (:mod:`agentfsm.prompt.extension`); the field is written only
-when true.
+when true. A ``model_output`` with ``cut: true`` is a streamed call that ended before the
+model did (the proxy's client left mid-stream): the text that had arrived, as far as the
+client could have seen it.
 
 Versions: 2 added ``producer``, ``max_corrections`` and ``loop_threshold`` to the run's
 config; 3 added ``policies`` (the language policies that ran, in order); 4 added
-``run_end`` status ``cancelled`` and ``result_max_chars`` to an agent's or a batch
-task's config. A reader refuses a version newer than its own by
+``run_end`` status ``cancelled``, ``result_max_chars`` to an agent's or a batch task's
+config and ``cut`` to ``model_output``. A reader refuses a version newer than its own by
 name (a :class:`TranscriptError` saying which), before it reads any field. Version-1
 transcripts still read: their producer is inferred (the proxy's config names a
 ``protocol``) and the two limits take their defaults; a config without ``policies``
@@ -224,7 +226,7 @@ class ModelRequestEvent(Event):
 class ModelOutputEvent(Event):
     """What the model wrote (the prefill included)."""
 
-    _sparse = frozenset({"extension", "candidate"})
+    _sparse = frozenset({"extension", "candidate", "cut"})
     type: Literal["model_output"] = "model_output"
     text: str
     usage: Usage = Field(default_factory=Usage)
@@ -233,6 +235,10 @@ class ModelOutputEvent(Event):
     extension: bool = False
     #: a consensus candidate after a refused reply, numbered from 1 (written only then)
     candidate: int = 0
+    #: a streamed call cut off before the model finished (its client left, the run was
+    #: cancelled or failed): ``text`` is what had arrived, ``finish_reason`` is ``cut``, and
+    #: nothing decided on it (written only when true; replay serves no cut output)
+    cut: bool = False
 
 
 class ParseEvent(Event):

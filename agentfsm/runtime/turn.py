@@ -60,7 +60,7 @@ from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import build_action_schema
 from agentfsm.prompt.projection import project_history
 from agentfsm.runtime.choose import choose
-from agentfsm.runtime.model_calls import bounded, decide, extend, usage_of, vote
+from agentfsm.runtime.model_calls import bounded, decide, extend, record_cut, usage_of, vote
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder
 from agentfsm.runtime.tally import Tally
 
@@ -156,6 +156,8 @@ class _Attempt:
     finish_reason: str = "stop"
     usage: Usage = field(default_factory=Usage)
     forwarded: list[str] = field(default_factory=list)
+    #: a stream's text as it arrives (the prefill first)
+    parts: list[str] = field(default_factory=list)
 
 
 async def _generate(
@@ -177,7 +179,8 @@ async def _generate(
         out.finish_reason = completion.finish_reason
         out.usage = usage_of(completion.usage, prompt, completion.text)
         return
-    parts = [prefill]
+    parts = out.parts
+    parts.append(prefill)
     pending: list[StreamEvent] = parser.feed(prefill) if prefill else []
     source = backend.astream(prompt, opts)
     since = time.monotonic()
@@ -279,9 +282,13 @@ async def stream_turn(
         hold = p.level == "constrained" or p.tool_choice.requires_call or config.answer_schema is not None
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
-        async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
-            if shown := cutter.feed(text):
-                yield shown
+        try:
+            async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
+                if shown := cutter.feed(text):
+                    yield shown
+        except BaseException:  # the client left, or the stream failed: what it had seen is recorded
+            record_cut(recorder, tally, prompt, out.parts, prefill)
+            raise
         tally.model_calls += 1
         usage += out.usage
         tally.charge(out.usage)

@@ -39,6 +39,7 @@ from loguru import logger
 from agentfsm.core.backend import TextStream
 from agentfsm.core.errors import AgentFSMError, ClientGone, RetryBudgetExceeded
 from agentfsm.core.events import ModelOutputEvent
+from agentfsm.runtime.model_calls import record_cut
 from agentfsm.runtime.turn import bounded, usage_of
 from agentfsm.server.exchange import Exchange, Reply, cut_by_client, plain_reply, reply_for
 from agentfsm.server.wire import StreamSink
@@ -100,6 +101,9 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
             parts.append(piece)
             for event in sink.text(piece):
                 yield event
+    except BaseException:  # the client left, or the stream failed: what it had seen is recorded
+        record_cut(ex.recorder, ex.tally, prompt, parts)
+        raise
     finally:
         await _aclose(upstream)
     text = "".join(parts)
