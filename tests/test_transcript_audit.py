@@ -16,7 +16,7 @@ from agentfsm.replays.compare import replay
 from agentfsm.runtime.agent import Agent
 from agentfsm.runtime.transcript import read_transcript
 from agentfsm.testing import FakeUpstream
-from agentfsm.testing.fake_script import drip, stream_no_terminator
+from agentfsm.testing.fake_script import drip, flood, stream_no_terminator
 from tests._proxy import TOOLS_OPENAI, proxy, upstream_backend
 
 USER: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
@@ -138,3 +138,20 @@ def test_a_stream_the_upstream_cut_replays_as_that_failure(tmp_path: Path, tools
     assert [e["type"] for e in events][-3:] == ["model_output", "error", "run_end"]
     assert events[-3]["cut"] is True and events[-3]["text"] == seen == "It is sunny in Paris today."
     assert replay(transcript).identical
+
+
+def test_a_pass_through_stream_notices_its_client_leaving_under_a_fast_upstream(tmp_path: Path) -> None:
+    """Found with the test above: with no tools, an upstream whose chunks were all buffered
+    already held the proxy's loop, so the client's leaving went unseen and the proxy read on
+    until its 64 MiB reply bound (then recorded a BackendProtocolError, not a cancellation)."""
+    with FakeUpstream([flood("word " * 50)]) as fake:  # as fast as the proxy reads, forever
+        with proxy(upstream_backend(fake, total=60, read=30), transcripts_dir=tmp_path) as url:
+            with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
+                stream = client.chat.completions.create(model="m", messages=USER, stream=True)
+                for _ in zip(range(5), stream):
+                    pass
+                stream.close()
+            transcript = _ended_transcript(tmp_path)
+    events = read_transcript(transcript)
+    assert events[-1]["status"] == "cancelled" and "error" not in [e["type"] for e in events]
+    assert events[-2]["cut"] is True and len(events[-2]["text"]) < 10_000_000
