@@ -3,6 +3,7 @@ version, a client that leaves mid-stream, a process stopped by SIGTERM."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 from agentfsm.backends.scripted import ScriptedBackend
 from agentfsm.core.events import TranscriptEvent
 from agentfsm.replays.compare import replay
+from agentfsm.report.build import page_data
+from agentfsm.report.inputs import gather
 from agentfsm.runtime.agent import Agent
 from agentfsm.runtime.transcript import read_transcript
 from agentfsm.testing import FakeUpstream
@@ -155,3 +158,35 @@ def test_a_pass_through_stream_notices_its_client_leaving_under_a_fast_upstream(
     events = read_transcript(transcript)
     assert events[-1]["status"] == "cancelled" and "error" not in [e["type"] for e in events]
     assert events[-2]["cut"] is True and len(events[-2]["text"]) < 10_000_000
+
+
+# -- a client that left, as a release before version 4 recorded it ---------------------------
+
+V3 = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts_v3"
+
+
+@pytest.mark.parametrize("path", sorted(V3.glob("proxy_client_left_*.jsonl")), ids=lambda p: p.stem)
+def test_a_client_that_left_recorded_as_an_error_reads_as_cut_off(path: Path) -> None:
+    """Written by the proxy at 2f977cb~1 (fixtures/transcripts_v3/README.md): replay said
+    'diverged' (then ConnectionAbortedError, now ScriptExhausted) where nothing was decided,
+    and the report counted a failed run."""
+    events = read_transcript(path)
+    assert (events[-2]["error"], events[-1]["status"]) == ("ConnectionAbortedError", "error")  # as written then
+    report = replay(path)
+    assert report.identical and report.compared == 0
+    assert any("was cancelled" in note for note in report.notes)
+    data, _svg, stats = page_data(gather([path]))
+    (run,) = data["runs"]
+    assert (run["outcome"], run["reason"]) == ("incomplete", "cancelled") and stats.failed == 0
+
+
+def test_only_the_proxys_own_record_of_a_client_that_left_is_read_as_cut_off(tmp_path: Path) -> None:
+    """The same error from elsewhere (an agent run, a version-4 file) is what it says."""
+    (source,) = sorted(V3.glob("proxy_client_left_whole.jsonl"))
+    lines = [json.loads(line) for line in source.read_text().splitlines()]
+    for name, change in {"agent": lambda e: e | {"config": {"producer": "agent"}} if e["type"] == "run_start" else e,
+                         "v4": lambda e: e | {"v": 4}}.items():
+        other = tmp_path / f"{name}.jsonl"
+        other.write_text("".join(json.dumps(change(e)) + "\n" for e in lines))
+        data, _svg, stats = page_data(gather([other]))
+        assert data["runs"][0]["outcome"] == "failed" and stats.failed == 1, name
