@@ -7,7 +7,7 @@ output succeeded, 1 when some are recorded as failed (re-run with ``--retry-fail
 run those again), 2 for misuse (a bad tasks line, a duplicate id, a tool the module
 lacks, an output or transcripts directory that cannot be written) or a results file
 that stopped taking writes, 130 when interrupted (Ctrl-C: the results written are kept,
-and the same command goes on with the rest).
+and the same command goes on with the rest), 143 when terminated (SIGTERM: the same).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from agentfsm.cli._common import (
     make_backend,
 )
 from agentfsm.cli._options import config_options
+from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 
 if TYPE_CHECKING:
@@ -187,21 +188,23 @@ def batch(
         ramp=ramp,
         options=generation_options(max_tokens, temperature, seed, top_p),
     )
+    stop = Stop()
     try:
-        stats = run_on_batch_loop(lambda: _drive(run, console, show_progress=not no_progress and not as_json))
+        with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
+            stats = run_on_batch_loop(lambda: _drive(run, console, show_progress=not no_progress and not as_json))
     except KeyboardInterrupt:
         # the tasks in flight were cancelled; every result written is whole and kept
         if run.log is None:
-            console.print("agentfsm: interrupted before the batch started; nothing was run", markup=False, soft_wrap=True)
+            console.print(f"agentfsm: {stop.word} before the batch started; nothing was run", markup=False, soft_wrap=True)
         else:
             done = run.stats.skipped + run.stats.done
             console.print(
-                f"agentfsm: interrupted: {done} of {run.stats.total} tasks are done in {output}; "
+                f"agentfsm: {stop.word}: {done} of {run.stats.total} tasks are done in {output}; "
                 "run the same command again to go on with the rest",
                 markup=False,
                 soft_wrap=True,
             )
-        raise typer.Exit(130) from None
+        raise typer.Exit(stop.code) from None
     if as_json:
         print(json.dumps(stats.as_dict()))
     else:

@@ -25,6 +25,7 @@ from agentfsm.cli._common import (
     make_backend,
 )
 from agentfsm.cli._options import config_options
+from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
 
@@ -117,8 +118,8 @@ def run(
 
     Exit code 0 with an answer; 2 when the run fails (a spent retry budget,
     an upstream error) or the options are wrong, with one line saying why;
-    130 when Ctrl-C interrupts it (its transcript then ends with run_end
-    status cancelled).
+    130 when Ctrl-C interrupts it, 143 when SIGTERM does (its transcript then
+    ends with run_end status cancelled).
     """
     from rich.console import Console
     from rich.text import Text
@@ -131,8 +132,10 @@ def run(
     options = generation_options(max_tokens, temperature, seed, top_p)
     agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, printer, mcp_timeout=mcp_timeout,
                    options=options)
+    stop = Stop()
     try:
-        result = agent.run(prompt)
+        with sigterm_as_interrupt(stop):  # SIGTERM (timeout, a scheduler) as Ctrl-C
+            result = agent.run(prompt)
     except AgentFSMError as exc:
         if as_json:  # the same exit code as without --json (agentfsm.cli.main)
             print(json.dumps({"ok": False, "error": type(exc).__name__, "message": str(exc), "transcript": transcript}))
@@ -140,10 +143,11 @@ def run(
         raise
     except KeyboardInterrupt:  # the run was cancelled, and recorded so (run_end status cancelled)
         if as_json:
-            print(json.dumps({"ok": False, "error": "KeyboardInterrupt", "message": "interrupted", "transcript": transcript}))
+            error = "SIGTERM" if stop.terminated else "KeyboardInterrupt"
+            print(json.dumps({"ok": False, "error": error, "message": stop.word, "transcript": transcript}))
         else:
-            print("agentfsm: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+            print(f"agentfsm: {stop.word}", file=sys.stderr)
+        raise SystemExit(stop.code) from None
     if as_json:
         print(
             json.dumps(
@@ -188,7 +192,8 @@ def chat(
 
     Ctrl-C during a turn cancels that turn (its run is recorded as cancelled)
     and drops its message; an empty line, Ctrl-D or Ctrl-C at the prompt ends
-    the chat."""
+    the chat. SIGTERM cancels the turn under way the same way and ends the
+    chat (exit 143)."""
     from rich.console import Console
     from rich.text import Text
 
@@ -205,15 +210,18 @@ def chat(
     history: list[Message] = []
     # one event loop for the whole chat: the --mcp servers start once, on it, and keep
     # their state from turn to turn; Ctrl-C during a turn cancels that turn's task only
-    with asyncio.Runner() as runner:
+    stop = Stop()
+    with sigterm_as_interrupt(stop), asyncio.Runner() as runner:
         try:
             runner.run(agent.__aenter__())
-        except KeyboardInterrupt:
-            print("agentfsm: interrupted", file=sys.stderr)
-            raise SystemExit(130) from None
+        except (KeyboardInterrupt, asyncio.CancelledError) as stopped:
+            if isinstance(stopped, asyncio.CancelledError) and not stop.terminated:
+                raise
+            print(f"agentfsm: {stop.word}", file=sys.stderr)
+            raise SystemExit(stop.code) from None
         try:
             console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit; Ctrl-C cancels a turn[/]")
-            while True:
+            while not stop.terminated:
                 try:
                     line = input("you> ") if sys.stdin.isatty() else sys.stdin.readline()
                 except (EOFError, KeyboardInterrupt):
@@ -227,14 +235,19 @@ def chat(
                     console.print(Text.assemble(("error:", "red"), f" {exc}"))
                     history.pop()
                     continue
-                except KeyboardInterrupt:  # that turn only: the conversation before it is kept
-                    console.print("[yellow]interrupted:[/] the turn was cancelled and its message dropped")
+                except (KeyboardInterrupt, asyncio.CancelledError) as stopped:  # that turn only
+                    if isinstance(stopped, asyncio.CancelledError) and not stop.terminated:
+                        raise
+                    console.print(f"[yellow]{stop.word}:[/] the turn was cancelled and its message dropped")
                     history.pop()
                     continue
                 history = list(result.messages)
                 console.print(Text.assemble(("assistant>", "bold"), f" {result.content}"))
         finally:
             runner.run(agent.__aexit__(None, None, None))
+    if stop.terminated:  # SIGTERM ends the chat, where Ctrl-C ends only the turn
+        print("agentfsm: terminated", file=sys.stderr)
+        raise SystemExit(stop.code)
     n = sum(1 for m in history if isinstance(m, AssistantMessage))
     console.print(f"[dim]{n} assistant message(s) in this session[/]")
 

@@ -10,7 +10,7 @@ ISO-8601 time) and ``type``; the rest of its fields depend on the type:
 ``contract``      ``hash`` and ``text`` of the system prompt sent
 ``choice``        ``tools``, ``scores``, ``baseline``, ``tool``, ``margin``: the scored call-or-answer choice
 ``model_request`` ``attempt``, ``messages``, ``options``, ``enforcement``; ``extension``
-``model_output``  ``text`` (prefill included), ``usage``, ``finish_reason``; ``extension``
+``model_output``  ``text`` (prefill included), ``usage``, ``finish_reason``; ``extension``, ``cut``
 ``parse``         ``content``, ``tool_calls``, ``problems``, ``truncated``
 ``guard``         ``guard``, ``verdict``, ``reason``, ``detail``
 ``retry``         ``reason``, ``attempt``, ``message`` (the correction sent)
@@ -24,10 +24,15 @@ ISO-8601 time) and ``type``; the rest of its fields depend on the type:
 
 A ``model_request`` / ``model_output`` pair with ``extension: true`` is the extension
 step of a parallel turn (:mod:`agentfsm.prompt.extension`); the field is written only
-when true.
+when true. A ``model_output`` with ``cut: true`` is a streamed call that ended before the
+model did (the proxy's client left mid-stream): the text that had arrived, as far as the
+client could have seen it.
 
 Versions: 2 added ``producer``, ``max_corrections`` and ``loop_threshold`` to the run's
-config; 3 added ``policies`` (the language policies that ran, in order). Version-1
+config; 3 added ``policies`` (the language policies that ran, in order); 4 added
+``run_end`` status ``cancelled``, ``result_max_chars`` to an agent's or a batch task's
+config and ``cut`` to ``model_output``. A reader refuses a version newer than its own by
+name (a :class:`TranscriptError` saying which), before it reads any field. Version-1
 transcripts still read: their producer is inferred (the proxy's config names a
 ``protocol``) and the two limits take their defaults; a config without ``policies``
 ran the policies of version 2 (:data:`LEGACY_POLICIES`), those for small models where
@@ -106,9 +111,9 @@ __all__ = [
 ]
 
 #: the version this release writes
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: the versions this release reads
-READABLE_VERSIONS: tuple[int, ...] = (1, 2, 3)
+READABLE_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 #: the envelope fields every event carries besides ``type``
 ENVELOPE: tuple[str, ...] = ("v", "run", "seq", "t")
 
@@ -148,9 +153,7 @@ class Event(BaseModel):
     @classmethod
     def _readable(cls, value: int) -> int:
         if value not in READABLE_VERSIONS:
-            raise ValueError(
-                f"schema version {value} is not one this release reads ({', '.join(map(str, READABLE_VERSIONS))})"
-            )
+            raise ValueError(_unreadable(value))
         return value
 
 
@@ -223,7 +226,7 @@ class ModelRequestEvent(Event):
 class ModelOutputEvent(Event):
     """What the model wrote (the prefill included)."""
 
-    _sparse = frozenset({"extension", "candidate"})
+    _sparse = frozenset({"extension", "candidate", "cut"})
     type: Literal["model_output"] = "model_output"
     text: str
     usage: Usage = Field(default_factory=Usage)
@@ -232,6 +235,10 @@ class ModelOutputEvent(Event):
     extension: bool = False
     #: a consensus candidate after a refused reply, numbered from 1 (written only then)
     candidate: int = 0
+    #: a streamed call cut off before the model finished (its client left, the run was
+    #: cancelled or failed): ``text`` is what had arrived, ``finish_reason`` is ``cut``, and
+    #: nothing decided on it (written only when true; replay serves no cut output)
+    cut: bool = False
 
 
 class ParseEvent(Event):
@@ -357,10 +364,18 @@ def _misfit(kind: object, exc: ValidationError, skip: int) -> TranscriptError:
     return TranscriptError(f"bad {kind or 'transcript'} event: {where}: {first['msg']}")
 
 
+def _unreadable(version: object) -> str:
+    return f"schema version {version} is not one this release reads ({', '.join(map(str, READABLE_VERSIONS))})"
+
+
 def parse_event(data: Mapping[str, Any]) -> TranscriptEvent:
     """Validate one event (a JSON object, envelope included) into its model; a misfit is a
-    :class:`TranscriptError`."""
+    :class:`TranscriptError`. A version this release does not read is said first, whatever
+    else the event holds (a newer version's fields and types are not misfits of this one)."""
     kind = data.get("type") if isinstance(data, Mapping) else None
+    version = data.get("v") if isinstance(data, Mapping) else None
+    if type(version) is int and version not in READABLE_VERSIONS:
+        raise TranscriptError(f"bad {kind or 'transcript'} event: v: {_unreadable(version)}")
     missing = [name for name in ENVELOPE[1:] if isinstance(data, Mapping) and name not in data]
     if missing:
         raise TranscriptError(f"bad {kind or 'transcript'} event: {missing[0]}: Field required")

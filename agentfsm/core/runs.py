@@ -4,16 +4,17 @@ A transcript file may hold many runs (a proxy's, an agent's runs appended), and
 runs may interleave (concurrent requests). :func:`runs_in_order` groups the events by
 run id and hands each run over once it has ended (its ``run_end``), in the order the
 runs began, so that a reader of thousands of runs holds the runs still going on and
-not the whole file. Pure: events in, groups out.
+not the whole file. :func:`as_written_today` reads a run the way this release records
+it, where an older one recorded the same thing otherwise. Pure: events in, groups out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from agentfsm.core.events import RunEndEvent, TranscriptEvent
+from agentfsm.core.events import ErrorEvent, ProxyRunConfig, RunEndEvent, RunStartEvent, TranscriptEvent
 
-__all__ = ["RunEvents", "runs_in_order"]
+__all__ = ["RunEvents", "as_written_today", "runs_in_order"]
 
 #: one run's events, each with its position among all the transcript's events
 RunEvents = list[tuple[int, TranscriptEvent]]
@@ -39,3 +40,26 @@ def runs_in_order(events: Iterable[TranscriptEvent]) -> Iterator[RunEvents]:
                 ended.discard(head)
                 yield open_runs.pop(head)
     yield from open_runs.values()
+
+
+#: the ``error`` event the proxy wrote before version 4 for a client that left (then
+#: ``run_end`` status ``error``); since, the run ends with status ``cancelled`` and no error
+_CLIENT_LEFT = ("ConnectionAbortedError", "client disconnected")
+
+
+def as_written_today(run: RunEvents) -> RunEvents:
+    """``run`` as this release records it: a proxy request whose client left, recorded before
+    version 4 as an error (``ConnectionAbortedError: client disconnected``, ``run_end``
+    status ``error``), ends with ``run_end`` status ``cancelled`` and no ``error`` event, so
+    that it reads as cut off (replay compares it as far as it goes; the report counts it
+    as cancelled, not failed). Positions are kept; any other run is returned as it is."""
+    if len(run) < 3:
+        return run
+    (_, start), (_, error), (end_at, end) = run[0], run[-2], run[-1]
+    if (
+        isinstance(start, RunStartEvent) and isinstance(start.config, ProxyRunConfig)
+        and isinstance(error, ErrorEvent) and (error.error, error.message) == _CLIENT_LEFT and error.v < 4
+        and isinstance(end, RunEndEvent) and end.status == "error"
+    ):
+        return [*run[:-2], (end_at, end.model_copy(update={"status": "cancelled"}))]
+    return run

@@ -35,12 +35,14 @@ def _events(source: TranscriptSource) -> Iterator[TranscriptEvent]:
 def read_model_outputs(source: TranscriptSource, run: str | None = None) -> list[Completion]:
     """The ``model_output`` events of a transcript (file or events), as Completions.
 
-    ``run`` keeps only the events of that run id; the text keeps its prefill.
+    ``run`` keeps only the events of that run id; the text keeps its prefill. A ``cut``
+    output (a stream that ended before the model did) is no completion and is left out:
+    nothing decided on it, so today's run stops there for want of output, as it did then.
     """
     return [
         Completion(text=e.text, usage=e.usage, finish_reason=e.finish_reason, model="replay")
         for e in _events(source)
-        if isinstance(e, ModelOutputEvent) and (run is None or e.run == run)
+        if isinstance(e, ModelOutputEvent) and not e.cut and (run is None or e.run == run)
     ]
 
 

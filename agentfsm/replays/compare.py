@@ -22,7 +22,9 @@ the run stops with an ``error`` event; that is a divergence, not a crash. A tran
 that holds several runs (the writer appends) is replayed run by run, each read and let go
 in turn (:func:`~agentfsm.core.runs.runs_in_order`). A recorded run
 that was cut off (no ``run_end``: its writer was killed; or ``run_end`` status
-``cancelled``: its task was cancelled, Ctrl-C) is compared only as far as it goes.
+``cancelled``: its task was cancelled, Ctrl-C, the proxy's client left) is compared only
+as far as it goes; so is a proxy request recorded before version 4 as the error
+``ConnectionAbortedError: client disconnected`` (:func:`~agentfsm.core.runs.as_written_today`).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from agentfsm.core.events import (
     TranscriptEvent,
     event_fields,
 )
-from agentfsm.core.runs import runs_in_order
+from agentfsm.core.runs import as_written_today, runs_in_order
 from agentfsm.replays.rerun import RecordedRun, rerun
 from agentfsm.runtime.transcript import iter_events
 
@@ -192,7 +194,8 @@ async def areplay(path: str | os.PathLike[str], *, keep_decisions: bool = False)
     p = Path(path)
     report = ReplayReport(path=str(p), identical=True, decisions=[] if keep_decisions else None)
     runs = runs_in_order(iter_events(p))  # a run at a time: a proxy's file holds thousands
-    for recorded in runs:
+    for read in runs:
+        recorded = as_written_today(read)  # a client that left, recorded as an error before version 4
         report.runs += 1
         run_id = recorded[0][1].run
         run = RecordedRun(run_id, tuple(event for _, event in recorded))

@@ -245,8 +245,6 @@ class Agent:
         wants = types.__contains__ if types is not None and self.transcript is None else None
         recorder = Recorder(self.transcript, on_event=self.on_event, wants=wants)
         path = [derive_state(history).value]
-        recorder.start(lambda: self._run_start_config(backend, config), config, history)
-        recorder.contract(backend, config, run.enforcement)
         logger.info(
             "run start: tool mode {}, {} tool(s), contract injected: {}",
             bool(specs),
@@ -259,6 +257,9 @@ class Agent:
             recorder.transition(rec)
 
         try:
+            # inside: a hook that fails on these still gets the transcript ended
+            recorder.start(lambda: self._run_start_config(backend, config), config, history)
+            recorder.contract(backend, config, run.enforcement)
             while True:
                 turn = await run_turn(
                     backend,

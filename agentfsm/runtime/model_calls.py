@@ -12,7 +12,9 @@
 - :func:`decide`: the engine's decision on a reply, in a worker thread when the reply is
   long (attempts and candidates alike: parsing and validating it must not hold the loop);
 - :func:`bounded` (a wait bounded by a deadline) and :func:`usage_of` (usage, estimated
-  where the backend reports none).
+  where the backend reports none);
+- :func:`record_cut`: a streamed call's text so far, when the call ends before the model
+  did (its client left, the run was cancelled or failed).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from agentfsm.prompt.extension import extension_options, read_extension
 from agentfsm.runtime.recorder import Recorder
 from agentfsm.runtime.tally import Tally
 
-__all__ = ["OFF_LOOP_CHARS", "bounded", "decide", "extend", "usage_of", "vote"]
+__all__ = ["CUT", "OFF_LOOP_CHARS", "bounded", "decide", "extend", "record_cut", "usage_of", "vote"]
 
 #: replies at least this long are decided (parsed, guarded, validated) in a worker thread
 OFF_LOOP_CHARS = 16_384
@@ -73,6 +75,24 @@ def usage_of(reported: Usage | None, prompt: Sequence[PromptMessage], text: str)
         prompt_tokens=sum(estimate_tokens(m.content) for m in prompt),
         completion_tokens=estimate_tokens(text),
     )
+
+
+#: the ``finish_reason`` of a streamed call cut off before the model finished
+CUT = "cut"
+
+
+def record_cut(recorder: Recorder, tally: Tally, prompt: Sequence[PromptMessage], parts: Sequence[str],
+               prefill: str = "") -> None:
+    """A streamed call that ended before the model did: the text that had arrived
+    (``parts``, after the ``prefill`` it starts with) as a ``model_output`` marked ``cut``,
+    its tokens (estimated: a cut stream reports none) charged on ``tally``; not a call
+    answered. Nothing when no text had arrived."""
+    text = "".join(parts)
+    if len(text) <= len(prefill):
+        return
+    used = usage_of(None, prompt, text[len(prefill):])
+    tally.charge(used)
+    recorder.emit(ModelOutputEvent, text=text, usage=used, finish_reason=CUT, cut=True)
 
 
 async def extend(

@@ -176,14 +176,23 @@ class Recorder:
     def emit(self, kind: Callable[_P, _E], /, *args: _P.args, **fields: _P.kwargs) -> None:
         """Record one event of model ``kind`` with ``fields`` (built only when it is recorded;
         a field that does not fit is a :class:`~agentfsm.core.errors.TranscriptError`)."""
+        written = self._write(kind, *args, **fields)
+        if written is not None:
+            self._call_hook(written)
+
+    def _write(self, kind: Callable[_P, _E], /, *args: _P.args, **fields: _P.kwargs) -> TranscriptEvent | None:
+        """Write one event; the event as written when the hook wants it, else None."""
         if self._writer is None:
-            return
+            return None
         hooked = self._hooked(event_type(kind))
-        if self._file or hooked:
-            written = self._writer.write(build_event(kind, *args, **fields))
-            if hooked:
-                assert self._hook is not None
-                self._hook(written)
+        if not (self._file or hooked):
+            return None
+        written = self._writer.write(build_event(kind, *args, **fields))
+        return written if hooked else None
+
+    def _call_hook(self, event: TranscriptEvent) -> None:
+        assert self._hook is not None
+        self._hook(event)
 
     # -- what frames a run -------------------------------------------------------
     def start(
@@ -228,18 +237,36 @@ class Recorder:
 
         A cancellation (:class:`asyncio.CancelledError`, :class:`KeyboardInterrupt`, the
         proxy's :class:`~agentfsm.core.errors.ClientGone`) is not an error of the run: it writes no ``error`` event, only ``run_end`` with status
-        ``cancelled``, so replay reads the run as cut off there rather than as a decision."""
+        ``cancelled``, so replay reads the run as cut off there rather than as a decision.
+
+        Both lines are written before the ``on_event`` hook sees them: a hook that raises
+        cannot leave the transcript without its end. The hook's first failure is then
+        raised, as it is from any other event."""
         if self._ended or self._writer is None:
             return
         self._ended = True
         status: Literal["final", "error", "cancelled"] = "final"
-        if isinstance(error, _CANCELLATIONS):
-            status = "cancelled"
-        elif error is not None:
-            status = "error"
-            self.emit(ErrorEvent, error=type(error).__name__, message=str(error) or type(error).__name__)
-        self.emit(RunEndEvent, status=status, steps=tally.attempts, corrections=tally.corrections)
-        self.close()
+        hooked: list[TranscriptEvent | None] = []
+        try:
+            if isinstance(error, _CANCELLATIONS):
+                status = "cancelled"
+            elif error is not None:
+                status = "error"
+                hooked.append(
+                    self._write(ErrorEvent, error=type(error).__name__, message=str(error) or type(error).__name__)
+                )
+            hooked.append(self._write(RunEndEvent, status=status, steps=tally.attempts, corrections=tally.corrections))
+        finally:
+            self.close()
+        failure: BaseException | None = None
+        for event in hooked:
+            if event is not None:
+                try:
+                    self._call_hook(event)
+                except BaseException as exc:  # raised below, once the hook has seen the end
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def close(self) -> None:
         """Close the transcript file (further events are an error)."""

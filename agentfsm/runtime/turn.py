@@ -63,7 +63,7 @@ from agentfsm.prompt.contract import render_contract
 from agentfsm.prompt.enforcement import build_action_schema
 from agentfsm.prompt.projection import project_history
 from agentfsm.runtime.choose import choose
-from agentfsm.runtime.model_calls import bounded, decide, extend, usage_of, vote
+from agentfsm.runtime.model_calls import bounded, decide, extend, record_cut, usage_of, vote
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder
 from agentfsm.runtime.tally import Tally
 
@@ -161,6 +161,8 @@ class _Attempt:
     forwarded: list[str] = field(default_factory=list)
     #: the completion limit the backend sent in place of the asked one (None: as asked)
     max_tokens_sent: int | None = None
+    #: a stream's text as it arrives (the prefill first)
+    parts: list[str] = field(default_factory=list)
 
 
 async def _generate(
@@ -183,7 +185,8 @@ async def _generate(
         out.usage = usage_of(completion.usage, prompt, completion.text)
         out.max_tokens_sent = completion.max_tokens_sent
         return
-    parts = [prefill]
+    parts = out.parts
+    parts.append(prefill)
     pending: list[StreamEvent] = parser.feed(prefill) if prefill else []
     source = backend.astream(prompt, opts)
     since = time.monotonic()
@@ -291,10 +294,14 @@ async def stream_turn(
                 or config.answer_schema is not None)
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = _Attempt()
-        async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
-            tally.sent_limit(out.max_tokens_sent)  # before text leaves (a proxy's headers go with it)
-            if shown := cutter.feed(text):
-                yield shown
+        try:
+            async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
+                tally.sent_limit(out.max_tokens_sent)  # before text leaves (a proxy's headers go with it)
+                if shown := cutter.feed(text):
+                    yield shown
+        except BaseException:  # the client left, or the stream failed: what it had seen is recorded
+            record_cut(recorder, tally, prompt, out.parts, prefill)
+            raise
         tally.model_calls += 1
         usage += out.usage
         tally.charge(out.usage)

@@ -111,6 +111,12 @@ async def serve(
         if ex is not None:
             ex.end(error=gone)
         return Response(status_code=_CLIENT_CLOSED)
+    except asyncio.CancelledError as cancelled:
+        # the server stopped without waiting for this request (a second Ctrl-C while
+        # shutting down): its transcript ends with run_end cancelled, cut off where it was
+        if ex is not None:
+            ex.end(error=cancelled)
+        raise
     except AgentFSMError as exc:
         if ex is not None:
             ex.end(error=exc)

@@ -33,6 +33,7 @@ a server-side error (OpenAI ``server_error``, Anthropic ``api_error``).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
@@ -41,7 +42,8 @@ from loguru import logger
 from agentfsm.core.backend import TextStream
 from agentfsm.core.errors import AgentFSMError, ClientGone, RetryBudgetExceeded
 from agentfsm.core.events import ModelOutputEvent
-from agentfsm.runtime.turn import bounded, usage_of
+from agentfsm.runtime.model_calls import record_cut
+from agentfsm.runtime.turn import YIELD_EVERY, bounded, usage_of
 from agentfsm.server.exchange import Exchange, Reply, cut_by_client, plain_reply, reply_for
 from agentfsm.server.wire import StreamSink
 
@@ -93,6 +95,7 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
     prompt, options = ex.plain_request()
     parts: list[str] = []
     upstream = ex.backend.astream(prompt, options)
+    since = time.monotonic()
     try:
         while True:
             try:
@@ -104,6 +107,13 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
             parts.append(piece)
             for event in sink.text(piece):
                 yield event
+            if time.monotonic() - since > YIELD_EVERY:
+                # chunks all buffered already: let the loop see a client that left
+                await asyncio.sleep(0)
+                since = time.monotonic()
+    except BaseException:  # the client left, or the stream failed: what it had seen is recorded
+        record_cut(ex.recorder, ex.tally, prompt, parts)
+        raise
     finally:
         await _aclose(upstream)
     text = "".join(parts)

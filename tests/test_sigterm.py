@@ -1,0 +1,206 @@
+"""SIGTERM (``timeout``, a job scheduler's limit, ``docker stop``) stops ``agentfsm run``, ``chat``
+and ``batch`` as Ctrl-C does: each run under way ends its transcript with ``run_end`` status
+``cancelled``, the command says so and exits 143. Before, SIGTERM killed the process where it
+stood: no ``run_end`` (replay read a killed writer), a batch silent about what it had done.
+Real parts: the CLI as a subprocess, a FakeUpstream that answers slowly, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentfsm.replays.compare import replay
+from agentfsm.runtime.transcript import read_transcript
+from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
+from agentfsm.testing.fake_script import latency
+
+REPO = Path(__file__).resolve().parent.parent
+UPSTREAM = ("--backend", "openai", "--enforcement", "prompt")
+ACTION = '```json action\n{"tool": "calculate", "args": {"expression": "6*7"}}\n```'
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+
+def _sigint(disposition: signal.Handlers) -> Any:
+    """A child's SIGINT as a shell leaves it: default in a terminal, ignored in a script's
+    background job (then SIGTERM cannot take asyncio's SIGINT path)."""
+    return lambda: signal.signal(signal.SIGINT, disposition)
+
+
+def _agentfsm(*args: str, sigint: signal.Handlers = signal.SIG_DFL, **kwargs: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "agentfsm", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            preexec_fn=_sigint(sigint), **kwargs)
+
+
+def _wait_for(fake: FakeUpstream, requests: int) -> None:
+    """Until the upstream holds ``requests`` chat requests (the last one now in its latency)."""
+    deadline = time.monotonic() + 60
+    while len(fake.chat_requests) < requests:
+        assert time.monotonic() < deadline, "the CLI never asked the upstream"
+        time.sleep(0.05)
+    time.sleep(0.3)
+
+
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["terminal", "background-job"])
+def test_sigterm_ends_a_run_and_its_transcript(tmp_path: Path, sigint: signal.Handlers) -> None:
+    transcript = tmp_path / "t.jsonl"
+    with FakeUpstream([ACTION, latency(30, "42.")]) as fake:
+        proc = _agentfsm("run", "What is 6*7?", "--tools", "agentfsm.testing.example_tools:CALCULATOR", *UPSTREAM,
+                         "--base-url", fake.base_url, "--transcript", str(transcript), sigint=sigint)
+        _wait_for(fake, 2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err  # 128 + SIGTERM, as Ctrl-C's is 128 + SIGINT
+    assert err.strip().splitlines()[-1] == "agentfsm: terminated" and "Traceback" not in err
+    assert "calculate" in out  # the steps before it were shown
+    events = read_transcript(transcript)
+    assert events[-1]["type"] == "run_end" and events[-1]["status"] == "cancelled"
+    assert "error" not in [e["type"] for e in events]
+    report = replay(transcript)
+    assert report.identical and any("cancelled" in note for note in report.notes)
+
+
+def test_sigterm_under_json_prints_one_result(tmp_path: Path) -> None:
+    with FakeUpstream([latency(30, "42.")]) as fake:
+        proc = _agentfsm("run", "hi", *UPSTREAM, "--base-url", fake.base_url, "--json",
+                         "--transcript", str(tmp_path / "t.jsonl"))
+        _wait_for(fake, 1)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert json.loads(out) == {"ok": False, "error": "SIGTERM", "message": "terminated",
+                               "transcript": str(tmp_path / "t.jsonl")}
+
+
+@pytest.mark.parametrize(("during", "sigint"), [("turn", signal.SIG_DFL), ("prompt", signal.SIG_DFL),
+                                               ("turn", signal.SIG_IGN)], ids=["turn", "prompt", "turn-background"])
+def test_sigterm_ends_the_chat(tmp_path: Path, during: str, sigint: signal.Handlers) -> None:
+    """Ctrl-C cancels a turn and the chat goes on; SIGTERM asks the program to stop: the turn
+    under way is cancelled (recorded so) and the chat ends, exit 143."""
+    transcript = tmp_path / "chat.jsonl"
+    with FakeUpstream(["first answer", latency(30, "never seen")]) as fake:
+        proc = _agentfsm("chat", *UPSTREAM, "--base-url", fake.base_url, "--transcript", str(transcript),
+                         stdin=subprocess.PIPE, sigint=sigint)
+        assert proc.stdin is not None
+        proc.stdin.write("hello\n")
+        proc.stdin.flush()
+        _wait_for(fake, 1)
+        if during == "turn":
+            proc.stdin.write("second\n")
+            proc.stdin.flush()
+            _wait_for(fake, 2)
+        else:  # waiting for the next line
+            deadline = time.monotonic() + 30
+            while "run_end" not in transcript.read_text():
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "agentfsm: terminated" and "Traceback" not in err
+    assert "first answer" in out
+    ends = [e["status"] for e in read_transcript(transcript) if e["type"] == "run_end"]
+    assert ends == (["final", "cancelled"] if during == "turn" else ["final"])
+    assert replay(transcript).identical
+
+
+def _slow_script(request: ReceivedRequest) -> FakeReply:
+    return FakeReply(text="The answer is 42.", latency=0.2)
+
+
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["terminal", "background-job"])
+def test_sigterm_stops_a_batch_that_the_same_command_then_finishes(tmp_path: Path, sigint: signal.Handlers) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"t{i:03d}", "prompt": f"task {i}"}) + "\n" for i in range(60)))
+    out, runs = tmp_path / "results.jsonl", tmp_path / "runs"
+    with FakeUpstream(_slow_script) as fake:
+        cmd = ["batch", str(tasks), "-o", str(out), "--backend", "openai", "--base-url", fake.base_url, "--model", "m",
+               "--tools-module", "agentfsm.testing.example_tools", "--no-progress", "--json", "-c", "4",
+               "--transcripts", str(runs)]
+        proc = _agentfsm(*cmd, sigint=sigint)
+        deadline = time.monotonic() + 60
+        while (not out.exists() or out.read_bytes().count(b"\n") < 8) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143, err
+        said = re.search(r"agentfsm: terminated: (\d+) of 60 tasks are done in \S+; run the same command again", err)
+        assert said is not None and "Traceback" not in err, err
+        kept = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+        assert int(said.group(1)) == len(kept) < 60
+        # each task begun has ended its transcript: done ones final, those in flight cancelled
+        ends = {p.stem: read_transcript(p)[-1] for p in runs.glob("*.jsonl")}
+        assert all(e["type"] == "run_end" for e in ends.values())
+        cancelled = {task for task, e in ends.items() if e["status"] == "cancelled"}
+        assert cancelled and not cancelled & set(kept)
+        rerun = subprocess.run([sys.executable, "-m", "agentfsm", *cmd], capture_output=True, text=True,
+                               timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert rerun.returncode == 0, rerun.stderr
+    summary = json.loads(rerun.stdout)
+    assert summary["skipped"] == len(kept) and summary["skipped"] + summary["done"] == 60
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 60
+
+
+# -- agentfsm serve: uvicorn's own shutdown ------------------------------------------------------
+
+
+def _serve_with_one_request_in_flight(tmp_path: Path, signals: tuple[signal.Signals, ...]) -> tuple[Any, dict[str, Any]]:
+    """``agentfsm serve --transcripts`` in front of an upstream that takes 4 s; ``signals`` sent
+    while a tool request is in flight. The request's transcript end and what its client got."""
+    import threading
+
+    import httpx
+
+    from tests._proxy import TOOLS_OPENAI, free_port, wait_until_serving
+
+    got: dict[str, Any] = {}
+    with FakeUpstream([latency(4, "It is sunny.")]) as fake:
+        port = free_port()
+        proc = _agentfsm("serve", "--backend", "openai", "--base-url", fake.base_url, "--model", "m",
+                         "--transcripts", str(tmp_path), "--port", str(port))
+        url = f"http://127.0.0.1:{port}"
+        wait_until_serving(url, proc, 60)
+        body = {"model": "m", "messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS_OPENAI}
+
+        def ask() -> None:
+            try:
+                got["status"] = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60).status_code
+            except httpx.HTTPError as exc:
+                got["status"] = type(exc).__name__
+
+        client = threading.Thread(target=ask)
+        client.start()
+        _wait_for(fake, 1)
+        for sig in signals:
+            proc.send_signal(sig)
+            time.sleep(0.3)
+        proc.communicate(timeout=60)
+        client.join(timeout=60)
+    (transcript,) = tmp_path.glob("*.jsonl")
+    return read_transcript(transcript)[-1], got
+
+
+def test_sigterm_lets_serve_finish_the_requests_in_flight(tmp_path: Path) -> None:
+    """uvicorn's graceful shutdown: the request in flight is answered and its run ends."""
+    end, got = _serve_with_one_request_in_flight(tmp_path, (signal.SIGTERM,))
+    assert got == {"status": 200}
+    assert end["type"] == "run_end" and end["status"] == "final"
+
+
+def test_a_forced_shutdown_of_serve_ends_the_requests_in_flight_as_cancelled(tmp_path: Path) -> None:
+    """A second Ctrl-C forces uvicorn out without waiting: the requests in flight were
+    cancelled with the loop, and their transcripts ended at their model_request."""
+    end, _got = _serve_with_one_request_in_flight(tmp_path, (signal.SIGINT, signal.SIGINT))
+    assert end["type"] == "run_end" and end["status"] == "cancelled"
