@@ -16,9 +16,14 @@ import pytest
 
 from agentfsm import Agent
 from agentfsm.backends import ScriptedBackend
-from agentfsm.core.messages import UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolResult, UserMessage
 from agentfsm.core.numbers import decimals_in, digits_in
+from agentfsm.core.words import fold, words
+from agentfsm.guards.base import Accept, Correction
+from agentfsm.policy import grounding
 from agentfsm.testing.example_tools import TOOLS, convert_km_to_miles
+
+from tests._histories import call
 
 
 def get_weather(city: str) -> str:
@@ -74,7 +79,71 @@ def test_a_decimal_of_any_script_is_known_by_its_parts() -> None:
     assert (grouped.value, grouped.whole, grouped.joined) == (1234.5, 1234.0, 12345.0)
 
 
+# --- strings -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "conversation"),
+    [
+        ("café", "un cafe\u0301 à Paris"),  # composed call, decomposed request
+        ("cafe\u0301", "un café à Paris"),
+        ("paris", "weather in par\u200bis?"),  # a zero-width space pasted inside
+        ("paris", "ｐａｒｉｓ の天気"),  # full-width letters
+        ("istanbul", "İstanbul'da hava nasıl?"),  # Turkish dotted capital I
+        ("münchen", "wetter in munchen?"),
+        ("दिल्ली", "दिल्ली में मौसम कैसा है?"),
+        ("दिल्ली", "मौसम, दिल्ली"),
+        ("กรุงเทพ", "อากาศที่กรุงเทพ"),
+        ("москва", "какая погода в москве?"),  # a word inflected at its end
+        ("warszawa", "pogoda w warszawie"),
+    ],
+)
+def test_a_string_is_found_in_any_script_and_normal_form(value: str, conversation: str) -> None:
+    assert grounding.grounded(value, conversation)
+
+
+@pytest.mark.parametrize(
+    ("value", "conversation"),
+    [("大阪", "東京の天気は？"), ("london", "привет! как дела?"), ("austin", "weather in austria"), ("القاهرة", "ما هو الطقس في دبي؟")],
+)
+def test_a_string_nobody_wrote_is_not_found(value: str, conversation: str) -> None:
+    assert not grounding.grounded(value, conversation)
+
+
+def test_words_keep_their_marks() -> None:
+    assert words(fold("दिल्ली में मौसम")) == ["दिलली", "में", "मौसम"]
+    assert words(fold("กรุงเทพ, ไทย")) == ["กรงเทพ", "ไทย"]
+    assert fold("Cafe\u0301 ＰＡＲＩＳ\u200b") == fold("café paris")
+
+
 # --- runs ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_text", "city", "answer"),
+    [
+        ("東京の天気は？", "東京", "東京は晴れです。"),
+        ("北京天气怎么样？", "北京", "北京天气晴朗。"),
+        ("서울 날씨 어때?", "서울", "서울은 맑아요."),
+        ("อากาศที่กรุงเทพเป็นอย่างไร", "กรุงเทพ", "กรุงเทพแดดออก"),
+        ("Какая погода в Москве?", "Москва", "В Москве солнечно."),
+        ("Τι καιρό κάνει στην Αθήνα;", "Αθήνα", "Ήλιος στην Αθήνα."),
+        ("ما هو الطقس في القاهرة؟", "القاهرة", "الطقس مشمس في القاهرة"),
+        ("מה מזג האוויר בתל אביב?", "תל אביב", "שמשי בתל אביב"),
+        ("दिल्ली में मौसम कैसा है?", "दिल्ली", "दिल्ली में धूप है"),
+        ("Wetter in Mu\u0308nchen?", "München", "In München ist es sonnig."),
+        ("What is the weather in Paris?", "Paris", "It is sunny in Paris."),
+    ],
+)
+def test_a_weather_request_in_any_script_is_called_and_answered(request_text: str, city: str, answer: str) -> None:
+    corrections, calls, content = _run(request_text, _action("get_weather", city=city), answer)
+    assert (corrections, calls, content) == ([], [("get_weather", {"city": city})], answer)
+
+
+@pytest.mark.parametrize("request_text", ["東京の天気は？", "Какая погода в Москве?", "What is the weather in Paris?"])
+def test_a_made_up_city_is_refused_in_any_script(request_text: str) -> None:
+    corrections, calls, content = _run(request_text, _action("get_weather", city="大阪"), "Sorry.")
+    assert (corrections, calls, content) == (["missing_value"], [], "Sorry.")
 
 
 @pytest.mark.parametrize(
@@ -113,3 +182,37 @@ def test_a_number_with_its_separators_or_sign_is_the_call_s_one_value(request_te
     assert (corrections, calls, content) == ([], [("convert_km_to_miles", {"km": km})], answer)
 
 
+# --- answers -------------------------------------------------------------------------
+
+
+def _weather_result(request: str, city: str, result: str) -> list[Message]:
+    return [
+        UserMessage(content=request),
+        AssistantMessage(content="", tool_calls=(call("get_weather", city=city),)),
+        ToolMessage(result=ToolResult(call_id="call_0", name="get_weather", content=result)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("city", "result", "answer"),
+    [
+        ("東京", "晴れ", "東京は晴れです。"),
+        ("東京", "sunny in 東京", "東京は晴れです。"),
+        ("서울", "sunny in 서울", "서울은 맑아요."),
+        ("กรุงเทพ", "sunny in กรุงเทพ", "กรุงเทพแดดออก"),
+        ("Москва", "sunny in Москва", "В Москве солнечно."),
+        ("दिल्ली", "sunny in दिल्ली", "दिल्ली में धूप है"),
+        ("Paris", "sunny in Paris", "Il fait beau à Paris."),
+    ],
+)
+def test_an_answer_that_states_the_result_in_any_script_stands(city: str, result: str, answer: str) -> None:
+    assert isinstance(grounding.check_answer(_weather_result("?", city, result), answer), Accept)
+
+
+@pytest.mark.parametrize(
+    ("city", "result", "answer"),
+    [("東京", "sunny in 東京", "わかりません。"), ("Москва", "sunny in Москва", "Не знаю."), ("Paris", "sunny in Paris", "I do not know.")],
+)
+def test_an_answer_that_states_no_result_is_refused_in_any_script(city: str, result: str, answer: str) -> None:
+    verdict = grounding.check_answer(_weather_result("?", city, result), answer)
+    assert isinstance(verdict, Correction) and verdict.reason == "unsupported_answer"
