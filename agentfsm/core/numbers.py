@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["NUMBER", "Decimal", "decimals_in", "digits_in", "same", "to_float"]
+__all__ = ["NUMBER", "Decimal", "as_ascii", "decimals_in", "digits_in", "same", "to_float"]
 
 #: the signs a negative number opens with: the hyphen-minus, the minus sign, its full-width form
 _MINUS = "-\u2212\uff0d"
@@ -49,6 +49,12 @@ def _plain(text: str) -> tuple[str, bool]:
     digits = "".join(str(d) if (d := unicodedata.decimal(c, None)) is not None else c for c in text)
     plain = digits.translate(_PLAIN)
     return plain, any(g in text for g in _GROUPS)
+
+
+def as_ascii(text: str) -> str:
+    """A :data:`NUMBER` match in ASCII, as written otherwise: "١٢٫٥" is "12.5", "１２．５" is
+    "12.5", "−3" is "-3", "1 234,5" (a no-break space) is "1234,5"."""
+    return _plain(text)[0]
 
 
 def to_float(text: str) -> float:
