@@ -35,7 +35,7 @@ def _action(tool: str, **arguments: Any) -> str:
     return "```json action\n" + json.dumps({"tool": tool, "parameters": arguments}, ensure_ascii=False) + "\n```"
 
 
-def _run(request: str, *replies: str) -> tuple[list[str | None], list[tuple[str, dict[str, Any]]], str]:
+def _run(request: str, *replies: str) -> tuple[list[str], list[tuple[str, dict[str, Any]]], str]:
     """The corrections, the calls run and the answer of one run on ``replies``."""
     backend = ScriptedBackend([*replies, "(unused)", "(unused)", "(unused)"])
     result = Agent(backend, [*TOOLS, get_weather], grounding="on").run(request)
