@@ -120,3 +120,35 @@ def test_numbers_are_read_with_either_decimal_mark(text: str, values: list[float
 )
 def test_answers_are_checked_for_result_values_in_any_language(answer: str, expected: Any, ok: bool) -> None:
     assert answer_matches(answer, expected) is ok
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("東京は晴れ、25度です。", [OneOf("晴れ"), 25]),  # a word inside a sentence without spaces
+        ("서울은 맑음, 25도", [OneOf("서울"), 25]),  # a particle after the word
+        ("結果は５０です", [50]),  # full-width digits right after a CJK character
+        ("النتيجة ١٢٫٥", [12.5]),  # Arabic-Indic digits and decimal separator
+        ("परिणाम १२.५ है", [12.5]),  # Devanagari digits
+        ("Результат: 1\u00a0234,5", [1234.5]),  # thousands grouped by a no-break space
+        ("Ergebnis: 1.234,5", [1234.5]),
+        ("Résultat : \u22123", [-3]),  # the minus sign
+    ],
+)
+def test_an_answer_in_any_script_states_its_results(answer: str, expected: list[Any]) -> None:
+    assert answer_matches(answer, expected)
+
+
+def test_whole_words_still_count_in_a_script_written_with_spaces() -> None:
+    assert not answer_matches("It is 25 °C and sunnyish.", [OneOf("sunny"), 25])
+    assert not answer_matches("MP3", [3])
+
+
+@pytest.mark.parametrize("got", ["١٢٫٥", "１２．５", "१२.५", "12,5"])
+def test_a_numeric_string_in_any_digits_is_its_number(got: str) -> None:
+    assert value_matches(12.5, got)
+
+
+def test_a_thousands_string_and_a_decomposed_string_match() -> None:
+    assert value_matches(1234.5, "1.234,5") and value_matches(1234.5, "1\u00a0234,5")
+    assert value_matches("München", "Mu\u0308nchen")

@@ -120,3 +120,33 @@ def test_the_engine_drops_the_unfinished_number_of_a_cut_final_answer() -> None:
     whole = cut + '"}}'
     decision = step([UserMessage(content="How far is 50 km in miles?")], whole, config)
     assert isinstance(decision, Answer) and decision.content.endswith("1111")
+
+
+_JA = "東京の今日の天気は晴れで、最高気温は二十五度、最低気温は十八度になる見込みです。"
+_AR = "الطقس في القاهرة اليوم مشمس ودرجة الحرارة العظمى خمسة وعشرون درجة؟"
+_HI = "दिल्ली में आज मौसम धूप वाला है और अधिकतम तापमान पच्चीस डिग्री रहेगा।"
+_EN = "The weather in Tokyo today is sunny, with a high of twenty five degrees and a low of eighteen."
+
+
+@pytest.mark.parametrize(
+    ("first", "sentence", "gap"),
+    [("はい。", _JA, ""), ("نعم. ", _AR, " "), ("हाँ। ", _HI, " "), ("Yes. ", _EN, " ")],
+    ids=["japanese", "arabic", "hindi", "english"],
+)
+def test_a_long_sentence_repeated_is_cut_in_any_script(first: str, sentence: str, gap: str) -> None:
+    # each sentence is longer than a loop inside a sentence (40 characters): only the
+    # sentence breaks of its script find the loop
+    looped = first + (sentence + gap) * 4 + sentence[:10]
+    assert trim_repetition(looped) == first + sentence
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("結果は１２．５です。結果は１２．５です。結果は", "結果は１２．５です。"),  # a full-width stop between digits ends no sentence
+        ("晴れ。曇り。晴れ。雨。", "晴れ。曇り。晴れ。雨。"),  # said twice, then goes on
+        ("¿Qué tal? Bien. ¿Y tú?", "¿Qué tal? Bien. ¿Y tú?"),  # an inverted mark opens a sentence
+    ],
+)
+def test_sentences_of_any_script_are_cut_only_where_they_loop(text: str, expected: str) -> None:
+    assert trim_repetition(text) == expected

@@ -126,3 +126,19 @@ def test_the_retry_holds_the_list_to_the_member_the_user_named() -> None:
     offered = plan(history, config, Capabilities(json_schema=True), "constrained").tools
     assert [t.name for t in offered] == [t.name for t in TOOLS]
     assert offered[0].parameters["properties"]["unit"]["enum"] == ["fahrenheit"]
+
+
+WIDE = ToolSpec(name="get_current_weather", description="", parameters={
+    "type": "object",
+    "properties": {"location": {"type": "string"}, "unit": {"type": "string", "enum": ["摂氏", "華氏"]}},
+})
+
+
+@pytest.mark.parametrize(("request_text", "city"), [("ボストンの天気を華氏で教えて", "ボストン"), ("보스턴 날씨 華氏로", "보스턴")])
+def test_a_member_in_wide_characters_is_read_inside_a_sentence_without_spaces(request_text: str, city: str) -> None:
+    history: list[Message] = [UserMessage(content=request_text)]
+    wrong = ToolCall(id="call_0", name="get_current_weather", arguments={"location": city, "unit": "摂氏"})
+    verdict = grounding.check(history, [wrong], ToolChoice.AUTO, [WIDE], request_text)
+    assert isinstance(verdict, Correction) and verdict.reason == MEMBER_REASON and "'華氏'" in verdict.message
+    right = ToolCall(id="call_0", name="get_current_weather", arguments={"location": city, "unit": "華氏"})
+    assert grounding.check(history, [right], ToolChoice.AUTO, [WIDE], request_text) is ACCEPT

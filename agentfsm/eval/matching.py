@@ -1,13 +1,15 @@
 """Language-neutral checks of a task's calls and answer.
 
 Nothing here reads a word of any language. Expected calls are compared on values: a
-number numerically (a numeric string counts, with ``.`` or ``,`` as the decimal mark),
+number numerically (a numeric string counts, with ``.`` or ``,`` as the decimal mark, in
+any script's digits),
 a string case-, accent- and punctuation-insensitively (:func:`fold`), against a list of
 accepted values where a place has local names (:class:`OneOf`: "Allemagne" or
 "Germany"), or :data:`ANY` non-empty value where the words are the model's to choose
 (an email's subject). An answer is checked for the results it must state: numbers
-(read with either decimal mark, within rounding) and verbatim result strings (as whole
-words, folded).
+(read with either decimal mark, in any script's digits, within rounding) and verbatim
+result strings (as whole words, folded; in a script of wide characters, which runs words
+together, anywhere).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
+
+from agentfsm.core.numbers import NUMBER, as_ascii, to_float
+from agentfsm.core.words import wide
 
 __all__ = [
     "ANY",
@@ -82,13 +87,15 @@ def _number(got: Any) -> float | None:
         return None
     if isinstance(got, int | float):
         return float(got)
-    if isinstance(got, str):  # "12.5", or "12,5" with a decimal comma
-        text = got.strip().replace("−", "-")
+    if isinstance(got, str):  # "12.5", or "12,5" with a decimal comma, in any script's digits
+        text = as_ascii(got.strip())
         for reading in (text, text.replace(",", ".") if "." not in text else text):
             try:
                 return float(reading)
             except ValueError:
                 continue
+        if NUMBER.fullmatch(got.strip()):  # "1.234,5", "1 234,5": the thousands read too
+            return to_float(got.strip())
     return None
 
 
@@ -143,18 +150,31 @@ def calls_match(expected: Sequence[Call], made: Sequence[tuple[str, Mapping[str,
     return assign(0, frozenset(range(len(made))))
 
 
-# a number as written: digits with "." or "," inside; a sign only where no word or digit precedes it
-_NUMBER = re.compile(r"(?<![\w.,])[-−]?\d(?:[\d.,]*\d)?")
+def _glued(text: str, at: int) -> bool:
+    """Whether the number found at ``at`` runs on from a word or number before it ("MP3",
+    "1.2.3"): a letter of a script that writes its words with spaces, a digit, a mark.
+    A wide character (CJK, kana, Hangul) does not glue: "結果は50" writes 50."""
+    before = text[at - 1] if at else " "
+    return before in ".," or (before.isalnum() or before == "_") and wide(before) == 1
 
 
 def numbers_in(text: str) -> list[float]:
-    """Every reading of every number in ``text``: "12,5" is 12.5 or 125, "1,234.5" is 1234.5."""
+    """Every reading of every number in ``text`` (digits of any script, the marks
+    :mod:`agentfsm.core.numbers` reads): "12,5" is 12.5 or 125, "1,234.5" is 1234.5; a
+    sign only where no word or digit precedes it."""
     out: list[float] = []
-    for match in _NUMBER.finditer(text):
-        token = match.group().replace("−", "-")
+    for match in NUMBER.finditer(text):
+        written, at = match.group(), match.start()
+        if _glued(text, at):
+            if written[0].isdigit() or _glued(text, at + 1):
+                continue
+            written = written[1:]  # "2023-03": the hyphen joins, the 03 is a number
+        token = as_ascii(written)
         if "," in token and "." in token:  # both marks: the last one is the decimal mark
             comma_decimal = token.rfind(",") > token.rfind(".")
             readings = [token.replace(".", "").replace(",", ".") if comma_decimal else token.replace(",", "")]
+        elif len(token) < len(written):  # thousands grouped by a space or an apostrophe: one reading
+            readings = [str(to_float(written))]
         else:  # one mark: a decimal mark or a thousands separator
             readings = [token.replace(",", "."), token.replace(",", "").replace(".", "")]
         for reading in readings:
@@ -170,8 +190,13 @@ def _has_number(found: Sequence[float], value: float) -> bool:
 
 
 def _has_words(answer_words: Sequence[str], value: str) -> bool:
+    """Whether ``answer_words`` hold ``value`` as whole words; a value in wide characters
+    (CJK, kana, Hangul) anywhere in them, as those scripts run words and particles
+    together ("東京は晴れ" states "晴れ", "서울은" states "서울")."""
     want = words(value)
     n = len(want)
+    if n and any(wide(c) == 2 for c in value):
+        return " ".join(want) in " ".join(answer_words)
     return n > 0 and any(list(answer_words[i : i + n]) == want for i in range(len(answer_words) - n + 1))
 
 

@@ -9,7 +9,9 @@ objects) is misread where the latest request does not write it while it writes e
 one other member of that list, as a whole word (case folded), and no other value of the
 call is that member. Two members written ("convert json to xml") tell nothing; members
 without a letter (``"1"``, ``"2"``: numbers are the number checks') or shorter than three
-characters (``"in"``, ``"am"``) are not read: they occur as other words.
+characters (``"in"``, ``"am"``; a wide character, CJK, kana or Hangul, counts two: "華氏"
+is read) are not read: they occur as other words. In a script of wide characters, which
+runs words and particles together, a member written anywhere counts ("華氏で").
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from agentfsm.core.messages import ToolCall, ToolSpec
+from agentfsm.core.words import wide
 from agentfsm.guards._history import show_arguments
 from agentfsm.guards.base import ACCEPT, Correction, CorrectionReason, Verdict
 
@@ -107,7 +110,7 @@ def _listed(arguments: Any, schema: Any, path: tuple[str, ...]) -> Iterator[tupl
 
 
 def _readable(member: str) -> bool:
-    return len(member.strip()) >= _SHORTEST and any(c.isalpha() for c in member)
+    return wide(member.strip()) >= _SHORTEST and any(c.isalpha() for c in member)
 
 
 def _names(text: str, member: str) -> bool:
@@ -117,6 +120,10 @@ def _names(text: str, member: str) -> bool:
 
 @lru_cache(maxsize=512)
 def _word(member: str) -> re.Pattern[str]:
+    """``member`` as a whole word; a member of wide characters (CJK, kana, Hangul) anywhere:
+    those scripts run words and particles together ("華氏で")."""
+    if any(wide(c) == 2 for c in member):
+        return re.compile(re.escape(member.strip()))
     return re.compile(r"(?<![^\W_])" + re.escape(member.strip()) + r"(?![^\W_])")
 
 

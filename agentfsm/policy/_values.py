@@ -1,8 +1,10 @@
 """Where a call's values occur in the conversation (:mod:`agentfsm.policy.grounding`'s
 reading of values): the numbers and strings a call carries (:func:`values_of`), and
-whether the conversation has one (:class:`Source`: a number written in digits; a string,
-one of its words, or a word it abbreviates). Number words are English and read only
-where asked for (:func:`numbers_in`, :func:`number_spans`: the opt-in English policies).
+whether the conversation has one (:class:`Source`: a number written in digits, in any
+script; a string, one of its words, a word it abbreviates, or a word it inflects at its
+end, compared folded in every script: :mod:`agentfsm.core.words`). Number words are
+English and read only where asked for (:func:`numbers_in`, :func:`number_spans`: the
+opt-in English policies).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentfsm.core.numbers import NUMBER, digits_in, same, to_float
+from agentfsm.core.words import fold, words
 
 __all__ = ["STOP_WORDS", "WORD", "Source", "enum_params", "grounded", "number_spans", "numbers_in", "values_of"]
 
@@ -62,10 +65,12 @@ class Source:
     """The conversation's numbers and words, read once."""
 
     def __init__(self, text: str, number_words: bool = False) -> None:
-        self.text = text.lower()
-        self.words = set(WORD.findall(self.text))
+        #: the text folded (:func:`~agentfsm.core.words.fold`), and its words
+        self.text = fold(text)
+        self.words = set(words(self.text))
         self._squeezed: str | None = None
-        self.numbers = digits_in(self.text)
+        # read before folding, which turns a no-break space between thousands into a space
+        self.numbers = digits_in(text)
         # number words are English: only the opt-in English policies read them
         if number_words:
             self.numbers |= {v for w, v in _NUMBER_WORDS.items() if w in self.words}
@@ -74,23 +79,33 @@ class Source:
     def squeezed(self) -> str:
         """The text's letters and digits only ("Example_City" is "example city")."""
         if self._squeezed is None:
-            self._squeezed = "".join(WORD.findall(self.text))
+            self._squeezed = "".join(words(self.text))
         return self._squeezed
 
     def has(self, value: float | str) -> bool:
         if isinstance(value, float):
             return any(same(value, n) for n in self.numbers)
+        value = fold(value).strip()
         if not value:
             return False
         if value in self.text:
             return True
-        words = [w for w in WORD.findall(value) if len(w) >= 2]
-        if words and "".join(words) in self.squeezed:
+        said = [w for w in words(value) if len(w) >= 2]
+        if said and "".join(said) in self.squeezed:
             return True
         # most of its words, not one "the": a value trailing off into prose is not grounded
-        content = [w for w in words if w not in STOP_WORDS] or words
-        found = sum(w in self.words or (len(w) <= 4 and any(s.startswith(w) for s in self.words)) for w in content)
+        content = [w for w in said if w not in STOP_WORDS] or said
+        found = sum(w in self.words or self._stem(w) for w in content)
         return found > 0 and 2 * found >= len(content)
+
+    def _stem(self, word: str) -> bool:
+        """Whether a word of the text starts with ``word`` (an abbreviation: "mi" for
+        "miles"), or with all of ``word`` but its last letter, where ``word`` is 5 letters or
+        more (a word inflected at its end: "Москва" for "в Москве", "Warszawa" for "w Warszawie")."""
+        if len(word) <= 4:
+            return any(s.startswith(word) for s in self.words)
+        stem = word[:-1]
+        return any(s.startswith(stem) and len(s) - len(stem) <= 3 for s in self.words)
 
 
 def number_spans(value: float, text: str) -> list[tuple[int, int]]:

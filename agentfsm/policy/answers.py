@@ -5,7 +5,8 @@ restates in its answer where it would copy another number from a bare value.
 Greedy decoding on a small model often ends an answer by repeating a sentence until the
 token limit ("The capital of Japan is Tokyo. The capital of Japan is Tokyo. The capi").
 When everything from some sentence on only repeats sentences already written (the last
-one possibly cut off), the answer ends before that point. An answer that says a thing
+one possibly cut off), the answer ends before that point (a sentence ends at a full stop,
+question or exclamation mark of any script: "。", "؟", "।"). An answer that says a thing
 twice and then goes on is left as it is. A loop inside a sentence ("No, no, no, no, ...",
 "I'm sorry, I'm sorry, ...") is cut the same way when it runs to the end of the answer,
 repeats one stretch (:func:`agentfsm.core.loops.tail_loops`: up to 40 characters, at
@@ -22,7 +23,9 @@ cut, so replay decides the same way.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
+from functools import cache
 
 from agentfsm.core.loops import tail_loops
 from agentfsm.core.messages import Message, ToolMessage, ToolResult, UserMessage
@@ -30,8 +33,22 @@ from agentfsm.policy.base import Policy
 
 __all__ = ["POLICY", "AnswersPolicy", "latest_results", "trim_repetition"]
 
-#: a sentence ends at . ! ? followed by white space (not inside "50.0"), or at a newline
-_BREAK = re.compile(r"((?<=[.!?])\s+|\n+)")
+#: the names of the marks that end a sentence in any script: 。 ！ ？ ؟ ۔ । ॥ ։ ። ...
+#: (Unicode has a Sentence_Terminal property; :mod:`unicodedata` does not expose it)
+_TERMINAL = re.compile(r"\b(?:FULL STOP|QUESTION MARK|EXCLAMATION MARK|DANDA)\b")
+
+
+@cache
+def _break() -> re.Pattern[str]:
+    """Where a sentence ends: at . ! ? followed by white space (not inside "50.0"), at
+    another script's full stop, question or exclamation mark with or without white space
+    after it (Chinese and Japanese write none), but for one between digits ("１２．５"), or
+    at a newline. Built on first use: the marks are read from the Unicode database."""
+    marks = "".join(
+        c for c in map(chr, range(0x80, 0x20000))
+        if unicodedata.category(c) == "Po" and _TERMINAL.search(name := unicodedata.name(c, "")) and "INVERTED" not in name
+    )
+    return re.compile(rf"((?<=[.!?])\s+|(?<=[{re.escape(marks)}])(?!\d)\s*|\n+)")
 
 
 def _key(sentence: str) -> str:
@@ -84,13 +101,13 @@ def _drop_unfinished_number(text: str) -> str:
     found = _loop_start(text, letters=False)
     if found is None:
         return text
-    breaks = [m.start() for m in _BREAK.finditer(text, 0, found[0])]
+    breaks = [m.start() for m in _break().finditer(text, 0, found[0])]
     kept = text[: breaks[-1]].rstrip() if breaks else ""
     return kept or text
 
 
 def _trim_sentences(text: str) -> str:
-    pieces = _BREAK.split(text)  # sentence, break, sentence, break, ...
+    pieces = _break().split(text)  # sentence, break, sentence, break, ...
     sentences = pieces[::2]
     seen: list[str] = []
     for i, sentence in enumerate(sentences):

@@ -64,13 +64,14 @@ from typing import Final
 
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.numbers import digits_in
+from agentfsm.core.words import fold, wide, words
 from agentfsm.policy.answers import latest_results
 from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
 from agentfsm.guards._history import calls_and_results, conversation_text, latest_request, show_arguments, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import answer_schema, runtime_text
 from agentfsm.policy._feedback import fed_back_again
-from agentfsm.policy._values import STOP_WORDS, WORD, Source, enum_params, grounded, number_spans, numbers_in, values_of
+from agentfsm.policy._values import STOP_WORDS, Source, enum_params, grounded, number_spans, numbers_in, values_of
 from agentfsm.policy._members import MEMBER_REASON, check_member, held_to_named
 from agentfsm.policy._misread import MISREAD_REASON, REASONS as NUMBER_REASONS, UNWRITTEN_REASON, check_misread, check_unwritten, digits_of
 from agentfsm.policy.base import Policy, correction_of, refused_calls, refused_reply
@@ -194,20 +195,32 @@ def check(
 
 
 def _marks(text: str) -> tuple[set[float], set[str]]:
-    """The numbers and the significant words (4+ letters) of ``text``, lowercased."""
-    low = text.lower()
-    numbers = digits_in(low)
-    words = {w for w in WORD.findall(low) if len(w) >= 4 and not w.isdigit() and w not in STOP_WORDS}
-    return numbers, words
+    """The numbers and the significant words of ``text`` (worth 4 letters or more, a wide
+    character two: :func:`~agentfsm.core.words.wide`), folded."""
+    numbers = digits_in(text)
+    significant = {w for w in words(fold(text)) if wide(w) >= 4 and not w.isdigit() and w not in STOP_WORDS}
+    return numbers, significant
+
+
+def _stated(word: str, answer: str) -> bool:
+    """Whether the folded ``answer`` holds ``word``: within a longer word too, as a script
+    written without spaces runs a sentence's words together ("東京は晴れ"); a word of wide
+    characters, by two of them in a row ("東京は晴れです" for "晴れ、東京"); a word of 5
+    letters or more, inflected at its end ("в Москве" for "Москва")."""
+    if word in answer or (len(word) >= 5 and word[:-1] in answer):
+        return True
+    pairs = (word[i : i + 2] for i in range(len(word) - 1))
+    return any(wide(p) == 4 and p in answer for p in pairs)
 
 
 def _reflects(answer: str, result: str) -> bool:
-    numbers, words = _marks(result)
-    if not numbers and not words:
+    numbers, significant = _marks(result)
+    if not numbers and not significant:
         return True  # nothing to state
-    said_numbers, said_words = _marks(answer)
+    said_numbers = digits_in(answer)
     close = any(abs(a - n) <= max(0.01, 0.005 * abs(n)) for n in numbers for a in said_numbers)
-    return close or bool(words & said_words)
+    said = fold(answer)
+    return close or any(_stated(w, said) for w in significant)
 
 
 def check_answer(history: Sequence[Message], answer: str) -> Verdict:
