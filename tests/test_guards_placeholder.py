@@ -26,7 +26,7 @@ from agentfsm.core.messages import (
 )
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.testing import ScriptedBackend
-from agentfsm.runtime.turn import prepare_request
+from agentfsm.runtime.request import prepare_request
 
 WEATHER = ToolSpec(
     name="weather",

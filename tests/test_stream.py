@@ -243,7 +243,7 @@ async def test_a_long_streamed_reply_gives_the_event_loop_turns_while_it_is_pars
 
     from agentfsm.core.backend import GenerationOptions
     from agentfsm.core.messages import PromptMessage
-    from agentfsm.runtime.turn import _Attempt, _generate
+    from agentfsm.runtime.attempt import Attempt, generate
     from agentfsm.testing import ScriptedBackend
 
     reply = "[" * 300_000  # every character an opener's first: the slowest text to scan
@@ -256,9 +256,9 @@ async def test_a_long_streamed_reply_gives_the_event_loop_turns_while_it_is_pars
             await asyncio.sleep(0)
 
     task = asyncio.ensure_future(ticker())
-    out = _Attempt()
+    out = Attempt()
     prompt = [PromptMessage(role="user", content="hi")]
-    async for _ in _generate(backend, prompt, GenerationOptions(), "", out, parser=StreamParser(), hold=False, deadline=None):
+    async for _ in generate(backend, prompt, GenerationOptions(), "", out, parser=StreamParser(), hold=False, deadline=None):
         pass
     task.cancel()
     assert out.text == reply and ticks[0] > 1  # others ran while the reply was parsed

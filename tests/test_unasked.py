@@ -14,7 +14,7 @@ from agentfsm.core.backend import Capabilities, GenerationOptions
 from agentfsm.core.messages import AssistantMessage, Message, UserMessage
 from agentfsm.engine.decide import CallTools, Correct, EngineConfig, step
 from agentfsm.engine.plan import plan, unasked
-from agentfsm.runtime.turn import prepare_request
+from agentfsm.runtime.request import prepare_request
 
 from tests._histories import MATH, PLACES, after, call
 

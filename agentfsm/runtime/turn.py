@@ -9,7 +9,9 @@ for callers that want the result only.
 What happens once, here:
 
 - each attempt's request follows :func:`~agentfsm.engine.decide.plan` (tool_choice,
-  enforcement level, retry grammar, compaction, extension);
+  enforcement level, retry grammar, compaction, extension), built by
+  :func:`~agentfsm.runtime.request.build_request` and sent by
+  :func:`~agentfsm.runtime.attempt.generate`;
 - prose is *held* (not yielded while it arrives) until the engine accepts the attempt,
   then yielded whole: a refused attempt's prose never reaches the caller, so a streamed
   answer is the whole answer. With ``live``, prose is yielded as the parser releases it
@@ -24,10 +26,10 @@ What happens once, here:
   the budget is counted from the history, as a stateless proxy counts it.
 
 The event loop is never held long by one reply: a streamed reply's parsing gives the
-loop a turn every few milliseconds (:data:`YIELD_EVERY`), and the engine decides a long
-reply (:data:`~agentfsm.runtime.model_calls.OFF_LOOP_CHARS`; :func:`~agentfsm.runtime.model_calls.decide`)
-in a worker thread, where parsing and validating it
-cannot stall the proxy's other clients.
+loop a turn every few milliseconds (:data:`~agentfsm.runtime.attempt.YIELD_EVERY`), and
+the engine decides a long reply (:data:`~agentfsm.runtime.model_calls.OFF_LOOP_CHARS`;
+:func:`~agentfsm.runtime.model_calls.decide`) in a worker thread, where parsing and
+validating it cannot stall the proxy's other clients.
 
 The turn ends with tool calls or an answer; a spent budget under a required call, a
 loop, or ``max_steps`` raise the engine's typed error. Under ``auto`` a spent budget
@@ -36,52 +38,39 @@ ends the turn with the model's best acceptable reply (``TurnResult.exhausted``).
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentfsm.core._types import EnforcementLevel
 from agentfsm.core.config import DEFAULTS
-from agentfsm.core.backend import Backend, GenerationOptions, ScoresContinuations, TextStream, Usage
-from agentfsm.core.choice import ToolChoice
-from agentfsm.engine.decisions import Plan
+from agentfsm.core.backend import Backend, GenerationOptions, ScoresContinuations, Usage
 from agentfsm.engine.decide import Answer, CallTools, Correct, EngineConfig, Fail, TransitionRecord
 from agentfsm.engine.choice import wants_choice
-from agentfsm.engine.consensus import TEMPERATURE
-from agentfsm.engine.plan import plan, policies_of, unasked, wants_vote
+from agentfsm.engine.plan import plan, wants_vote
 from agentfsm.core.errors import MaxStepsExceeded, NothingToDecide, RunError, UsageError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
-from agentfsm.core.messages import Message, PromptMessage
+from agentfsm.core.messages import Message
 from agentfsm.core.states import DECIDING_STATES, State, derive_state, pending_calls
 from agentfsm.core.stops import StopCutter, cut_at_stop
-from agentfsm.dialects import get_dialect
-from agentfsm.dialects.stream import StreamEvent, StreamParser, TextDelta
-from agentfsm.prompt.contract import render_contract
-from agentfsm.prompt.enforcement import build_action_schema
-from agentfsm.prompt.projection import project_history
+from agentfsm.dialects.stream import StreamParser
+from agentfsm.runtime.attempt import Attempt, generate
 from agentfsm.runtime.choose import choose
-from agentfsm.runtime.model_calls import bounded, decide, extend, record_cut, usage_of, vote
+from agentfsm.runtime.model_calls import decide, extend, record_cut, vote
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder
+from agentfsm.runtime.request import build_request
 from agentfsm.runtime.tally import Tally
 
 __all__ = [
     "Tally",
     "TurnResult",
-    "bounded",
-    "prepare_request",
     "record_decision",
     "recorded_turn",
     "run_turn",
     "stream_turn",
-    "usage_of",
 ]
-
-#: seconds of stream parsing after which the loop is given a turn
-YIELD_EVERY = 0.005
-
 
 @dataclass(frozen=True)
 class TurnResult:
@@ -101,131 +90,6 @@ class TurnResult:
     def exhausted(self) -> bool:
         """The correction budget ran out: the answer is the model's best acceptable reply."""
         return isinstance(self.decision, Answer) and self.decision.exhausted
-
-
-def _request(
-    history: Sequence[Message], config: EngineConfig, p: Plan, options: GenerationOptions
-) -> tuple[list[PromptMessage], GenerationOptions, str]:
-    """The prompt, options and prefill that carry out plan ``p``."""
-    prefill = ""
-    if p.resample and options.temperature == 0:
-        # the model wrote a refused reply again: greedy decoding would write it a third time
-        options = options.model_copy(update={"temperature": TEMPERATURE, "seed": (options.seed or 0) + len(history)})
-    if p.level == "constrained":
-        # once the model chose a call (engine.choice.narrow), the grammar drops the answer
-        choice = p.tool_choice if p.answers else ToolChoice.REQUIRED
-        schema = build_action_schema(p.tools, choice, p.listed, p.compact, config.answer_schema, p.no_slot,
-                                     p.max_length, p.numbers)
-        options = options.model_copy(update={"json_schema": schema})
-    elif p.prefill:
-        prefill = get_dialect(config.dialect).opener
-        options = options.model_copy(update={"prefill": prefill})
-    constrained = p.level == "constrained"
-    contract = (
-        render_contract(
-            config.tools, p.dialect, p.tool_choice, config.parallel, constrained=constrained,
-            answer_schema=config.answer_schema,
-        )
-        if config.tools else None
-    )
-    # the answer alone after a correction: the grammar asks, the results close with the
-    # answer's request, the turn's refused replies and corrections left out
-    shown = history if p.corrections == "all" else unasked(history, keep_last=p.corrections == "last")
-    prompt = project_history(
-        shown, config.tools, dialect=p.dialect, tool_choice=p.tool_choice, parallel=config.parallel,
-        contract=contract, sentences=policies_of(config).result_sentences, answer_only=p.corrections != "all",
-    )
-    return prompt, options, prefill
-
-
-def prepare_request(
-    backend: Backend,
-    history: Sequence[Message],
-    config: EngineConfig,
-    enforcement: EnforcementLevel,
-    options: GenerationOptions,
-) -> tuple[list[PromptMessage], GenerationOptions, str, str]:
-    """The prompt, options, enforcement level and prefill for the next model call."""
-    p = plan(history, config, backend.capabilities, enforcement)
-    prompt, opts, prefill = _request(history, config, p, options)
-    return prompt, opts, p.level, prefill
-
-
-@dataclass
-class _Attempt:
-    """One model call as it arrives: its text, and the prose the caller has seen."""
-
-    text: str = ""
-    finish_reason: str = "stop"
-    usage: Usage = field(default_factory=Usage)
-    forwarded: list[str] = field(default_factory=list)
-    #: the completion limit the backend sent in place of the asked one (None: as asked)
-    max_tokens_sent: int | None = None
-    #: a stream's text as it arrives (the prefill first)
-    parts: list[str] = field(default_factory=list)
-
-
-async def _generate(
-    backend: Backend,
-    prompt: list[PromptMessage],
-    opts: GenerationOptions,
-    prefill: str,
-    out: _Attempt,
-    *,
-    parser: StreamParser | None,
-    hold: bool,
-    deadline: float | None,
-) -> AsyncIterator[str]:
-    """One model call into ``out``; with a ``parser``, streamed, yielding the prose it
-    releases (nothing while ``hold``)."""
-    if parser is None:
-        completion = await bounded(backend.acomplete(prompt, opts), deadline)
-        out.text = prefill + completion.text
-        out.finish_reason = completion.finish_reason
-        out.usage = usage_of(completion.usage, prompt, completion.text)
-        out.max_tokens_sent = completion.max_tokens_sent
-        return
-    parts = out.parts
-    parts.append(prefill)
-    pending: list[StreamEvent] = parser.feed(prefill) if prefill else []
-    source = backend.astream(prompt, opts)
-    since = time.monotonic()
-    try:
-        while True:
-            try:
-                piece = await bounded(anext(source), deadline)
-            except StopAsyncIteration:
-                break
-            if len(parts) == 1 and isinstance(source, TextStream):  # known once the upstream answers
-                out.max_tokens_sent = source.max_tokens_sent
-            parts.append(piece)
-            pending += parser.feed(piece)
-            for text in _prose(pending, hold, out):
-                yield text
-            pending = []
-            if time.monotonic() - since > YIELD_EVERY:
-                # the upstream's chunks may all be buffered already: parse no longer at a stretch
-                await asyncio.sleep(0)
-                since = time.monotonic()
-    finally:
-        aclose = getattr(source, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    for text in _prose(parser.close(), hold, out):
-        yield text
-    out.text = "".join(parts)
-    ended = source if isinstance(source, TextStream) else None
-    out.finish_reason = (ended.finish_reason if ended else None) or "stop"
-    out.usage = usage_of(ended.usage if ended else None, prompt, out.text[len(prefill):])
-    out.max_tokens_sent = ended.max_tokens_sent if ended else None
-
-
-def _prose(events: Sequence[StreamEvent], hold: bool, out: _Attempt) -> list[str]:
-    if hold:
-        return []
-    texts = [e.text for e in events if isinstance(e, TextDelta) and e.text]
-    out.forwarded += texts
-    return texts
 
 
 async def stream_turn(
@@ -282,9 +146,9 @@ async def stream_turn(
             backend, ScoresContinuations
         ):
             p, _ = await choose(
-                backend, history, p, lambda h, q: _request(h, config, q, options)[:2], recorder, tally, deadline
+                backend, history, p, lambda h, q: build_request(h, config, q, options)[:2], recorder, tally, deadline
             )
-        prompt, opts, prefill = _request(history, config, p, options)
+        prompt, opts, prefill = build_request(history, config, p, options)
         attempts += 1
         tally.attempts += 1
         recorder.emit(ModelRequestEvent, attempt=attempts, messages=tuple(prompt), options=opts, enforcement=p.level)
@@ -293,9 +157,9 @@ async def stream_turn(
         hold = (not live or p.level == "constrained" or p.tool_choice.requires_call
                 or config.answer_schema is not None)
         parser = StreamParser(config.tools, config.dialect) if stream else None
-        out = _Attempt()
+        out = Attempt()
         try:
-            async for text in _generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
+            async for text in generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
                 tally.sent_limit(out.max_tokens_sent)  # before text leaves (a proxy's headers go with it)
                 if shown := cutter.feed(text):
                     yield shown

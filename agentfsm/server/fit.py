@@ -1,7 +1,7 @@
 """A proxied request fitted to its backend's context, before any model call.
 
 The prompt measured is the first model call's, exactly as the turn runner builds it
-(:func:`~agentfsm.runtime.turn.prepare_request`: contract, client system text,
+(:func:`~agentfsm.runtime.request.prepare_request`: contract, client system text,
 history, prefill), counted by the backend where it can count
 (:class:`~agentfsm.core.backend.CountsTokens`: the local model) and otherwise with the
 estimate the usage falls back to. :func:`~agentfsm.prompt.compaction.fit_prompt` decides:
@@ -20,7 +20,7 @@ from agentfsm.core.errors import PromptTooLong
 from agentfsm.core.messages import PromptMessage, ToolSpec
 from agentfsm.prompt.compaction import Fit, fit_prompt
 from agentfsm.protocols import estimate_tokens
-from agentfsm.runtime.turn import prepare_request
+from agentfsm.runtime.request import prepare_request
 from agentfsm.server.exchange import Exchange
 
 __all__ = ["count_prompt_tokens", "fit_exchange", "prompt_tokens"]

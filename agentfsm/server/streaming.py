@@ -43,7 +43,8 @@ from agentfsm.core.backend import TextStream
 from agentfsm.core.errors import AgentFSMError, ClientGone, RetryBudgetExceeded
 from agentfsm.core.events import ModelOutputEvent
 from agentfsm.runtime.model_calls import record_cut
-from agentfsm.runtime.turn import YIELD_EVERY, bounded, usage_of
+from agentfsm.runtime.attempt import YIELD_EVERY
+from agentfsm.runtime.model_calls import bounded, usage_of
 from agentfsm.server.exchange import Exchange, Reply, cut_by_client, plain_reply, reply_for
 from agentfsm.server.wire import StreamSink
 
