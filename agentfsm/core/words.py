@@ -7,6 +7,11 @@ values are compared in (Unicode compatibility decomposition, accents and other c
 marks left out, zero-width and other format characters left out, case folded), and
 :func:`words` reads a text's words in any script: runs of letters, digits and the marks
 that belong to them (a Devanagari or Thai vowel sign is part of its word, not a break).
+
+Both run on every decision over the whole conversation (a long Claude Code session is
+hundreds of kilobytes, nearly all ASCII): ASCII text, which has no combining mark, format
+character nor case beyond ``lower``, is handled by the regular expression engine and
+:meth:`str.lower` alone, and only the runs of other characters are read one by one.
 """
 
 from __future__ import annotations
@@ -16,16 +21,25 @@ import unicodedata
 
 __all__ = ["fold", "words", "wide"]
 
-#: one character that is no letter nor digit (nor ``_``): a mark among them is part of a word
-_GAP = re.compile(r"[\W_]")
+#: one or more ASCII characters that are no letter nor digit (``_`` among them)
+_ASCII_GAP = re.compile(r"[\x00-/:-@\[-`{-\x7f]+")
+#: one other character that is no letter nor digit: a mark among them is part of a word
+_WIDE_GAP = re.compile(r"[^\x00-\x7f\w]")
+#: a run of characters outside ASCII
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
 def fold(text: str) -> str:
     """``text`` as values are compared: NFKD, combining marks and format characters (Cf:
     zero-width spaces and joiners, bidi marks) left out, recomposed (NFC: Hangul), case folded."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    kept = "".join(c for c in decomposed if not unicodedata.combining(c) and unicodedata.category(c) != "Cf")
+    if text.isascii():
+        return text.lower()
+    kept = _NOT_ASCII.sub(_kept, unicodedata.normalize("NFKD", text))
     return unicodedata.normalize("NFC", kept).casefold()
+
+
+def _kept(match: re.Match[str]) -> str:
+    return "".join(c for c in match.group() if not unicodedata.combining(c) and unicodedata.category(c) != "Cf")
 
 
 def _gap(match: re.Match[str]) -> str:
@@ -35,7 +49,8 @@ def _gap(match: re.Match[str]) -> str:
 
 def words(text: str) -> list[str]:
     """The words of ``text``, in any script: runs of letters, digits and marks."""
-    return _GAP.sub(_gap, text).split()
+    spaced = _ASCII_GAP.sub(" ", text)
+    return (spaced if spaced.isascii() else _WIDE_GAP.sub(_gap, spaced)).split()
 
 
 def wide(word: str) -> int:
