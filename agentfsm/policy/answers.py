@@ -22,6 +22,7 @@ cut, so replay decides the same way.
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -107,18 +108,42 @@ def _drop_unfinished_number(text: str) -> str:
 
 
 def _trim_sentences(text: str) -> str:
+    """``text`` up to the first sentence already written from which every sentence only
+    repeats one written before it, or begins one (the last, cut off); else ``text``.
+
+    In time about linear in the sentences (a long answer that repeats a block and goes on
+    was cubic, looking at every later sentence from each repeated one): each distinct
+    sentence is known by the first sentence it begins (:func:`_first_begun`), and a cut
+    at ``i`` holds when every sentence from ``i`` on begins one before ``i``."""
     pieces = _break().split(text)  # sentence, break, sentence, break, ...
-    sentences = pieces[::2]
-    seen: list[str] = []
-    for i, sentence in enumerate(sentences):
-        key = _key(sentence)
-        if key and key in seen:
-            rest = [_key(s) for s in sentences[i:]]
-            if all(not k or k in seen or any(s.startswith(k) for s in seen) for k in rest):
-                return "".join(pieces[: 2 * i]).rstrip()
+    keys = [_key(s) for s in pieces[::2]]
+    first: dict[str, int] = {}
+    for i, key in enumerate(keys):
         if key:
-            seen.append(key)
-    return text
+            first.setdefault(key, i)
+    begun = _first_begun(first)
+    cut, latest = None, -1  # latest: the last of the sentences the ones from i on begin
+    for i in range(len(keys) - 1, -1, -1):
+        key = keys[i]
+        if key:
+            latest = max(latest, begun[key])
+            if first[key] < i and latest < i:
+                cut = i
+    return text if cut is None else "".join(pieces[: 2 * cut]).rstrip()
+
+
+def _first_begun(first: dict[str, int]) -> dict[str, int]:
+    """For each sentence (by its first place, ``first``), the first place of a sentence
+    that begins with it (itself, or a longer one written before it)."""
+    ordered = sorted(first)  # the sentences that begin with a key follow it here
+    begun: dict[str, int] = {}
+    for key, at in first.items():
+        j = bisect.bisect_left(ordered, key)
+        while j < len(ordered) and ordered[j].startswith(key):
+            at = min(at, first[ordered[j]])
+            j += 1
+        begun[key] = at
+    return begun
 
 
 def latest_results(history: Sequence[Message]) -> list[ToolResult]:
