@@ -123,7 +123,8 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
                 await asyncio.sleep(0)
                 since = time.monotonic()
     except BaseException:  # the client left, or the stream failed: what it had seen is recorded
-        record_cut(ex.recorder, ex.tally, prompt, parts)
+        record_cut(ex.recorder, ex.tally, prompt, parts,
+                   max_tokens_sent=upstream.max_tokens_sent if isinstance(upstream, TextStream) else None)
         raise
     finally:
         await _aclose(upstream)
@@ -133,7 +134,8 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
     finish = (ended.finish_reason if ended else None) or "stop"
     usage = usage_of(ended.usage if ended else None, prompt, text)
     ex.tally.charge(usage)
-    ex.recorder.emit(ModelOutputEvent, text=text, usage=usage, finish_reason=finish)
+    ex.recorder.emit(ModelOutputEvent, text=text, usage=usage, finish_reason=finish,
+                     max_tokens_sent=ended.max_tokens_sent if ended else None)
     reply = plain_reply(text, finish, ended.stop_sequence if ended else None)
     ex.end(reply)
     for event in _ending(ex, sink, reply):
