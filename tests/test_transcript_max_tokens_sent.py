@@ -26,7 +26,7 @@ USER = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 def _ask(url: str, stream: bool, **kwargs: Any) -> None:
     with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
-        answer = client.chat.completions.create(model="m", messages=USER, stream=stream, **kwargs)  # type: ignore[call-overload]
+        answer = client.chat.completions.create(model="m", messages=USER, stream=stream, **kwargs)  # type: ignore[arg-type]
         if stream:
             list(answer)
 
