@@ -184,6 +184,7 @@ class ScriptedBackend:
         self, messages: Sequence[PromptMessage], options: GenerationOptions, end: TextStream
     ) -> AsyncIterator[str]:
         completion = self.complete(messages, options)
+        end.max_tokens_sent = completion.max_tokens_sent  # known once it answers, as a live backend's is
         for i in range(0, len(completion.text), _CHUNK):
             yield completion.text[i : i + _CHUNK]
         end.finish_reason, end.usage, end.stop_sequence = completion.finish_reason, completion.usage, completion.stop_sequence

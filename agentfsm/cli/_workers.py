@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["serve_workers", "worker_app"]
+__all__ = ["graceful", "serve_workers", "worker_app"]
 
 #: the checked options of ``agentfsm serve``, as JSON, for the workers
 OPTIONS_ENV = "AGENTFSM_SERVE_OPTIONS"
@@ -92,10 +92,20 @@ def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
     threading.Thread(target=watch, name="agentfsm-parent-watch", daemon=True).start()
 
 
+def graceful(shutdown_timeout: float) -> dict[str, Any]:
+    """uvicorn's setting for ``--shutdown-timeout``: once told to stop, it waits that long
+    for the requests under way, then cancels them (the app answers each 503 and ends its
+    transcript cancelled, :func:`agentfsm.server.handle.serve`). uvicorn annotates it
+    ``int`` but uses it as :func:`asyncio.wait_for`'s timeout, which takes any seconds."""
+    return {"timeout_graceful_shutdown": shutdown_timeout}
+
+
 def serve_workers(options: dict[str, Any], *, workers: int, port: int, api_key: str | None,
-                  upstream_api_key: str | None, guard: tuple[float, int]) -> None:
+                  upstream_api_key: str | None, guard: tuple[float, int], shutdown_timeout: float) -> None:
     """Serve ``options``' app from ``workers`` processes on ``port`` (until stopped), each
-    with ``guard`` (header timeout, connection limit) on its HTTP protocol."""
+    with ``guard`` (header timeout, connection limit) on its HTTP protocol and
+    ``shutdown_timeout`` for its requests under way once stopped (uvicorn's supervisor
+    passes SIGTERM on to each worker)."""
     import uvicorn
 
     global WorkerProtocol
@@ -113,7 +123,7 @@ def serve_workers(options: dict[str, Any], *, workers: int, port: int, api_key: 
     logging.getLogger("uvicorn.error").addFilter(_WorkerDeaths(_verbose()))
     uvicorn.run(
         "agentfsm.cli._workers:worker_app", factory=True, workers=workers, host=options["host"], port=port,
-        log_level="info", access_log=False, loop="auto", http=WorkerProtocol,
+        log_level="info", access_log=False, loop="auto", http=WorkerProtocol, **graceful(shutdown_timeout),
     )
 
 

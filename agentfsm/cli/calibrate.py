@@ -16,6 +16,7 @@ import typer
 
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
+from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
 
@@ -239,6 +240,7 @@ def calibrate(
     from agentfsm.runtime.transcript import prepare_transcripts_dir
 
     console = Console() if Console().is_terminal else Console(width=200)
+    stop = Stop()
     try:
         previous = _prepare_output(output)  # refused now, not after the whole calibration
         if transcripts is not None:
@@ -252,18 +254,19 @@ def calibrate(
         )
         start = time.perf_counter()
         deadline = None if time_limit is None else time.monotonic() + time_limit
-        outcomes = _run(model_backend, items, grid, config, max_tokens, transcripts, console, deadline)
+        with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
+            outcomes = _run(model_backend, items, grid, config, max_tokens, transcripts, console, deadline)
         seconds = time.perf_counter() - start
     except AgentFSMError as exc:
         typer.echo(f"agentfsm: error: {exc}", err=True)
         raise typer.Exit(2) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the runs under way ended their transcripts cancelled
         typer.echo(
-            f"agentfsm: interrupted: {output} was not written (a profile there is as it was); "
+            f"agentfsm: {stop.word}: {output} was not written (a profile there is as it was); "
             "--time-limit SECONDS ends a calibration early and writes what ran",
             err=True,
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(stop.code) from None
     rows = table(outcomes, grid)
     ran = [i.name for i in items if any(o.item == i.name for o in outcomes)]
     note = "" if len(ran) == len(items) else (

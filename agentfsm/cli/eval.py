@@ -14,6 +14,7 @@ import typer
 
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
+from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
 
@@ -68,13 +69,30 @@ def _bfcl_version() -> str | None:
         return None
 
 
-def _execute(backend: Backend, plan: EvalPlan, options: GenerationOptions, console: Console) -> list[CaseResult]:
+class _Count:
+    """How far an eval got: runs done of those planned (told when it is stopped)."""
+
+    def __init__(self) -> None:
+        self.done = self.total = 0
+
+
+def _stopped(stop: Stop, count: _Count, report: str) -> typer.Exit:
+    """Ctrl-C or SIGTERM: one line saying how far it got and that no report was written
+    (the runs under way ended their transcripts ``cancelled``); the exit to raise."""
+    typer.echo(f"agentfsm: {stop.word}: {count.done} of {count.total} runs were done; "
+               f"{report} was not written (a report there is as it was)", err=True)
+    return typer.Exit(stop.code)
+
+
+def _execute(
+    backend: Backend, plan: EvalPlan, options: GenerationOptions, console: Console, count: _Count
+) -> list[CaseResult]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from agentfsm.eval.runner import load_plan_cases
 
     cases = load_plan_cases(plan)
-    total = len(cases) * len(plan.specs)
+    total = count.total = len(cases) * len(plan.specs)
     right = 0
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -90,6 +108,7 @@ def _execute(backend: Backend, plan: EvalPlan, options: GenerationOptions, conso
         def on_result(result: CaseResult) -> None:
             nonlocal right
             right += result.valid
+            count.done += 1
             mark = "[green]ok[/]" if result.valid else "[red]x[/]"
             last = f"{result.case_id} {result.dialect}/{result.enforcement} {mark}"
             progress.update(task, advance=1, last=last)
@@ -152,6 +171,7 @@ def bfcl(
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)  # a log file gets the whole table, not a folded one
+    stop, count = Stop(), _Count()
     try:
         cats = parse_categories(categories)
         model_backend = make_backend(backend, base_url, model, api_key)
@@ -160,10 +180,14 @@ def bfcl(
             categories=cats, specs=specs, limit=limit, data_dir=data_dir, config=config, transcripts_dir=transcripts
         )
         options = GenerationOptions(max_tokens=max_tokens)
-        results = _execute(model_backend, plan, options, console)
+        with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
+            results = _execute(model_backend, plan, options, console, count)
     except AgentFSMError as exc:
         typer.echo(f"agentfsm: error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        stem = output.with_suffix("") if output.suffix in (".json", ".md", ".png") else output  # as write_report reads it
+        raise _stopped(stop, count, f"the report ({stem}.json, .md, .png)") from None
     rows = aggregate(results)
     meta: dict[str, Any] = {
         "command": "agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
@@ -247,6 +271,8 @@ def quality(
 
     console = Console(width=200) if not Console().is_terminal else Console()
     base = FAST if fast else FULL
+    path = output or (Path("runs/quality-fast.md") if fast else Path("bench/results/quality.md"))
+    stop, count = Stop(), _Count()
     try:
         if split not in (None, "tuned", "held-out", "all"):
             raise UsageError(f"--split must be 'tuned', 'held-out' or 'all', not {split!r}")
@@ -263,12 +289,12 @@ def quality(
         todo = plan.tasks() if tasks else ()
         cases = plan_cases(plan, data_dir)
         model_backend = make_backend(backend, base_url, model, api_key)
-        total, done, right = len(todo) + len(cases), 0, 0
+        count.total, right = len(todo) + len(cases), 0
 
         def progress(valid: bool, line: str) -> None:
-            nonlocal done, right
-            done, right = done + 1, right + valid
-            console.print(f"[{done}/{total}, {right} right] {line}", highlight=False, markup=False)
+            nonlocal right
+            count.done, right = count.done + 1, right + valid
+            console.print(f"[{count.done}/{count.total}, {right} right] {line}", highlight=False, markup=False)
 
         def on_task(r: SuiteResult) -> None:
             mark = "ok" if r.valid else f"x ({r.error or r.why})"
@@ -278,12 +304,15 @@ def quality(
         def on_case(r: CaseResult) -> None:
             progress(r.valid, f"{r.case_id}: {'ok' if r.valid else 'x'} ({r.seconds:.1f} s)")
 
-        task_results, case_results = asyncio.run(_run_and_close(
-            model_backend, run_quality(model_backend, todo, cases, transcripts, on_task, on_case, plan.max_tokens)
-        ))
+        with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
+            task_results, case_results = asyncio.run(_run_and_close(
+                model_backend, run_quality(model_backend, todo, cases, transcripts, on_task, on_case, plan.max_tokens)
+            ))
     except AgentFSMError as exc:
         typer.echo(f"agentfsm: error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        raise _stopped(stop, count, str(path)) from None
     rows = build_rows(task_results, case_results, live=set(plan.live_categories))
     console.print(render_table(rows))
     meta: dict[str, Any] = {
@@ -296,7 +325,6 @@ def quality(
         "tasks": f"{len(todo)} (split: {plan.split or 'both'}; languages: {', '.join(plan.languages or ('all',))}; "
                  f"held-out seed {HELD_OUT_SEED})",
     }
-    path = output or (Path("runs/quality-fast.md") if fast else Path("bench/results/quality.md"))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_markdown(rows, meta, task_results, case_results), encoding="utf-8")
     console.print(f"wrote {path}")

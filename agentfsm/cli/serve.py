@@ -15,7 +15,13 @@ from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, ma
 from agentfsm.cli._options import config_options
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
-from agentfsm.server.settings import DEFAULT_HEADER_TIMEOUT, NOT_FOR_THE_PROXY, Settings, StreamProse
+from agentfsm.server.settings import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_SHUTDOWN_TIMEOUT,
+    NOT_FOR_THE_PROXY,
+    Settings,
+    StreamProse,
+)
 
 if TYPE_CHECKING:
     from agentfsm.core.backend import Backend
@@ -91,6 +97,17 @@ StreamProseOpt = Annotated[
     ),
 ]
 HeaderTimeoutOpt = Annotated[float, typer.Option("--header-timeout", envvar="AGENTFSM_HEADER_TIMEOUT", min=0.001, help="Seconds a client may take to send a request's headers (408 and closed after).")]
+ShutdownTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--shutdown-timeout",
+        envvar="AGENTFSM_SHUTDOWN_TIMEOUT",
+        min=0,
+        help="Seconds the requests under way may take to finish once serve is told to stop (SIGTERM, Ctrl-C); "
+        "then they are cancelled: each client is answered 503 (a stream ends with an error event) and each "
+        "transcript ends cancelled. Keep it under the grace before SIGKILL (docker stop: 10 s).",
+    ),
+]
 MaxConnectionsOpt = Annotated[
     int | None,
     typer.Option("--max-connections", envvar="AGENTFSM_MAX_CONNECTIONS", min=1, help="Client connections open at once; more are answered 503 and closed. Default: 1000, or half the process's descriptor limit.", show_default=False),
@@ -282,6 +299,7 @@ def register(app: typer.Typer) -> None:
         stream_prose: StreamProseOpt = Settings.stream_prose,
         header_timeout: HeaderTimeoutOpt = DEFAULT_HEADER_TIMEOUT,
         max_connections: MaxConnectionsOpt = None,
+        shutdown_timeout: ShutdownTimeoutOpt = DEFAULT_SHUTDOWN_TIMEOUT,
         models: ModelsOpt = None,
         workers: WorkersOpt = 1,
         config: RunConfig = DEFAULTS,
@@ -294,6 +312,7 @@ def register(app: typer.Typer) -> None:
         """
         import uvicorn
 
+        from agentfsm.cli._workers import graceful
         from agentfsm.server.limits import default_max_connections, guarded_protocol
 
         options: dict[str, Any] = {
@@ -318,10 +337,12 @@ def register(app: typer.Typer) -> None:
 
             del asgi
             serve_workers(options, workers=workers, port=port, api_key=api_key, upstream_api_key=upstream_api_key,
-                          guard=(header_timeout, max_connections or default_max_connections()))
+                          guard=(header_timeout, max_connections or default_max_connections()),
+                          shutdown_timeout=shutdown_timeout)
             return
         # loop/http "auto": uvloop and httptools (dependencies) where installed, else asyncio and h11
         # http: uvicorn's own protocol (httptools where installed), with a header deadline and
         # a connection limit (agentfsm.server.limits)
         http = guarded_protocol(header_timeout, max_connections or default_max_connections())
-        uvicorn.run(asgi, host=host, port=port, log_level="warning", access_log=False, loop="auto", http=http)
+        uvicorn.run(asgi, host=host, port=port, log_level="warning", access_log=False, loop="auto", http=http,
+                    **graceful(shutdown_timeout))

@@ -10,7 +10,7 @@ ISO-8601 time) and ``type``; the rest of its fields depend on the type:
 ``contract``      ``hash`` and ``text`` of the system prompt sent
 ``choice``        ``tools``, ``scores``, ``baseline``, ``tool``, ``margin``: the scored call-or-answer choice
 ``model_request`` ``attempt``, ``messages``, ``options``, ``enforcement``; ``extension``
-``model_output``  ``text`` (prefill included), ``usage``, ``finish_reason``; ``extension``, ``cut``
+``model_output``  ``text`` (prefill included), ``usage``, ``finish_reason``; ``extension``, ``cut``, ``max_tokens_sent``
 ``parse``         ``content``, ``tool_calls``, ``problems``, ``truncated``
 ``guard``         ``guard``, ``verdict``, ``reason``, ``detail``
 ``retry``         ``reason``, ``attempt``, ``message`` (the correction sent)
@@ -26,12 +26,14 @@ A ``model_request`` / ``model_output`` pair with ``extension: true`` is the exte
 step of a parallel turn (:mod:`agentfsm.prompt.extension`); the field is written only
 when true. A ``model_output`` with ``cut: true`` is a streamed call that ended before the
 model did (the proxy's client left mid-stream): the text that had arrived, as far as the
-client could have seen it.
+client could have seen it. A ``model_output`` with ``max_tokens_sent`` was written under
+that limit, not the ``max_tokens`` of its ``model_request``: the backend lowered it to what
+the context left after the upstream refused the one asked (written only then).
 
 Versions: 2 added ``producer``, ``max_corrections`` and ``loop_threshold`` to the run's
 config; 3 added ``policies`` (the language policies that ran, in order); 4 added
 ``run_end`` status ``cancelled``, ``result_max_chars`` to an agent's or a batch task's
-config and ``cut`` to ``model_output``. A reader refuses a version newer than its own by
+config and ``cut`` and ``max_tokens_sent`` to ``model_output``. A reader refuses a version newer than its own by
 name (a :class:`TranscriptError` saying which), before it reads any field. Version-1
 transcripts still read: their producer is inferred (the proxy's config names a
 ``protocol``) and the two limits take their defaults; a config without ``policies``
@@ -226,7 +228,7 @@ class ModelRequestEvent(Event):
 class ModelOutputEvent(Event):
     """What the model wrote (the prefill included)."""
 
-    _sparse = frozenset({"extension", "candidate", "cut"})
+    _sparse = frozenset({"extension", "candidate", "cut", "max_tokens_sent"})
     type: Literal["model_output"] = "model_output"
     text: str
     usage: Usage = Field(default_factory=Usage)
@@ -239,6 +241,10 @@ class ModelOutputEvent(Event):
     #: cancelled or failed): ``text`` is what had arrived, ``finish_reason`` is ``cut``, and
     #: nothing decided on it (written only when true; replay serves no cut output)
     cut: bool = False
+    #: the ``max_tokens`` the backend sent when it lowered the one asked (``model_request``'s
+    #: ``options.max_tokens``) to what the context left, after the upstream refused it with a
+    #: context-length error (written only then; replay serves it back with the text)
+    max_tokens_sent: int | None = None
 
 
 class ParseEvent(Event):

@@ -35,12 +35,15 @@ def _events(source: TranscriptSource) -> Iterator[TranscriptEvent]:
 def read_model_outputs(source: TranscriptSource, run: str | None = None) -> list[Completion]:
     """The ``model_output`` events of a transcript (file or events), as Completions.
 
-    ``run`` keeps only the events of that run id; the text keeps its prefill. A ``cut``
+    ``run`` keeps only the events of that run id; the text keeps its prefill, and the
+    ``max_tokens`` a backend lowered is served with it (so the replayed run's tally, and so
+    a proxy's headers, name it as the recorded one did). A ``cut``
     output (a stream that ended before the model did) is no completion and is left out:
     nothing decided on it, so today's run stops there for want of output, as it did then.
     """
     return [
-        Completion(text=e.text, usage=e.usage, finish_reason=e.finish_reason, model="replay")
+        Completion(text=e.text, usage=e.usage, finish_reason=e.finish_reason, model="replay",
+                   max_tokens_sent=e.max_tokens_sent)
         for e in _events(source)
         if isinstance(e, ModelOutputEvent) and not e.cut and (run is None or e.run == run)
     ]

@@ -82,17 +82,18 @@ CUT = "cut"
 
 
 def record_cut(recorder: Recorder, tally: Tally, prompt: Sequence[PromptMessage], parts: Sequence[str],
-               prefill: str = "") -> None:
+               prefill: str = "", max_tokens_sent: int | None = None) -> None:
     """A streamed call that ended before the model did: the text that had arrived
-    (``parts``, after the ``prefill`` it starts with) as a ``model_output`` marked ``cut``,
-    its tokens (estimated: a cut stream reports none) charged on ``tally``; not a call
-    answered. Nothing when no text had arrived."""
+    (``parts``, after the ``prefill`` it starts with) as a ``model_output`` marked ``cut``
+    (with the ``max_tokens`` the backend sent, where it lowered the one asked), its tokens
+    (estimated: a cut stream reports none) charged on ``tally``; not a call answered.
+    Nothing when no text had arrived."""
     text = "".join(parts)
     if len(text) <= len(prefill):
         return
     used = usage_of(None, prompt, text[len(prefill):])
     tally.charge(used)
-    recorder.emit(ModelOutputEvent, text=text, usage=used, finish_reason=CUT, cut=True)
+    recorder.emit(ModelOutputEvent, text=text, usage=used, finish_reason=CUT, cut=True, max_tokens_sent=max_tokens_sent)
 
 
 async def extend(
@@ -129,7 +130,7 @@ async def extend(
     usage = usage_of(completion.usage, prompt, completion.text)
     recorder.emit(
         ModelOutputEvent, text=(opts.prefill or "") + completion.text, usage=usage,
-        finish_reason=completion.finish_reason, extension=True,
+        finish_reason=completion.finish_reason, extension=True, max_tokens_sent=completion.max_tokens_sent,
     )
     calls = read_extension(first, completion.text)
     if len(calls) == 1:
@@ -179,6 +180,7 @@ async def vote(
         text = prefill + completion.text
         recorder.emit(
             ModelOutputEvent, text=text, usage=used, finish_reason=completion.finish_reason, candidate=number,
+            max_tokens_sent=completion.max_tokens_sent,
         )
         decisions.append(await decide(history, text, config, completion.finish_reason))
         if settled(decisions, config.consensus - number, conversation):

@@ -164,13 +164,14 @@ async def stream_turn(
                 if shown := cutter.feed(text):
                     yield shown
         except BaseException:  # the client left, or the stream failed: what it had seen is recorded
-            record_cut(recorder, tally, prompt, out.parts, prefill)
+            record_cut(recorder, tally, prompt, out.parts, prefill, out.max_tokens_sent)
             raise
         tally.model_calls += 1
         usage += out.usage
         tally.charge(out.usage)
         tally.sent_limit(out.max_tokens_sent)
-        recorder.emit(ModelOutputEvent, text=out.text, usage=out.usage, finish_reason=out.finish_reason)
+        recorder.emit(ModelOutputEvent, text=out.text, usage=out.usage, finish_reason=out.finish_reason,
+                      max_tokens_sent=out.max_tokens_sent)
         # the reply is read, and corrected, in the format this attempt asked for (under a
         # grammar the json-protocol shape: a correction then shows that shape, not another)
         deciding = config if p.dialect == config.dialect else replace(config, dialect=p.dialect)

@@ -370,7 +370,8 @@ async def complete(ex: Exchange) -> Reply:
     ex.tally.sent_limit(completion.max_tokens_sent)
     prompt_tokens = completion.usage.prompt_tokens or sum(estimate_tokens(m.content) for m in prompt)
     ex.add_usage(prompt_tokens, completion.usage.completion_tokens or estimate_tokens(completion.text))
-    ex.recorder.emit(ModelOutputEvent, text=completion.text, usage=completion.usage, finish_reason=completion.finish_reason)
+    ex.recorder.emit(ModelOutputEvent, text=completion.text, usage=completion.usage,
+                     finish_reason=completion.finish_reason, max_tokens_sent=completion.max_tokens_sent)
     return plain_reply(completion.text, completion.finish_reason, completion.stop_sequence)
 
 

@@ -45,7 +45,7 @@ from agentfsm.server.exchange import ClientGone, Exchange, Reply, complete, unti
 from agentfsm.server.fit import fit_exchange
 from agentfsm.server.limits import ClientShare
 from agentfsm.server.settings import Settings
-from agentfsm.server.streaming import stream_events
+from agentfsm.server.streaming import SHUT_DOWN, stream_events
 from agentfsm.server.wire import Wire
 
 __all__ = ["JSONResponse", "check_client", "error_response", "normalize", "off_loop", "serve"]
@@ -112,11 +112,14 @@ async def serve(
             ex.end(error=gone)
         return Response(status_code=_CLIENT_CLOSED)
     except asyncio.CancelledError as cancelled:
-        # the server stopped without waiting for this request (a second Ctrl-C while
-        # shutting down): its transcript ends with run_end cancelled, cut off where it was
+        # the server stopped before this request finished (serve's --shutdown-timeout
+        # passed, or a second Ctrl-C): its transcript ends with run_end cancelled, cut off
+        # where it was, and the client, still there, is told so in its protocol's shape
         if ex is not None:
             ex.end(error=cancelled)
-        raise
+        if not _stopped_here():
+            raise
+        return JSONResponse(wire.error(503, SHUT_DOWN), status_code=503, headers={"connection": "close"})
     except AgentFSMError as exc:
         if ex is not None:
             ex.end(error=exc)
@@ -166,8 +169,18 @@ class _Place:
             self.share.leave(self.client)
 
 
+def _stopped_here() -> bool:
+    """Whether the cancellation being handled was the server's stop (uvicorn cancels a
+    request's task once the shutdown timeout passes), taken back so that the request can
+    still answer: the task then ends on its own, as soon as the answer is written."""
+    task = asyncio.current_task()
+    return task is not None and task.uncancel() == 0
+
+
 class _StreamWithPlace(StreamingResponse):
-    """A stream that gives its request's place back when it ends, however it ends."""
+    """A stream that gives its request's place back when it ends, however it ends; one
+    that the server's stop cut off has ended with the protocol's error event already
+    (:mod:`agentfsm.server.streaming`), so the stop ends it without an error."""
 
     def __init__(self, *args: Any, place: _Place, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -177,6 +190,9 @@ class _StreamWithPlace(StreamingResponse):
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
             await super().__call__(scope, receive, send)
+        except asyncio.CancelledError:
+            if not _stopped_here():
+                raise
         finally:
             self._place.give_back()
 

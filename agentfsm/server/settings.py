@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_HEADER_TIMEOUT",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_TOOLS",
+    "DEFAULT_SHUTDOWN_TIMEOUT",
     "NOT_FOR_THE_PROXY",
     "STREAM_PROSE",
     "Settings",
@@ -65,6 +66,10 @@ DEFAULT_BODY_TIMEOUT = 30.0
 #: seconds a client may take to send a request's line and headers by default (the HTTP
 #: server's bound: :func:`agentfsm.server.limits.guarded_protocol`)
 DEFAULT_HEADER_TIMEOUT = 10.0
+#: seconds ``serve`` waits, once told to stop (SIGTERM, Ctrl-C), for the requests under way
+#: before it cancels them: under Docker's 10 s grace before SIGKILL (``docker stop``), so
+#: that a cancelled request still answers its client and ends its transcript
+DEFAULT_SHUTDOWN_TIMEOUT = 8.0
 #: the most tools one request may offer by default (OpenAI's own API takes 128; the
 #: contract, grammar and parser of a tool set are built per distinct set, in memory
 #: bounded in bytes, and a set of thousands costs seconds to build)

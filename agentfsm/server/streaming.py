@@ -48,7 +48,10 @@ from agentfsm.runtime.model_calls import bounded, usage_of
 from agentfsm.server.exchange import Exchange, Reply, cut_by_client, plain_reply, reply_for
 from agentfsm.server.wire import StreamSink
 
-__all__ = ["stream_events"]
+__all__ = ["SHUT_DOWN", "stream_events"]
+
+#: what a request that the server's stop cut off is told (whole: a 503, which the SDKs retry)
+SHUT_DOWN = "the proxy shut down before this request finished; ask again"
 
 
 def stream_events(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
@@ -72,8 +75,15 @@ async def _guarded(ex: Exchange, sink: StreamSink, inner: AsyncIterator[str]) ->
         for event in sink.fail(exc):
             yield event
     except asyncio.CancelledError:
+        # the client left (the response's disconnect watcher cancels the stream) or the
+        # server stopped (its shutdown timeout passed): either way the run was cut off
         ex.end(error=ClientGone("client disconnected"))
-        raise
+        if not sent:
+            raise
+        # a client still there is told why its stream ends (a gone one reads nothing); the
+        # events are written without waiting, so the cancellation is not delivered again
+        for event in sink.fail(None, SHUT_DOWN):
+            yield event
     except Exception as exc:
         logger.exception("unexpected error while streaming")
         ex.end(error=exc)
@@ -113,7 +123,8 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
                 await asyncio.sleep(0)
                 since = time.monotonic()
     except BaseException:  # the client left, or the stream failed: what it had seen is recorded
-        record_cut(ex.recorder, ex.tally, prompt, parts)
+        record_cut(ex.recorder, ex.tally, prompt, parts,
+                   max_tokens_sent=upstream.max_tokens_sent if isinstance(upstream, TextStream) else None)
         raise
     finally:
         await _aclose(upstream)
@@ -123,7 +134,8 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
     finish = (ended.finish_reason if ended else None) or "stop"
     usage = usage_of(ended.usage if ended else None, prompt, text)
     ex.tally.charge(usage)
-    ex.recorder.emit(ModelOutputEvent, text=text, usage=usage, finish_reason=finish)
+    ex.recorder.emit(ModelOutputEvent, text=text, usage=usage, finish_reason=finish,
+                     max_tokens_sent=ended.max_tokens_sent if ended else None)
     reply = plain_reply(text, finish, ended.stop_sequence if ended else None)
     ex.end(reply)
     for event in _ending(ex, sink, reply):
