@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from agentfsm.backends import GenerationOptions, OpenAICompatBackend
 from agentfsm.core.backend import Backend
 from agentfsm.core.messages import PromptMessage
+from agentfsm.testing import FakeUpstream
 
-__all__ = ["MODES", "MESSAGES", "OPTIONS", "call"]
+__all__ = ["MODES", "MESSAGES", "OPTIONS", "call", "wait_for_requests"]
 
 #: the four ways to ask a backend: whole or streamed, blocking or async
 MODES = ("complete", "stream", "acomplete", "astream")
@@ -36,3 +38,12 @@ def call(
                 await backend.aclose()
 
     return asyncio.run(run())
+
+
+def wait_for_requests(fake: FakeUpstream, requests: int) -> None:
+    """Until the upstream holds ``requests`` chat requests (the last one now in its latency)."""
+    deadline = time.monotonic() + 60
+    while len(fake.chat_requests) < requests:
+        assert time.monotonic() < deadline, "the CLI never asked the upstream"
+        time.sleep(0.05)
+    time.sleep(0.3)

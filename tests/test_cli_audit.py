@@ -25,6 +25,7 @@ from agentfsm.runtime.transcript import read_transcript
 from agentfsm.testing import FakeUpstream
 from agentfsm.testing.example_tools import CALCULATOR
 from agentfsm.testing.fake_script import latency
+from tests._fake import wait_for_requests
 from tests._proxy import TOOLS_OPENAI, proxy, upstream_backend
 
 ACTION = '```json action\n{"tool": "calculate", "args": {"expression": "6*7"}}\n```'
@@ -33,15 +34,6 @@ UPSTREAM = ("--backend", "openai", "--enforcement", "prompt")
 
 def _types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
-
-
-def _wait_for(fake: FakeUpstream, requests: int) -> None:
-    """Until the upstream holds ``requests`` chat requests (the last one now in its latency)."""
-    deadline = time.monotonic() + 60
-    while len(fake.chat_requests) < requests:
-        assert time.monotonic() < deadline, "the CLI never asked the upstream"
-        time.sleep(0.05)
-    time.sleep(0.3)
 
 
 def _agentfsm(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
@@ -88,35 +80,7 @@ def test_a_cancelled_agent_run_ends_its_transcript_as_cancelled(tmp_path: Path) 
     assert (run["outcome"], run["reason"]) == ("incomplete", "cancelled") and stats.failed == 0
 
 
-def test_ctrl_c_ends_the_run_and_its_transcript(tmp_path: Path) -> None:
-    transcript = tmp_path / "t.jsonl"
-    with FakeUpstream([ACTION, latency(30, "42.")]) as fake:
-        proc = _agentfsm("run", "What is 6*7?", "--tools", "agentfsm.testing.example_tools:CALCULATOR", *UPSTREAM,
-                         "--base-url", fake.base_url, "--transcript", str(transcript))
-        _wait_for(fake, 2)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines()[-1] == "agentfsm: interrupted" and "Traceback" not in err
-    assert "calculate" in out  # the steps before it were shown
-    events = read_transcript(transcript)
-    assert events[-1]["type"] == "run_end" and events[-1]["status"] == "cancelled"
-    done = subprocess.run([sys.executable, "-m", "agentfsm", "replay", str(transcript)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.startswith("identical") and "cancelled" in done.stdout
-
-
-def test_ctrl_c_under_json_prints_one_result(tmp_path: Path) -> None:
-    with FakeUpstream([latency(30, "42.")]) as fake:
-        proc = _agentfsm("run", "hi", *UPSTREAM, "--base-url", fake.base_url, "--json",
-                         "--transcript", str(tmp_path / "t.jsonl"))
-        _wait_for(fake, 1)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert json.loads(out) == {"ok": False, "error": "KeyboardInterrupt", "message": "interrupted",
-                               "transcript": str(tmp_path / "t.jsonl")}
+# Ctrl-C and SIGTERM during `agentfsm run` (plain and --json): tests/test_sigterm.py
 
 
 def test_ctrl_c_in_chat_cancels_the_turn_and_keeps_the_conversation(tmp_path: Path) -> None:
@@ -130,10 +94,10 @@ def test_ctrl_c_in_chat_cancels_the_turn_and_keeps_the_conversation(tmp_path: Pa
         assert proc.stdin is not None
         proc.stdin.write("hello\n")
         proc.stdin.flush()
-        _wait_for(fake, 1)
+        wait_for_requests(fake, 1)
         proc.stdin.write("second\n")
         proc.stdin.flush()
-        _wait_for(fake, 2)
+        wait_for_requests(fake, 2)
         proc.send_signal(signal.SIGINT)
         time.sleep(0.5)
         out, err = proc.communicate("third\n\n", timeout=60)
@@ -251,7 +215,7 @@ def test_ctrl_c_during_a_sync_tool_ends_the_program_now(tmp_path: Path) -> None:
     with FakeUpstream([call, "rested."]) as fake:
         proc = _agentfsm("run", "nap", "--tools", "audit_tools:TOOLS", *UPSTREAM, "--base-url", fake.base_url,
                          "--transcript", str(transcript), env=_with_module(tmp_path, SLEEPY))
-        _wait_for(fake, 1)
+        wait_for_requests(fake, 1)
         deadline = time.monotonic() + 30
         while "tool_call" not in transcript.read_text():  # the tool is running
             assert time.monotonic() < deadline

@@ -22,6 +22,7 @@ from agentfsm.replays.compare import replay
 from agentfsm.runtime.transcript import read_transcript
 from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
 from agentfsm.testing.fake_script import latency
+from tests._fake import wait_for_requests
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = ("--backend", "openai", "--enforcement", "prompt")
@@ -42,26 +43,27 @@ def _agentfsm(*args: str, sigint: signal.Handlers = signal.SIG_DFL, **kwargs: An
                             preexec_fn=_sigint(sigint), **kwargs)
 
 
-def _wait_for(fake: FakeUpstream, requests: int) -> None:
-    """Until the upstream holds ``requests`` chat requests (the last one now in its latency)."""
-    deadline = time.monotonic() + 60
-    while len(fake.chat_requests) < requests:
-        assert time.monotonic() < deadline, "the CLI never asked the upstream"
-        time.sleep(0.05)
-    time.sleep(0.3)
+#: how each stop signal ends a run: the signal, exit status (128 + its number), last line, --json error
+STOPS = {
+    "ctrl-c": (signal.SIGINT, 130, "interrupted", "KeyboardInterrupt"),
+    "sigterm": (signal.SIGTERM, 143, "terminated", "SIGTERM"),
+}
 
 
-@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["terminal", "background-job"])
-def test_sigterm_ends_a_run_and_its_transcript(tmp_path: Path, sigint: signal.Handlers) -> None:
+@pytest.mark.parametrize(("stop", "sigint"), [("ctrl-c", signal.SIG_DFL), ("sigterm", signal.SIG_DFL),
+                                              ("sigterm", signal.SIG_IGN)],
+                         ids=["ctrl-c", "sigterm", "sigterm-background-job"])
+def test_a_stop_signal_ends_a_run_and_its_transcript(tmp_path: Path, stop: str, sigint: signal.Handlers) -> None:
+    sent, code, said, _ = STOPS[stop]
     transcript = tmp_path / "t.jsonl"
     with FakeUpstream([ACTION, latency(30, "42.")]) as fake:
         proc = _agentfsm("run", "What is 6*7?", "--tools", "agentfsm.testing.example_tools:CALCULATOR", *UPSTREAM,
                          "--base-url", fake.base_url, "--transcript", str(transcript), sigint=sigint)
-        _wait_for(fake, 2)
-        proc.send_signal(signal.SIGTERM)
+        wait_for_requests(fake, 2)
+        proc.send_signal(sent)
         out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err  # 128 + SIGTERM, as Ctrl-C's is 128 + SIGINT
-    assert err.strip().splitlines()[-1] == "agentfsm: terminated" and "Traceback" not in err
+    assert proc.returncode == code, err
+    assert err.strip().splitlines()[-1] == f"agentfsm: {said}" and "Traceback" not in err
     assert "calculate" in out  # the steps before it were shown
     events = read_transcript(transcript)
     assert events[-1]["type"] == "run_end" and events[-1]["status"] == "cancelled"
@@ -70,15 +72,17 @@ def test_sigterm_ends_a_run_and_its_transcript(tmp_path: Path, sigint: signal.Ha
     assert report.identical and any("cancelled" in note for note in report.notes)
 
 
-def test_sigterm_under_json_prints_one_result(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_a_stop_signal_under_json_prints_one_result(tmp_path: Path, stop: str) -> None:
+    sent, code, said, error = STOPS[stop]
     with FakeUpstream([latency(30, "42.")]) as fake:
         proc = _agentfsm("run", "hi", *UPSTREAM, "--base-url", fake.base_url, "--json",
                          "--transcript", str(tmp_path / "t.jsonl"))
-        _wait_for(fake, 1)
-        proc.send_signal(signal.SIGTERM)
+        wait_for_requests(fake, 1)
+        proc.send_signal(sent)
         out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
-    assert json.loads(out) == {"ok": False, "error": "SIGTERM", "message": "terminated",
+    assert proc.returncode == code, err
+    assert json.loads(out) == {"ok": False, "error": error, "message": said,
                                "transcript": str(tmp_path / "t.jsonl")}
 
 
@@ -94,11 +98,11 @@ def test_sigterm_ends_the_chat(tmp_path: Path, during: str, sigint: signal.Handl
         assert proc.stdin is not None
         proc.stdin.write("hello\n")
         proc.stdin.flush()
-        _wait_for(fake, 1)
+        wait_for_requests(fake, 1)
         if during == "turn":
             proc.stdin.write("second\n")
             proc.stdin.flush()
-            _wait_for(fake, 2)
+            wait_for_requests(fake, 2)
         else:  # waiting for the next line
             deadline = time.monotonic() + 30
             while "run_end" not in transcript.read_text():
@@ -182,7 +186,7 @@ def _serve_with_one_request_in_flight(tmp_path: Path, signals: tuple[signal.Sign
 
         client = threading.Thread(target=ask)
         client.start()
-        _wait_for(fake, 1)
+        wait_for_requests(fake, 1)
         for sig in signals:
             proc.send_signal(sig)
             time.sleep(0.3)
