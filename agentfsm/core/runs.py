@@ -4,8 +4,9 @@ A transcript file may hold many runs (a proxy's, an agent's runs appended), and
 runs may interleave (concurrent requests). :func:`runs_in_order` groups the events by
 run id and hands each run over once it has ended (its ``run_end``), in the order the
 runs began, so that a reader of thousands of runs holds the runs still going on and
-not the whole file. :func:`as_written_today` reads a run the way this release records
-it, where an older one recorded the same thing otherwise. Pure: events in, groups out.
+not the whole file; each run is handed over as this release records it, where an older
+one recorded the same thing otherwise (:func:`as_written_today`), so that replay, the
+report and any other reader read it alike. Pure: events in, groups out.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ def runs_in_order(events: Iterable[TranscriptEvent]) -> Iterator[RunEvents]:
                 if head not in ended:
                     break
                 ended.discard(head)
-                yield open_runs.pop(head)
-    yield from open_runs.values()
+                yield as_written_today(open_runs.pop(head))
+    for run in open_runs.values():
+        yield as_written_today(run)
 
 
 #: the ``error`` event the proxy wrote before version 4 for a client that left (then

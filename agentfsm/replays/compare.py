@@ -48,7 +48,7 @@ from agentfsm.core.events import (
     TranscriptEvent,
     event_fields,
 )
-from agentfsm.core.runs import as_written_today, runs_in_order
+from agentfsm.core.runs import runs_in_order
 from agentfsm.replays.rerun import RecordedRun, rerun
 from agentfsm.runtime.transcript import iter_events
 
@@ -194,8 +194,7 @@ async def areplay(path: str | os.PathLike[str], *, keep_decisions: bool = False)
     p = Path(path)
     report = ReplayReport(path=str(p), identical=True, decisions=[] if keep_decisions else None)
     runs = runs_in_order(iter_events(p))  # a run at a time: a proxy's file holds thousands
-    for read in runs:
-        recorded = as_written_today(read)  # a client that left, recorded as an error before version 4
+    for recorded in runs:  # each as written today: a client that left before version 4 is cut off
         report.runs += 1
         run_id = recorded[0][1].run
         run = RecordedRun(run_id, tuple(event for _, event in recorded))

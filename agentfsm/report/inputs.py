@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from agentfsm.batch.task import TaskResult
 from agentfsm.core.errors import TranscriptError, UsageError
-from agentfsm.core.runs import as_written_today, runs_in_order
+from agentfsm.core.runs import runs_in_order
 from agentfsm.diagram.build import PathCounter, transcript_files
 from agentfsm.replays.compare import ReplayReport
 from agentfsm.report.runs import RunView, view_run
@@ -184,7 +184,7 @@ def read_runs(path: Path, paths: PathCounter) -> list[RunView]:
     once it is viewed: a transcript of thousands of runs is held one run at a time (and
     the runs still going on beside it). Raises :class:`TranscriptError` for a file that
     does not read."""
-    views = [view_run(as_written_today(run), str(path)) for run in runs_in_order(paths.count(iter_events(path)))]
+    views = [view_run(run, str(path)) for run in runs_in_order(paths.count(iter_events(path)))]
     if not views:
         raise TranscriptError(f"{path}: no events")
     return views
