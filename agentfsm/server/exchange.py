@@ -169,17 +169,17 @@ class Exchange:
             chosen.append(f"temperature={options.temperature:g}")
         if r.seed is None and options.seed is not None:
             chosen.append(f"seed={options.seed}")
-        if (sent := self.max_tokens_sent()) is not None and sent != self.asked_max_tokens:
+        if (sent := self.lowered_max_tokens()) is not None:
             chosen.append(f"max_tokens={sent}")
         return chosen
 
-    def max_tokens_sent(self) -> int | None:
-        """The completion limit sent upstream so far: the request's (fitted), or lower where
-        the backend lowered it for a call; None when none was sent."""
+    def lowered_max_tokens(self) -> int | None:
+        """The completion limit sent upstream so far where it is not the one the client
+        asked for: the request's fitted to the context, or lower where the backend lowered
+        it for a call (the lowest sent); None when none was sent or it was sent as asked."""
         limit, lowered = self.options.max_tokens, self.tally.max_tokens_sent
-        if limit is None or lowered is None:
-            return limit
-        return min(limit, lowered)
+        sent = limit if limit is None or lowered is None else min(limit, lowered)
+        return None if sent is None or sent == self.asked_max_tokens else sent
 
     def plain_prompt(self) -> list[PromptMessage]:
         """The history for a request without tools: no contract, nothing added."""
@@ -254,7 +254,7 @@ class Exchange:
             text += f" call-usage={self.call_usage()}"
         if self.exhausted:
             text += " exhausted=true"
-        if (sent := self.max_tokens_sent()) is not None and sent != self.asked_max_tokens:
+        if (sent := self.lowered_max_tokens()) is not None:
             text += f" max_tokens={sent}"  # a limit lowered after the headers had left, too
         return text
 
