@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["fold", "words", "wide"]
+__all__ = ["fold", "has_wide", "words", "wide"]
 
 #: one or more ASCII characters that are no letter nor digit (``_`` among them)
 _ASCII_GAP = re.compile(r"[\x00-/:-@\[-`{-\x7f]+")
@@ -57,3 +57,9 @@ def wide(word: str) -> int:
     """How many letters ``word`` is worth: a wide character (CJK, kana, Hangul: East Asian
     width W or F) two, as it writes a syllable or more; any other one."""
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in word)
+
+
+def has_wide(text: str) -> bool:
+    """Whether ``text`` holds a wide character (CJK, kana, Hangul): written in a script that
+    runs words and particles together, so a value is looked for anywhere, not as a word."""
+    return any(unicodedata.east_asian_width(c) in "WF" for c in text)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agentfsm.core.numbers import NUMBER, as_ascii, to_float
-from agentfsm.core.words import wide
+from agentfsm.core.words import has_wide, wide
 
 __all__ = [
     "ANY",
@@ -195,7 +195,7 @@ def _has_words(answer_words: Sequence[str], value: str) -> bool:
     together ("東京は晴れ" states "晴れ", "서울은" states "서울")."""
     want = words(value)
     n = len(want)
-    if n and any(wide(c) == 2 for c in value):
+    if n and has_wide(value):
         return " ".join(want) in " ".join(answer_words)
     return n > 0 and any(list(answer_words[i : i + n]) == want for i in range(len(answer_words) - n + 1))
 

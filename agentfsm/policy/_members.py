@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from agentfsm.core.messages import ToolCall, ToolSpec
-from agentfsm.core.words import wide
+from agentfsm.core.words import has_wide, wide
 from agentfsm.guards._history import show_arguments
 from agentfsm.guards.base import ACCEPT, Correction, CorrectionReason, Verdict
 
@@ -122,7 +122,7 @@ def _names(text: str, member: str) -> bool:
 def _word(member: str) -> re.Pattern[str]:
     """``member`` as a whole word; a member of wide characters (CJK, kana, Hangul) anywhere:
     those scripts run words and particles together ("華氏で")."""
-    if any(wide(c) == 2 for c in member):
+    if has_wide(member):
         return re.compile(re.escape(member.strip()))
     return re.compile(r"(?<![^\W_])" + re.escape(member.strip()) + r"(?![^\W_])")
 
