@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from agentfsm.guards.schema import MAX_KEYWORD_STEPS, validate_arguments
-from agentfsm.testing import FakeUpstream, raw_body
+from agentfsm.testing import FakeReply, FakeUpstream, raw_body
 from tests._proxy import action, base, fake
 
 __all__ = ["base", "fake"]  # the fixtures, used by name
@@ -213,7 +213,11 @@ def test_numbers_within_range_are_kept_as_written() -> None:
 # --- an upstream body's values that JSON allows and a client cannot be sent -------------
 
 
-def _completion(content: str = '"fine"', usage: str = '{"prompt_tokens": 7, "completion_tokens": 3}') -> str:
+#: an upstream's usage the proxy reads as it is
+_USAGE = '{"prompt_tokens": 7, "completion_tokens": 3}'
+
+
+def _completion(content: str = '"fine"', usage: str = _USAGE) -> str:
     return (
         '{"id": "x", "object": "chat.completion", "model": "fake", "choices": [{"index": 0, "message": '
         f'{{"role": "assistant", "content": {content}}}, "finish_reason": "stop"}}], "usage": {usage}}}'
@@ -228,6 +232,14 @@ def _events(content: str, usage: str) -> str:
         "[DONE]",
     ]
     return "".join(f"data: {chunk}\r\n\r\n" for chunk in chunks)
+
+
+def _upstream_body(shape: str, content: str = '"fine"', usage: str = _USAGE, opening: bytes = b"") -> FakeReply:
+    """The upstream's answer of ``content`` and ``usage`` in ``shape``: one chat completion
+    (``whole``) or server-sent events (``events``), ``opening`` bytes first."""
+    if shape == "whole":
+        return raw_body(opening + _completion(content, usage).encode())
+    return raw_body(opening + _events(content, usage).encode(), "text/event-stream")
 
 
 _UPSTREAM_USAGE = {
@@ -271,10 +283,7 @@ def test_an_upstream_usage_that_is_no_count_is_estimated(
     fake: FakeUpstream, base: str, usage: str, protocol: str, stream: bool, shape: str
 ) -> None:
     # defect: NaN, "7", [7] or 1e999 made a 500; 30 digits a 500 too; -7 reached the client
-    if shape == "whole":
-        fake.enqueue(raw_body(_completion(usage=_UPSTREAM_USAGE[usage])))
-    else:
-        fake.enqueue(raw_body(_events('"fine"', _UPSTREAM_USAGE[usage]), "text/event-stream"))
+    fake.enqueue(_upstream_body(shape, usage=_UPSTREAM_USAGE[usage]))
     extra = {"stream_options": {"include_usage": True}} if protocol == "openai" and stream else {}
     answer = httpx.post(base + PATHS[protocol], json=_body(protocol, [], stream=stream, **extra), timeout=30)
     assert answer.status_code == 200, answer.text
@@ -289,10 +298,7 @@ def test_a_lone_surrogate_from_the_upstream_reaches_the_client_as_a_replacement(
     fake: FakeUpstream, base: str, shape: str, protocol: str, stream: bool
 ) -> None:
     # defect: a whole answer was a 500, a streamed one broke off mid-body (no error event)
-    content = '"caf\\ud800e"'
-    usage = '{"prompt_tokens": 7, "completion_tokens": 3}'
-    body = _completion(content) if shape == "whole" else _events(content, usage)
-    fake.enqueue(raw_body(body, "application/json" if shape == "whole" else "text/event-stream"))
+    fake.enqueue(_upstream_body(shape, '"caf\\ud800e"'))
     answer = httpx.post(base + PATHS[protocol], json=_body(protocol, [], stream=stream), timeout=30)
     assert answer.status_code == 200, answer.text
     answer.read().decode("utf-8")  # strict UTF-8 throughout
@@ -306,9 +312,7 @@ def test_an_upstream_body_that_opens_with_a_byte_order_mark_is_read(
 ) -> None:
     # defect: the BOM made the first SSE line's field "\ufeffdata", so the first event was
     # dropped; a whole body with one was "not JSON"
-    usage = '{"prompt_tokens": 7, "completion_tokens": 3}'
-    body = _completion('"fine"') if shape == "whole" else _events('"fine"', usage)
-    fake.enqueue(raw_body(b"\xef\xbb\xbf" + body.encode(), "application/json" if shape == "whole" else "text/event-stream"))
+    fake.enqueue(_upstream_body(shape, opening=b"\xef\xbb\xbf"))
     answer = httpx.post(base + PATHS[protocol], json=_body(protocol, [], stream=stream), timeout=30)
     assert answer.status_code == 200, answer.text
     assert "fine" in answer.text and "\ufeff" not in answer.text
