@@ -50,7 +50,15 @@ from agentfsm.protocols import NormalizedRequest, settle
 from agentfsm.server.auth import read_json_body
 from agentfsm.server.exchange import Exchange
 from agentfsm.server.fit import count_prompt_tokens
-from agentfsm.server.handle import JSONResponse, check_client, error_response, normalize, off_loop, serve
+from agentfsm.server.handle import (
+    JSONResponse,
+    UnderWay,
+    check_client,
+    error_response,
+    normalize,
+    off_loop,
+    serve,
+)
 from agentfsm.server.limits import ClientShare
 from agentfsm.server.models import ModelTable
 from agentfsm.server.observe import app_watches
@@ -71,14 +79,20 @@ __all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TOOLS"
 _OPENAI = wire_for("openai")
 _ANTHROPIC = wire_for("anthropic")
 _RESPONSES = wire_for("responses")
+#: how long the stop waits for the requests its shutdown timeout cancelled to end (each
+#: writes its 503 or the stream's error event and its transcript's end, ~ms) before the
+#: upstream pools close
+_SETTLE = 1.0
 
 
 @asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     """At shutdown, the backend's connection pools are closed on the loop that opened them
     (a pool left open holds sockets the closing loop cannot release; a backend used again
-    opens new ones), and what watches requests hands on what it still holds."""
+    opens new ones), once the requests the stop cancelled have ended; and what watches
+    requests hands on what it still holds."""
     yield
+    await app.state.under_way.ended(_SETTLE)
     for backend in app.state.models.backends():
         aclose = getattr(backend, "aclose", None)
         if aclose is not None:
@@ -152,6 +166,7 @@ def create_app(
     elif client_share < 1:
         raise UsageError("client_share must be positive")
     share = ClientShare(client_share)
+    under_way = UnderWay()
     proxy_metrics, watch = app_watches(metrics, tracer_provider)
     settings = Settings(
         run=run,
@@ -218,15 +233,15 @@ def create_app(
 
     async def chat_completions(request: Request) -> Response:
         """OpenAI chat completions, with tool calls for a model that has none."""
-        return await serve(request, _OPENAI, route, settings, share)
+        return await serve(request, _OPENAI, route, settings, share, under_way)
 
     async def responses(request: Request) -> Response:
         """OpenAI Responses API (stateless), with ``function_call`` items for a model that has none."""
-        return await serve(request, _RESPONSES, route, settings, share)
+        return await serve(request, _RESPONSES, route, settings, share, under_way)
 
     async def messages(request: Request) -> Response:
         """Anthropic messages, with ``tool_use`` for a model that has none."""
-        return await serve(request, _ANTHROPIC, route, settings, share)
+        return await serve(request, _ANTHROPIC, route, settings, share, under_way)
 
     async def count_tokens(request: Request) -> Response:
         """Anthropic token counting: the input tokens of the prompt the model would see
@@ -265,6 +280,7 @@ def create_app(
     app.state.settings = settings
     app.state.models = table
     app.state.metrics = proxy_metrics
+    app.state.under_way = under_way
     return app
 
 

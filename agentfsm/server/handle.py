@@ -69,7 +69,9 @@ async def serve(
     route: Callable[[NormalizedRequest], tuple[Backend, Settings]],
     settings: Settings,
     share: ClientShare,
+    under_way: UnderWay,
 ) -> Response:
+    under_way.enter()
     ex: Exchange | None = None
     client = request.client.host if request.client is not None else ""
     place = _Place(share, client)
@@ -167,6 +169,28 @@ class _Place:
         if self.held:
             self.held = False
             self.share.leave(self.client)
+
+
+class UnderWay:
+    """The tasks answering requests now. Once the server's shutdown timeout has cancelled
+    them, :meth:`ended` waits (bounded) for them to end before the upstream pools close:
+    a pool closed under a stream still reading from it failed that stream with the
+    transport's own error in place of the stop, and logged a traceback."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def enter(self) -> None:
+        """Count the current task until it ends."""
+        task = asyncio.current_task()
+        if task is not None and task not in self._tasks:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def ended(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the tasks under way to end."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
 
 
 def _stopped_here() -> bool:
