@@ -51,6 +51,7 @@ __all__ = [
     "proxy",
     "serve_command",
     "upstream_backend",
+    "wait_idle",
     "wait_until_serving",
     "watch_answers",
     "wire_snapshot",
@@ -238,6 +239,13 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_idle(fake: FakeUpstream) -> None:
+    """Wait (bounded) until the fake has no request in flight."""
+    deadline = time.monotonic() + 15
+    while fake.in_flight and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def wait_until_serving(url: str, process: subprocess.Popen[Any], timeout: float = 30) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 import anthropic
@@ -34,7 +33,7 @@ from agentfsm.testing import (
     stream_no_terminator,
 )
 from agentfsm.runtime.transcript import read_transcript
-from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, serve_command, upstream_backend
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, serve_command, upstream_backend, wait_idle
 
 USER = [{"role": "user", "content": "weather in Paris?"}]
 
@@ -140,13 +139,6 @@ def test_mid_stream_failure_is_an_error_event_not_a_clean_end(faulty: tuple[Fake
 
 # -- client disconnects and the request timeout ---------------------------------------
 
-def _wait_idle(fake: FakeUpstream) -> None:
-    """Wait (bounded) until the fake has no request in flight."""
-    deadline = time.monotonic() + 15
-    while fake.in_flight and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_client_disconnect_cancels_the_upstream_call(stream: bool) -> None:
     with FakeUpstream([drip(0.02, forever=True)]) as fake:
@@ -158,7 +150,7 @@ def test_client_disconnect_cancels_the_upstream_call(stream: bool) -> None:
                     )
                     if stream:
                         list(result)
-            _wait_idle(fake)
+            wait_idle(fake)
             # the upstream's connection was closed by the proxy, long before its 60 s budget
             assert fake.in_flight == 0 and len(fake.chat_requests) == 1
 
@@ -179,7 +171,7 @@ def test_client_leaving_mid_stream_cancels_the_upstream_call(path: str, extra: d
                     if "word" in line:
                         break  # one prose delta seen: leave, closing the connection
             assert len(fake.chat_requests) == 1  # the upstream call had started
-            _wait_idle(fake)
+            wait_idle(fake)
             assert fake.in_flight == 0
 
 
@@ -192,7 +184,7 @@ def test_request_timeout_is_504(stream: bool) -> None:
             response = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
             assert response.status_code == 504
             assert response.json()["error"]["type"] == "timeout_error"
-            _wait_idle(fake)
+            wait_idle(fake)
             assert fake.in_flight == 0
 
 
