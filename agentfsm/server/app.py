@@ -64,6 +64,7 @@ from agentfsm.server.models import ModelTable
 from agentfsm.server.observe import app_watches
 from agentfsm.server.settings import (
     DEFAULT_BODY_TIMEOUT,
+    DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_TOOLS,
     STREAM_PROSE,
@@ -118,6 +119,7 @@ def create_app(
     max_tools: int = DEFAULT_MAX_TOOLS,
     client_share: int | None = None,
     stream_prose: StreamProse = "exact",
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
     **run_settings: Any,
 ) -> Starlette:
     """The proxy as an ASGI app serving ``backend``: one backend (under ``model_name``,
@@ -143,7 +145,9 @@ def create_app(
     the backends that have one). ``stream_prose`` says how a streamed tool-mode answer's
     prose leaves: ``exact`` (held until the engine accepts the reply: the stream carries
     what the whole answer carries) or ``live`` (as the model writes it; a refused reply's
-    prose has then already gone out). Slow headers and the number of connections are the HTTP server's
+    prose has then already gone out). A stream that has sent nothing for ``keep_alive``
+    seconds sends a keep-alive (its headers first, when none have left), which clients
+    ignore: a held stream is not taken for a dead one. Slow headers and the number of connections are the HTTP server's
     to bound: ``agentfsm serve`` runs uvicorn with
     :func:`~agentfsm.server.limits.guarded_protocol`.
     """
@@ -157,6 +161,8 @@ def create_app(
         raise UsageError("body_timeout must be positive")
     if max_tools < 1:
         raise UsageError("max_tools must be positive")
+    if not keep_alive > 0:  # NaN too
+        raise UsageError("keep_alive must be positive")
     if stream_prose not in STREAM_PROSE:
         raise UsageError(f"stream_prose must be one of {', '.join(STREAM_PROSE)}, got {stream_prose!r}")
     table = backend if isinstance(backend, ModelTable) else ModelTable.single(backend, run, model_name)
@@ -182,6 +188,7 @@ def create_app(
         max_tools=max_tools,
         client_share=client_share,
         stream_prose=stream_prose,
+        keep_alive=keep_alive,
     )
     routes_by_name = {  # each entry's settings, made once
         m.name: (m.backend, dataclasses.replace(settings, run=m.run, model_name=m.name, settings_from=m.settings_from))

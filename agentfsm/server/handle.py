@@ -299,7 +299,8 @@ def _headers(ex: Exchange) -> dict[str, str]:
 
 
 async def _stream(request: Request, ex: Exchange, input_tokens: int, place: _Place) -> Response:
-    """Prime the stream (so that an early failure is a plain HTTP error), then stream on."""
+    """Prime the stream (so that an early failure is a plain HTTP error), then stream on.
+    The first event may be a keep-alive: a held stream's headers leave with it."""
     r = ex.request
     sink = ex.wire.sink(
         model=ex.model,

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BODY_TIMEOUT",
     "DEFAULT_HEADER_TIMEOUT",
+    "DEFAULT_KEEP_ALIVE",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_TOOLS",
     "DEFAULT_SHUTDOWN_TIMEOUT",
@@ -70,6 +71,11 @@ DEFAULT_HEADER_TIMEOUT = 10.0
 #: before it cancels them: under Docker's 10 s grace before SIGKILL (``docker stop``), so
 #: that a cancelled request still answers its client and ends its transcript
 DEFAULT_SHUTDOWN_TIMEOUT = 8.0
+#: seconds a stream may go without an event before the proxy sends a keep-alive (an SSE
+#: comment; Anthropic's ``ping``): a held stream (a turn being decided on a slow model)
+#: sends nothing for minutes, and clients, proxies and load balancers give up on an idle
+#: stream (nginx's ``proxy_read_timeout``: 60 s; Codex's stream idle timeout: 300 s)
+DEFAULT_KEEP_ALIVE = 15.0
 #: the most tools one request may offer by default (OpenAI's own API takes 128; the
 #: contract, grammar and parser of a tool set are built per distinct set, in memory
 #: bounded in bytes, and a set of thousands costs seconds to build)
@@ -107,5 +113,7 @@ class Settings:
     client_share: int | None = None
     #: how streamed prose leaves (:data:`StreamProse`)
     stream_prose: StreamProse = "exact"
+    #: seconds a stream may go without an event before a keep-alive is sent
+    keep_alive: float = DEFAULT_KEEP_ALIVE
     #: where ``run`` came from, as transcripts record it (:attr:`~agentfsm.server.models.ServedModel.settings_from`)
     settings_from: str = "flags"

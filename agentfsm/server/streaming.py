@@ -20,14 +20,20 @@ When an attempt is accepted:
 Decisions, extension (parallel calls), retries and usage are the runner's, so a
 streamed request decides exactly as a non-streamed one.
 
-Headers are sent with the first event, so ``x-agentfsm-attempts`` counts the
-attempts known then; the final count is in an SSE comment before the stream's end
-(``: agentfsm attempts=N corrections=M``), which SDKs ignore.
+Kept alive: a stream that has had nothing to send for ``keep_alive`` seconds
+(:attr:`~agentfsm.server.settings.Settings.keep_alive`, 15 by default) sends a
+keep-alive, which clients skip (:meth:`~agentfsm.server.wire.Wire.keep_alive`: an SSE
+comment; Anthropic's ``ping`` event): a held turn on a slow model can take minutes, and
+clients, reverse proxies and load balancers give up on a stream that sends nothing.
+
+Headers are sent with the first event (a keep-alive too), so ``x-agentfsm-attempts``
+counts the attempts known then; the final count is in an SSE comment before the
+stream's end (``: agentfsm attempts=N corrections=M``), which SDKs ignore.
 
 Failures: an error before the first event is answered as a normal HTTP error (the
-handler primes the stream); after it, the stream ends with the protocol's error
-event, never with a clean end. A spent correction budget under a required call is
-a server-side error (OpenAI ``server_error``, Anthropic ``api_error``).
+handler primes the stream); after it (a keep-alive too), the stream ends with the
+protocol's error event, never with a clean end. A spent correction budget under a
+required call is a server-side error (OpenAI ``server_error``, Anthropic ``api_error``).
 """
 
 from __future__ import annotations
@@ -35,8 +41,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 
+import anyio
 from loguru import logger
 
 from agentfsm.core.backend import TextStream
@@ -55,9 +62,72 @@ SHUT_DOWN = "the proxy shut down before this request finished; ask again"
 
 
 def stream_events(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
-    """The SSE strings answering ``ex``: tool mode or a plain pass-through."""
+    """The SSE strings answering ``ex``: tool mode or a plain pass-through, kept alive."""
     inner = _tool_mode(ex, sink) if ex.request.tool_mode else _plain(ex, sink)
-    return _guarded(ex, sink, inner)
+    return _guarded(ex, sink, _kept_alive(inner, ex.settings.keep_alive, sink.keep_alive()))
+
+
+#: events the stream may produce ahead of those the client has taken
+_READ_AHEAD = 8
+#: seconds a stream cut off waits for its events to end (they were cancelled)
+_PUMP_END = 5.0
+#: the queue's wake-up when the stream has ended (the ending itself is the pump's result)
+_ENDED = object()
+
+
+async def _kept_alive(events: AsyncIterator[str], every: float, ping: str) -> AsyncIterator[str]:
+    """``events``, with ``ping`` in between whenever ``every`` seconds pass without one.
+
+    ``events`` runs in a task of its own (the pump, a few events ahead at most) so that
+    this generator can send a ping while the next event is still being made; its errors
+    come out here, raised as they were. Closed or cancelled (the client left, the server
+    stopped), this generator cancels the pump and waits for it to end: ``events`` sees
+    the cancellation where it was waiting, as it would have here.
+    """
+    queue: asyncio.Queue[object] = asyncio.Queue(_READ_AHEAD)
+    pump = asyncio.get_running_loop().create_task(_pump(events, queue))
+    # the ending wakes a wait on an empty queue (a full one is read before it is awaited)
+    pump.add_done_callback(lambda _: _offer(queue, _ENDED))
+    try:
+        while True:
+            if queue.empty():
+                if pump.done():
+                    pump.result()  # the stream's error, if it failed
+                    return
+                try:
+                    async with asyncio.timeout(every):
+                        item = await queue.get()
+                except TimeoutError:
+                    if queue.empty() and not pump.done():  # (not when it ended meanwhile)
+                        yield ping
+                    continue
+            else:
+                item = queue.get_nowait()
+            if isinstance(item, str):
+                yield item
+    finally:
+        if not pump.done():
+            pump.cancel()
+            # ``events`` ends (the upstream closed, a cut recorded) before the stream's
+            # end is recorded; shielded from a cancellation delivered again at each wait
+            # (Starlette's task group, when the client leaves), bounded all the same
+            with anyio.move_on_after(_PUMP_END, shield=True):
+                await asyncio.wait({pump})
+        if pump.done() and not pump.cancelled():
+            pump.exception()  # retrieved: raised above, or nobody is left to tell
+
+
+async def _pump(events: AsyncIterator[str], queue: asyncio.Queue[object]) -> None:
+    try:
+        async for event in events:
+            await queue.put(event)
+    finally:
+        await _aclose(events)
+
+
+def _offer(queue: asyncio.Queue[object], item: object) -> None:
+    with suppress(asyncio.QueueFull):
+        queue.put_nowait(item)
 
 
 async def _guarded(ex: Exchange, sink: StreamSink, inner: AsyncIterator[str]) -> AsyncIterator[str]:

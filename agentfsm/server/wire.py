@@ -33,7 +33,7 @@ from agentfsm.protocols import (
     openai_error,
     openai_error_for,
 )
-from agentfsm.protocols.common import NormalizedRequest
+from agentfsm.protocols.common import NormalizedRequest, sse_event
 
 __all__ = ["AnthropicWire", "OpenAIWire", "ResponsesWire", "StreamSink", "Wire", "wire_for", "wire_for_path"]
 
@@ -77,6 +77,11 @@ class Wire(ABC):
     def error_for(self, exc: AgentFSMError) -> tuple[int, JSONObject]:
         """The status and error body for one of our errors."""
         return openai_error_for(exc)
+
+    def keep_alive(self) -> str:
+        """What a stream sends while it has nothing else to (a held stream): an SSE
+        comment, which clients ignore, unless the protocol has its own keep-alive."""
+        return ": keep-alive\n\n"
 
     def response_id(self, token: str) -> str:
         """A fresh ``chatcmpl-...``, ``resp_...`` or ``msg_...`` id."""
@@ -184,6 +189,11 @@ class AnthropicWire(Wire):
     def error_for(self, exc: AgentFSMError) -> tuple[int, JSONObject]:
         return anthropic_error_for(exc)
 
+    def keep_alive(self) -> str:
+        # Anthropic's own: its streams carry ``ping`` events, which its SDKs skip wherever
+        # they come (before ``message_start`` too)
+        return _PING
+
     def response(self, *, model: str, content: str | None, calls: Sequence[ToolCall], usage: Usage,
                  response_id: str, created: int, finish_reason: str, custom_tools: Sequence[str] = (),
                  echo: Mapping[str, Any] | None = None, stop_sequence: str | None = None) -> JSONObject:
@@ -196,6 +206,8 @@ class AnthropicWire(Wire):
         encoder = AnthropicStreamEncoder(model, response_id, input_tokens=input_tokens)
         return encoder, lambda _index, call: encoder.tool_call(call)
 
+
+_PING = sse_event({"type": "ping"}, event="ping")
 
 #: one wire per protocol
 WIRES: dict[WireProtocol, Wire] = {w.protocol: w for w in (OpenAIWire(), ResponsesWire(), AnthropicWire())}
@@ -254,6 +266,10 @@ class StreamSink:
             message = str(error["message"])
             kind = str(error["type"])
         return self._encoder.error(message, kind)
+
+    def keep_alive(self) -> str:
+        """A keep-alive, which clients ignore (:meth:`Wire.keep_alive`)."""
+        return self.wire.keep_alive()
 
     @staticmethod
     def comment(text: str) -> str:
