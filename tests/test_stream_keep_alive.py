@@ -36,9 +36,9 @@ from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_
 #: the proxy's keep-alive interval here (15 s by default)
 EVERY = 0.1
 #: seconds the upstream waits before it answers
-LATE = 2.0
+LATE = 2.5
 #: the clients' read timeout: shorter than the upstream's wait, many keep-alives long
-PATIENCE = 1.0
+PATIENCE = 1.5
 USER: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
 CALL = action("get_weather", city="Paris")
 KEEP_ALIVE = ": keep-alive"
