@@ -71,6 +71,10 @@ def stopped_part_way(
     else:
         head, code = f"error: {_one_line(exc)}", 2
         why = f"upstream failed: {_one_line(exc)}"
+    if not total:  # stopped before its runs were planned (the model loading, the data read)
+        said = f"{complete} was not written (one there is as it was)"
+        typer.echo(f"agentfsm: {head}" + (f": {said}" if code != 2 else ""), err=True)
+        return typer.Exit(code)
     kept = ""
     if done:
         try:

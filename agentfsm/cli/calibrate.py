@@ -250,6 +250,7 @@ def calibrate(
     console = Console() if Console().is_terminal else Console(width=200)
     stop = Stop()
     kept: list[Outcome] = []  # the whole items' outcomes, as they end
+    items: list[Item] = []
     start = time.perf_counter()
 
     def entry_of(outcomes: list[Outcome], note: str) -> ModelProfile:
