@@ -19,7 +19,7 @@ from pathlib import Path
 import typer
 
 from agentfsm.cli._signals import Stop
-from agentfsm.core.errors import AgentFSMError
+from agentfsm.core.errors import AgentFSMError, BackendError
 
 __all__ = ["Partial", "partial_path", "stopped_part_way"]
 
@@ -64,16 +64,19 @@ def stopped_part_way(
 ) -> typer.Exit:
     """Write what ran (``write``, given how far it got) unless nothing did, say so in one
     line, and return the exit to raise. ``exc`` is the ``KeyboardInterrupt`` of Ctrl-C or
-    SIGTERM, or the upstream's error; ``complete`` names the report that was not written."""
+    SIGTERM, or the error that ended it (the upstream's, a transcript that could not be
+    written); ``complete`` names the report that was not written. With nothing planned
+    yet (``total`` 0: a mistake in the options, a model that cannot load) the line is
+    the plain one."""
     if isinstance(exc, KeyboardInterrupt):
         head, code = stop.word, stop.code
         why = "terminated (SIGTERM)" if stop.terminated else "interrupted (Ctrl-C)"
     else:
         head, code = f"error: {_one_line(exc)}", 2
-        why = f"upstream failed: {_one_line(exc)}"
-    if not total:  # stopped before its runs were planned (the model loading, the data read)
-        said = f"{complete} was not written (one there is as it was)"
-        typer.echo(f"agentfsm: {head}" + (f": {said}" if code != 2 else ""), err=True)
+        why = f"{'upstream failed' if isinstance(exc, BackendError) else 'failed'}: {_one_line(exc)}"
+    if not total:
+        plain = f"{stop.word}: {complete} was not written (one there is as it was)" if code != 2 else f"error: {exc}"
+        typer.echo(f"agentfsm: {plain}", err=True)
         return typer.Exit(code)
     kept = ""
     if done:

@@ -19,7 +19,7 @@ from agentfsm.cli._options import config_options
 from agentfsm.cli._partial import Partial, partial_path, stopped_part_way
 from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.errors import AgentFSMError, BackendError, UsageError
+from agentfsm.core.errors import AgentFSMError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -251,6 +251,7 @@ def calibrate(
     stop = Stop()
     kept: list[Outcome] = []  # the whole items' outcomes, as they end
     items: list[Item] = []
+    total = 0  # the items planned, once the calibration starts
     start = time.perf_counter()
 
     def entry_of(outcomes: list[Outcome], note: str) -> ModelProfile:
@@ -288,14 +289,12 @@ def calibrate(
         )
         start = time.perf_counter()
         deadline = None if time_limit is None else time.monotonic() + time_limit
+        total = len(items)
         with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
             outcomes = _run(model_backend, items, grid, config, max_tokens, transcripts, console, deadline, kept)
-    except (BackendError, KeyboardInterrupt) as exc:  # the runs under way ended their transcripts cancelled
+    except (AgentFSMError, KeyboardInterrupt) as exc:  # the runs under way ended their transcripts cancelled
         ran = len({o.item for o in kept})
-        raise stopped_part_way(exc, stop, ran, len(items), write_partial, str(output), unit="items") from None
-    except AgentFSMError as exc:
-        typer.echo(f"agentfsm: error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise stopped_part_way(exc, stop, ran, total, write_partial, str(output), unit="items") from None
     ran = len({o.item for o in outcomes})
     note = "" if ran == len(items) else (
         f"stopped at the time limit ({time_limit:g} s): {ran} of the set's {len(items)} items ran"

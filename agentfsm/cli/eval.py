@@ -17,7 +17,7 @@ from agentfsm.cli._options import config_options
 from agentfsm.cli._partial import Partial, partial_path, stopped_part_way
 from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
-from agentfsm.core.errors import AgentFSMError, BackendError, UsageError
+from agentfsm.core.errors import AgentFSMError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -198,7 +198,7 @@ def bfcl(
         options = GenerationOptions(max_tokens=max_tokens)
         with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
             results = _execute(model_backend, plan, options, console, count)
-    except (BackendError, KeyboardInterrupt) as exc:  # the cases done are kept, marked partial
+    except (AgentFSMError, KeyboardInterrupt) as exc:  # the cases done are kept, marked partial
         stem = output.with_suffix("") if output.suffix in (".json", ".md", ".png") else output  # as write_report reads it
         done = count.results
         whole = done[: len(done) - len(done) % len(specs)] if done else done  # whole cases: every row has the same ones
@@ -209,9 +209,6 @@ def bfcl(
         raise stopped_part_way(
             exc, stop, len(whole), count.total, write_partial, f"the report ({stem}.json, .md, .png)"
         ) from None
-    except AgentFSMError as exc:
-        typer.echo(f"agentfsm: error: {exc}", err=True)
-        raise typer.Exit(2) from None
     rows = aggregate(results)
     console.print(render_table(rows))
     written = write_report(output, rows, results, meta())
@@ -352,11 +349,8 @@ def quality(
             asyncio.run(_run_and_close(
                 model_backend, run_quality(model_backend, todo, cases, transcripts, on_task, on_case, plan.max_tokens)
             ))
-    except (BackendError, KeyboardInterrupt) as exc:  # the runs done are kept, marked partial
+    except (AgentFSMError, KeyboardInterrupt) as exc:  # the runs done are kept, marked partial
         raise stopped_part_way(exc, stop, count.done, count.total, lambda partial: [write(partial)], str(path)) from None
-    except AgentFSMError as exc:
-        typer.echo(f"agentfsm: error: {exc}", err=True)
-        raise typer.Exit(2) from None
     console.print(f"wrote {write()}")
 
 
