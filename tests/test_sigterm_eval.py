@@ -27,6 +27,7 @@ import pytest
 
 from agentfsm.core.profile import Profile
 from agentfsm.runtime.transcript import read_transcript
+from agentfsm.server.models_file import read_profile
 from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,6 +88,7 @@ def _check_partial(command: str, out: Path, done: int, total: int, why: str) -> 
         (entry,) = json.loads((out / "profile.partial.json").read_text())["models"].values()
         assert entry["note"] == title and len(entry["items"]) == done
         assert {row["cases"] for row in entry["table"]} == {done}  # every setting ran the same items
+        assert read_profile(out / "profile.partial.json").models  # a profile serve --models can read
 
 
 def _slow(request: ReceivedRequest) -> FakeReply:
