@@ -1,10 +1,15 @@
-"""Ctrl-C and SIGTERM stop ``agentfsm eval bfcl``, ``eval quality`` and ``calibrate`` as they
-stop ``run`` and ``batch``: exit 130 / 143, one line on stderr (the evals say how many runs
-were done), each run under way ends its transcript with ``run_end`` status ``cancelled``,
-and no report or profile is written (one already there is left as it was). Before, SIGTERM
-killed them where they stood (a transcript without ``run_end``, nothing said) and Ctrl-C
-left the evals silent. Real parts: the CLI as a subprocess, a FakeUpstream that answers
-slowly, real signals."""
+"""``agentfsm eval bfcl``, ``eval quality`` and ``calibrate`` stopped part way keep what ran.
+
+Ctrl-C and SIGTERM stop them as they stop ``run`` and ``batch``: exit 130 / 143, each run
+under way ends its transcript with ``run_end`` status ``cancelled``. An upstream that fails
+part way (answers 503 for good) stops them with exit 2. Either way the runs that ended are
+written as a report (a profile, for ``calibrate``) whose first line is ``PARTIAL: n of N
+runs; why``, to the path with ``.partial`` before its suffix: a complete report or profile
+already at the path is left as it was. One line on stderr says why, how far it got and
+where the partial report is. Before, a signal kept nothing, a 503 from the prompt-mode
+baseline (or any BFCL case) lost the whole eval, and one part way through the task suite was scored as
+the model's failure on every task after it, in a complete-looking report that replaced the
+last one. Real parts: the CLI as a subprocess, a FakeUpstream, real signals."""
 
 from __future__ import annotations
 
@@ -16,25 +21,74 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentfsm.core.profile import Profile
 from agentfsm.runtime.transcript import read_transcript
+from agentfsm.server.models_file import read_profile
 from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = ("--backend", "openai", "--base-url")
+#: each command, the reports it writes when whole, and the partial ones it writes when stopped
 COMMANDS = {
     "eval-bfcl": (["eval", "bfcl", "--limit", "20", "--no-baseline", "-o", "{out}/bfcl", "--transcripts", "{out}/t"],
-                  ["bfcl.json", "bfcl.md"]),
+                  ["bfcl.json", "bfcl.md"], ["bfcl.partial.json", "bfcl.partial.md"]),
     "eval-quality": (["eval", "quality", "--fast", "--categories", "none", "--live-categories", "none",
-                      "-o", "{out}/quality.md", "--transcripts", "{out}/t"], ["quality.md"]),
-    "calibrate": (["calibrate", "-o", "{out}/profile.json", "--transcripts", "{out}/t"], ["profile.json", "profile.md"]),
+                      "-o", "{out}/quality.md", "--transcripts", "{out}/t"], ["quality.md"], ["quality.partial.md"]),
+    "calibrate": (["calibrate", "-o", "{out}/profile.json", "--transcripts", "{out}/t"], ["profile.json", "profile.md"],
+                  ["profile.partial.json", "profile.partial.md"]),
 }
-SIGNALS = {"SIGTERM": (signal.SIGTERM, 143, "terminated"), "SIGINT": (signal.SIGINT, 130, "interrupted")}
+SIGNALS = {"SIGTERM": (signal.SIGTERM, 143, "terminated", "terminated (SIGTERM)"),
+           "SIGINT": (signal.SIGINT, 130, "interrupted", "interrupted (Ctrl-C)")}
+#: ``0 of 10 runs were done, kept in A, B; C was not written (one there is as it was)``
+SAID = re.compile(r"(\d+) of (\d+) (runs|items) were done(?:, kept in (.+))?; (.+) was not written \(one there is as it was\)$")
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+
+def _start(args: list[str], out: Path, fake: FakeUpstream, sigint: Any = signal.SIG_DFL) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentfsm", *(a.format(out=out) for a in args), *UPSTREAM, fake.base_url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+
+
+def _earlier(out: Path, reports: list[str]) -> dict[str, str]:
+    """An earlier report or profile at each path (left as it was)."""
+    earlier = {name: json.dumps(Profile().to_json()) if name.endswith(".json") else "earlier\n" for name in reports}
+    for name, text in earlier.items():
+        (out / name).write_text(text)
+    return earlier
+
+
+def _ends(out: Path) -> list[str]:
+    """How each transcript ended (each has its ``run_end``)."""
+    ends = [read_transcript(p)[-1] for p in (out / "t").rglob("*.jsonl")]
+    assert ends and all(e["type"] == "run_end" for e in ends)
+    return [str(e["status"]) for e in ends]
+
+
+def _check_partial(command: str, out: Path, done: int, total: int, why: str) -> None:
+    """The partial report holds the ``done`` runs (items) that ended, and says so first."""
+    unit = "items" if command == "calibrate" else "runs"
+    title = f"PARTIAL: {done} of {total} {unit}; {why}"
+    partial = COMMANDS[command][2]
+    markdown = (out / next(n for n in partial if n.endswith(".md"))).read_text()
+    assert markdown.splitlines()[0] == f"# {title}", markdown[:300]
+    if command == "eval-bfcl":
+        report = json.loads((out / "bfcl.partial.json").read_text())
+        assert report["meta"]["partial"] == title
+        assert len(report["cases"]) == done == sum(r["cases"] for r in report["rows"] if r["category"] != "mean")
+    elif command == "eval-quality":  # the task suite only: every run is a task
+        assert re.search(rf"^\| \*\*tasks\*\* \| \*\*all\*\* \| \*\*{done}\*\* \|", markdown, re.M), markdown
+    else:
+        (entry,) = json.loads((out / "profile.partial.json").read_text())["models"].values()
+        assert entry["note"] == title and len(entry["items"]) == done
+        assert {row["cases"] for row in entry["table"]} == {done}  # every setting ran the same items
+        assert read_profile(out / "profile.partial.json").models  # a profile serve --models can read
 
 
 def _slow(request: ReceivedRequest) -> FakeReply:
@@ -48,22 +102,20 @@ CASES = [(c, s, signal.SIG_DFL) for c in COMMANDS for s in SIGNALS] + [(c, "SIGT
 
 @pytest.mark.parametrize(("command", "sent", "sigint"), CASES,
                          ids=[f"{c}-{s}-{'background' if i == signal.SIG_IGN else 'terminal'}" for c, s, i in CASES])
-def test_a_stopped_eval_ends_its_runs_and_writes_nothing(
+def test_a_stopped_eval_ends_its_runs_and_keeps_those_done_as_a_partial_report(
     tmp_path: Path, command: str, sent: str, sigint: signal.Handlers
 ) -> None:
-    signum, code, word = SIGNALS[sent]
-    args, reports = COMMANDS[command]
-    earlier = {name: json.dumps(Profile().to_json()) if name.endswith(".json") else "earlier\n" for name in reports}
-    for name, text in earlier.items():  # an earlier report or profile: left as it was
-        (tmp_path / name).write_text(text)
+    signum, code, word, why = SIGNALS[sent]
+    args, reports, partial = COMMANDS[command]
+    earlier = _earlier(tmp_path, reports)
+    # calibrate's item runs under each of the backend's 8 settings, one model call each here:
+    # past 12 calls, its first item has ended
+    wait_for = 12 if command == "calibrate" else 4
     with FakeUpstream(_slow) as fake:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agentfsm", *(a.format(out=tmp_path) for a in args), *UPSTREAM, fake.base_url],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+        proc = _start(args, tmp_path, fake, sigint)
         try:
             deadline = time.monotonic() + 60
-            while len(fake.chat_requests) < 4:
+            while len(fake.chat_requests) < wait_for:
                 assert time.monotonic() < deadline and proc.poll() is None, "the command never asked the upstream"
                 time.sleep(0.05)
             time.sleep(0.1)
@@ -76,13 +128,88 @@ def test_a_stopped_eval_ends_its_runs_and_writes_nothing(
     assert proc.returncode == code, err
     assert "Traceback" not in err, err
     line = err.strip().splitlines()[-1]
-    assert line.startswith(f"agentfsm: {word}: ") and "was not written" in line, err
+    assert line.startswith(f"agentfsm: {word}: "), err
+    said = SAID.search(line)
+    assert said is not None, line
+    done, total = int(said.group(1)), int(said.group(2))
+    assert 0 < done < total
+    assert said.group(4) == ", ".join(str(tmp_path / name) for name in partial)  # the line names the partial report
     assert all((tmp_path / name).read_text() == text for name, text in earlier.items())
-    ends = [read_transcript(p)[-1] for p in (tmp_path / "t").rglob("*.jsonl")]
-    assert ends and all(e["type"] == "run_end" for e in ends)
-    statuses = [e["status"] for e in ends]
+    statuses = _ends(tmp_path)
     assert "cancelled" in statuses
     if command != "calibrate":  # how far it got: the runs whose transcripts ended
-        said = re.search(r": (\d+) of (\d+) runs were done;", line)
-        assert said is not None, line
-        assert int(said.group(1)) == len(statuses) - statuses.count("cancelled") < int(said.group(2))
+        assert done == len(statuses) - statuses.count("cancelled")
+    _check_partial(command, tmp_path, done, total, why)
+
+
+def test_a_stopped_eval_with_no_run_done_writes_nothing(tmp_path: Path) -> None:
+    args, reports, _ = COMMANDS["eval-quality"]
+    earlier = _earlier(tmp_path, reports)
+    with FakeUpstream(lambda request: FakeReply(text="The answer is 42.", latency=30)) as fake:
+        proc = _start(args, tmp_path, fake)
+        try:
+            deadline = time.monotonic() + 60
+            while not fake.chat_requests:
+                assert time.monotonic() < deadline and proc.poll() is None, "the command never asked the upstream"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    said = SAID.search(err.strip().splitlines()[-1])
+    assert said is not None and said.group(1) == "0" and said.group(4) is None, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*reports, "t"])
+    assert all((tmp_path / name).read_text() == text for name, text in earlier.items())
+
+
+#: after this many answers the upstream fails for good: 503 to every request
+ANSWERED = 5
+#: eval bfcl with its baseline row: two runs per case, so the 5 runs done keep 2 whole cases
+FAILING = {
+    "eval-bfcl": ["eval", "bfcl", "--limit", "20", "-o", "{out}/bfcl", "--transcripts", "{out}/t"],
+    "eval-quality": COMMANDS["eval-quality"][0],
+    "calibrate": COMMANDS["calibrate"][0],
+}
+
+
+@pytest.mark.parametrize("command", list(FAILING))
+def test_an_upstream_that_fails_part_way_stops_the_eval_and_keeps_what_ran(tmp_path: Path, command: str) -> None:
+    reports, partial = COMMANDS[command][1], COMMANDS[command][2]
+    earlier = _earlier(tmp_path, reports)
+    answered = 0
+    # calibrate: one whole item (8 settings), then 503s part way through the second
+    limit = 12 if command == "calibrate" else ANSWERED
+
+    def failing(request: ReceivedRequest) -> FakeReply:
+        nonlocal answered
+        answered += 1
+        return FakeReply(text="The answer is 42.") if answered <= limit else FakeReply(status=503)
+
+    with FakeUpstream(failing) as fake:
+        proc = _start(FAILING[command], tmp_path, fake)
+        try:
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("agentfsm: error: upstream answered HTTP 503"), err
+    said = SAID.search(line)
+    assert said is not None, line
+    done, total = int(said.group(1)), int(said.group(2))
+    assert said.group(4) == ", ".join(str(tmp_path / name) for name in partial)
+    assert all((tmp_path / name).read_text() == text for name, text in earlier.items())
+    statuses = _ends(tmp_path)
+    # bfcl: 5 runs ended, 2 whole cases kept; calibrate: its first item; quality: the tasks
+    # that ended (the one the 503 cut ended its transcript in error and is not scored)
+    expected = {"eval-bfcl": 4, "eval-quality": statuses.count("final"), "calibrate": 1}[command]
+    assert 0 < done == expected < total, line
+    assert statuses.count("error") == 1 and "cancelled" not in statuses
+    why = line.removeprefix("agentfsm: error: ").split("; ")[0]
+    _check_partial(command, tmp_path, done, total, f"upstream failed: {why}")

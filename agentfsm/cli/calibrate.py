@@ -16,6 +16,7 @@ import typer
 
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
+from agentfsm.cli._partial import Partial, partial_path, stopped_part_way
 from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
@@ -33,7 +34,7 @@ OutputOpt = Annotated[
     Path,
     typer.Option(
         "-o", "--output",
-        help="Profile file (JSON), checked before the first model call. A profile already there keeps its other models (the file is replaced whole); the table also goes to the same path with .md.",
+        help="Profile file (JSON), checked before the first model call. A profile already there keeps its other models (the file is replaced whole); the table also goes to the same path with .md. Stopped part way (Ctrl-C, SIGTERM, the upstream gone), the items that ran under every setting go to PATH with .partial before .json (and .md), marked PARTIAL; the profile is left as it was.",
     ),
 ]
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=16, help="Generation bound per model call (a reply that does not follow the format costs at most this).")]
@@ -84,11 +85,13 @@ def _command_line() -> str:
     return "agentfsm " + " ".join(shlex.quote(redact(a)) for a in sys.argv[1:])
 
 
-def render_markdown(entry: ModelProfile) -> str:
-    """The profile's table for one model, with the command, the choice and how it was measured."""
+def render_markdown(entry: ModelProfile, partial: Partial | None = None) -> str:
+    """The profile's table for one model, with the command, the choice and how it was
+    measured; a partial one's first line says how far it got and why it stopped."""
     columns = list(entry.table[0].settings) if entry.table else []
     head = [*columns, "items", "accuracy % (95 % interval)", "protocol-valid %", "model calls / item", "s / item", ""]
     lines = [
+        *([f"# {partial.title}", ""] if partial is not None else []),
         f"# Calibration: {entry.model}",
         "",
         "Command:",
@@ -166,8 +169,10 @@ def _write_whole(path: Path, text: str) -> None:
 
 def _run(
     backend: Backend, items: list[Item], grid: list[Setting], base: RunConfig, max_tokens: int,
-    transcripts: Path | None, console: Console, deadline: float | None,
+    transcripts: Path | None, console: Console, deadline: float | None, kept: list[Outcome],
 ) -> list[Outcome]:
+    """The calibration, its whole items' outcomes also put in ``kept`` as they end (what a
+    stopped one keeps)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from agentfsm.core.backend import GenerationOptions
@@ -199,7 +204,7 @@ def _run(
                 return await run_calibration(
                     backend, items, grid, base=base, options=GenerationOptions(max_tokens=max_tokens),
                     on_outcome=on_outcome, on_stop=on_stop, transcripts=transcripts,
-                    stop=None if deadline is None else lambda: time.monotonic() >= deadline,
+                    stop=None if deadline is None else lambda: time.monotonic() >= deadline, on_item=kept.extend,
                 )
             finally:  # the async pool is closed on the loop that opened it
                 aclose = getattr(backend, "aclose", None)
@@ -230,17 +235,47 @@ def calibrate(
     model calls, seconds. The choice: best accuracy, ties to fewer model calls; a
     setting replaces the default (--dialect / --enforcement, json-action / auto unless
     given) only when its interval clears the default's. agentfsm serve --models reads
-    the profile (profile = "FILE" in a model's entry).
+    the profile (profile = "FILE" in a model's entry). Stopped part way (Ctrl-C, SIGTERM,
+    an upstream that fails), the items that ran under every setting are written as a
+    profile marked PARTIAL beside it (profile.partial.json and .md); the profile is left
+    as it was.
     """
     from rich.console import Console
 
-    from agentfsm.core.profile import ModelProfile
+    from agentfsm.core.profile import ModelProfile, Profile
     from agentfsm.eval.calibrate import RULE, choose, load_items, policy_axes, settings_grid, table
     from agentfsm.eval.host import machine_description, now_iso
     from agentfsm.runtime.transcript import prepare_transcripts_dir
 
     console = Console() if Console().is_terminal else Console(width=200)
     stop = Stop()
+    kept: list[Outcome] = []  # the whole items' outcomes, as they end
+    items: list[Item] = []
+    total = 0  # the items planned, once the calibration starts
+    start = time.perf_counter()
+
+    def entry_of(outcomes: list[Outcome], note: str) -> ModelProfile:
+        rows = table(outcomes, grid)
+        return ModelProfile(
+            model=model_backend.name,
+            chosen=dict(choose(rows).settings),
+            table=tuple(rows),
+            rule=RULE,
+            date=now_iso(),
+            versions=_versions(model_backend),
+            items=tuple(i.name for i in items if any(o.item == i.name for o in outcomes)),
+            seconds=round(time.perf_counter() - start, 1),
+            command=_command_line(),
+            machine=machine_description(),
+            note=note,
+        )
+
+    def write_partial(partial: Partial) -> list[Path]:
+        entry, target = entry_of(kept, partial.title), partial_path(output)
+        _write_whole(target, json.dumps(Profile().with_model(entry).to_json(), indent=2) + "\n")
+        _write_whole(target.with_suffix(".md"), render_markdown(entry, partial))
+        return [target, target.with_suffix(".md")]
+
     try:
         previous = _prepare_output(output)  # refused now, not after the whole calibration
         if transcripts is not None:
@@ -254,37 +289,17 @@ def calibrate(
         )
         start = time.perf_counter()
         deadline = None if time_limit is None else time.monotonic() + time_limit
+        total = len(items)
         with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
-            outcomes = _run(model_backend, items, grid, config, max_tokens, transcripts, console, deadline)
-        seconds = time.perf_counter() - start
-    except AgentFSMError as exc:
-        typer.echo(f"agentfsm: error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:  # the runs under way ended their transcripts cancelled
-        typer.echo(
-            f"agentfsm: {stop.word}: {output} was not written (a profile there is as it was); "
-            "--time-limit SECONDS ends a calibration early and writes what ran",
-            err=True,
-        )
-        raise typer.Exit(stop.code) from None
-    rows = table(outcomes, grid)
-    ran = [i.name for i in items if any(o.item == i.name for o in outcomes)]
-    note = "" if len(ran) == len(items) else (
-        f"stopped at the time limit ({time_limit:g} s): {len(ran)} of the set's {len(items)} items ran"
+            outcomes = _run(model_backend, items, grid, config, max_tokens, transcripts, console, deadline, kept)
+    except (AgentFSMError, KeyboardInterrupt) as exc:  # the runs under way ended their transcripts cancelled
+        ran = len({o.item for o in kept})
+        raise stopped_part_way(exc, stop, ran, total, write_partial, str(output), unit="items") from None
+    ran = len({o.item for o in outcomes})
+    note = "" if ran == len(items) else (
+        f"stopped at the time limit ({time_limit:g} s): {ran} of the set's {len(items)} items ran"
     )
-    entry = ModelProfile(
-        model=model_backend.name,
-        chosen=dict(choose(rows).settings),
-        table=tuple(rows),
-        rule=RULE,
-        date=now_iso(),
-        versions=_versions(model_backend),
-        items=tuple(ran),
-        seconds=round(seconds, 1),
-        command=_command_line(),
-        machine=machine_description(),
-        note=note,
-    )
+    entry = entry_of(outcomes, note)
     markdown = render_markdown(entry)
     console.print(markdown, highlight=False, markup=False)  # shown first: a write that fails keeps it on screen
     try:

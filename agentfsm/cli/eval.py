@@ -14,6 +14,7 @@ import typer
 
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
+from agentfsm.cli._partial import Partial, partial_path, stopped_part_way
 from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
@@ -47,7 +48,9 @@ LevelsOpt = Annotated[
     str, typer.Option("--enforcement", help="'all' or a comma list of auto, prompt, prefill, constrained.")
 ]
 OutputOpt = Annotated[
-    Path, typer.Option("-o", "--output", help="Report path stem: writes STEM.json, STEM.md and STEM.png.")
+    Path,
+    typer.Option("-o", "--output", help="Report path stem: writes STEM.json, STEM.md and STEM.png. Stopped part way "
+                 "(Ctrl-C, SIGTERM, the upstream gone), the cases done go to STEM.partial.json and .md, marked PARTIAL."),
 ]
 BaselineOpt = Annotated[bool, typer.Option("--baseline/--no-baseline", help="Add BFCL's prompt-mode row.")]
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=16, help="Generation bound per model call.")]
@@ -70,18 +73,12 @@ def _bfcl_version() -> str | None:
 
 
 class _Count:
-    """How far an eval got: runs done of those planned (told when it is stopped)."""
+    """How far an eval got: runs done of those planned, and their results (a partial
+    report's, when it is stopped)."""
 
     def __init__(self) -> None:
         self.done = self.total = 0
-
-
-def _stopped(stop: Stop, count: _Count, report: str) -> typer.Exit:
-    """Ctrl-C or SIGTERM: one line saying how far it got and that no report was written
-    (the runs under way ended their transcripts ``cancelled``); the exit to raise."""
-    typer.echo(f"agentfsm: {stop.word}: {count.done} of {count.total} runs were done; "
-               f"{report} was not written (a report there is as it was)", err=True)
-    return typer.Exit(stop.code)
+        self.results: list[CaseResult] = []
 
 
 def _execute(
@@ -109,6 +106,7 @@ def _execute(
             nonlocal right
             right += result.valid
             count.done += 1
+            count.results.append(result)
             mark = "[green]ok[/]" if result.valid else "[red]x[/]"
             last = f"{result.case_id} {result.dialect}/{result.enforcement} {mark}"
             progress.update(task, advance=1, last=last)
@@ -159,6 +157,10 @@ def bfcl(
     rules (irrelevance: any call is wrong). A baseline row runs BFCL's own prompt
     mode on the same backend and cases. Writes a JSON and a Markdown report and a
     chart of accuracy by dialect x enforcement level.
+
+    Stopped part way (Ctrl-C, SIGTERM, an upstream that fails), the cases done so far
+    are written to STEM.partial.json and .md, their first line PARTIAL: n of N runs
+    and why; a report at STEM is left as it was.
     """
     from rich.console import Console
 
@@ -172,6 +174,20 @@ def bfcl(
     if not console.is_terminal:
         console = Console(width=200)  # a log file gets the whole table, not a folded one
     stop, count = Stop(), _Count()
+
+    def meta() -> dict[str, Any]:
+        return {
+            "command": "agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            "date": now_iso(),
+            "backend": model_backend.name,
+            "model": model,
+            "machine": machine_description(),
+            "bfcl_eval": _bfcl_version(),
+            "max_tokens": max_tokens,
+            "categories": list(cats),
+            "limit": limit,
+        }
+
     try:
         cats = parse_categories(categories)
         model_backend = make_backend(backend, base_url, model, api_key)
@@ -182,26 +198,20 @@ def bfcl(
         options = GenerationOptions(max_tokens=max_tokens)
         with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
             results = _execute(model_backend, plan, options, console, count)
-    except AgentFSMError as exc:
-        typer.echo(f"agentfsm: error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
+    except (AgentFSMError, KeyboardInterrupt) as exc:  # the cases done are kept, marked partial
         stem = output.with_suffix("") if output.suffix in (".json", ".md", ".png") else output  # as write_report reads it
-        raise _stopped(stop, count, f"the report ({stem}.json, .md, .png)") from None
+        done = count.results
+        whole = done[: len(done) - len(done) % len(specs)] if done else done  # whole cases: every row has the same ones
+
+        def write_partial(partial: Partial) -> list[Path]:
+            return write_report(partial_path(stem), aggregate(whole), whole, {"partial": partial.title, **meta()})
+
+        raise stopped_part_way(
+            exc, stop, len(whole), count.total, write_partial, f"the report ({stem}.json, .md, .png)"
+        ) from None
     rows = aggregate(results)
-    meta: dict[str, Any] = {
-        "command": "agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-        "date": now_iso(),
-        "backend": model_backend.name,
-        "model": model,
-        "machine": machine_description(),
-        "bfcl_eval": _bfcl_version(),
-        "max_tokens": max_tokens,
-        "categories": list(cats),
-        "limit": limit,
-    }
     console.print(render_table(rows))
-    written = write_report(output, rows, results, meta)
+    written = write_report(output, rows, results, meta())
     try:
         from agentfsm.eval.chart import write_chart
 
@@ -245,7 +255,9 @@ def quality(
                      "--languages en,de (options given as well win); writes runs/quality-fast.md by default."),
     ] = False,
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Markdown report path (default bench/results/quality.md).")
+        Path | None,
+        typer.Option("-o", "--output", help="Markdown report path (default bench/results/quality.md). Stopped part way "
+                     "(Ctrl-C, SIGTERM, the upstream gone), the runs done go to PATH with .partial before .md, marked PARTIAL."),
     ] = None,
     transcripts: TranscriptsOpt = None,
     data_dir: DataDirOpt = None,
@@ -259,7 +271,9 @@ def quality(
     Prints one table (per row: cases, accuracy with its 95 % interval, protocol-valid,
     model calls and seconds per case, answers carrying runtime text, answers that repeat
     the request; tuned and held-out side by side) and writes it, with date, machine and
-    command, to the Markdown report.
+    command, to the Markdown report. Stopped part way (Ctrl-C, SIGTERM, an upstream
+    that fails), the runs done so far are written beside it (quality.partial.md), their
+    first line PARTIAL: n of N runs and why; the report itself is left as it was.
     """
     from rich.console import Console
 
@@ -273,6 +287,31 @@ def quality(
     base = FAST if fast else FULL
     path = output or (Path("runs/quality-fast.md") if fast else Path("bench/results/quality.md"))
     stop, count = Stop(), _Count()
+    task_results: list[SuiteResult] = []
+
+    def meta() -> dict[str, Any]:
+        return {
+            "command": "agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            "date": now_iso(),
+            "backend": model_backend.name,
+            "machine": machine_description(),
+            "bfcl_eval": _bfcl_version(),
+            "BFCL cases": f"first {plan.limit} of each category, first {plan.live_limit} of each live one",
+            "tasks": f"{len(todo)} (split: {plan.split or 'both'}; languages: {', '.join(plan.languages or ('all',))}; "
+                     f"held-out seed {HELD_OUT_SEED})",
+        }
+
+    def write(partial: Partial | None = None) -> Path:
+        """The runs done as the report (printed too), or as a partial one beside it."""
+        rows = build_rows(task_results, count.results, live=set(plan.live_categories))
+        head = {"partial": partial.title} if partial is not None else {}
+        to = path if partial is None else partial_path(path, (".md",))
+        if partial is None:
+            console.print(render_table(rows))
+        to.parent.mkdir(parents=True, exist_ok=True)
+        to.write_text(render_markdown(rows, {**head, **meta()}, task_results, count.results), encoding="utf-8")
+        return to
+
     try:
         if split not in (None, "tuned", "held-out", "all"):
             raise UsageError(f"--split must be 'tuned', 'held-out' or 'all', not {split!r}")
@@ -297,37 +336,22 @@ def quality(
             console.print(f"[{count.done}/{count.total}, {right} right] {line}", highlight=False, markup=False)
 
         def on_task(r: SuiteResult) -> None:
+            task_results.append(r)
             mark = "ok" if r.valid else f"x ({r.error or r.why})"
             calls = ", ".join(f"{n}{a}" for n, a in r.calls) or "no call"
             progress(r.valid, f"task {r.task.name}: {mark} [{calls}] -> {r.answer[:80]!r} ({r.seconds:.1f} s)")
 
         def on_case(r: CaseResult) -> None:
+            count.results.append(r)
             progress(r.valid, f"{r.case_id}: {'ok' if r.valid else 'x'} ({r.seconds:.1f} s)")
 
         with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
-            task_results, case_results = asyncio.run(_run_and_close(
+            asyncio.run(_run_and_close(
                 model_backend, run_quality(model_backend, todo, cases, transcripts, on_task, on_case, plan.max_tokens)
             ))
-    except AgentFSMError as exc:
-        typer.echo(f"agentfsm: error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        raise _stopped(stop, count, str(path)) from None
-    rows = build_rows(task_results, case_results, live=set(plan.live_categories))
-    console.print(render_table(rows))
-    meta: dict[str, Any] = {
-        "command": "agentfsm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-        "date": now_iso(),
-        "backend": model_backend.name,
-        "machine": machine_description(),
-        "bfcl_eval": _bfcl_version(),
-        "BFCL cases": f"first {plan.limit} of each category, first {plan.live_limit} of each live one",
-        "tasks": f"{len(todo)} (split: {plan.split or 'both'}; languages: {', '.join(plan.languages or ('all',))}; "
-                 f"held-out seed {HELD_OUT_SEED})",
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_markdown(rows, meta, task_results, case_results), encoding="utf-8")
-    console.print(f"wrote {path}")
+    except (AgentFSMError, KeyboardInterrupt) as exc:  # the runs done are kept, marked partial
+        raise stopped_part_way(exc, stop, count.done, count.total, lambda partial: [write(partial)], str(path)) from None
+    console.print(f"wrote {write()}")
 
 
 eval_app.command("quality")(quality)

@@ -268,6 +268,7 @@ async def run_calibration(
     on_stop: Callable[[Setting, int], None] | None = None,
     transcripts: Path | None = None,
     stop: Callable[[], bool] | None = None,
+    on_item: Callable[[Sequence[Outcome]], None] | None = None,
 ) -> list[Outcome]:
     """Every item under every setting of ``grid`` (each ``base`` with the setting; the first
     is the default), item by item with the settings interleaved. A setting stops once
@@ -275,7 +276,9 @@ async def run_calibration(
     be chosen, so the choice is the one running it to the end would make.
 
     With ``stop`` (asked before each run: a time limit), no run starts once it says so;
-    the item it cut is left out of every row, so the rows still compare the same items."""
+    the item it cut is left out of every row, so the rows still compare the same items.
+    ``on_item`` is given each item's outcomes once it ran under every setting still going
+    (what a calibration stopped by a signal or the upstream keeps)."""
     options = options or GenerationOptions(max_tokens=DEFAULT_MAX_TOKENS)
     runs = [(dict(setting), base.replace(**setting)) for setting in grid]  # checked before any model call
     right = [0] * len(runs)
@@ -297,6 +300,8 @@ async def run_calibration(
             right[index] += outcome.valid
             done[index] += 1
             out.append(outcome)
+        if on_item is not None:
+            on_item([outcome for _, outcome in ran])
         for index in range(1, len(runs)):
             if not stopped[index] and hopeless(right[index], done[index], len(items), right[0]):
                 stopped[index] = True

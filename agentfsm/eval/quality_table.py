@@ -257,11 +257,13 @@ def render_markdown(
     tasks: Sequence[SuiteResult] = (),
     cases: Sequence[CaseResult] = (),
 ) -> str:
-    """The table as Markdown, with how it was made, the runtime-text answers and the failed tasks."""
-    lines = ["# Quality: the task suite and BFCL's single-turn categories", ""]
+    """The table as Markdown, with how it was made, the runtime-text answers and the failed
+    tasks (a partial table's first line is ``meta["partial"]``: how far it got and why it stopped)."""
+    lines = [f"# {meta['partial']}", ""] if meta.get("partial") else []
+    lines += ["# Quality: the task suite and BFCL's single-turn categories", ""]
     if meta.get("command"):
         lines += ["Command:", "", "```", str(meta["command"]), "```", ""]
-    lines += [f"- {key}: {value}" for key, value in meta.items() if key != "command" and value is not None]
+    lines += [f"- {key}: {value}" for key, value in meta.items() if key not in ("command", "partial") and value is not None]
     lines += ["", _HOW_TO_READ, "", "| " + " | ".join(COLUMNS) + " |", "|---|---|" + "---:|" * (len(COLUMNS) - 2)]
     for r in rows:
         cells = r.cells()

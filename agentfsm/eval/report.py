@@ -190,8 +190,10 @@ def render_table(rows: Sequence[ReportRow], title: str = "BFCL through agentfsm"
 
 
 def render_markdown(rows: Sequence[ReportRow], meta: dict[str, Any]) -> str:
-    """The report as Markdown: how it was made, then the table."""
-    lines = ["# BFCL through agentfsm", ""]
+    """The report as Markdown: how it was made, then the table (a partial report's first
+    line is ``meta["partial"]``: how far it got and why it stopped)."""
+    lines = [f"# {meta['partial']}", ""] if meta.get("partial") else []
+    lines += ["# BFCL through agentfsm", ""]
     if meta.get("command"):
         lines += ["Command:", "", "```", str(meta["command"]), "```", ""]
     for key in ("date", "backend", "model", "machine", "bfcl_eval", "max_tokens"):

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 
 from agentfsm.core.backend import Backend, GenerationOptions
-from agentfsm.core.errors import AgentFSMError
+from agentfsm.core.errors import AgentFSMError, BackendError
 from agentfsm.core.events import ToolCallEvent, TranscriptEvent
 from agentfsm.eval.fake_tools import TOOLS
 from agentfsm.eval.matching import Call, OneOf, answer_matches, calls_match
@@ -93,7 +93,9 @@ async def run_suite_task(
     **agent_options: Any,
 ) -> SuiteResult:
     """Run ``task`` through an :class:`~agentfsm.runtime.agent.Agent` (defaults unless
-    ``agent_options`` say otherwise) and check its calls and answer."""
+    ``agent_options`` say otherwise) and check its calls and answer. An error of the
+    model's run (a spent retry budget, a loop) is its result; one of the upstream
+    (:class:`~agentfsm.core.errors.BackendError`) is raised: it is no measure of the model."""
     from agentfsm.runtime.agent import Agent  # the eval package loads the runtime lazily
 
     made: list[tuple[str, dict[str, Any]]] = []
@@ -116,6 +118,8 @@ async def run_suite_task(
     start = time.perf_counter()
     try:
         result = await agent.arun(task.prompt)
+    except BackendError:  # the upstream failed, not the model: the eval stops (and keeps what ran)
+        raise
     except AgentFSMError as exc:
         seconds = time.perf_counter() - start
         return SuiteResult(task, False, False, texts.model_calls, seconds, tuple(made), error=type(exc).__name__,

@@ -1,0 +1,89 @@
+"""What ``eval bfcl``, ``eval quality`` and ``calibrate`` keep when they stop part way.
+
+Ctrl-C, SIGTERM (a scheduler's time limit) or an upstream that goes away can end an eval
+that has run for half an hour. The runs that ended are not thrown away: they are written as
+a report (a profile, for ``calibrate``) marked partial, its first line
+``PARTIAL: 6 of 10 runs; terminated (SIGTERM)``, to the path with ``.partial`` before its
+suffix (``quality.md``: ``quality.partial.md``), so a complete report already at the path
+is left as it was. One line on stderr says what stopped it, how far it got and where the
+partial report is. A signal exits 130 / 143 as before; an upstream failure exits 2, the
+code of every upstream error (``docs/cli.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from agentfsm.cli._signals import Stop
+from agentfsm.core.errors import AgentFSMError, BackendError
+
+__all__ = ["Partial", "partial_path", "stopped_part_way"]
+
+
+@dataclass(frozen=True)
+class Partial:
+    """How far a stopped eval got, and why it stopped."""
+
+    done: int
+    total: int
+    #: ``interrupted (Ctrl-C)``, ``terminated (SIGTERM)`` or ``upstream failed: ...``
+    why: str
+    #: what ``done`` counts: ``runs`` (the evals) or ``items`` (calibrate)
+    unit: str = "runs"
+
+    @property
+    def title(self) -> str:
+        """The report's first line: ``PARTIAL: 6 of 10 runs; terminated (SIGTERM)``."""
+        return f"PARTIAL: {self.done} of {self.total} {self.unit}; {self.why}"
+
+
+def partial_path(path: Path, suffixes: Sequence[str] = (".json", ".md", ".png")) -> Path:
+    """``path`` with ``.partial`` before its suffix (``q.md``: ``q.partial.md``); a path
+    without one of ``suffixes`` (a report stem) gets it at its end."""
+    if path.suffix in suffixes:
+        return path.with_name(f"{path.stem}.partial{path.suffix}")
+    return path.with_name(f"{path.name}.partial")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def stopped_part_way(
+    exc: BaseException,
+    stop: Stop,
+    done: int,
+    total: int,
+    write: Callable[[Partial], Sequence[Path]],
+    complete: str,
+    unit: str = "runs",
+) -> typer.Exit:
+    """Write what ran (``write``, given how far it got) unless nothing did, say so in one
+    line, and return the exit to raise. ``exc`` is the ``KeyboardInterrupt`` of Ctrl-C or
+    SIGTERM, or the error that ended it (the upstream's, a transcript that could not be
+    written); ``complete`` names the report that was not written. With nothing planned
+    yet (``total`` 0: a mistake in the options, a model that cannot load) the line is
+    the plain one."""
+    if isinstance(exc, KeyboardInterrupt):
+        head, code = stop.word, stop.code
+        why = "terminated (SIGTERM)" if stop.terminated else "interrupted (Ctrl-C)"
+    else:
+        head, code = f"error: {_one_line(exc)}", 2
+        why = f"{'upstream failed' if isinstance(exc, BackendError) else 'failed'}: {_one_line(exc)}"
+    if not total:
+        plain = f"{stop.word}: {complete} was not written (one there is as it was)" if code != 2 else f"error: {exc}"
+        typer.echo(f"agentfsm: {plain}", err=True)
+        return typer.Exit(code)
+    kept = ""
+    if done:
+        try:
+            kept = f", kept in {', '.join(map(str, write(Partial(done, total, why, unit))))}"
+        except (OSError, AgentFSMError) as failure:  # said, not raised: the line below is the one
+            kept = f", not kept ({_one_line(failure)})"
+    said = f"{done} of {total} {unit} were done{kept}; {complete} was not written (one there is as it was)"
+    typer.echo(f"agentfsm: {head}{'; ' if code == 2 else ': '}{said}", err=True)
+    return typer.Exit(code)
