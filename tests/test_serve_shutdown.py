@@ -45,61 +45,61 @@ def _error(body: object) -> dict[str, Any]:
 
 
 def _chat(url: str, stream: bool, seen: dict[str, Any]) -> None:
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60)
     messages: Any = [{"role": "user", "content": "hi"}]
-    try:
-        if stream:
-            for chunk in client.chat.completions.create(model="m", messages=messages, stream=True):
-                if chunk.choices and chunk.choices[0].delta.content:
-                    seen.setdefault("text", []).append(chunk.choices[0].delta.content)
-            seen["ended"] = "cleanly"
-        else:
-            client.chat.completions.create(model="m", messages=messages)
-            seen["ended"] = "answered"
-    except openai.APIStatusError as exc:
-        seen["status"], seen["error"] = exc.status_code, _error(exc.body)
-    except openai.APIError as exc:  # data: {"error": ...} in the stream
-        seen["error"] = _error({"error": exc.body})
+    with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60) as client:
+        try:
+            if stream:
+                for chunk in client.chat.completions.create(model="m", messages=messages, stream=True):
+                    if chunk.choices and chunk.choices[0].delta.content:
+                        seen.setdefault("text", []).append(chunk.choices[0].delta.content)
+                seen["ended"] = "cleanly"
+            else:
+                client.chat.completions.create(model="m", messages=messages)
+                seen["ended"] = "answered"
+        except openai.APIStatusError as exc:
+            seen["status"], seen["error"] = exc.status_code, _error(exc.body)
+        except openai.APIError as exc:  # data: {"error": ...} in the stream
+            seen["error"] = _error({"error": exc.body})
 
 
 def _messages(url: str, stream: bool, seen: dict[str, Any]) -> None:
-    client = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0, timeout=60)
     messages: Any = [{"role": "user", "content": "hi"}]
-    try:
-        if stream:
-            for event in client.messages.create(model="m", max_tokens=4096, messages=messages, stream=True):
-                if event.type == "content_block_delta" and event.delta.type == "text_delta":
-                    seen.setdefault("text", []).append(event.delta.text)
-            seen["ended"] = "cleanly"
-        else:
-            client.messages.create(model="m", max_tokens=4096, messages=messages)
-            seen["ended"] = "answered"
-    except anthropic.APIStatusError as exc:  # a 503, or event: error in the stream (status 200)
-        assert isinstance(exc.body, dict) and exc.body.get("type") == "error", exc.body
-        seen["error"] = _error(exc.body)
-        if not stream:
-            seen["status"] = exc.status_code
+    with anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0, timeout=60) as client:
+        try:
+            if stream:
+                for event in client.messages.create(model="m", max_tokens=4096, messages=messages, stream=True):
+                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        seen.setdefault("text", []).append(event.delta.text)
+                seen["ended"] = "cleanly"
+            else:
+                client.messages.create(model="m", max_tokens=4096, messages=messages)
+                seen["ended"] = "answered"
+        except anthropic.APIStatusError as exc:  # a 503, or event: error in the stream (status 200)
+            assert isinstance(exc.body, dict) and exc.body.get("type") == "error", exc.body
+            seen["error"] = _error(exc.body)
+            if not stream:
+                seen["status"] = exc.status_code
 
 
 def _responses(url: str, stream: bool, seen: dict[str, Any]) -> None:
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60)
-    try:
-        if stream:
-            for event in client.responses.create(model="m", input="hi", stream=True):
-                seen.setdefault("events", []).append(event.type)
-                if event.type == "response.output_text.delta":
-                    seen.setdefault("text", []).append(event.delta)
-                elif event.type == "error":
-                    seen["error"] = {"message": event.message, "code": event.code}
-                elif event.type == "response.failed":
-                    assert event.response.error is not None
-                    seen["failed"] = event.response.error.message
-            seen["ended"] = "cleanly"
-        else:
-            client.responses.create(model="m", input="hi")
-            seen["ended"] = "answered"
-    except openai.APIStatusError as exc:
-        seen["status"], seen["error"] = exc.status_code, _error(exc.body)
+    with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60) as client:
+        try:
+            if stream:
+                for event in client.responses.create(model="m", input="hi", stream=True):
+                    seen.setdefault("events", []).append(event.type)
+                    if event.type == "response.output_text.delta":
+                        seen.setdefault("text", []).append(event.delta)
+                    elif event.type == "error":
+                        seen["error"] = {"message": event.message, "code": event.code}
+                    elif event.type == "response.failed":
+                        assert event.response.error is not None
+                        seen["failed"] = event.response.error.message
+                seen["ended"] = "cleanly"
+            else:
+                client.responses.create(model="m", input="hi")
+                seen["ended"] = "answered"
+        except openai.APIStatusError as exc:
+            seen["status"], seen["error"] = exc.status_code, _error(exc.body)
 
 
 def _asking(ask: Callable[[str, bool, dict[str, Any]], None], url: str, stream: bool, seen: dict[str, Any]) -> None:

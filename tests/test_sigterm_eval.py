@@ -21,7 +21,8 @@ import pytest
 
 from agentfsm.core.profile import Profile
 from agentfsm.runtime.transcript import read_transcript
-from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
+from agentfsm.testing import FakeUpstream
+from tests._fake import HoldAfter
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = ("--backend", "openai", "--base-url")
@@ -35,10 +36,6 @@ COMMANDS = {
 SIGNALS = {"SIGTERM": (signal.SIGTERM, 143, "terminated"), "SIGINT": (signal.SIGINT, 130, "interrupted")}
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-
-
-def _slow(request: ReceivedRequest) -> FakeReply:
-    return FakeReply(text="The answer is 42.", latency=0.3)
 
 
 #: each command under SIGTERM and Ctrl-C from a terminal, and SIGTERM to a script's background
@@ -56,7 +53,8 @@ def test_a_stopped_eval_ends_its_runs_and_writes_nothing(
     earlier = {name: json.dumps(Profile().to_json()) if name.endswith(".json") else "earlier\n" for name in reports}
     for name, text in earlier.items():  # an earlier report or profile: left as it was
         (tmp_path / name).write_text(text)
-    with FakeUpstream(_slow) as fake:
+    # three requests answered, the fourth held: the signal lands while its run is under way
+    with FakeUpstream(HoldAfter(3, "The answer is 42.", latency=0.3)) as fake:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agentfsm", *(a.format(out=tmp_path) for a in args), *UPSTREAM, fake.base_url],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
@@ -66,7 +64,6 @@ def test_a_stopped_eval_ends_its_runs_and_writes_nothing(
             while len(fake.chat_requests) < 4:
                 assert time.monotonic() < deadline and proc.poll() is None, "the command never asked the upstream"
                 time.sleep(0.05)
-            time.sleep(0.1)
             proc.send_signal(signum)
             _, err = proc.communicate(timeout=60)
         finally:
