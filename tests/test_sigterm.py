@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,11 @@ def test_sigterm_ends_the_chat(tmp_path: Path, during: str, sigint: signal.Handl
     with FakeUpstream(["first answer", latency(30, "never seen")]) as fake:
         proc = _agentfsm("chat", *UPSTREAM, "--base-url", fake.base_url, "--transcript", str(transcript),
                          stdin=subprocess.PIPE, sigint=sigint)
-        assert proc.stdin is not None
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        shown: list[str] = []
+        stdout = proc.stdout
+        reader = threading.Thread(target=lambda: shown.extend(iter(stdout.readline, "")))
+        reader.start()
         proc.stdin.write("hello\n")
         proc.stdin.flush()
         wait_for_requests(fake, 1)
@@ -103,14 +108,19 @@ def test_sigterm_ends_the_chat(tmp_path: Path, during: str, sigint: signal.Handl
             proc.stdin.write("second\n")
             proc.stdin.flush()
             wait_for_requests(fake, 2)
-        else:  # waiting for the next line
+        else:  # waiting for the next line: once the answer is shown (its run_end is written
+            # before the chat has shown it: a signal then would cancel the turn's last steps)
             deadline = time.monotonic() + 30
-            while "run_end" not in transcript.read_text():
-                assert time.monotonic() < deadline
+            while not any("first answer" in line for line in shown):
+                assert time.monotonic() < deadline and proc.poll() is None, shown
                 time.sleep(0.05)
             time.sleep(0.3)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+        reader.join(timeout=60)
+        out, err = "".join(shown), proc.stderr.read()
+        for pipe in (proc.stdin, stdout, proc.stderr):
+            pipe.close()
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == "agentfsm: terminated" and "Traceback" not in err
     assert "first answer" in out
