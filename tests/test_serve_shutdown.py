@@ -133,7 +133,7 @@ def test_sigterm_cancels_a_request_at_the_shutdown_timeout(
              "--shutdown-timeout", str(GRACE)],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True)
         try:
-            wait_until_serving(url, proc)
+            wait_until_serving(url, proc, 60)  # two workers start slowly on a loaded machine
             seen: dict[str, Any] = {}
             client = threading.Thread(target=_asking, args=(_ASK[endpoint], url, stream, seen))
             client.start()
@@ -144,14 +144,14 @@ def test_sigterm_cancels_a_request_at_the_shutdown_timeout(
             time.sleep(0.3)
             stopped = time.monotonic()
             proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=GRACE + 8)
+            _, err = proc.communicate(timeout=GRACE + 15)
             took = time.monotonic() - stopped
             client.join(10)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    assert GRACE <= took < GRACE + 5, (took, err)
+    assert GRACE <= took < GRACE + 10, (took, err)  # the stop waited, and not for the upstream (minutes)
     assert not client.is_alive(), "the client still waits"
     assert "Traceback" not in err and "Exception in ASGI application" not in err, err
     assert seen.get("error", {}).get("message") == SHUT_DOWN, seen
