@@ -166,3 +166,25 @@ def test_sigterm_cancels_a_request_at_the_shutdown_timeout(
     if stream:  # what the client had been sent is kept, as a cut-off reply
         (output,) = [e for e in events if e["type"] == "model_output"]
         assert output["cut"] is True and output["text"].startswith("first")
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-process", "two-workers"])
+def test_sigterm_while_serve_starts_stops_it_at_once(workers: int) -> None:
+    """Told to stop as it starts (its one line said, uvicorn or the workers not yet up):
+    serve stops within seconds, by the signal or with 0, and says nothing more."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentfsm", "serve", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+         "--model", "m", "--port", str(free_port()), "--workers", str(workers)],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline()
+        assert said.startswith("agentfsm proxy on http://127.0.0.1:"), said
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode in (0, -signal.SIGTERM), (proc.returncode, err)
+    assert err.strip() == "", err
