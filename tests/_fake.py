@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from agentfsm.backends import GenerationOptions, OpenAICompatBackend
 from agentfsm.core.backend import Backend
 from agentfsm.core.messages import PromptMessage
-from agentfsm.testing import FakeUpstream
+from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
 
-__all__ = ["MODES", "MESSAGES", "OPTIONS", "call", "wait_for_requests"]
+__all__ = ["MODES", "MESSAGES", "OPTIONS", "HoldAfter", "call", "wait_for_requests"]
 
 #: the four ways to ask a backend: whole or streamed, blocking or async
 MODES = ("complete", "stream", "acomplete", "astream")
@@ -47,3 +48,27 @@ def wait_for_requests(fake: FakeUpstream, requests: int) -> None:
         assert time.monotonic() < deadline, "the CLI never asked the upstream"
         time.sleep(0.05)
     time.sleep(0.3)
+
+
+class HoldAfter:
+    """An upstream script: ``text`` after ``latency`` seconds for the first ``answered``
+    requests, then every later one held (answered after ``hold`` seconds) until
+    :meth:`release`. A stop signal sent once the upstream holds a request then lands while
+    that request's run is under way, however slowly a loaded machine runs the command: a
+    signal timed by the clock could land between two runs, or after the last."""
+
+    def __init__(self, answered: int, text: str, latency: float, hold: float = 120.0) -> None:
+        self.answered, self.text, self.latency, self.hold = answered, text, latency, hold
+        self._count = 0
+        self._lock = threading.Lock()
+        self._released = threading.Event()
+
+    def __call__(self, request: ReceivedRequest) -> FakeReply:
+        with self._lock:
+            self._count += 1
+            held = self._count > self.answered and not self._released.is_set()
+        return FakeReply(text=self.text, latency=self.hold if held else self.latency)
+
+    def release(self) -> None:
+        """Answer every later request after ``latency`` again."""
+        self._released.set()

@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,9 @@ import pytest
 
 from agentfsm.replays.compare import replay
 from agentfsm.runtime.transcript import read_transcript
-from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
+from agentfsm.testing import FakeUpstream
 from agentfsm.testing.fake_script import latency
-from tests._fake import wait_for_requests
+from tests._fake import HoldAfter, wait_for_requests
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = ("--backend", "openai", "--enforcement", "prompt")
@@ -95,7 +96,11 @@ def test_sigterm_ends_the_chat(tmp_path: Path, during: str, sigint: signal.Handl
     with FakeUpstream(["first answer", latency(30, "never seen")]) as fake:
         proc = _agentfsm("chat", *UPSTREAM, "--base-url", fake.base_url, "--transcript", str(transcript),
                          stdin=subprocess.PIPE, sigint=sigint)
-        assert proc.stdin is not None
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        shown: list[str] = []
+        stdout = proc.stdout
+        reader = threading.Thread(target=lambda: shown.extend(iter(stdout.readline, "")))
+        reader.start()
         proc.stdin.write("hello\n")
         proc.stdin.flush()
         wait_for_requests(fake, 1)
@@ -103,14 +108,19 @@ def test_sigterm_ends_the_chat(tmp_path: Path, during: str, sigint: signal.Handl
             proc.stdin.write("second\n")
             proc.stdin.flush()
             wait_for_requests(fake, 2)
-        else:  # waiting for the next line
+        else:  # waiting for the next line: once the answer is shown (its run_end is written
+            # before the chat has shown it: a signal then would cancel the turn's last steps)
             deadline = time.monotonic() + 30
-            while "run_end" not in transcript.read_text():
-                assert time.monotonic() < deadline
+            while not any("first answer" in line for line in shown):
+                assert time.monotonic() < deadline and proc.poll() is None, shown
                 time.sleep(0.05)
             time.sleep(0.3)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+        reader.join(timeout=60)
+        out, err = "".join(shown), proc.stderr.read()
+        for pipe in (proc.stdin, stdout, proc.stderr):
+            pipe.close()
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == "agentfsm: terminated" and "Traceback" not in err
     assert "first answer" in out
@@ -119,23 +129,19 @@ def test_sigterm_ends_the_chat(tmp_path: Path, during: str, sigint: signal.Handl
     assert replay(transcript).identical
 
 
-def _slow_script(request: ReceivedRequest) -> FakeReply:
-    return FakeReply(text="The answer is 42.", latency=0.2)
-
-
 @pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["terminal", "background-job"])
 def test_sigterm_stops_a_batch_that_the_same_command_then_finishes(tmp_path: Path, sigint: signal.Handlers) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"t{i:03d}", "prompt": f"task {i}"}) + "\n" for i in range(60)))
     out, runs = tmp_path / "results.jsonl", tmp_path / "runs"
-    with FakeUpstream(_slow_script) as fake:
+    # eight tasks answered, the ninth on held: the signal lands with tasks under way, whatever the load
+    script = HoldAfter(8, "The answer is 42.", latency=0.2)
+    with FakeUpstream(script) as fake:
         cmd = ["batch", str(tasks), "-o", str(out), "--backend", "openai", "--base-url", fake.base_url, "--model", "m",
                "--tools-module", "agentfsm.testing.example_tools", "--no-progress", "--json", "-c", "4",
                "--transcripts", str(runs)]
         proc = _agentfsm(*cmd, sigint=sigint)
-        deadline = time.monotonic() + 60
-        while (not out.exists() or out.read_bytes().count(b"\n") < 8) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for_requests(fake, 9)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 143, err
@@ -148,6 +154,7 @@ def test_sigterm_stops_a_batch_that_the_same_command_then_finishes(tmp_path: Pat
         assert all(e["type"] == "run_end" for e in ends.values())
         cancelled = {task for task, e in ends.items() if e["status"] == "cancelled"}
         assert cancelled and not cancelled & set(kept)
+        script.release()
         rerun = subprocess.run([sys.executable, "-m", "agentfsm", *cmd], capture_output=True, text=True,
                                timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert rerun.returncode == 0, rerun.stderr

@@ -29,6 +29,7 @@ from agentfsm.core.profile import Profile
 from agentfsm.runtime.transcript import read_transcript
 from agentfsm.server.models_file import read_profile
 from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
+from tests._fake import HoldAfter
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = ("--backend", "openai", "--base-url")
@@ -91,10 +92,6 @@ def _check_partial(command: str, out: Path, done: int, total: int, why: str) -> 
         assert read_profile(out / "profile.partial.json").models  # a profile serve --models can read
 
 
-def _slow(request: ReceivedRequest) -> FakeReply:
-    return FakeReply(text="The answer is 42.", latency=0.3)
-
-
 #: each command under SIGTERM and Ctrl-C from a terminal, and SIGTERM to a script's background
 #: job (SIGINT ignored: SIGTERM cannot take asyncio's SIGINT path)
 CASES = [(c, s, signal.SIG_DFL) for c in COMMANDS for s in SIGNALS] + [(c, "SIGTERM", signal.SIG_IGN) for c in COMMANDS]
@@ -111,14 +108,14 @@ def test_a_stopped_eval_ends_its_runs_and_keeps_those_done_as_a_partial_report(
     # calibrate's item runs under each of the backend's 8 settings, one model call each here:
     # past 12 calls, its first item has ended
     wait_for = 12 if command == "calibrate" else 4
-    with FakeUpstream(_slow) as fake:
+    # the requests before it answered, that one held: the signal lands while its run is under way
+    with FakeUpstream(HoldAfter(wait_for - 1, "The answer is 42.", latency=0.3)) as fake:
         proc = _start(args, tmp_path, fake, sigint)
         try:
             deadline = time.monotonic() + 60
             while len(fake.chat_requests) < wait_for:
                 assert time.monotonic() < deadline and proc.poll() is None, "the command never asked the upstream"
                 time.sleep(0.05)
-            time.sleep(0.1)
             proc.send_signal(signum)
             _, err = proc.communicate(timeout=60)
         finally:
