@@ -210,3 +210,30 @@ def test_an_upstream_that_fails_part_way_stops_the_eval_and_keeps_what_ran(tmp_p
     assert statuses.count("error") == 1 and "cancelled" not in statuses
     why = line.removeprefix("agentfsm: error: ").split("; ")[0]
     _check_partial(command, tmp_path, done, total, f"upstream failed: {why}")
+
+
+def test_a_partial_calibration_of_a_profile_named_without_json_leaves_its_table_alone(tmp_path: Path) -> None:
+    # ``-o profile`` writes profile and profile.md: the partial table went to
+    # profile.partial with .md in place of its suffix, i.e. over the whole one's profile.md
+    (tmp_path / "profile.md").write_text("earlier\n")
+    answered = 0
+
+    def failing(request: ReceivedRequest) -> FakeReply:
+        nonlocal answered
+        answered += 1  # one whole item (8 settings), then 503s
+        return FakeReply(text="The answer is 42.") if answered <= 12 else FakeReply(status=503)
+
+    with FakeUpstream(failing) as fake:
+        proc = _start(["calibrate", "-o", "{out}/profile"], tmp_path, fake)
+        try:
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, err
+    said = SAID.search(err.strip().splitlines()[-1])
+    assert said is not None and said.group(4) == f"{tmp_path / 'profile.partial'}, {tmp_path / 'profile.partial.md'}", err
+    assert (tmp_path / "profile.md").read_text() == "earlier\n"
+    assert (tmp_path / "profile.partial.md").read_text().startswith("# PARTIAL: 1 of ")
+    assert read_profile(tmp_path / "profile.partial").models

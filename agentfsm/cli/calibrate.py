@@ -271,10 +271,12 @@ def calibrate(
         )
 
     def write_partial(partial: Partial) -> list[Path]:
-        entry, target = entry_of(kept, partial.title), partial_path(output)
+        # the table beside the whole one, marked too: a profile named without .json
+        # (``-o profile``) has its table at profile.md, which ``.partial`` + ``.md`` would be
+        entry, target, table_at = entry_of(kept, partial.title), partial_path(output), partial_path(output.with_suffix(".md"))
         _write_whole(target, json.dumps(Profile().with_model(entry).to_json(), indent=2) + "\n")
-        _write_whole(target.with_suffix(".md"), render_markdown(entry, partial))
-        return [target, target.with_suffix(".md")]
+        _write_whole(table_at, render_markdown(entry, partial))
+        return [target, table_at]
 
     try:
         previous = _prepare_output(output)  # refused now, not after the whole calibration
