@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,30 @@ def test_no_command_still_shows_the_help() -> None:
     proc = _cli()
     assert proc.returncode == 2  # click's status for it
     assert "Usage:" in proc.stdout and "run" in proc.stdout and "agentfsm: error" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["eval", "quality", "--fast", "--categories", "none", "--live-categories", "none", "-o", "{d}/q.md"],
+         "-o {d}/q.md: {d}/q.md is a folder"),
+        (["eval", "bfcl", "--limit", "1", "--no-baseline", "-o", "{d}/q"], "-o {d}/q: {d}/q.md is a folder"),
+        (["eval", "quality", "--fast", "--categories", "none", "--live-categories", "none", "-o", "{d}/f.txt/q.md"],
+         "-o {d}/f.txt/q.md: cannot write in {d}/f.txt: {d}/f.txt exists and is not a directory"),
+    ],
+    ids=["quality-folder", "bfcl-folder", "quality-parent-a-file"],
+)
+def test_an_eval_output_that_cannot_be_written_is_refused_before_any_model_call(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    # defect: the eval ran to its end (half an hour on the embedded model), then failed
+    # with a traceback writing its report into a folder
+    from agentfsm.testing import FakeReply, FakeUpstream
+
+    (tmp_path / "q.md").mkdir()
+    (tmp_path / "f.txt").write_text("not a folder")
+    with FakeUpstream(lambda request: FakeReply(text="The answer is 42.")) as fake:
+        proc = _cli(*(a.format(d=tmp_path) for a in args), "--backend", "openai", "--base-url", fake.base_url)
+        assert fake.chat_requests == []
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "agentfsm: error: " + message.format(d=tmp_path)

@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+import tempfile
 
 import typer
 
 from agentfsm.cli._signals import Stop
-from agentfsm.core.errors import AgentFSMError, BackendError
+from agentfsm.core.errors import AgentFSMError, BackendError, UsageError
 
-__all__ = ["Partial", "partial_path", "stopped_part_way"]
+__all__ = ["Partial", "partial_path", "stopped_part_way", "writable_outputs"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,24 @@ def partial_path(path: Path, suffixes: Sequence[str] = (".json", ".md", ".png"))
     if path.suffix in suffixes:
         return path.with_name(f"{path.stem}.partial{path.suffix}")
     return path.with_name(f"{path.name}.partial")
+
+
+def writable_outputs(option: str, *paths: Path) -> None:
+    """Refuse now, before a run of an hour, the output ``paths`` (named by ``option``,
+    ``-o out``) that could not be written at its end: a folder in a file's place, a folder
+    that cannot be made or written in."""
+    from agentfsm.runtime.transcript import os_error_reason
+
+    for path in paths:
+        if path.is_dir():
+            raise UsageError(f"{option}: {path} is a folder")
+    for folder in dict.fromkeys(p.parent for p in paths):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):  # the permission bits do not say it all
+                pass
+        except OSError as exc:
+            raise UsageError(f"{option}: cannot write in {folder}: {os_error_reason(exc, folder)}") from None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -7,7 +7,6 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,7 +15,7 @@ import typer
 
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
-from agentfsm.cli._partial import Partial, partial_path, stopped_part_way
+from agentfsm.cli._partial import Partial, partial_path, stopped_part_way, writable_outputs
 from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
@@ -132,24 +131,13 @@ def _prepare_output(output: Path) -> Profile:
     and its table (``.md`` beside it) are known to be writable there: a calibration can take
     an hour, and what it measured is not to be lost to a path that cannot be written."""
     from agentfsm.core.profile import Profile
-    from agentfsm.runtime.transcript import os_error_reason
     from agentfsm.server.models_file import read_profile
 
     table = output.with_suffix(".md")
     if table == output:
         raise UsageError(f"-o {output}: the table is written to the profile's path with .md; name the profile .json")
-    for path in (output, table):
-        if path.is_dir():
-            raise UsageError(f"-o {output}: {path} is a folder")
-    previous = read_profile(output) if output.exists() else Profile()
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=output.parent):  # the permission bits do not say it all
-            pass
-    except OSError as exc:
-        reason = os_error_reason(exc, output.parent)
-        raise UsageError(f"-o {output}: cannot write in {output.parent}: {reason}") from None
-    return previous
+    writable_outputs(f"-o {output}", output, table)
+    return read_profile(output) if output.exists() else Profile()
 
 
 def _write_whole(path: Path, text: str) -> None:

@@ -14,7 +14,7 @@ import typer
 
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
-from agentfsm.cli._partial import Partial, partial_path, stopped_part_way
+from agentfsm.cli._partial import Partial, partial_path, stopped_part_way, writable_outputs
 from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
@@ -188,7 +188,9 @@ def bfcl(
             "limit": limit,
         }
 
+    stem = output.with_suffix("") if output.suffix in (".json", ".md", ".png") else output  # as write_report reads it
     try:
+        writable_outputs(f"-o {output}", *(stem.with_name(stem.name + s) for s in (".json", ".md", ".png")))
         cats = parse_categories(categories)
         model_backend = make_backend(backend, base_url, model, api_key)
         specs = resolve_specs(model_backend, dialects, enforcement, baseline)
@@ -199,7 +201,6 @@ def bfcl(
         with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
             results = _execute(model_backend, plan, options, console, count)
     except (AgentFSMError, KeyboardInterrupt) as exc:  # the cases done are kept, marked partial
-        stem = output.with_suffix("") if output.suffix in (".json", ".md", ".png") else output  # as write_report reads it
         done = count.results
         whole = done[: len(done) - len(done) % len(specs)] if done else done  # whole cases: every row has the same ones
 
@@ -325,6 +326,7 @@ def quality(
             split=base.split if split is None else None if split == "all" else cast("Split", split),  # checked above
             languages=tuple(x.strip() for x in languages.split(",") if x.strip()) if languages else base.languages,
         )
+        writable_outputs(f"-o {path}", path)
         todo = plan.tasks() if tasks else ()
         cases = plan_cases(plan, data_dir)
         model_backend = make_backend(backend, base_url, model, api_key)

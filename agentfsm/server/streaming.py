@@ -183,7 +183,7 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
                 piece = await bounded(anext(upstream), ex.deadline)
             except StopAsyncIteration:
                 break
-            if not parts and isinstance(upstream, TextStream):  # known once it answers: before the headers leave
+            if not parts and isinstance(upstream, TextStream):  # known once it answers (the headers may have left with a keep-alive)
                 ex.tally.sent_limit(upstream.max_tokens_sent)
             parts.append(piece)
             for event in sink.text(piece):
