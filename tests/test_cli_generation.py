@@ -3,7 +3,8 @@
 ``run``, ``chat`` and ``batch`` take ``--max-tokens``, ``--temperature``, ``--seed`` and
 ``--top-p`` with the Python API's defaults and bounds (:class:`GenerationOptions`); the
 values reach the upstream (the FakeUpstream records each body) and the transcript's
-``model_request`` events; one out of bounds is a usage error naming the option.
+``model_request`` events; one out of bounds is a usage error naming the option. Each
+can also come from its ``AGENTFSM_`` variable.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ ASKED = {"max_tokens": 77, "temperature": 0.4, "seed": 9, "top_p": 0.5}
 DEFAULT = {"max_tokens": 512, "temperature": 0.0, "seed": 0, "top_p": None}
 
 
-def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTFSM_")}
+def _cli(*args: str, stdin: str | None = None, env_set: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTFSM_")} | (env_set or {})
     return subprocess.run([sys.executable, "-m", "agentfsm", *args], capture_output=True, text=True,
                           timeout=120, input=stdin, env=env)
 
@@ -90,6 +91,22 @@ def test_batch_sends_the_generation_settings_for_every_task(tmp_path: Path) -> N
         assert _requested(transcript) == [ASKED]
 
 
+#: each option's environment variable
+ENV = {"--max-tokens": "AGENTFSM_MAX_TOKENS", "--temperature": "AGENTFSM_TEMPERATURE", "--seed": "AGENTFSM_SEED",
+       "--top-p": "AGENTFSM_TOP_P"}
+
+
+def test_the_generation_settings_can_come_from_the_environment(tmp_path: Path) -> None:
+    # as --backend, --dialect and every run setting can: a job's environment sets them once
+    env = {ENV[flag]: value for flag, value in zip(SET[::2], SET[1::2], strict=True)}
+    with FakeUpstream([ACTION, "The answer is 42."]) as fake:
+        proc = _cli("run", "What is 6*7?", "--tools", TOOLS, "--backend", "openai", "--base-url", fake.base_url,
+                    "--enforcement", "prompt", "--json", env_set=env)
+        bodies = [r.body for r in fake.chat_requests]
+    assert proc.returncode == 0, proc.stderr
+    assert [_sampling(b) for b in bodies] == [ASKED] * 2
+
+
 #: a value out of the Python API's bounds for each option, and the message both give
 OUT_OF_BOUNDS = [
     ("--max-tokens", "max_tokens", "0", 0, "greater than or equal to 1"),
@@ -111,7 +128,7 @@ def test_a_setting_out_of_bounds_is_a_usage_error_as_in_the_python_api(
     proc = _cli(command, *argument, "--backend", "openai", "--base-url", "http://127.0.0.1:9", flag, text)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"agentfsm: error: Invalid value for '{flag}': Input should be {message}",
+        f"agentfsm: error: Invalid value for '{flag}' (env var: '{ENV[flag]}'): Input should be {message}",
         f"Try 'python -m agentfsm {command} --help' for help.",
     ]
 

@@ -81,21 +81,21 @@ DEFAULT_SEED: int = GenerationOptions.model_fields["seed"].default
 MaxTokensOpt = Annotated[
     int,
     typer.Option(
-        "--max-tokens", callback=_within_bounds("max_tokens"),
+        "--max-tokens", envvar="AGENTFSM_MAX_TOKENS", callback=_within_bounds("max_tokens"),
         help="Most tokens each model call may generate (at least 1).",
     ),
 ]
 TemperatureOpt = Annotated[
     float,
     typer.Option(
-        "--temperature", callback=_within_bounds("temperature"),
+        "--temperature", envvar="AGENTFSM_TEMPERATURE", callback=_within_bounds("temperature"),
         help="Sampling temperature of each model call (0 or more; 0 is greedy decoding, so a run repeats).",
     ),
 ]
 SeedOpt = Annotated[
     int,
     typer.Option(
-        "--seed", callback=_within_bounds("seed"),
+        "--seed", envvar="AGENTFSM_SEED", callback=_within_bounds("seed"),
         help="Sampling seed sent with each model call (above temperature 0, the same seed draws the same "
         "replies where the backend honours seeds).",
     ),
@@ -103,7 +103,7 @@ SeedOpt = Annotated[
 TopPOpt = Annotated[
     float | None,
     typer.Option(
-        "--top-p", callback=_within_bounds("top_p"), show_default=False,
+        "--top-p", envvar="AGENTFSM_TOP_P", callback=_within_bounds("top_p"), show_default=False,
         help="Nucleus sampling: the smallest set of likeliest tokens whose probability reaches this "
         "(0 to 1). Default: none sent, the backend's own.",
     ),
