@@ -245,11 +245,11 @@ def chat(
                     history = list(result.messages)
                     console.print(Text.assemble(("assistant>", "bold"), f" {result.content}"))
                     console.file.flush()
-        except KeyboardInterrupt:  # not expected (stops raises only at the prompt): ends the chat alike
+        except KeyboardInterrupt:  # a stop at the prompt's last instant, out of its handler: as at the prompt
             pass
         finally:
             runner.run(agent.__aexit__(None, None, None))  # a stop now is only recorded: the servers stop
-    if stop.terminated:  # SIGTERM ends the chat, where Ctrl-C ends only the turn
+    if stop.terminated:  # SIGTERM ends the chat wherever it landed, where Ctrl-C in a turn ends only the turn
         print("agentfsm: terminated", file=sys.stderr)
         raise SystemExit(stop.code)
     n = sum(1 for m in history if isinstance(m, AssistantMessage))
