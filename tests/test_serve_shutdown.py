@@ -188,3 +188,27 @@ def test_sigterm_while_serve_starts_stops_it_at_once(workers: int) -> None:
             proc.communicate()
     assert proc.returncode in (0, -signal.SIGTERM), (proc.returncode, err)
     assert err.strip() == "", err
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-process", "two-workers"])
+def test_a_stopped_serve_exits_alike_with_one_process_or_workers(workers: int, sent: signal.Signals) -> None:
+    """One process ended by SIGTERM (uvicorn raises the signal again: a shell says 143) and
+    returned 0 after Ctrl-C; with --workers, uvicorn's supervisor returned 0 after either,
+    so a supervisor could not tell a stop from a clean end. Both now end alike."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentfsm", "serve", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+         "--model", "m", "--port", str(port), "--workers", str(workers)],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C as in a terminal
+    try:
+        wait_until_serving(f"http://127.0.0.1:{port}", proc, 60)
+        proc.send_signal(sent)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == (-signal.SIGTERM if sent == signal.SIGTERM else 0), (proc.returncode, err)
+    assert "Traceback" not in err, err

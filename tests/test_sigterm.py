@@ -215,3 +215,73 @@ def test_a_forced_shutdown_of_serve_ends_the_requests_in_flight_as_cancelled(tmp
     cancelled with the loop, and their transcripts ended at their model_request."""
     end, _got = _serve_with_one_request_in_flight(tmp_path, (signal.SIGINT, signal.SIGINT))
     assert end["type"] == "run_end" and end["status"] == "cancelled"
+
+
+#: an answer too large for a pipe's buffer: writing it takes many writes, a window for a signal
+LARGE = "A" * 600_000 + " END"
+
+
+def _chat_signalled_at_its_second_answer(tmp_path: Path, sent: signal.Signals, when: str) -> tuple[int, str, str, list[str]]:
+    """A chat whose second turn answers ``LARGE``, sent ``sent`` as soon as that turn's
+    ``run_end`` is in the transcript (``when="run_end"``) or as soon as the first bytes of its
+    answer are on stdout (``"shown"``, the answer still being written). Nothing more is
+    typed: the chat goes on reading. Exit status, stdout, stderr, the run_end statuses."""
+    transcript = tmp_path / "chat.jsonl"
+    with FakeUpstream(["first answer", LARGE]) as fake:
+        proc = _agentfsm("chat", *UPSTREAM, "--base-url", fake.base_url, "--transcript", str(transcript),
+                         stdin=subprocess.PIPE)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        chunks: list[str] = []
+        fd = proc.stdout.fileno()
+
+        def pump() -> None:  # raw reads: a part of a line is seen as soon as it is written
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk.decode())
+
+        reader = threading.Thread(target=pump)
+        reader.start()
+        deadline = time.monotonic() + 60
+        proc.stdin.write("hello\n")
+        proc.stdin.flush()
+        while "first answer" not in "".join(chunks):
+            assert time.monotonic() < deadline and proc.poll() is None, chunks
+            time.sleep(0.01)
+        proc.stdin.write("second\n")
+        proc.stdin.flush()
+        if when == "run_end":
+            while transcript.read_text().count('"run_end"') < 2:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.001)
+        else:
+            while not any("AAAA" in chunk for chunk in chunks):
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.001)
+        proc.send_signal(sent)
+        proc.wait(timeout=60)
+        reader.join(timeout=60)
+        err = proc.stderr.read()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            pipe.close()
+    ends = [e["status"] for e in read_transcript(transcript) if e["type"] == "run_end"]
+    return proc.returncode, "".join(chunks), err, ends
+
+
+@pytest.mark.parametrize("when", ["run_end", "shown"])
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_a_stop_once_the_turn_has_its_answer_shows_and_keeps_it_then_ends_the_chat(
+        tmp_path: Path, stop: str, when: str) -> None:
+    """A stop after a turn's run_end was written but before its answer was shown said the
+    turn was cancelled and its message dropped, while the transcript said it ended final;
+    one while the answer was being written cut it short and ended the chat 130 (or
+    'agentfsm: aborted', exit 1), with no word of SIGTERM. The turn that has its answer is
+    done: the answer is shown whole, then the chat ends as a stop at its prompt ends it:
+    SIGTERM with 143 and one line, Ctrl-C as Ctrl-D does (0, both answers counted)."""
+    sent, code, said, _ = STOPS[stop]
+    returncode, out, err, ends = _chat_signalled_at_its_second_answer(tmp_path, sent, when)
+    assert ends == ["final", "final"]
+    assert LARGE in out and "cancelled" not in out and "Traceback" not in err
+    if stop == "sigterm":
+        assert returncode == code and err.strip().splitlines() == [f"agentfsm: {said}"], err
+    else:
+        assert returncode == 0 and not err.strip(), err
+        assert out.rstrip().endswith("2 assistant message(s) in this session")

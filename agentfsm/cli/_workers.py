@@ -25,6 +25,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +107,8 @@ def serve_workers(options: dict[str, Any], *, workers: int, port: int, api_key: 
     """Serve ``options``' app from ``workers`` processes on ``port`` (until stopped), each
     with ``guard`` (header timeout, connection limit) on its HTTP protocol and
     ``shutdown_timeout`` for its requests under way once stopped (uvicorn's supervisor
-    passes SIGTERM on to each worker)."""
+    passes SIGTERM on to each worker). Stopped by SIGTERM, the process then ends by it, as
+    one process does (a shell says 143); by Ctrl-C, it returns (0), as one process does."""
     import uvicorn
 
     global WorkerProtocol
@@ -121,10 +124,40 @@ def serve_workers(options: dict[str, Any], *, workers: int, port: int, api_key: 
             os.environ[name] = value
     # the supervisor's INFO lines reach the filter, which keeps a worker's death
     logging.getLogger("uvicorn.error").addFilter(_WorkerDeaths(_verbose()))
-    uvicorn.run(
-        "agentfsm.cli._workers:worker_app", factory=True, workers=workers, host=options["host"], port=port,
-        log_level="info", access_log=False, loop="auto", http=WorkerProtocol, **graceful(shutdown_timeout),
-    )
+    with _signals_received() as received:
+        uvicorn.run(
+            "agentfsm.cli._workers:worker_app", factory=True, workers=workers, host=options["host"], port=port,
+            log_level="info", access_log=False, loop="auto", http=WorkerProtocol, **graceful(shutdown_timeout),
+        )
+    if signal.SIGTERM in received:  # as one process ends (uvicorn raises the signal it caught again)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+
+
+@contextmanager
+def _signals_received() -> Iterator[set[int]]:
+    """The numbers of the signals received while inside, once left. uvicorn's supervisor
+    takes SIGTERM and SIGINT alike and returns: its handlers tell nothing, so Python's
+    wakeup file descriptor (written for each signal a Python handler takes) does."""
+    received: set[int] = set()
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    try:
+        yield received
+    finally:
+        signal.set_wakeup_fd(previous)
+        try:
+            while chunk := os.read(read, 4096):
+                received.update(chunk)
+        except BlockingIOError:
+            pass
+        os.close(read)
+        os.close(write)
 
 
 def worker_app() -> Any:

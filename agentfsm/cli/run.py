@@ -25,7 +25,7 @@ from agentfsm.cli._common import (
     make_backend,
 )
 from agentfsm.cli._options import config_options
-from agentfsm.cli._signals import Stop, sigterm_as_interrupt
+from agentfsm.cli._signals import ChatStops, Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
 
@@ -192,8 +192,10 @@ def chat(
 
     Ctrl-C during a turn cancels that turn (its run is recorded as cancelled)
     and drops its message; an empty line, Ctrl-D or Ctrl-C at the prompt ends
-    the chat. SIGTERM cancels the turn under way the same way and ends the
-    chat (exit 143)."""
+    the chat (exit 0). SIGTERM cancels the turn under way the same way and
+    ends the chat (exit 143, agentfsm: terminated). A turn whose answer has
+    arrived is not cancelled: a stop then shows and keeps its answer first,
+    and ends the chat as at the prompt."""
     from rich.console import Console
     from rich.text import Text
 
@@ -211,41 +213,43 @@ def chat(
     # one event loop for the whole chat: the --mcp servers start once, on it, and keep
     # their state from turn to turn; Ctrl-C during a turn cancels that turn's task only
     stop = Stop()
-    with sigterm_as_interrupt(stop), asyncio.Runner() as runner:
+    with ChatStops(stop).installed() as stops, asyncio.Runner() as runner:
         try:
-            runner.run(agent.__aenter__())
-        except (KeyboardInterrupt, asyncio.CancelledError) as stopped:
-            if isinstance(stopped, asyncio.CancelledError) and not stop.terminated:
-                raise
+            stops.run(runner, agent.__aenter__())
+        except asyncio.CancelledError:
             print(f"agentfsm: {stop.word}", file=sys.stderr)
             raise SystemExit(stop.code) from None
         try:
             console.print("[dim]agentfsm chat: empty line or Ctrl-D to quit; Ctrl-C cancels a turn[/]")
-            while not stop.terminated:
+            while True:
                 try:
-                    line = input("you> ") if sys.stdin.isatty() else sys.stdin.readline()
-                except (EOFError, KeyboardInterrupt):
+                    line = stops.prompt(lambda: input("you> ") if sys.stdin.isatty() else sys.stdin.readline())
+                except EOFError:
                     break
-                if not line or not line.strip():
+                if not line or not line.strip() or stops.stopped:
                     break
                 history.append(UserMessage(content=line.strip()))
                 try:
-                    result = runner.run(agent.arun(list(history)))
+                    result = stops.run(runner, agent.arun(list(history)))
                 except AgentFSMError as exc:
                     console.print(Text.assemble(("error:", "red"), f" {exc}"))
                     history.pop()
                     continue
-                except (KeyboardInterrupt, asyncio.CancelledError) as stopped:  # that turn only
-                    if isinstance(stopped, asyncio.CancelledError) and not stop.terminated:
-                        raise
+                except asyncio.CancelledError:  # that turn only, unless SIGTERM
                     console.print(f"[yellow]{stop.word}:[/] the turn was cancelled and its message dropped")
                     history.pop()
+                    stops.stopped = stop.terminated
                     continue
-                history = list(result.messages)
-                console.print(Text.assemble(("assistant>", "bold"), f" {result.content}"))
+                # a stop from here to the prompt is acted on there: the answer is shown and kept first
+                with stops.held():
+                    history = list(result.messages)
+                    console.print(Text.assemble(("assistant>", "bold"), f" {result.content}"))
+                    console.file.flush()
+        except KeyboardInterrupt:  # a stop at the prompt's last instant, out of its handler: as at the prompt
+            pass
         finally:
-            runner.run(agent.__aexit__(None, None, None))
-    if stop.terminated:  # SIGTERM ends the chat, where Ctrl-C ends only the turn
+            runner.run(agent.__aexit__(None, None, None))  # a stop now is only recorded: the servers stop
+    if stop.terminated:  # SIGTERM ends the chat wherever it landed, where Ctrl-C in a turn ends only the turn
         print("agentfsm: terminated", file=sys.stderr)
         raise SystemExit(stop.code)
     n = sum(1 for m in history if isinstance(m, AssistantMessage))

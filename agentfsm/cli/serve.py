@@ -309,6 +309,10 @@ def register(app: typer.Typer) -> None:
         Point any OpenAI or Anthropic client at http://HOST:PORT (OpenAI: base URL
         http://HOST:PORT/v1). Tool definitions in a request become a prompt contract
         for the model; its replies come back as real tool calls.
+
+        Told to stop (SIGTERM, Ctrl-C) it takes no new connection and gives the
+        requests under way --shutdown-timeout; then SIGTERM ends it by the signal
+        (a shell says 143) and Ctrl-C with 0, with --workers or without.
         """
         import uvicorn
 
