@@ -36,9 +36,15 @@ def _types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
 
 
+def _terminal_sigint() -> None:
+    """Ctrl-C as a terminal delivers it, whatever this test runner inherited (a job started
+    in the background by a non-interactive shell ignores SIGINT, and so would the CLI)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _agentfsm(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "agentfsm", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_terminal_sigint, **kwargs)
 
 
 # -- a cancelled run ends its transcript ---------------------------------------------------
@@ -90,6 +96,7 @@ def test_ctrl_c_in_chat_cancels_the_turn_and_keeps_the_conversation(tmp_path: Pa
             [sys.executable, "-m", "agentfsm", "chat", *UPSTREAM, "--base-url", fake.base_url,
              "--transcript", str(transcript)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_terminal_sigint,
         )
         assert proc.stdin is not None
         proc.stdin.write("hello\n")

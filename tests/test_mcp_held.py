@@ -119,6 +119,7 @@ def test_chat_keeps_its_mcp_servers_across_turns_and_a_cancelled_turn(tmp_path: 
              "--base-url", fake.base_url, "--model", "m", "--mcp", _counter(tmp_path),
              "--transcript", str(transcript)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C as a terminal sends it
         )
         assert proc.stdin is not None
         proc.stdin.write("count\nand again\n")
