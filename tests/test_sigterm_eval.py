@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,32 @@ def test_a_stopped_eval_with_no_run_done_writes_nothing(tmp_path: Path) -> None:
 
 #: after this many answers the upstream fails for good: 503 to every request
 ANSWERED = 5
+#: what a command whose upstream failed exits with
+FAILING_EXIT = 2
+
+
+def _failing_after(limit: int) -> Callable[[ReceivedRequest], FakeReply]:
+    """An upstream that answers ``limit`` requests, then 503s every one."""
+    answered = 0
+
+    def failing(request: ReceivedRequest) -> FakeReply:
+        nonlocal answered
+        answered += 1
+        return FakeReply(text="The answer is 42.") if answered <= limit else FakeReply(status=503)
+
+    return failing
+
+
+def _finish(proc: subprocess.Popen[str], code: int) -> str:
+    """The command's stderr once it has ended by itself with ``code`` (killed, past two minutes)."""
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, err
+    return err
 #: eval bfcl with its baseline row: two runs per case, so the 5 runs done keep 2 whole cases
 FAILING = {
     "eval-bfcl": ["eval", "bfcl", "--limit", "20", "-o", "{out}/bfcl", "--transcripts", "{out}/t"],
@@ -176,24 +203,9 @@ FAILING = {
 def test_an_upstream_that_fails_part_way_stops_the_eval_and_keeps_what_ran(tmp_path: Path, command: str) -> None:
     reports, partial = COMMANDS[command][1], COMMANDS[command][2]
     earlier = _earlier(tmp_path, reports)
-    answered = 0
     # calibrate: one whole item (8 settings), then 503s part way through the second
-    limit = 12 if command == "calibrate" else ANSWERED
-
-    def failing(request: ReceivedRequest) -> FakeReply:
-        nonlocal answered
-        answered += 1
-        return FakeReply(text="The answer is 42.") if answered <= limit else FakeReply(status=503)
-
-    with FakeUpstream(failing) as fake:
-        proc = _start(FAILING[command], tmp_path, fake)
-        try:
-            _, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
-    assert proc.returncode == 2, err
+    with FakeUpstream(_failing_after(12 if command == "calibrate" else ANSWERED)) as fake:
+        err = _finish(_start(FAILING[command], tmp_path, fake), FAILING_EXIT)
     assert "Traceback" not in err, err
     line = err.strip().splitlines()[-1]
     assert line.startswith("agentfsm: error: upstream answered HTTP 503"), err
@@ -216,22 +228,8 @@ def test_a_partial_calibration_of_a_profile_named_without_json_leaves_its_table_
     # ``-o profile`` writes profile and profile.md: the partial table went to
     # profile.partial with .md in place of its suffix, i.e. over the whole one's profile.md
     (tmp_path / "profile.md").write_text("earlier\n")
-    answered = 0
-
-    def failing(request: ReceivedRequest) -> FakeReply:
-        nonlocal answered
-        answered += 1  # one whole item (8 settings), then 503s
-        return FakeReply(text="The answer is 42.") if answered <= 12 else FakeReply(status=503)
-
-    with FakeUpstream(failing) as fake:
-        proc = _start(["calibrate", "-o", "{out}/profile"], tmp_path, fake)
-        try:
-            _, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
-    assert proc.returncode == 2, err
+    with FakeUpstream(_failing_after(12)) as fake:  # one whole item (8 settings), then 503s
+        err = _finish(_start(["calibrate", "-o", "{out}/profile"], tmp_path, fake), FAILING_EXIT)
     said = SAID.search(err.strip().splitlines()[-1])
     assert said is not None and said.group(4) == f"{tmp_path / 'profile.partial'}, {tmp_path / 'profile.partial.md'}", err
     assert (tmp_path / "profile.md").read_text() == "earlier\n"
