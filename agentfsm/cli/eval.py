@@ -167,7 +167,7 @@ def bfcl(
     from agentfsm.core.backend import GenerationOptions
     from agentfsm.eval.bfcl_data import parse_categories
     from agentfsm.eval.host import machine_description, now_iso
-    from agentfsm.eval.report import aggregate, render_table, write_report
+    from agentfsm.eval.report import REPORT_SUFFIXES, aggregate, render_table, report_stem, write_report
     from agentfsm.eval.runner import EvalPlan, resolve_specs
 
     console = Console()
@@ -188,9 +188,9 @@ def bfcl(
             "limit": limit,
         }
 
-    stem = output.with_suffix("") if output.suffix in (".json", ".md", ".png") else output  # as write_report reads it
+    stem = report_stem(output)
     try:
-        writable_outputs(f"-o {output}", *(stem.with_name(stem.name + s) for s in (".json", ".md", ".png")))
+        writable_outputs(f"-o {output}", *(stem.with_name(stem.name + s) for s in REPORT_SUFFIXES))
         cats = parse_categories(categories)
         model_backend = make_backend(backend, base_url, model, api_key)
         specs = resolve_specs(model_backend, dialects, enforcement, baseline)

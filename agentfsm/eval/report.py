@@ -20,11 +20,13 @@ from agentfsm.eval.runner import BASELINE, CaseResult, RunSpec
 
 __all__ = [
     "COLUMNS",
+    "REPORT_SUFFIXES",
     "ReportRow",
     "aggregate",
     "render_markdown",
     "render_table",
     "report_json",
+    "report_stem",
     "write_report",
 ]
 
@@ -221,11 +223,20 @@ def report_json(rows: Sequence[ReportRow], results: Sequence[CaseResult], meta: 
     return {"meta": meta, "rows": [r.to_json() for r in rows], "cases": [c.to_json() for c in results]}
 
 
+#: the files a report stem names: the JSON, the Markdown and (``eval bfcl``'s) the chart
+REPORT_SUFFIXES: tuple[str, ...] = (".json", ".md", ".png")
+
+
+def report_stem(path: Path) -> Path:
+    """The stem a report path names: ``out``, ``out.json``, ``out.md`` and ``out.png`` all name ``out``."""
+    return path.with_suffix("") if path.suffix in REPORT_SUFFIXES else path
+
+
 def write_report(
     path: Path, rows: Sequence[ReportRow], results: Sequence[CaseResult], meta: dict[str, Any]
 ) -> list[Path]:
     """Write ``<stem>.json`` and ``<stem>.md`` beside ``path``; returns the paths written."""
-    base = path.with_suffix("") if path.suffix in (".json", ".md", ".png") else path
+    base = report_stem(path)
     base.parent.mkdir(parents=True, exist_ok=True)
     json_path = base.with_name(base.name + ".json")
     md_path = base.with_name(base.name + ".md")
