@@ -53,13 +53,18 @@ def words(text: str) -> list[str]:
     return (spaced if spaced.isascii() else _WIDE_GAP.sub(_gap, spaced)).split()
 
 
+def _is_wide(c: str) -> bool:
+    """A wide character: CJK, kana, Hangul (East Asian width W or F)."""
+    return unicodedata.east_asian_width(c) in "WF"
+
+
 def wide(word: str) -> int:
-    """How many letters ``word`` is worth: a wide character (CJK, kana, Hangul: East Asian
-    width W or F) two, as it writes a syllable or more; any other one."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in word)
+    """How many letters ``word`` is worth: a wide character two, as it writes a syllable
+    or more; any other one."""
+    return sum(2 if _is_wide(c) else 1 for c in word)
 
 
 def has_wide(text: str) -> bool:
     """Whether ``text`` holds a wide character (CJK, kana, Hangul): written in a script that
     runs words and particles together, so a value is looked for anywhere, not as a word."""
-    return any(unicodedata.east_asian_width(c) in "WF" for c in text)
+    return any(map(_is_wide, text))
