@@ -2,9 +2,11 @@
 
 A user types "café" decomposed (``e`` and a combining accent) and the model writes it
 composed; a user writes "İstanbul" and the model "Istanbul"; a full-width "Ｐａｒｉｓ", a
-zero-width space pasted inside a name: each is the same value. :func:`fold` is the form
-values are compared in (Unicode compatibility decomposition, accents and other combining
-marks left out, zero-width and other format characters left out, case folded), and
+zero-width space pasted inside a name, "Łódź" written "Lodz" and "Tromsø" "Tromso": each is
+the same value. :func:`fold` is the form values are compared in (Unicode compatibility
+decomposition, accents and other combining marks left out, zero-width and other format
+characters left out, case folded, and the Latin letters that carry their mark inside them,
+which no decomposition takes apart, written as their base letters: :data:`LATIN_BASES`), and
 :func:`words` reads a text's words in any script: runs of letters, digits and the marks
 that belong to them (a Devanagari or Thai vowel sign is part of its word, not a break).
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["fold", "has_wide", "words", "wide"]
+__all__ = ["LATIN_BASES", "fold", "has_wide", "words", "wide"]
 
 #: one or more ASCII characters that are no letter nor digit (``_`` among them)
 _ASCII_GAP = re.compile(r"[\x00-/:-@\[-`{-\x7f]+")
@@ -27,15 +29,22 @@ _ASCII_GAP = re.compile(r"[\x00-/:-@\[-`{-\x7f]+")
 _WIDE_GAP = re.compile(r"[^\x00-\x7f\w]")
 #: a run of characters outside ASCII
 _NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
+#: Latin letters (case folded) whose stroke, slash or dotlessness is part of the letter, so
+#: NFKD leaves them whole, as their base letters: Turkish ı, Polish ł, Nordic ø, æ, ð and
+#: þ, Croatian and Vietnamese đ, Maltese ħ, œ. A model (or a keyboard) writes them so.
+LATIN_BASES = str.maketrans(
+    {"ı": "i", "ł": "l", "ø": "o", "đ": "d", "ð": "d", "þ": "th", "æ": "ae", "œ": "oe", "ħ": "h", "ŧ": "t", "ŀ": "l"}
+)
 
 
 def fold(text: str) -> str:
     """``text`` as values are compared: NFKD, combining marks and format characters (Cf:
-    zero-width spaces and joiners, bidi marks) left out, recomposed (NFC: Hangul), case folded."""
+    zero-width spaces and joiners, bidi marks) left out, recomposed (NFC: Hangul), case
+    folded, the letters of :data:`LATIN_BASES` as their base letters."""
     if text.isascii():
         return text.lower()
     kept = _NOT_ASCII.sub(_kept, unicodedata.normalize("NFKD", text))
-    return unicodedata.normalize("NFC", kept).casefold()
+    return unicodedata.normalize("NFC", kept).casefold().translate(LATIN_BASES)
 
 
 def _kept(match: re.Match[str]) -> str:
