@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["LATIN_BASES", "fold", "has_wide", "words", "wide"]
+__all__ = ["LATIN_BASES", "fold", "runs_together", "words", "wide"]
 
 #: one or more ASCII characters that are no letter nor digit (``_`` among them)
 _ASCII_GAP = re.compile(r"[\x00-/:-@\[-`{-\x7f]+")
@@ -73,7 +73,13 @@ def wide(word: str) -> int:
     return sum(2 if _is_wide(c) else 1 for c in word)
 
 
-def has_wide(text: str) -> bool:
-    """Whether ``text`` holds a wide character (CJK, kana, Hangul): written in a script that
-    runs words and particles together, so a value is looked for anywhere, not as a word."""
-    return any(map(_is_wide, text))
+#: the scripts besides the wide ones that write no space between words: Thai, Lao,
+#: Tibetan, Myanmar, Khmer (their Unicode blocks)
+_UNSPACED = re.compile(r"[\u0e00-\u0fff\u1000-\u109f\u1780-\u17ff]")
+
+
+def runs_together(text: str) -> bool:
+    """Whether ``text`` is written in a script that runs words and particles together, so
+    a value is looked for anywhere in it, not as a word: it holds a wide character (CJK,
+    kana, Hangul), or a Thai, Lao, Tibetan, Myanmar or Khmer one."""
+    return any(map(_is_wide, text)) or _UNSPACED.search(text) is not None

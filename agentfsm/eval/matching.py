@@ -3,7 +3,8 @@
 Nothing here reads a word of any language. Expected calls are compared on values: a
 number numerically (a numeric string counts, with ``.`` or ``,`` as the decimal mark, in
 any script's digits),
-a string case-, accent- and punctuation-insensitively (:func:`fold`), against a list of
+a string case-, accent- and punctuation-insensitively (:func:`fold`: the runtime's
+:func:`agentfsm.core.words.fold`, its letters and digits only), against a list of
 accepted values where a place has local names (:class:`OneOf`: "Allemagne" or
 "Germany"), or :data:`ANY` non-empty value where the words are the model's to choose
 (an email's subject). An answer is checked for the results it must state: numbers
@@ -15,14 +16,13 @@ together, anywhere).
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from agentfsm.core.numbers import NUMBER, as_ascii, to_float
-from agentfsm.core.words import has_wide, wide
+from agentfsm.core import words as _words
+from agentfsm.core.words import runs_together, wide
 
 __all__ = [
     "ANY",
@@ -40,21 +40,18 @@ __all__ = [
 ]
 
 
-def _plain(text: str) -> str:
-    """NFKD, combining marks dropped, casefolded: "Pérou" -> "perou"."""
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)).casefold()
-
-
 def fold(text: str) -> str:
-    """A comparison key: no case, accents, spaces or punctuation ("US-Dollar" == "us dollar").
-    A value of symbols only ("$", "€") is kept as written, trimmed."""
-    key = "".join(c for c in _plain(text) if c.isalnum())
+    """A comparison key: the text folded as the runtime compares values (no case nor
+    accents), its letters and digits only ("US-Dollar" == "us dollar"). A value of symbols
+    only ("$", "€") is kept as written, trimmed."""
+    key = "".join(c for c in _words.fold(text) if c.isalnum())
     return key or " ".join(text.split()).casefold()
 
 
 def words(text: str) -> list[str]:
-    """The text's words and digit runs, folded ("14:30 Uhr" -> ``["14", "30", "uhr"]``)."""
-    return re.findall(r"[^\W_]+", _plain(text))
+    """The text's words and digit runs, folded as the runtime reads them, in any script
+    ("14:30 Uhr" -> ``["14", "30", "uhr"]``; a Devanagari or Thai vowel sign stays in its word)."""
+    return _words.words(_words.fold(text))
 
 
 class _Anything:
@@ -190,12 +187,12 @@ def _has_number(found: Sequence[float], value: float) -> bool:
 
 
 def _has_words(answer_words: Sequence[str], value: str) -> bool:
-    """Whether ``answer_words`` hold ``value`` as whole words; a value in wide characters
-    (CJK, kana, Hangul) anywhere in them, as those scripts run words and particles
-    together ("東京は晴れ" states "晴れ", "서울은" states "서울")."""
+    """Whether ``answer_words`` hold ``value`` as whole words; a value in a script that runs
+    words and particles together (CJK, kana, Hangul, Thai ...) anywhere in them ("東京は晴れ"
+    states "晴れ", "서울은" states "서울")."""
     want = words(value)
     n = len(want)
-    if n and has_wide(value):
+    if n and runs_together(value):
         return " ".join(want) in " ".join(answer_words)
     return n > 0 and any(list(answer_words[i : i + n]) == want for i in range(len(answer_words) - n + 1))
 

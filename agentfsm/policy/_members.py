@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from agentfsm.core.messages import ToolCall, ToolSpec
-from agentfsm.core.words import has_wide, wide
+from agentfsm.core.words import runs_together, wide
 from agentfsm.guards._history import show_arguments
 from agentfsm.guards.base import ACCEPT, Correction, CorrectionReason, Verdict
 
@@ -120,9 +120,10 @@ def _names(text: str, member: str) -> bool:
 
 @lru_cache(maxsize=512)
 def _word(member: str) -> re.Pattern[str]:
-    """``member`` as a whole word; a member of wide characters (CJK, kana, Hangul) anywhere:
-    those scripts run words and particles together ("華氏で")."""
-    if has_wide(member):
+    """``member`` as a whole word; a member in a script that runs words and particles
+    together (CJK, kana, Hangul, Thai ...: :func:`~agentfsm.core.words.runs_together`)
+    anywhere ("華氏で")."""
+    if runs_together(member):
         return re.compile(re.escape(member.strip()))
     return re.compile(r"(?<![^\W_])" + re.escape(member.strip()) + r"(?![^\W_])")
 
