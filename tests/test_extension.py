@@ -270,6 +270,7 @@ async def test_a_call_that_used_every_number_is_not_extended() -> None:
     ("Wie ist das Wetter in Paris und in Tokio?", {"Tokio", "in Tokio", "Paris und in Tokio", "Wie"}),
     ("¿Qué tiempo hace en París y en Tokio?", {"Qué", "París", "Tokio", "en París"}),
     ("Play Taylor Swift, then Maroon 5.", {"Taylor Swift", "Maroon 5", "Swift, then Maroon"}),
+    ("서울과 부산의 날씨는 어때요?", {"서울과", "부산의 날씨는"}),  # Korean writes spaces
 ])
 def test_copy_spans_are_runs_of_whole_words(text: str, spans: set[str]) -> None:
     found = copy_spans(text)
@@ -282,6 +283,9 @@ def test_copy_spans_are_runs_of_whole_words(text: str, spans: set[str]) -> None:
 
 @pytest.mark.parametrize("text", [
     "我想知道上海目前的天气状况",  # written without spaces: its words cannot be told apart
+    "東京と大阪の天気は？",  # kanji and kana
+    "อากาศที่กรุงเทพและเชียงใหม่เป็นอย่างไร",  # Thai
+    "ရန်ကုန်နဲ့ မန္တလေး ရာသီဥတု",  # Myanmar, its phrases spaced, its words not
     "",
     " ".join(f"w{i}" for i in range(MAX_SPANS)),  # too many stretches for one grammar
 ])

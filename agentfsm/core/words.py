@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["LATIN_BASES", "fold", "runs_together", "words", "wide"]
+__all__ = ["LATIN_BASES", "fold", "runs_together", "spaceless", "words", "wide"]
 
 #: one or more ASCII characters that are no letter nor digit (``_`` among them)
 _ASCII_GAP = re.compile(r"[\x00-/:-@\[-`{-\x7f]+")
@@ -73,13 +73,24 @@ def wide(word: str) -> int:
     return sum(2 if _is_wide(c) else 1 for c in word)
 
 
-#: the scripts besides the wide ones that write no space between words: Thai, Lao,
-#: Tibetan, Myanmar, Khmer (their Unicode blocks)
-_UNSPACED = re.compile(r"[\u0e00-\u0fff\u1000-\u109f\u1780-\u17ff]")
+#: a character of a script that writes no space between words (their Unicode blocks):
+#: Thai, Lao, Tibetan, Myanmar, Khmer; CJK radicals, symbols and punctuation, kana,
+#: Bopomofo, the CJK ideographs (extensions and compatibility forms included)
+_SPACELESS = re.compile(
+    "[\u0e00-\u0fff\u1000-\u109f\u1780-\u17ff\u2e80-\u2fdf\u3000-\u312f\u3190-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]"
+)
+
+
+def spaceless(text: str) -> bool:
+    """Whether ``text`` holds a character of a script that writes no space between words
+    (Chinese, Japanese, Thai, Lao, Tibetan, Myanmar, Khmer): its words cannot be told
+    apart by white space. Korean, written with spaces, is not among them."""
+    return _SPACELESS.search(text) is not None
 
 
 def runs_together(text: str) -> bool:
     """Whether ``text`` is written in a script that runs words and particles together, so
-    a value is looked for anywhere in it, not as a word: it holds a wide character (CJK,
-    kana, Hangul), or a Thai, Lao, Tibetan, Myanmar or Khmer one."""
-    return any(map(_is_wide, text)) or _UNSPACED.search(text) is not None
+    a value is looked for anywhere in it, not as a word: :func:`spaceless`, or a wide
+    character (Hangul, whose particles join the word before them: "서울은")."""
+    return spaceless(text) or any(map(_is_wide, text))

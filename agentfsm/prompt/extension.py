@@ -44,6 +44,7 @@ from typing import Any
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.backend import GenerationOptions, ListContinuation
 from agentfsm.core.numbers import digits_in, same
+from agentfsm.core.words import spaceless
 from agentfsm.dialects._json import DECODER, JSON_WS
 from agentfsm.dialects._render import dumps
 from agentfsm.prompt.enforcement import action_item_schema
@@ -105,8 +106,6 @@ SPAN_WORDS = 4
 #: a text with more stretches than this is not held to them (its grammar would be large)
 MAX_SPANS = 400
 _WORD = re.compile(r"\S+")
-#: scripts written without spaces between words: their words cannot be told apart here
-_UNSPACED = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN")
 
 
 def _edge(c: str) -> bool:
@@ -118,7 +117,7 @@ def copy_spans(text: str) -> tuple[str, ...]:
     whole words (split at white space, punctuation at a run's two ends left out), first
     seen first, each once. Empty where no stretch can be told apart (no word, a script
     written without spaces) or there are more than :data:`MAX_SPANS`."""
-    if any(ord(c) > 0x2E7F and unicodedata.name(c, "").startswith(_UNSPACED) for c in text):
+    if spaceless(text):
         return ()
     words: list[tuple[int, int]] = []
     for m in _WORD.finditer(text):
