@@ -21,12 +21,16 @@ from typing import Any
 
 import anthropic
 import openai
+from anthropic.types import Message, MessageParam
+from openai.types.chat import ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam
+
 from agentfsm.testing import FakeUpstream
 from tests._followers import MARKERS, Answer, follower
 from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, free_port, wait_until_serving
 
 QUESTION = "What is the weather in Paris?"
-USER = [{"role": "user", "content": QUESTION}]
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": QUESTION}]
+USER_ANTHROPIC: list[MessageParam] = [{"role": "user", "content": QUESTION}]
 ANSWERS = {QUESTION: Answer(((("get_weather", {"city": "Paris"}),),), "It is 18 C in Paris.")}
 KEY = "sk-worker-upstream-secret-77"
 DIALECTS = {"cmd": "command", "jp": "json-protocol"}
@@ -47,25 +51,32 @@ async def _one(url: str, name: str, sdk: str, stream: bool) -> tuple[str, dict[s
     """One request; the call the client received and the entry the proxy named."""
     if sdk == "openai":
         async with openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60) as client:
-            raw = await client.chat.completions.with_raw_response.create(
-                model=name, messages=USER, tools=TOOLS_OPENAI, stream=stream  # type: ignore[arg-type]
-            )
-            parsed = raw.parse()
+            chat = client.chat.completions.with_raw_response
             if stream:
-                deltas = [tc async for c in parsed if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
-                call = (deltas[0].function.name, json.loads("".join(d.function.arguments or "" for d in deltas)))
+                streamed = await chat.create(model=name, messages=USER, tools=TOOLS_OPENAI, stream=True)
+                deltas = [tc async for c in streamed.parse() if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+                functions = [d.function for d in deltas if d.function is not None]
+                tool, arguments = functions[0].name, "".join(f.arguments or "" for f in functions)
+                entry = streamed.headers["x-agentfsm-model"]
             else:
-                (tool_call,) = parsed.choices[0].message.tool_calls
-                call = (tool_call.function.name, json.loads(tool_call.function.arguments))
-            return call[0], call[1], raw.headers["x-agentfsm-model"]
+                whole = await chat.create(model=name, messages=USER, tools=TOOLS_OPENAI)
+                (tool_call,) = whole.parse().choices[0].message.tool_calls or []
+                assert isinstance(tool_call, ChatCompletionMessageFunctionToolCall)
+                tool, arguments = tool_call.function.name, tool_call.function.arguments
+                entry = whole.headers["x-agentfsm-model"]
+            assert tool is not None
+            return tool, json.loads(arguments), entry
     async with anthropic.AsyncAnthropic(base_url=url, api_key="unused", max_retries=0, timeout=60) as claude:
+        message: Message
         if stream:
-            async with claude.messages.stream(model=name, max_tokens=256, messages=USER, tools=TOOLS_ANTHROPIC) as s:
+            async with claude.messages.stream(
+                model=name, max_tokens=256, messages=USER_ANTHROPIC, tools=TOOLS_ANTHROPIC
+            ) as s:
                 message = await s.get_final_message()
                 entry = s.response.headers["x-agentfsm-model"]
         else:
             answer = await claude.messages.with_raw_response.create(
-                model=name, max_tokens=256, messages=USER, tools=TOOLS_ANTHROPIC  # type: ignore[arg-type]
+                model=name, max_tokens=256, messages=USER_ANTHROPIC, tools=TOOLS_ANTHROPIC
             )
             message, entry = await answer.parse(), answer.headers["x-agentfsm-model"]
         (use,) = [b for b in message.content if b.type == "tool_use"]

@@ -17,6 +17,8 @@ import anthropic
 import httpx
 import openai
 import pytest
+from anthropic.types import MessageParam
+from openai.types.chat import ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam
 from typer.testing import CliRunner
 
 from agentfsm.server.auth import check_bind, is_loopback
@@ -35,7 +37,9 @@ from agentfsm.testing import (
 from agentfsm.runtime.transcript import read_transcript
 from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, serve_command, upstream_backend, wait_idle
 
-USER = [{"role": "user", "content": "weather in Paris?"}]
+QUESTION = "weather in Paris?"
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": QUESTION}]
+USER_ANTHROPIC: list[MessageParam] = [{"role": "user", "content": QUESTION}]
 
 #: fault -> the HTTP statuses a client may see for it (when it fails before any event)
 FAULTS: dict[str, tuple[Callable[[], FakeReply], set[int]]] = {
@@ -62,7 +66,7 @@ def _openai_outcome(url: str, stream: bool) -> openai.APIError:
     with openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=30) as client:
         with pytest.raises(openai.APIError) as info:
             result = client.chat.completions.create(
-                model="m", messages=USER, tools=TOOLS_OPENAI, stream=stream  # type: ignore[call-overload]
+                model="m", messages=USER, tools=TOOLS_OPENAI, stream=stream
             )
             if stream:
                 for _ in result:
@@ -74,11 +78,11 @@ def _anthropic_outcome(url: str, stream: bool) -> anthropic.APIError:
     with anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=30) as client:
         with pytest.raises(anthropic.APIError) as info:
             if stream:
-                with client.messages.stream(model="m", max_tokens=64, messages=USER, tools=TOOLS_ANTHROPIC) as s:
+                with client.messages.stream(model="m", max_tokens=64, messages=USER_ANTHROPIC, tools=TOOLS_ANTHROPIC) as s:
                     for _ in s:
                         pass
             else:
-                client.messages.create(model="m", max_tokens=64, messages=USER, tools=TOOLS_ANTHROPIC)
+                client.messages.create(model="m", max_tokens=64, messages=USER_ANTHROPIC, tools=TOOLS_ANTHROPIC)
     return info.value
 
 
@@ -131,7 +135,7 @@ def test_mid_stream_failure_is_an_error_event_not_a_clean_end(faulty: tuple[Fake
         assert lines[-1].startswith("data: {\"error\"") and "data: [DONE]" not in lines
         fake.enqueue(stream_no_terminator("Some prose that streams before the upstream dies"))
         with httpx.stream("POST", f"{live}/v1/messages", timeout=30, json={
-            "model": "m", "max_tokens": 64, "messages": USER, "tools": TOOLS_ANTHROPIC, "stream": True,
+            "model": "m", "max_tokens": 64, "messages": USER_ANTHROPIC, "tools": TOOLS_ANTHROPIC, "stream": True,
         }) as response:
             lines = [line for line in response.iter_lines() if line]
         assert lines[-2] == "event: error" and "message_stop" not in "".join(lines)
@@ -146,7 +150,7 @@ def test_client_disconnect_cancels_the_upstream_call(stream: bool) -> None:
             with openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=1.0) as c:
                 with pytest.raises(openai.APITimeoutError):
                     result = c.chat.completions.create(
-                        model="m", messages=USER, tools=TOOLS_OPENAI, stream=stream  # type: ignore[call-overload]
+                        model="m", messages=USER, tools=TOOLS_OPENAI, stream=stream
                     )
                     if stream:
                         list(result)
@@ -206,8 +210,9 @@ def test_api_key_required_in_both_shapes(guarded: tuple[FakeUpstream, str, Path]
     assert oe.value.status_code == 401 and oe.value.response.json()["error"]["type"] == "authentication_error"
     with anthropic.Anthropic(base_url=url, api_key="wrong", max_retries=0) as a:
         with pytest.raises(anthropic.AuthenticationError) as ae:
-            a.messages.create(model="m", max_tokens=8, messages=USER)
-    assert ae.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
+            a.messages.create(model="m", max_tokens=8, messages=USER_ANTHROPIC)
+    body = ae.value.body
+    assert isinstance(body, dict) and body["error"]["type"] == "authentication_error"
     for path in ("/v1/chat/completions", "/v1/messages", "/v1/models"):
         method = "GET" if path.endswith("models") else "POST"
         assert httpx.request(method, f"{url}{path}", json={}).status_code == 401
@@ -222,7 +227,7 @@ def test_api_key_as_bearer_and_x_api_key(guarded: tuple[FakeUpstream, str, Path]
         completion = c.chat.completions.create(model="m", messages=USER, tools=TOOLS_OPENAI)
     assert completion.choices[0].message.tool_calls is not None
     with anthropic.Anthropic(base_url=url, api_key="sk-proxy-key", max_retries=0) as a:  # x-api-key
-        assert a.messages.create(model="m", max_tokens=8, messages=USER).content[0].type == "text"
+        assert a.messages.create(model="m", max_tokens=8, messages=USER_ANTHROPIC).content[0].type == "text"
     # the proxy's key reaches neither the upstream nor a transcript
     assert all("sk-proxy-key" not in json.dumps(r.headers) for r in fake.requests)
     for path in transcripts.glob("*.jsonl"):
@@ -231,15 +236,17 @@ def test_api_key_as_bearer_and_x_api_key(guarded: tuple[FakeUpstream, str, Path]
 
 def test_body_too_large_is_413(guarded: tuple[FakeUpstream, str, Path]) -> None:
     _, url, _ = guarded
-    big = [{"role": "user", "content": "x" * 10_000}]
+    big: list[ChatCompletionMessageParam] = [{"role": "user", "content": "x" * 10_000}]
+    big_anthropic: list[MessageParam] = [{"role": "user", "content": "x" * 10_000}]
     with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-proxy-key", max_retries=0) as c:
         with pytest.raises(openai.APIStatusError) as oe:
             c.chat.completions.create(model="m", messages=big)
     assert oe.value.status_code == 413
     with anthropic.Anthropic(base_url=url, api_key="sk-proxy-key", max_retries=0) as a:
         with pytest.raises(anthropic.APIStatusError) as ae:
-            a.messages.create(model="m", max_tokens=8, messages=big)
-    assert ae.value.status_code == 413 and ae.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+            a.messages.create(model="m", max_tokens=8, messages=big_anthropic)
+    body = ae.value.body
+    assert ae.value.status_code == 413 and isinstance(body, dict) and body["error"]["type"] == "request_too_large"
 
 
 @pytest.mark.parametrize(
@@ -285,7 +292,7 @@ def test_transcript_per_request(guarded: tuple[FakeUpstream, str, Path], stream:
     fake.enqueue("no tool for you", action("get_weather", city="Paris"))
     with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-proxy-key", max_retries=0) as c:
         result = c.chat.completions.create(
-            model="m", messages=USER, tools=TOOLS_OPENAI, tool_choice="required", stream=stream  # type: ignore[call-overload]
+            model="m", messages=USER, tools=TOOLS_OPENAI, tool_choice="required", stream=stream
         )
         if stream:
             list(result)
@@ -297,7 +304,7 @@ def test_transcript_per_request(guarded: tuple[FakeUpstream, str, Path], stream:
     assert types.count("model_request") == 2 and "retry" in types and "tool_call" in types
     request = events[1]
     assert request["tool_choice"] == "required" and request["normalized"]["protocol"] == "openai"
-    assert request["normalized"]["stream"] is stream and request["messages"][0]["content"] == USER[0]["content"]
+    assert request["normalized"]["stream"] is stream and request["messages"][0]["content"] == QUESTION
     assert [t["name"] for t in request["tools"]] == ["get_weather", "get_time"]
     assert path.stem == events[0]["run"]
 
@@ -333,7 +340,8 @@ def test_serve_command_proxies(tmp_path: Path) -> None:
             with openai.OpenAI(base_url=f"{served.url}/v1", api_key="sk-cli-key", max_retries=0) as c:
                 completion = c.chat.completions.create(model="m", messages=USER, tools=TOOLS_OPENAI)
         err = served.stderr
-    assert completion.choices[0].message.tool_calls[0].function.name == "get_time"  # type: ignore[index]
+    (call,) = completion.choices[0].message.tool_calls or []
+    assert isinstance(call, ChatCompletionMessageFunctionToolCall) and call.function.name == "get_time"
     # the proxy's key is not the upstream's: it never travels upstream
     assert "authorization" not in fake.chat_requests[0].headers
     assert "sk-cli-key" not in err.decode() and len(list(tmp_path.glob("*.jsonl"))) == 1
@@ -358,7 +366,7 @@ def test_transcript_write_failure_is_a_500_that_names_no_server_path(tmp_path: P
             assert str(tmp_path) not in response.text and "private-transcripts" not in response.text
             with anthropic.Anthropic(base_url=url, api_key="k", max_retries=2) as a:
                 with pytest.raises(anthropic.InternalServerError) as ae:
-                    a.messages.create(model="m", max_tokens=64, messages=USER)
+                    a.messages.create(model="m", max_tokens=64, messages=USER_ANTHROPIC)
             assert "private-transcripts" not in json.dumps(ae.value.body)
             # the proxy served on, and the SDK did not retry the failure
             assert len(fake.chat_requests) <= 2

@@ -14,7 +14,10 @@ changes what an upstream's stream means: a leading BOM loses the first event; ``
 (not JSON: the stream fails; its issue #35); the event a body ends in without a blank
 line is dropped. Behind our own text step and with those mended, its decoders give the
 same events at 1.4x to 2.1x our CPU time on a stream of 2,000 deltas (httpx2's copy
-of them: 2x to 3.2x). tests/test_backend_sse.py pins each of these behaviours.
+of them: 2x to 3.2x). tests/test_backend_sse.py pins each of these behaviours, and two
+of ours: an event whose data is empty (``data:`` alone, which relays send as a keep-alive)
+is an event to the framing, as the standard says, and carries nothing to the chat stream,
+which skips it; a body that ends inside a UTF-8 character was cut, a BackendProtocolError.
 """
 
 from __future__ import annotations
@@ -169,7 +172,13 @@ class SSEDecoder:
         return events
 
     def close(self) -> list[str]:
-        """End of body: an event still open (no blank line after it) is returned too."""
+        """End of body: an event still open (no blank line after it) is returned too.
+
+        BackendProtocolError when the body ends inside a UTF-8 character: it was cut (a
+        byte of a character cannot end a stream whole), and its last text is not read as
+        if it were whole, with the character dropped or replaced."""
+        if self._decoder.getstate()[0]:
+            raise BackendProtocolError("upstream stream ended inside a UTF-8 character (truncated)")
         events: list[str] = []
         if self._open or self._cr:
             self._line("".join(self._open), events)
@@ -202,8 +211,13 @@ class ChatStreamState:
         self.model: str | None = None
 
     def accept(self, data: str) -> str:
-        """The text delta carried by one event's data ('' when it carries none)."""
-        if data.strip() == "[DONE]":
+        """The text delta carried by one event's data ('' when it carries none). An event
+        whose data is empty (``data:`` then a blank line, which the SSE standard makes an
+        event, and relays send to keep a stream alive) carries nothing, as a comment does."""
+        stripped = data.strip()
+        if not stripped:
+            return ""
+        if stripped == "[DONE]":
             self.done = True
             return ""
         try:

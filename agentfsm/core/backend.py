@@ -175,7 +175,9 @@ class TextStream(AsyncIterator[str]):
     """The text deltas of one streamed generation and, once they are all read, how it
     ended: ``finish_reason``, ``usage`` and ``stop_sequence`` (:attr:`Completion.stop_sequence`)
     where the backend reports them (else ``None``); ``max_tokens_sent``
-    (:attr:`Completion.max_tokens_sent`) is known from the first delta on.
+    (:attr:`Completion.max_tokens_sent`) is known once the upstream has answered, which
+    may be well before the first delta (a long prompt): :attr:`on_max_tokens_sent` is
+    called with it then.
 
     A backend's ``astream`` may return one; callers that only want text iterate it as
     any async iterator of ``str``. ``source`` is called once with the stream itself,
@@ -186,8 +188,22 @@ class TextStream(AsyncIterator[str]):
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.stop_sequence: str | None = None
-        self.max_tokens_sent: int | None = None
+        self._max_tokens_sent: int | None = None
+        #: told a lowered limit as soon as the backend sets it (a proxy's headers may
+        #: leave, with a keep-alive, before the first delta)
+        self.on_max_tokens_sent: Callable[[int], None] | None = None
         self._deltas = source(self)
+
+    @property
+    def max_tokens_sent(self) -> int | None:
+        """The completion limit the backend sent in place of the asked one (None: as asked)."""
+        return self._max_tokens_sent
+
+    @max_tokens_sent.setter
+    def max_tokens_sent(self, value: int | None) -> None:
+        self._max_tokens_sent = value
+        if value is not None and self.on_max_tokens_sent is not None:
+            self.on_max_tokens_sent(value)
 
     def __aiter__(self) -> TextStream:
         return self

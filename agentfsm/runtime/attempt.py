@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from agentfsm.core.backend import Backend, GenerationOptions, TextStream, Usage
@@ -54,9 +54,11 @@ async def generate(
     parser: StreamParser | None,
     hold: bool,
     deadline: float | None,
+    on_limit: Callable[[int], None] | None = None,
 ) -> AsyncIterator[str]:
     """One model call into ``out``; with a ``parser``, streamed, yielding the prose it
-    releases (nothing while ``hold``)."""
+    releases (nothing while ``hold``). ``on_limit`` is told a completion limit the backend
+    lowered as soon as it is known: streamed, once the upstream answers, before any text."""
     if parser is None:
         completion = await bounded(backend.acomplete(prompt, opts), deadline)
         out.text = prefill + completion.text
@@ -68,6 +70,14 @@ async def generate(
     parts.append(prefill)
     pending: list[StreamEvent] = parser.feed(prefill) if prefill else []
     source = backend.astream(prompt, opts)
+    if isinstance(source, TextStream):
+
+        def noted(limit: int) -> None:
+            out.max_tokens_sent = limit
+            if on_limit is not None:
+                on_limit(limit)
+
+        source.on_max_tokens_sent = noted
     since = time.monotonic()
     try:
         while True:
@@ -75,8 +85,6 @@ async def generate(
                 piece = await bounded(anext(source), deadline)
             except StopAsyncIteration:
                 break
-            if len(parts) == 1 and isinstance(source, TextStream):  # known once the upstream answers
-                out.max_tokens_sent = source.max_tokens_sent
             parts.append(piece)
             pending += parser.feed(piece)
             for text in _prose(pending, hold, out):

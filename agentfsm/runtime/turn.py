@@ -159,8 +159,10 @@ async def stream_turn(
         parser = StreamParser(config.tools, config.dialect) if stream else None
         out = Attempt()
         try:
-            async for text in generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline):
-                tally.sent_limit(out.max_tokens_sent)  # before text leaves (a proxy's headers go with it)
+            # a lowered limit is noted once the upstream answers, before any text or a
+            # keep-alive leaves (a proxy's headers go with it)
+            async for text in generate(backend, prompt, opts, prefill, out, parser=parser, hold=hold, deadline=deadline,
+                                       on_limit=tally.sent_limit):
                 if shown := cutter.feed(text):
                     yield shown
         except BaseException:  # the client left, or the stream failed: what it had seen is recorded

@@ -176,6 +176,8 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
     prompt, options = ex.plain_request()
     parts: list[str] = []
     upstream = ex.backend.astream(prompt, options)
+    if isinstance(upstream, TextStream):  # noted once the upstream answers (headers may leave before its first token)
+        upstream.on_max_tokens_sent = ex.tally.sent_limit
     since = time.monotonic()
     try:
         while True:
@@ -183,8 +185,6 @@ async def _plain(ex: Exchange, sink: StreamSink) -> AsyncIterator[str]:
                 piece = await bounded(anext(upstream), ex.deadline)
             except StopAsyncIteration:
                 break
-            if not parts and isinstance(upstream, TextStream):  # known once it answers (the headers may have left with a keep-alive)
-                ex.tally.sent_limit(upstream.max_tokens_sent)
             parts.append(piece)
             for event in sink.text(piece):
                 yield event
