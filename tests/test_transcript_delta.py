@@ -176,21 +176,15 @@ def test_the_same_prompt_again_refers_to_all_of_it_and_an_unrelated_one_is_whole
     assert "messages_from" not in lines[2] and len(lines[2]["messages"]) == 2
 
 
-def _cut(tmp_path: Path, keep: Any) -> Path:
-    """A run's transcript with only the lines ``keep`` says (as ``grep`` or a crash might leave it)."""
+def test_a_request_whose_reference_is_not_in_the_file_is_an_error_naming_the_line(tmp_path: Path) -> None:
+    # the run's first model_request filtered out, as grep -v or a file that starts mid-run
+    # leaves it: the second refers to nothing read
     path = tmp_path / "run.jsonl"
     _run(path, 3)
     lines = path.read_text(encoding="utf-8").splitlines()
+    first = next(e["seq"] for e in map(json.loads, lines) if e["type"] == "model_request")
     cut = tmp_path / "cut.jsonl"
-    cut.write_text("".join(line + "\n" for n, line in enumerate(lines) if keep(n, json.loads(line))), encoding="utf-8")
-    return cut
-
-
-def test_a_request_whose_reference_is_not_in_the_file_is_an_error_naming_the_line(tmp_path: Path) -> None:
-    # the first model_request filtered out (grep -v '"attempt": 1' would do it, or a file
-    # that starts mid-run): the second refers to nothing read
-    first = next(e["seq"] for e in _lines(_cut(tmp_path, lambda n, e: True)) if e["type"] == "model_request")
-    cut = _cut(tmp_path, lambda n, e: e["seq"] != first)
+    cut.write_text("".join(line + "\n" for line in lines if json.loads(line)["seq"] != first), encoding="utf-8")
     number = next(n for n, e in enumerate(_lines(cut), start=1) if e.get("messages_from") == first)
     says = f"cut.jsonl:{number}: model_request refers to the messages of the model_request at seq {first}"
     with pytest.raises(TranscriptError, match=says):
