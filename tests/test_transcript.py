@@ -63,7 +63,7 @@ def test_every_event_type_is_written_typed_and_read_back_unchanged(tmp_path: Pat
     assert read == written
     assert [type(e) for e in read] == list(EVENT_MODELS.values())
     assert [e.seq for e in read] == list(range(len(EXAMPLES)))
-    assert all(e.v == SCHEMA_VERSION == 4 and e.run == "r1" and e.t.endswith("+00:00") for e in read)
+    assert all(e.v == SCHEMA_VERSION == 5 and e.run == "r1" and e.t.endswith("+00:00") for e in read)
     # the dict form is the same events, as written
     assert read_transcript(path) == [json.loads(line) for line in path.read_text().splitlines()]
     assert read_transcript(path)[9]["from"] == "first-decision"
@@ -171,13 +171,13 @@ def test_torn_last_line_is_skipped_but_corruption_inside_is_an_error(tmp_path: P
 
 
 def test_a_newer_schema_version_is_refused_by_name(tmp_path: Path) -> None:
-    event = {"v": 5, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "final", "content": "x"}
-    with pytest.raises(TranscriptError, match=r"schema version 5 is not one this release reads \(1, 2, 3, 4\)"):
+    event = {"v": 6, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "final", "content": "x"}
+    with pytest.raises(TranscriptError, match=r"schema version 6 is not one this release reads \(1, 2, 3, 4, 5\)"):
         parse_event(event)
     # whatever a newer version adds (an event type, a field, a value) is not read as a misfit
     for newer in ({**event, "type": "thought", "text": "x"}, {**event, "content": "x", "weight": 2},
                   {**event, "type": "run_end", "status": "paused", "steps": 1, "corrections": 0}):
-        with pytest.raises(TranscriptError, match="v: schema version 5 is not one this release reads"):
+        with pytest.raises(TranscriptError, match="v: schema version 6 is not one this release reads"):
             parse_event(newer)
 
 

@@ -30,10 +30,17 @@ client could have seen it. A ``model_output`` with ``max_tokens_sent`` was writt
 that limit, not the ``max_tokens`` of its ``model_request``: the backend lowered it to what
 the context left after the upstream refused the one asked (written only then).
 
+A ``model_request`` line whose prompt begins with messages of the run's previous one
+writes ``messages_from`` (that event's ``seq``), ``messages_kept`` (how many of its leading
+messages it shares) and as ``messages`` only the rest; the readers expand it (the models
+here are the whole event, and never see the two fields). A reference to any other event
+is a :class:`TranscriptError`.
+
 Versions: 2 added ``producer``, ``max_corrections`` and ``loop_threshold`` to the run's
 config; 3 added ``policies`` (the language policies that ran, in order); 4 added
 ``run_end`` status ``cancelled``, ``result_max_chars`` to an agent's or a batch task's
-config and ``cut`` and ``max_tokens_sent`` to ``model_output``. A reader refuses a version newer than its own by
+config and ``cut`` and ``max_tokens_sent`` to ``model_output``; 5 writes a ``model_request``'s
+prompt as what it adds to the previous one (``messages_from``, ``messages_kept``). A reader refuses a version newer than its own by
 name (a :class:`TranscriptError` saying which), before it reads any field. Version-1
 transcripts still read: their producer is inferred (the proxy's config names a
 ``protocol``) and the two limits take their defaults; a config without ``policies``
@@ -113,9 +120,9 @@ __all__ = [
 ]
 
 #: the version this release writes
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: the versions this release reads
-READABLE_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
+READABLE_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5)
 #: the envelope fields every event carries besides ``type``
 ENVELOPE: tuple[str, ...] = ("v", "run", "seq", "t")
 

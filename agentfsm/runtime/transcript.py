@@ -9,6 +9,10 @@ every version this release knows (:data:`~agentfsm.core.events.READABLE_VERSIONS
 :func:`read_transcript` returns the same events as plain JSON dicts, for callers
 that want the raw shape.
 
+A ``model_request`` line writes only the messages its prompt adds to the run's previous
+one, with a reference to that one (:mod:`agentfsm.runtime.transcript_delta`); the
+readers expand it, so the events read (and those ``on_event`` sees) are whole.
+
 Secrets never reach a transcript: keys that look like credentials are redacted by
 :func:`redact` before an event is written (and handed to ``on_event``), and so is their
 value wherever else the same file would carry it (:class:`_SecretText`): in raw text that
@@ -43,6 +47,7 @@ from agentfsm.core.events import (
     parse_event,
 )
 from agentfsm.core.client_json import MAX_JSON_DEPTH, load_client_json
+from agentfsm.runtime.transcript_delta import PromptDelta, PromptExpander
 
 __all__ = [
     "EVENT_TYPES",
@@ -188,6 +193,7 @@ class TranscriptWriter:
         self.on_event = on_event
         self._seq = 0
         self._secrets = _SecretText()
+        self._prompts = PromptDelta()
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
         if self.path is not None:
@@ -217,10 +223,12 @@ class TranscriptWriter:
                 stamped = parse_event(clean)
             self._seq += 1
             if self._fh is not None:
+                line = self._prompts.line(clean) if clean["type"] == "model_request" else clean
                 try:
-                    self._fh.write(json.dumps(clean, ensure_ascii=False) + "\n")
+                    self._fh.write(json.dumps(line, ensure_ascii=False) + "\n")
                     self._fh.flush()
                 except OSError as exc:  # a full disk, a vanished mount
+                    self._prompts = PromptDelta()  # the next request refers to no line that may be missing
                     raise TranscriptError(f"cannot write transcript {self.path}: {os_error_reason(exc, self.path)}") from exc
         if self.on_event is not None:
             self.on_event(stamped)
@@ -278,13 +286,16 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
     """Yield the typed events of a transcript. A torn last line (a killed writer) is skipped.
 
     A line that is not JSON, not an event, or an event that does not fit its type
-    is a :class:`TranscriptError` naming the file and line. Lines are decoded within a
+    is a :class:`TranscriptError` naming the file and line; so is a ``model_request``
+    whose prompt refers to a request not read before it in this file (a file that
+    starts mid-run, or filtered without it). Lines are decoded within a
     client body's limits (:func:`~agentfsm.core.client_json.load_client_json`:
     nesting, integer length, finite numbers, no lone surrogates): a tampered file is
     an error that says what is wrong, never a crash. The file is read a line at a
     time: a reader of a transcript of hundreds of megabytes holds one line of it.
     """
     p = Path(path)
+    prompts = PromptExpander()
     try:
         fh = p.open("rb")
     except OSError as exc:
@@ -310,9 +321,11 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
             if not isinstance(data, dict) or "type" not in data:
                 raise TranscriptError(f"{p}:{number}: not a transcript event")
             try:
-                yield parse_event(data)
+                event = parse_event(prompts.expand(data))
             except TranscriptError as exc:
                 raise TranscriptError(f"{p}:{number}: {exc}") from exc
+            prompts.seen(event)
+            yield event
 
 
 def _lines(fh: BinaryIO, path: Path) -> Iterator[bytes]:
