@@ -25,7 +25,7 @@ app = typer.Typer(
     epilog="Logging: AGENTFSM_LOG_LEVEL=trace|debug|info|success|warning|error|critical (any case; "
     "default warning) sets what is logged to stderr. Exit codes: 0 done, 1 a replay that diverged "
     "or a batch with failed tasks, 2 misuse or a run that failed (one line: agentfsm: error: ...), "
-    "130 interrupted (Ctrl-C), 143 terminated (SIGTERM: run, chat and batch end their runs as for Ctrl-C).",
+    "130 interrupted (Ctrl-C), 143 terminated (SIGTERM: run, chat, batch, eval and calibrate end their runs as for Ctrl-C).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
