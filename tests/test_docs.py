@@ -10,6 +10,8 @@
   that ``expr`` shows as ``value`` (``...`` matching anything, as in doctest).
 - The models file the docs show is one ``serve --models`` reads.
 - Each agentfsm error the docs name can be imported from ``agentfsm``.
+- Each ``AGENTFSM_*`` variable they name is read (an option's, or one the code names), and
+  the run-settings tables give each ``RunConfig`` field its default, option and variable.
 - Every relative link they hold (a file, a file's heading, a heading of their own) resolves.
 """
 
@@ -335,3 +337,76 @@ def test_each_relative_link_resolves(doc: Path, target: str) -> None:
     if anchor:
         assert resolved.suffix == ".md", f"{doc.name}: {target} is an anchor in a file without headings"
         assert anchor in _anchors(resolved), f"{doc.name}: {target}: {resolved.name} has no heading #{anchor}"
+
+
+# -- run settings and environment variables ------------------------------------------
+
+_VARIABLE = re.compile(r"\bAGENTFSM_[A-Z][A-Z_]*[A-Z]\b")
+#: variables the docs name that a reader sets for another program: the README's Codex
+#: provider reads its key from a variable the config names (``env_key``)
+_FOR_OTHERS = {"AGENTFSM_CLIENT_KEY"}
+
+
+def _option_variables() -> dict[str, str]:
+    """Each environment variable a command's option reads, with the option."""
+    import typer.main
+
+    from agentfsm.cli import app
+
+    found: dict[str, str] = {}
+
+    def walk(command: Any) -> None:
+        if hasattr(command, "list_commands"):
+            ctx = command.context_class(command)
+            for name in command.list_commands(ctx):
+                walk(command.get_command(ctx, name))
+            return
+        for param in command.params:
+            if isinstance(param.envvar, str):
+                found[param.envvar] = param.opts[0]
+
+    walk(typer.main.get_command(app))
+    return found
+
+
+def test_each_agentfsm_variable_the_docs_name_is_read() -> None:
+    named = {v for path in DOCS for v in _VARIABLE.findall(path.read_text(encoding="utf-8"))}
+    assert {"AGENTFSM_MAX_CORRECTIONS", "AGENTFSM_THREADS", "AGENTFSM_LOG_LEVEL"} <= named
+    source = "\n".join(p.read_text(encoding="utf-8") for d in ("agentfsm", "bench") for p in (ROOT / d).rglob("*.py"))
+    # an option's variable, or a variable the code names as a string (os.environ.get("AGENTFSM_THREADS"))
+    read = set(_option_variables()) | {v for v in named if re.search(rf"[\"']{v}[\"']", source)}
+    assert sorted(named - read - _FOR_OTHERS) == []
+
+
+def _table_rows(path: Path) -> list[list[str]]:
+    """The rows of ``path``'s tables whose first cell is a RunConfig field in backticks."""
+    from agentfsm.core.config import DEFAULTS
+
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
+    return [row for row in rows if row[0].strip("`") in DEFAULTS.as_dict()]
+
+
+def _default_shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return ",".join(value) if isinstance(value, tuple) else str(value)
+
+
+def test_the_run_settings_tables_give_each_field_its_default_option_and_variable() -> None:
+    from agentfsm.core.config import DEFAULTS
+
+    variables = _option_variables()
+    defaults = DEFAULTS.as_dict()
+    settings = _table_rows(ROOT / "docs" / "settings.md")
+    assert sorted(row[0].strip("`") for row in settings) == sorted(defaults)  # every field, once
+    for field_, _values, default, option, variable in settings:
+        name = field_.strip("`")
+        assert default.split(" (")[0].strip("`") == _default_shown(defaults[name]), f"settings.md: {name}'s default"
+        assert option.split(" / ")[0].strip("`") == "--" + name.replace("_", "-"), f"settings.md: {name}'s option"
+        assert variables.get(variable.strip("`")) == "--" + name.replace("_", "-"), f"settings.md: {name}'s variable"
+    readme = _table_rows(README)
+    assert len(readme) >= 5
+    for field_, default, _what in readme:
+        name = field_.strip("`")
+        assert default.strip("`") == _default_shown(defaults[name]), f"README: {name}'s default"
