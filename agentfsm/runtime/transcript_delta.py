@@ -95,11 +95,10 @@ class PromptExpander:
         run = data.get("run")
         last = self._last.get(run) if isinstance(run, str) else None
         if last is None or last[0] != seq:
-            before = "no model_request" if last is None else f"seq {last[0]}"
+            before = "has no model_request before it" if last is None else f"has seq {last[0]} as its previous model_request"
             raise TranscriptError(
                 f"model_request refers to the messages of the model_request at seq {seq} of run {run}, "
-                f"but the run's previous model_request in the file is {before} (a file that starts "
-                "mid-run, or filtered?)"
+                f"but the run {before} in the file (a file that starts mid-run, or filtered?)"
             )
         if kept > len(last[1]):
             raise TranscriptError(
