@@ -110,7 +110,7 @@ ShutdownTimeoutOpt = Annotated[
 ]
 MaxConnectionsOpt = Annotated[
     int | None,
-    typer.Option("--max-connections", envvar="AGENTFSM_MAX_CONNECTIONS", min=1, help="Client connections open at once; more are answered 503 and closed. Default: 1000, or half the process's descriptor limit.", show_default=False),
+    typer.Option("--max-connections", envvar="AGENTFSM_MAX_CONNECTIONS", min=1, help="Client connections open at once; more are answered 503 and closed. Default: 1000, or half the process's descriptor limit where that is fewer.", show_default=False),
 ]
 ServedModelOpt = Annotated[str | None, typer.Option("--served-model-name", envvar="AGENTFSM_SERVED_MODEL_NAME", help="Model name listed at /v1/models (default: the backend's).")]
 ModelsOpt = Annotated[
