@@ -260,7 +260,11 @@ def quality(
         typer.Option("-o", "--output", help="Markdown report path (default bench/results/quality.md). Stopped part way "
                      "(Ctrl-C, SIGTERM, the upstream gone), the runs done go to PATH with .partial before .md, marked PARTIAL."),
     ] = None,
-    transcripts: TranscriptsOpt = None,
+    transcripts: Annotated[
+        Path | None,
+        typer.Option("--transcripts", help="Write one transcript per task (DIR/tasks/) and BFCL case (DIR/bfcl/) into "
+                     "this directory (agentfsm replay reads them)."),
+    ] = None,
     data_dir: DataDirOpt = None,
     backend: BackendOpt = "local",
     base_url: BaseUrlOpt = None,
