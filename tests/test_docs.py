@@ -13,6 +13,7 @@
 - Each ``AGENTFSM_*`` variable they name is read (an option's, or one the code names), and
   the run-settings tables give each ``RunConfig`` field its default, option and variable.
 - Every relative link they hold (a file, a file's heading, a heading of their own) resolves.
+- The README's figures from the quality table are the table's.
 """
 
 from __future__ import annotations
@@ -410,3 +411,31 @@ def test_the_run_settings_tables_give_each_field_its_default_option_and_variable
     for field_, default, _what in readme:
         name = field_.strip("`")
         assert default.strip("`") == _default_shown(defaults[name]), f"README: {name}'s default"
+
+
+# -- the figures the README quotes -----------------------------------------------------
+
+
+def _row(table: str, group: str, row: str) -> list[str]:
+    """The cells of ``table``'s row ``row`` in ``group`` (bold marks dropped)."""
+    for line in table.splitlines():
+        cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
+        if cells[:2] == [group, row]:
+            return cells
+    raise AssertionError(f"bench/results/quality.md has no row {group} / {row}")
+
+
+def test_the_readme_quotes_the_latest_quality_table() -> None:
+    table = (ROOT / "bench" / "results" / "quality.md").read_text(encoding="utf-8")
+    readme = " ".join(README.read_text(encoding="utf-8").split())
+    quoted = re.search(r"quality\.md\), (\d{4}-\d\d-\d\d), `main` at (\w+), .*?: tasks ([\d.]+) % on the tuned "
+                       r"split, ([\d.]+) % on the held-out one; ([\d.]+) model calls per one-call task", readme)
+    assert quoted is not None, "the README's quote of the quality table has changed shape: update this test"
+    date, commit, tuned, held_out, calls = quoted.groups()
+    assert re.search(rf"^- date: {date}T", table, re.M) and f"`main` at {commit}" in table
+    accuracy, calls_per_case = 3, 6  # the columns: group, row, cases, accuracy %, interval, valid %, calls/case
+    assert _row(table, "tasks", "tuned")[accuracy] == tuned
+    assert _row(table, "tasks", "held-out")[accuracy] == held_out
+    assert _row(table, "cost", "one-call tasks")[calls_per_case] == calls
+    total = re.search(r"\(of (\d+) tasks and cases\)", table)
+    assert total is not None and f"({total[1]} tasks and cases)" in readme
