@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -88,6 +89,20 @@ def test_function_script_and_concurrent_latency() -> None:
     assert texts == [f"answer to {i}" for i in range(64)]
     assert fake.peak_in_flight > 8  # the requests overlapped instead of queueing
     assert fake.in_flight == 0
+
+
+def test_a_client_that_leaves_during_latency_ends_the_request() -> None:
+    """A reply held back by ``latency`` slept on after its client had gone, counted in
+    flight all along: a test could not see that a client's departure reached its upstream.
+    A real server stops there; the fake now does too."""
+    with FakeUpstream([latency(120, "never sent")]) as fake:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{fake.base_url}/chat/completions", json=CHAT, timeout=httpx.Timeout(30, read=0.5))
+        deadline = time.monotonic() + 30  # far less than the reply's 120 s
+        while fake.in_flight:
+            assert time.monotonic() < deadline, "the fake still holds the reply of a client that left"
+            time.sleep(0.02)
+        assert len(fake.chat_requests) == 1
 
 
 def test_a_load_fake_keeps_no_requests_and_reads_what_orjson_refuses() -> None:

@@ -235,3 +235,31 @@ def test_a_partial_calibration_of_a_profile_named_without_json_leaves_its_table_
     assert (tmp_path / "profile.md").read_text() == "earlier\n"
     assert (tmp_path / "profile.partial.md").read_text().startswith("# PARTIAL: 1 of ")
     assert read_profile(tmp_path / "profile.partial").models
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_complete_run_removes_the_partial_report_of_a_stopped_one(tmp_path: Path, command: str) -> None:
+    """A complete report supersedes the partial one a stopped run left at the same path:
+    before, the partial files stayed beside it, older and smaller, looking as current.
+    Only that path's partial files go (another report's stay), said in one line."""
+    args, reports, partial = COMMANDS[command]
+    others = ["other.partial.json", "other.partial.md"]  # another report's: left alone
+    for name in others:
+        (tmp_path / name).write_text("another report\n")
+    with FakeUpstream(_failing_after(12 if command == "calibrate" else ANSWERED)) as fake:
+        _finish(_start(args, tmp_path, fake), FAILING_EXIT)
+    assert all((tmp_path / name).exists() for name in partial)
+    with FakeUpstream(lambda request: FakeReply(text="The answer is 42.")) as fake:
+        proc = _start(args, tmp_path, fake)
+        try:
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0, err
+    assert all((tmp_path / name).exists() for name in reports)
+    assert not any((tmp_path / name).exists() for name in partial)
+    assert all((tmp_path / name).read_text() == "another report\n" for name in others)
+    (said,) = [line for line in out.splitlines() if line.startswith("removed ")]
+    assert said.startswith(f"removed {', '.join(str(tmp_path / name) for name in partial)}, superseded by "), said

@@ -7,22 +7,25 @@ a report (a profile, for ``calibrate``) marked partial, its first line
 suffix (``quality.md``: ``quality.partial.md``), so a complete report already at the path
 is left as it was. One line on stderr says what stopped it, how far it got and where the
 partial report is. A signal exits 130 / 143 as before; an upstream failure exits 2, the
-code of every upstream error (``docs/cli.md``).
+code of every upstream error (``docs/cli.md``). A later complete run to the same path
+supersedes them: once its report is written, :func:`remove_partials` removes that
+path's partial files and says so in one line (before, they stayed beside the complete
+report, an older and smaller one that looked as current).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-import tempfile
 
 import typer
 
 from agentfsm.cli._signals import Stop
 from agentfsm.core.errors import AgentFSMError, BackendError, UsageError
 
-__all__ = ["Partial", "partial_path", "stopped_part_way", "writable_outputs"]
+__all__ = ["Partial", "partial_path", "remove_partials", "stopped_part_way", "writable_outputs"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,30 @@ def partial_path(path: Path, suffixes: Sequence[str] = (".json", ".md", ".png"))
     if path.suffix in suffixes:
         return path.with_name(f"{path.stem}.partial{path.suffix}")
     return path.with_name(f"{path.name}.partial")
+
+
+def remove_partials(partials: Iterable[Path], complete: str) -> str | None:
+    """Remove those of ``partials`` (one report's partial files, :func:`partial_path`) that
+    exist, now that the complete report (named by ``complete``) is written; the one line
+    that says what was removed (and what could not be), or None when there were none."""
+    from agentfsm.runtime.transcript import os_error_reason
+
+    removed: list[str] = []
+    kept: list[str] = []
+    for path in dict.fromkeys(partials):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # said, not raised: the complete report is written
+            kept.append(f"{path} ({os_error_reason(exc, path)})")
+            continue
+        removed.append(str(path))
+    if not removed and not kept:
+        return None
+    said = [f"removed {', '.join(removed)}, superseded by {complete}"] if removed else []
+    said += [f"could not remove the partial {', '.join(kept)}"] if kept else []
+    return "; ".join(said)
 
 
 def writable_outputs(option: str, *paths: Path) -> None:

@@ -20,12 +20,14 @@ command then exits 143 (128 + SIGTERM) where Ctrl-C exits 130 (128 + SIGINT), an
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 __all__ = ["ChatStops", "Stop", "sigterm_as_interrupt"]
 
@@ -98,6 +100,14 @@ class ChatStops:
     there dropped a turn that the transcript said had ended, and one between an answer and
     the prompt ended the chat as ``agentfsm: aborted``, exit 1.
 
+    A second stop while the first one's cancellation of a task is still under way (a tool
+    that tidies up before it ends) exits at once, the usual convention: ``agentfsm:
+    interrupted`` (``terminated`` after SIGTERM) and 130 (143), with what is on stdout
+    flushed and nothing more run. The transcript keeps what was written (each event is
+    flushed as it is written; the turn has no ``run_end``, which replay reads as a run cut
+    off). Before, a second Ctrl-C only cancelled again: a task that tidied up for a minute
+    held the chat that long, whatever the user pressed.
+
     Unlike :func:`sigterm_as_interrupt`, no :class:`KeyboardInterrupt` is ever raised inside
     the event loop (which left it stopping the next run, ``Event loop stopped before Future
     completed``); a SIGINT that the shell ignores (a script's background job) stays ignored."""
@@ -107,6 +117,8 @@ class ChatStops:
         #: a stop arrived and the chat has not yet acted on it
         self.stopped = False
         self._task: asyncio.Task[Any] | None = None
+        #: a stop cancelled :attr:`_task`, which has not ended yet
+        self._cancelling = False
         self._waiting = False
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -115,10 +127,26 @@ class ChatStops:
             self.stop.terminated = True
         task = self._task
         if task is not None and not task.done():
+            if self._cancelling:  # the second stop while the first one's cancellation is under way
+                self._exit_now()
+            self._cancelling = True
             task.cancel()
             task.get_loop().call_soon_threadsafe(lambda: None)  # wake a loop waiting in select
         elif self._waiting:
             raise KeyboardInterrupt
+
+    def _exit_now(self) -> NoReturn:
+        """End the process here: stdout flushed as far as it can be, one line, the stop's code.
+        Nothing else runs (not the task's tidying, nor the loop's and the servers' closing)."""
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError, RuntimeError):  # a closed pipe; a write this signal interrupted
+            pass
+        try:
+            os.write(sys.stderr.fileno(), f"agentfsm: {self.stop.word}\n".encode())
+        except (OSError, ValueError):
+            pass
+        os._exit(self.stop.code)
 
     @contextmanager
     def installed(self) -> Iterator[ChatStops]:
@@ -149,6 +177,7 @@ class ChatStops:
                 raise asyncio.CancelledError
             done.append(await coro)  # at once: nothing in between can be cancelled
 
+        self._cancelling = False
         try:
             runner.run(task())
         except asyncio.CancelledError:
@@ -156,6 +185,7 @@ class ChatStops:
                 raise
         finally:
             self._task = None
+            self._cancelling = False
         return done[0]
 
     @contextmanager

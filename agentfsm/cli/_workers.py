@@ -11,7 +11,13 @@ a connection limit per worker: :mod:`agentfsm.server.limits`), named in this mod
 that uvicorn can hand it to the spawned workers.
 
 A worker that dies is replaced by uvicorn and said in a warning (uvicorn tells it at
-INFO, below serve's level). A worker whose parent is gone (killed with SIGKILL, or by
+INFO, below serve's level). A worker that fails to start (its app cannot be built, or
+uvicorn's start-up fails in it) would fail the same way every time: uvicorn then stops
+the others, and ``agentfsm serve`` exits 3 (uvicorn's start-up failure, as when the port
+is taken) with one line saying why, ``agentfsm: error: a worker failed to start: ...``,
+so that a supervisor restarts it. Before, uvicorn's stop returned and serve exited 0,
+and a worker whose app could not be built died with a traceback and was replaced, and
+again, for ever. A worker whose parent is gone (killed with SIGKILL, or by
 the kernel's OOM killer) stops itself within a second: it would otherwise serve on,
 orphaned, holding the port that a new ``agentfsm serve`` then could not bind.
 """
@@ -22,13 +28,16 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import signal
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["graceful", "serve_workers", "worker_app"]
 
@@ -39,6 +48,10 @@ GUARD_ENV = "AGENTFSM_SERVE_GUARD"
 #: the process id of the workers' parent (a worker started as its parent died sees
 #: another parent already: it must not take that one for its own)
 PARENT_ENV = "AGENTFSM_SERVE_PARENT"
+#: a folder where a worker that failed to start leaves why, for the parent to say
+FAILED_ENV = "AGENTFSM_SERVE_FAILED"
+#: uvicorn's exit status for a server that could not start (``uvicorn.config.STARTUP_FAILURE``)
+STARTUP_FAILURE = 3
 _PATHS = ("transcripts", "models")
 
 
@@ -80,6 +93,11 @@ class _WorkerDeaths(logging.Filter):
             record.msg, record.args = f"worker {text.removeprefix('Child process ')}; a new worker replaces it", None
             return True
         return self._verbose
+
+    def filter_errors(self, record: logging.LogRecord) -> bool:
+        """uvicorn's ``Child process [PID] failed to start, stopping the parent process.``
+        left out: serve says it once it has stopped, with why (:func:`serve_workers`)."""
+        return not record.getMessage().endswith("failed to start, stopping the parent process.")
 
 
 def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
@@ -123,15 +141,27 @@ def serve_workers(options: dict[str, Any], *, workers: int, port: int, api_key: 
         if value:
             os.environ[name] = value
     # the supervisor's INFO lines reach the filter, which keeps a worker's death
-    logging.getLogger("uvicorn.error").addFilter(_WorkerDeaths(_verbose()))
-    with _signals_received() as received:
-        uvicorn.run(
-            "agentfsm.cli._workers:worker_app", factory=True, workers=workers, host=options["host"], port=port,
-            log_level="info", access_log=False, loop="auto", http=WorkerProtocol, **graceful(shutdown_timeout),
-        )
+    deaths = _WorkerDeaths(_verbose())
+    logging.getLogger("uvicorn.error").addFilter(deaths)
+    logging.getLogger("uvicorn.error").addFilter(deaths.filter_errors)
+    failed = Path(tempfile.mkdtemp(prefix="agentfsm-serve-"))
+    os.environ[FAILED_ENV] = str(failed)
+    try:
+        with _signals_received() as received:
+            uvicorn.run(
+                "agentfsm.cli._workers:worker_app", factory=True, workers=workers, host=options["host"], port=port,
+                log_level="info", access_log=False, loop="auto", http=WorkerProtocol, **graceful(shutdown_timeout),
+            )
+        said = sorted(p.read_text(encoding="utf-8", errors="replace").strip() for p in failed.iterdir())
+    finally:
+        shutil.rmtree(failed, ignore_errors=True)
     if signal.SIGTERM in received:  # as one process ends (uvicorn raises the signal it caught again)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.raise_signal(signal.SIGTERM)
+    if signal.SIGINT not in received:  # uvicorn stops by itself only when a worker failed to start
+        why = f": {said[0]}" if said else " (uvicorn's error above says why)"
+        print(f"agentfsm: error: a worker failed to start{why}", file=sys.stderr)
+        raise SystemExit(STARTUP_FAILURE)
 
 
 @contextmanager
@@ -173,13 +203,30 @@ def worker_app() -> Any:
     if not _verbose():  # uvicorn runs at INFO for the supervisor's sake (above)
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     _exit_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()))
-    options = json.loads(os.environ[OPTIONS_ENV])
-    options["config"] = DEFAULTS.replace(**options["config"])  # JSON's lists read as tuples (RunConfig)
-    for name in _PATHS:
-        if options.get(name) is not None:
-            options[name] = Path(options[name])
-    return build_app(
-        api_key=os.environ.get("AGENTFSM_API_KEY") or None,
-        upstream_api_key=os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or None,
-        **options,
-    )
+    try:
+        options = json.loads(os.environ[OPTIONS_ENV])
+        options["config"] = DEFAULTS.replace(**options["config"])  # JSON's lists read as tuples (RunConfig)
+        for name in _PATHS:
+            if options.get(name) is not None:
+                options[name] = Path(options[name])
+        return build_app(
+            api_key=os.environ.get("AGENTFSM_API_KEY") or None,
+            upstream_api_key=os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or None,
+            **options,
+        )
+    except Exception as exc:  # noqa: BLE001 - any failure to build the app is a failure to start
+        _failed_to_start(exc)
+
+
+def _failed_to_start(exc: Exception) -> NoReturn:
+    """End this worker as uvicorn ends one that could not start (so its supervisor stops,
+    rather than start another that fails alike), leaving why for the parent to say."""
+    from agentfsm.core.errors import AgentFSMError
+
+    text = str(exc) if isinstance(exc, AgentFSMError) else f"{type(exc).__name__}: {exc}"
+    why = " ".join(text.split())
+    try:
+        (Path(os.environ[FAILED_ENV]) / str(os.getpid())).write_text(why, encoding="utf-8")
+    except (KeyError, OSError):  # no folder to leave it in: said here instead
+        print(f"agentfsm: error: worker [{os.getpid()}] failed to start: {why}", file=sys.stderr)
+    raise SystemExit(STARTUP_FAILURE)

@@ -15,7 +15,7 @@ import typer
 
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
-from agentfsm.cli._partial import Partial, partial_path, stopped_part_way, writable_outputs
+from agentfsm.cli._partial import Partial, partial_path, remove_partials, stopped_part_way, writable_outputs
 from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
@@ -33,7 +33,7 @@ OutputOpt = Annotated[
     Path,
     typer.Option(
         "-o", "--output",
-        help="Profile file (JSON), checked before the first model call. A profile already there keeps its other models (the file is replaced whole); the table also goes to the same path with .md. Stopped part way (Ctrl-C, SIGTERM, the upstream gone), the items that ran under every setting go to PATH with .partial before .json (and .md), marked PARTIAL; the profile is left as it was.",
+        help="Profile file (JSON), checked before the first model call. A profile already there keeps its other models (the file is replaced whole); the table also goes to the same path with .md. Stopped part way (Ctrl-C, SIGTERM, the upstream gone), the items that ran under every setting go to PATH with .partial before .json (and .md), marked PARTIAL; the profile is left as it was. A complete calibration removes them.",
     ),
 ]
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=16, help="Generation bound per model call (a reply that does not follow the format costs at most this).")]
@@ -299,6 +299,10 @@ def calibrate(
         typer.echo(f"agentfsm: error: {exc}", err=True)
         raise typer.Exit(2) from None
     console.print(f"wrote {output} and {output.with_suffix('.md')} (model {entry.model!r})", highlight=False)
+    # an earlier stopped calibration's partial profile, superseded by this one
+    said = remove_partials([partial_path(output), partial_path(output.with_suffix(".md"))], str(output))
+    if said is not None:
+        console.print(said, highlight=False, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ import typer
 
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
-from agentfsm.cli._partial import Partial, partial_path, stopped_part_way, writable_outputs
+from agentfsm.cli._partial import Partial, partial_path, remove_partials, stopped_part_way, writable_outputs
 from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
@@ -50,7 +50,7 @@ LevelsOpt = Annotated[
 OutputOpt = Annotated[
     Path,
     typer.Option("-o", "--output", help="Report path stem: writes STEM.json, STEM.md and STEM.png. Stopped part way "
-                 "(Ctrl-C, SIGTERM, the upstream gone), the cases done go to STEM.partial.json and .md, marked PARTIAL."),
+                 "(Ctrl-C, SIGTERM, the upstream gone), the cases done go to STEM.partial.json and .md, marked PARTIAL; a complete run removes them."),
 ]
 BaselineOpt = Annotated[bool, typer.Option("--baseline/--no-baseline", help="Add BFCL's prompt-mode row.")]
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=16, help="Generation bound per model call.")]
@@ -221,6 +221,10 @@ def bfcl(
         console.print(f"[yellow]chart skipped:[/] {exc}")
     for path in written:
         console.print(f"wrote {path}")
+    partial = partial_path(stem)  # an earlier stopped run's, superseded by this report
+    said = remove_partials((partial.with_name(partial.name + s) for s in REPORT_SUFFIXES), f"{stem}.json, .md")
+    if said is not None:
+        console.print(said, highlight=False, markup=False, soft_wrap=True)
 
 
 eval_app.command("bfcl")(bfcl)
@@ -258,7 +262,7 @@ def quality(
     output: Annotated[
         Path | None,
         typer.Option("-o", "--output", help="Markdown report path (default bench/results/quality.md). Stopped part way "
-                     "(Ctrl-C, SIGTERM, the upstream gone), the runs done go to PATH with .partial before .md, marked PARTIAL."),
+                     "(Ctrl-C, SIGTERM, the upstream gone), the runs done go to PATH with .partial before .md, marked PARTIAL; a complete run removes it."),
     ] = None,
     transcripts: Annotated[
         Path | None,
@@ -358,6 +362,9 @@ def quality(
     except (AgentFSMError, KeyboardInterrupt) as exc:  # the runs done are kept, marked partial
         raise stopped_part_way(exc, stop, count.done, count.total, lambda partial: [write(partial)], str(path)) from None
     console.print(f"wrote {write()}")
+    said = remove_partials([partial_path(path, (".md",))], str(path))  # an earlier stopped run's
+    if said is not None:
+        console.print(said, highlight=False, markup=False, soft_wrap=True)
 
 
 eval_app.command("quality")(quality)

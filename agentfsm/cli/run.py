@@ -31,6 +31,7 @@ from agentfsm.core.errors import AgentFSMError, UsageError
 
 if TYPE_CHECKING:
     from agentfsm.core.backend import GenerationOptions
+    from agentfsm.core.events import TranscriptEvent
     from agentfsm.runtime.tools import ToolRegistry
 
 __all__ = ["register"]
@@ -191,11 +192,13 @@ def chat(
     """Chat interactively; history (calls and results included) is kept across turns.
 
     Ctrl-C during a turn cancels that turn (its run is recorded as cancelled)
-    and drops its message; an empty line, Ctrl-D or Ctrl-C at the prompt ends
-    the chat (exit 0). SIGTERM cancels the turn under way the same way and
-    ends the chat (exit 143, agentfsm: terminated). A turn whose answer has
-    arrived is not cancelled: a stop then shows and keeps its answer first,
-    and ends the chat as at the prompt."""
+    and drops its message; a second Ctrl-C while that cancellation is still
+    under way (a tool tidying up) exits at once (130, agentfsm: interrupted).
+    An empty line, Ctrl-D or Ctrl-C at the prompt ends the chat (exit 0).
+    SIGTERM cancels the turn under way the same way and ends the chat (exit
+    143, agentfsm: terminated). A turn whose answer has arrived is not
+    cancelled: a stop then shows and keeps its answer first, and ends the
+    chat as at the prompt."""
     from rich.console import Console
     from rich.text import Text
 
@@ -203,7 +206,16 @@ def chat(
     from agentfsm.core.messages import AssistantMessage, Message, UserMessage
 
     console = Console(highlight=False, soft_wrap=True)
-    agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, Printer(console),
+    stop = Stop()
+    stops = ChatStops(stop)
+    printer = Printer(console)
+
+    def show(event: TranscriptEvent) -> None:  # a step line is written whole, as an answer is
+        with stops.held():
+            printer(event)
+            console.file.flush()
+
+    agent = _agent(tools, mcp, backend, base_url, model, api_key, config, transcript, show,
                    mcp_timeout=mcp_timeout, options=generation_options(max_tokens, temperature, seed, top_p))
     if transcript is not None:  # a path no turn could write is refused now (exit 2), not at every turn
         from agentfsm.runtime.transcript import TranscriptWriter
@@ -212,8 +224,7 @@ def chat(
     history: list[Message] = []
     # one event loop for the whole chat: the --mcp servers start once, on it, and keep
     # their state from turn to turn; Ctrl-C during a turn cancels that turn's task only
-    stop = Stop()
-    with ChatStops(stop).installed() as stops, asyncio.Runner() as runner:
+    with stops.installed(), asyncio.Runner() as runner:
         try:
             stops.run(runner, agent.__aenter__())
         except asyncio.CancelledError:

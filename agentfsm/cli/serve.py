@@ -312,7 +312,8 @@ def register(app: typer.Typer) -> None:
 
         Told to stop (SIGTERM, Ctrl-C) it takes no new connection and gives the
         requests under way --shutdown-timeout; then SIGTERM ends it by the signal
-        (a shell says 143) and Ctrl-C with 0, with --workers or without.
+        (a shell says 143) and Ctrl-C with 0, with --workers or without. It exits
+        3 when it cannot start: its port taken, or a worker that failed to start.
         """
         import uvicorn
 

@@ -63,9 +63,21 @@ class HTTPRequest:
 class ResponseWriter:
     """Writes one response on a connection; also knows how to break it."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, reader: asyncio.StreamReader | None = None) -> None:
         self._writer = writer
+        self._reader = reader
         self.keep_alive = True
+
+    async def wait(self, seconds: float, every: float = 0.05) -> None:
+        """Sleep ``seconds``, unless the client leaves first (its end of the connection
+        closed): :class:`ConnectionResetError` then, as a write to it would raise, so a
+        reply held back stops as a real server's does when its client goes away."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while (left := end - loop.time()) > 0:
+            if (self._reader is not None and self._reader.at_eof()) or self._writer.transport.is_closing():
+                raise ConnectionResetError("the client went away")
+            await asyncio.sleep(min(every, left))
 
     async def send(
         self,
@@ -238,7 +250,7 @@ class ThreadedHTTPServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections[task] = writer
-        response = ResponseWriter(writer)
+        response = ResponseWriter(writer, reader)
         try:
             while response.keep_alive:
                 request = await _read_request(reader)

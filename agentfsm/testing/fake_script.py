@@ -43,7 +43,8 @@ class FakeReply:
     finish_reason: str = "stop"
     #: the stop sequence that ended the text, reported as vLLM does (``stop_reason``)
     stop_reason: str | None = None
-    #: seconds to wait before answering (concurrent requests wait concurrently)
+    #: seconds to wait before answering (concurrent requests wait concurrently); a client
+    #: that leaves meanwhile ends the wait, and the request, as a real upstream's would
     latency: float = 0.0
     status: int = 200
     retry_after: float | str | None = None

@@ -153,8 +153,8 @@ class FakeUpstream:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
-            if step.latency:
-                await asyncio.sleep(step.latency)
+            if step.latency:  # a client that leaves meanwhile ends it, as a real upstream's would
+                await out.wait(step.latency)
             await self._answer(request, step, out)
         finally:
             self.in_flight -= 1

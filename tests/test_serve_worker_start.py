@@ -1,0 +1,67 @@
+"""``agentfsm serve --workers N`` whose workers cannot start exits non-zero, with one line
+saying why: an operator's supervisor restarts a command that failed, not one that ended 0.
+
+Defect (found by the CLI audit): a worker whose app could not be built (a transcripts
+folder it cannot write, a models file gone) died with a traceback and uvicorn started
+another, which died alike, for ever; and one that failed in uvicorn's own start-up made
+uvicorn stop and serve exit 0. Real parts: the CLI as a subprocess, its workers spawned by
+uvicorn. The fault is put in the workers only, by a ``sitecustomize`` that the parent runs
+before it starts serving (its checks pass) and each worker runs again, where it points the
+transcripts folder at a path under a file.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SERVE = [sys.executable, "-m", "agentfsm", "serve", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+         "--workers", "2"]
+
+#: in a worker of serve (the parent sets AGENTFSM_SERVE_PARENT for them only), a transcripts
+#: folder that cannot be made
+BREAK_WORKERS = '''
+import json, os
+
+if os.environ.get("AGENTFSM_SERVE_PARENT"):
+    options = json.loads(os.environ["AGENTFSM_SERVE_OPTIONS"])
+    options["transcripts"] = os.path.join(__file__, "transcripts")
+    os.environ["AGENTFSM_SERVE_OPTIONS"] = json.dumps(options)
+'''
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uvicorn's workers on POSIX")
+
+
+def _serve(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """serve run to its end (it must end by itself: past two minutes the test fails)."""
+    return subprocess.run([*SERVE, *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=120,
+                          start_new_session=True)
+
+
+def test_a_worker_that_cannot_start_makes_serve_exit_non_zero_saying_why(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(BREAK_WORKERS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    done = _serve("--port", "0", env=env)  # before: workers replaced for ever (the run timed out)
+    assert done.returncode == 3, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith("agentfsm proxy on http://127.0.0.1:")
+    assert lines[1:] == [
+        "agentfsm: error: a worker failed to start: cannot write transcripts into directory "
+        f"{tmp_path / 'sitecustomize.py' / 'transcripts'}: a part of the path is not a directory"
+    ], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_serve_with_workers_on_a_port_already_taken_exits_non_zero_saying_so() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = _serve("--port", str(taken.getsockname()[1]), env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith("Address already in use"), done.stderr
