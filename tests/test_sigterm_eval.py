@@ -263,3 +263,49 @@ def test_a_complete_run_removes_the_partial_report_of_a_stopped_one(tmp_path: Pa
     assert all((tmp_path / name).read_text() == "another report\n" for name in others)
     (said,) = [line for line in out.splitlines() if line.startswith("removed ")]
     assert said.startswith(f"removed {', '.join(str(tmp_path / name) for name in partial)}, superseded by "), said
+
+
+def _run(args: list[str], out: Path, reply: Callable[[ReceivedRequest], FakeReply]) -> tuple[int, str, str, int]:
+    """Run a command to its end against an upstream answering ``reply``: its exit code,
+    stdout, stderr and how many requests the upstream had."""
+    with FakeUpstream(reply) as fake:
+        proc = _start(args, out, fake)
+        try:
+            stdout, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        return proc.returncode, stdout, err, len(fake.requests)
+
+
+def _cases(path: Path) -> list[tuple[str, str, str, bool, str | None]]:
+    return [(c["id"], c["dialect"], c["enforcement"], c["valid"], c["answer"]) for c in json.loads(path.read_text())["cases"]]
+
+
+def test_a_stopped_bfcl_eval_resumes_where_it_stopped(tmp_path: Path) -> None:
+    """``eval bfcl --resume`` keeps the cases a stopped run's partial report holds, runs
+    only the others, and writes the report an unstopped run writes; a partial report of
+    another plan is refused, naming what differs."""
+    args = FAILING["eval-bfcl"]
+    answer = lambda request: FakeReply(text="The answer is 42.")  # noqa: E731
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    code, _, err, unstopped_requests = _run(args, whole, answer)
+    assert code == 0, err
+    code, _, err, _ = _run(args, tmp_path, _failing_after(ANSWERED))
+    assert code == FAILING_EXIT, err
+    kept = json.loads((tmp_path / "bfcl.partial.json").read_text())["cases"]
+    assert len(kept) == 4  # two whole cases of two runs each
+    # another plan: refused before any model call, the partial report left as it was
+    code, _, err, requests = _run([*args, "--resume", "--max-tokens", "128"], tmp_path, answer)
+    assert code == 2 and requests == 0, err
+    assert "was made by another plan (max_tokens: 256 there, 128 here" in err and "Traceback" not in err, err
+    code, out, err, requests = _run([*args, "--resume"], tmp_path, answer)
+    assert code == 0, err
+    assert "resuming from" in out and "2 cases done" in out, out
+    assert requests == unstopped_requests - len(kept)  # one model call a run here: the kept ones were not asked again
+    assert _cases(tmp_path / "bfcl.json") == _cases(whole / "bfcl.json")
+    resumed = json.loads((tmp_path / "bfcl.json").read_text())["cases"]
+    assert resumed[: len(kept)] == kept  # the kept results as they were (their seconds too)
+    assert not (tmp_path / "bfcl.partial.json").exists() and not (tmp_path / "bfcl.partial.md").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
@@ -53,6 +53,11 @@ OutputOpt = Annotated[
                  "(Ctrl-C, SIGTERM, the upstream gone), the cases done go to STEM.partial.json and .md, marked PARTIAL; a complete run removes them."),
 ]
 BaselineOpt = Annotated[bool, typer.Option("--baseline/--no-baseline", help="Add BFCL's prompt-mode row.")]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option("--resume", help="Go on from STEM.partial.json, which a stopped run of the same plan (categories, "
+                 "limit, runs, backend, model, settings) wrote: its cases are kept, the others run, and the report holds all."),
+]
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=16, help="Generation bound per model call.")]
 DataDirOpt = Annotated[
     Path | None, typer.Option("--data-dir", help="BFCL data folder (default: the installed bfcl-eval package).")
@@ -82,15 +87,21 @@ class _Count:
 
 
 def _execute(
-    backend: Backend, plan: EvalPlan, options: GenerationOptions, console: Console, count: _Count
+    backend: Backend, plan: EvalPlan, options: GenerationOptions, console: Console, count: _Count,
+    done: Sequence[CaseResult] = (),
 ) -> list[CaseResult]:
+    """Run the plan's cases but those ``done`` (a stopped run's, resumed), counting into
+    ``count``; returns the results of all of them, in the plan's order."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from agentfsm.eval.resume import remaining
     from agentfsm.eval.runner import load_plan_cases
 
     cases = load_plan_cases(plan)
     total = count.total = len(cases) * len(plan.specs)
-    right = 0
+    count.results, count.done = list(done), len(done)
+    cases = remaining(cases, done)
+    right = sum(r.valid for r in done)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -100,7 +111,7 @@ def _execute(
         console=console,
         transient=False,
     ) as progress:
-        task = progress.add_task("BFCL", total=total, last="")
+        task = progress.add_task("BFCL", total=total, completed=len(done), last=f"{len(done)} resumed" if done else "")
 
         def on_result(result: CaseResult) -> None:
             nonlocal right
@@ -116,7 +127,8 @@ def _execute(
 
         from agentfsm.eval.runner import run_eval
 
-        return asyncio.run(_run_and_close(backend, run_eval(backend, plan, options, on_result=on_result, cases=cases)))
+        ran = asyncio.run(_run_and_close(backend, run_eval(backend, plan, options, on_result=on_result, cases=cases)))
+        return [*done, *ran]
 
 
 async def _run_and_close(backend: Backend, work: Awaitable[T]) -> T:
@@ -149,6 +161,7 @@ def bfcl(
     max_tokens: MaxTokensOpt = 256,
     data_dir: DataDirOpt = None,
     transcripts: TranscriptsOpt = None,
+    resume: ResumeOpt = False,
     config: RunConfig = DEFAULTS,
 ) -> None:
     """Run Berkeley Function Calling Leaderboard cases through the runtime and score them.
@@ -160,7 +173,8 @@ def bfcl(
 
     Stopped part way (Ctrl-C, SIGTERM, an upstream that fails), the cases done so far
     are written to STEM.partial.json and .md, their first line PARTIAL: n of N runs
-    and why; a report at STEM is left as it was.
+    and why; a report at STEM is left as it was. The same command with --resume goes
+    on from them.
     """
     from rich.console import Console
 
@@ -168,6 +182,7 @@ def bfcl(
     from agentfsm.eval.bfcl_data import parse_categories
     from agentfsm.eval.host import machine_description, now_iso
     from agentfsm.eval.report import REPORT_SUFFIXES, aggregate, render_table, report_stem, write_report
+    from agentfsm.eval.resume import plan_key, resumed
     from agentfsm.eval.runner import EvalPlan, resolve_specs
 
     console = Console()
@@ -186,9 +201,12 @@ def bfcl(
             "max_tokens": max_tokens,
             "categories": list(cats),
             "limit": limit,
+            "plan": key,  # what --resume checks
         }
 
     stem = report_stem(output)
+    partial_json = partial_path(stem).with_name(partial_path(stem).name + ".json")
+    key: dict[str, Any] = {}
     try:
         writable_outputs(f"-o {output}", *(stem.with_name(stem.name + s) for s in REPORT_SUFFIXES))
         cats = parse_categories(categories)
@@ -198,8 +216,15 @@ def bfcl(
             categories=cats, specs=specs, limit=limit, data_dir=data_dir, config=config, transcripts_dir=transcripts
         )
         options = GenerationOptions(max_tokens=max_tokens)
+        key = plan_key(plan, model_backend.name, model, max_tokens, _bfcl_version())
+        done = resumed(partial_json, key, len(specs)) if resume else []
+        if resume:
+            console.print(f"resuming from {partial_json}: {len(done) // len(specs)} cases done", highlight=False, markup=False)
+        elif partial_json.exists():
+            console.print(f"{partial_json} is a stopped run's (--resume goes on from it); this run starts over",
+                          highlight=False, markup=False)
         with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
-            results = _execute(model_backend, plan, options, console, count)
+            results = _execute(model_backend, plan, options, console, count, done)
     except (AgentFSMError, KeyboardInterrupt) as exc:  # the cases done are kept, marked partial
         done = count.results
         whole = done[: len(done) - len(done) % len(specs)] if done else done  # whole cases: every row has the same ones

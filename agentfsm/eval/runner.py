@@ -131,12 +131,15 @@ class CaseResult:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "seconds": round(self.seconds, 4),
-            "decoded": repr(self.decoded) if self.decoded is not None else None,
+            # as repr; one read back from a report (eval bfcl --resume) is that text already
+            "decoded": self.decoded if self.decoded is None or isinstance(self.decoded, str) else repr(self.decoded),
             "last_reply": self.last_reply[:2000],
             "model_calls": self.model_calls,
             "answer": self.answer,
             "runtime_text": self.runtime_text,
             "echo": self.echo,
+            "spent": {"extensions": self.spent.extensions, "candidates": self.spent.candidates,
+                      "corrections": self.spent.corrections},
         }
 
 
