@@ -249,15 +249,8 @@ def test_a_complete_run_removes_the_partial_report_of_a_stopped_one(tmp_path: Pa
     with FakeUpstream(_failing_after(12 if command == "calibrate" else ANSWERED)) as fake:
         _finish(_start(args, tmp_path, fake), FAILING_EXIT)
     assert all((tmp_path / name).exists() for name in partial)
-    with FakeUpstream(lambda request: FakeReply(text="The answer is 42.")) as fake:
-        proc = _start(args, tmp_path, fake)
-        try:
-            out, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 0, err
+    code, out, err, _ = _run(args, tmp_path, lambda request: FakeReply(text="The answer is 42."))
+    assert code == 0, err
     assert all((tmp_path / name).exists() for name in reports)
     assert not any((tmp_path / name).exists() for name in partial)
     assert all((tmp_path / name).read_text() == "another report\n" for name in others)
