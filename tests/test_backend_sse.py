@@ -33,6 +33,7 @@ import httpx
 import openai
 import pytest
 
+from agentfsm.backends._body import BoundedBody, reply_limit
 from agentfsm.backends import GenerationOptions, OpenAICompatBackend, Timeouts
 from agentfsm.backends._sse import SSEDecoder
 from agentfsm.core.errors import BackendProtocolError
@@ -225,3 +226,11 @@ def test_one_event_without_a_line_end_is_held_within_the_replys_bound(mode: str)
         finally:
             tracemalloc.stop()
     assert peak < 32 << 20, peak
+
+
+@pytest.mark.parametrize(("max_tokens", "said"), [(16, "more than max_tokens allows"), (None, "the most any reply may be")])
+def test_a_reply_over_its_bound_says_which_bound(max_tokens: int | None, said: str) -> None:
+    # with no max_tokens sent, the bound is the proxy's own on any reply, not max_tokens'
+    limit = reply_limit(max_tokens, stream=True)
+    with pytest.raises(BackendProtocolError, match=f"larger than {limit} bytes, {said};"):
+        BoundedBody({}, limit).feed(b"x" * (limit + 1))

@@ -106,8 +106,9 @@ class BoundedBody:
         room = self.limit - self.size
         if len(data) > room:
             if not self._cut:
+                bound = "the most any reply may be" if self.limit >= MAX_REPLY_BYTES else "more than max_tokens allows"
                 raise BackendProtocolError(
-                    f"upstream reply is larger than {self.limit} bytes, more than max_tokens allows; it was not read further"
+                    f"upstream reply is larger than {self.limit} bytes, {bound}; it was not read further"
                 )
             self.full = True
             data = data[:room]
