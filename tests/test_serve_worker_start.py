@@ -58,10 +58,15 @@ def test_a_worker_that_cannot_start_makes_serve_exit_non_zero_saying_why(tmp_pat
     assert "Traceback" not in done.stderr
 
 
-def test_serve_with_workers_on_a_port_already_taken_exits_non_zero_saying_so() -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_on_a_port_already_taken_exits_non_zero_naming_it(workers: str) -> None:
+    # before: "agentfsm proxy on ..." first, then uvicorn's line without the address
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        done = _serve("--port", str(taken.getsockname()[1]), env={**os.environ, "PYTHONPATH": str(REPO)})
+        port = taken.getsockname()[1]
+        done = _serve("--port", str(port), "--workers", workers, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 3, done.stderr
-    assert done.stderr.strip().splitlines()[-1].endswith("Address already in use"), done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"agentfsm: error: cannot listen on http://127.0.0.1:{port}: Address already in use"
+    ], done.stderr

@@ -13,7 +13,7 @@ that uvicorn can hand it to the spawned workers.
 A worker that dies is replaced by uvicorn and said in a warning (uvicorn tells it at
 INFO, below serve's level). A worker that fails to start (its app cannot be built, or
 uvicorn's start-up fails in it) would fail the same way every time: uvicorn then stops
-the others, and ``agentfsm serve`` exits 3 (uvicorn's start-up failure, as when the port
+the others, and ``agentfsm serve`` exits 3 (the code of a start-up failure, as when the port
 is taken) with one line saying why, ``agentfsm: error: a worker failed to start: ...``,
 so that a supervisor restarts it. Before, uvicorn's stop returned and serve exited 0,
 and a worker whose app could not be built died with a traceback and was replaced, and

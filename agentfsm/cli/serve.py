@@ -250,18 +250,22 @@ def _freeze_heap() -> None:
     gc.freeze()
 
 
-def _free_port(host: str) -> int:
-    """A TCP port nothing listens on at ``host`` now (``--port 0``: the operator is told
-    which one; uvicorn, given 0, would bind one that no line names)."""
+def _listenable(host: str, port: int) -> int:
+    """The port to listen on, bound once now to see that it can be: ``--port 0`` gets a
+    free one (the operator is told which; uvicorn, given 0, would bind one that no line
+    names). A port taken, or a host this machine cannot listen on, is exit 3 here, with the
+    address in the line, before any line says the proxy is on it."""
     import socket
 
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), 0, type=socket.SOCK_STREAM)[0]
+        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)[0]
         with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds it
             sock.bind(address)
             return int(sock.getsockname()[1])
-    except OSError:  # a host that cannot be bound: uvicorn says so in its own words
-        return 0
+    except OSError as exc:
+        typer.echo(f"agentfsm: error: cannot listen on http://{host}:{port}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(3) from None
 
 
 def _names(value: str | None) -> tuple[str, ...] | None:
@@ -334,8 +338,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"agentfsm: error: {exc}", err=True)
             raise typer.Exit(2) from None
         _freeze_heap()
-        if port == 0:  # a free port, chosen now so that the line below names it
-            port = _free_port(host)
+        port = _listenable(host, port)  # --port 0: a free one, chosen now so that the line below names it
         typer.echo(f"agentfsm proxy on http://{host}:{port} (OpenAI base URL http://{host}:{port}/v1)", err=True)
         if workers > 1:  # the options checked above; each worker builds the same app
             from agentfsm.cli._workers import serve_workers
