@@ -123,9 +123,7 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
             False,
             where="stream_options.include_usage",
         )
-    max_tokens = opt_int(body, "max_completion_tokens")
-    if max_tokens is None:
-        max_tokens = opt_int(body, "max_tokens")
+    max_tokens, shadowed = _max_tokens(body)
 
     return NormalizedRequest(
         messages=messages,
@@ -140,8 +138,26 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
         max_tokens=max_tokens,
         stop=stop_sequences(body, "stop"),
         protocol="openai",
-        **openai_settings(body),
+        **_settings(body, shadowed),
     )
+
+
+def _max_tokens(body: Mapping[str, Any]) -> tuple[int | None, bool]:
+    """The completion's limit: ``max_completion_tokens``, else the deprecated ``max_tokens``;
+    and whether a ``max_tokens`` of another value was passed over for it (OpenAI refuses
+    the two together; the proxy honours the newer one and names the other as ignored)."""
+    newer, older = opt_int(body, "max_completion_tokens"), opt_int(body, "max_tokens")
+    if newer is None:
+        return older, False
+    return newer, older is not None and older != newer
+
+
+def _settings(body: Mapping[str, Any], shadowed: bool) -> dict[str, Any]:
+    """The sampling settings (:func:`openai_settings`), a passed-over ``max_tokens`` named."""
+    settings = openai_settings(body)
+    if shadowed:
+        settings["ignored"] = ("max_tokens", *settings["ignored"])
+    return settings
 
 
 def _messages(raw: Any) -> tuple[Message, ...]:
