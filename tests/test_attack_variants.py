@@ -1,0 +1,116 @@
+"""Variants of earlier attack audits, through the real proxy and the official SDKs.
+
+- an Anthropic ``document`` of plain text or text content, and a ``search_result``
+  block, are text the model reads (a text document in a tool result was a placeholder
+  saying "omitted: this model reads text only", its text lost; in a user's turn, and a
+  ``search_result`` anywhere, it was a 400); a PDF stays media, as before;
+- a chat request with both ``max_completion_tokens`` and a different ``max_tokens`` ran
+  with the first and dropped the second without naming it: it is named in
+  ``x-agentfsm-ignored`` now (OpenAI itself refuses the pair).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from agentfsm.testing import FakeUpstream
+from tests._proxy import TOOLS_ANTHROPIC
+from tests._proxy import base, fake  # fixtures
+
+USER = [{"role": "user", "content": "What is the weather in Paris?"}]
+TEXT_DOC: dict[str, Any] = {
+    "type": "document",
+    "title": "Forecast notes",
+    "source": {"type": "text", "media_type": "text/plain", "data": "Paris: 21 C, clear skies."},
+    "citations": {"enabled": True},
+    "cache_control": {"type": "ephemeral"},
+}
+CONTENT_DOC: dict[str, Any] = {
+    "type": "document",
+    "source": {"type": "content", "content": [{"type": "text", "text": "Humidity 40%."}, {"type": "text", "text": "Wind 5 km/h."}]},
+}
+SEARCH_RESULT: dict[str, Any] = {
+    "type": "search_result",
+    "source": "https://example.org/paris",
+    "title": "Paris weather",
+    "content": [{"type": "text", "text": "Sunny all week in Paris."}],
+}
+PDF: dict[str, Any] = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"}}
+
+
+def _conversation(result: list[Any]) -> list[Any]:
+    """The user asks with a search result and a document beside the question; the
+    assistant called get_weather; its result is ``result``."""
+    return [
+        {"role": "user", "content": [SEARCH_RESULT, TEXT_DOC, {"type": "text", "text": "What is the weather in Paris?"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}]},
+    ]
+
+
+def _prompt(fake: FakeUpstream) -> str:
+    return "\n".join(str(m.get("content")) for m in fake.chat_requests[-1].body["messages"])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_text_documents_and_search_results_are_read_as_text(fake: FakeUpstream, base: str, stream: bool) -> None:
+    fake.enqueue("It is clear and 21 C.")
+    with anthropic.Anthropic(base_url=base, api_key="x", max_retries=0) as client:
+        raw = client.messages.with_raw_response.create(
+            model="m", max_tokens=100, tools=TOOLS_ANTHROPIC, stream=stream,
+            messages=_conversation([CONTENT_DOC, SEARCH_RESULT, TEXT_DOC]),
+        )
+        assert "x-agentfsm-ignored" not in raw.headers  # nothing was left out
+        parsed = raw.parse()
+        if stream:
+            text = "".join(e.delta.text for e in parsed if e.type == "content_block_delta" and e.delta.type == "text_delta")
+        else:
+            text = parsed.content[0].text
+        assert text == "It is clear and 21 C."
+    prompt = _prompt(fake)
+    for seen in ("Forecast notes\nParis: 21 C, clear skies.", "Humidity 40%.\nWind 5 km/h.",
+                 "Paris weather https://example.org/paris\nSunny all week in Paris."):
+        assert seen in prompt
+    assert "omitted" not in prompt
+
+
+def test_a_pdf_stays_media(fake: FakeUpstream, base: str) -> None:
+    fake.enqueue("It is clear.")
+    with anthropic.Anthropic(base_url=base, api_key="x", max_retries=0) as client:
+        raw = client.messages.with_raw_response.create(
+            model="m", max_tokens=100, tools=TOOLS_ANTHROPIC, messages=_conversation([PDF])
+        )
+        assert raw.headers["x-agentfsm-ignored"] == "tool_result.document"
+        assert "[document (application/pdf) omitted" in _prompt(fake)
+        with pytest.raises(anthropic.BadRequestError) as info:
+            client.messages.create(model="m", max_tokens=100, messages=[{"role": "user", "content": [PDF]}])
+        assert info.value.body["error"]["type"] == "invalid_request_error"
+        assert "'document' in messages[0].content[0]" in info.value.body["error"]["message"]
+        with pytest.raises(anthropic.BadRequestError) as info:  # a search result holds text blocks only
+            bad = {**SEARCH_RESULT, "content": [{"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]}
+            client.messages.create(model="m", max_tokens=100, messages=[{"role": "user", "content": [bad]}])
+        assert "'image' in messages[0].content[0].content[0]" in info.value.body["error"]["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_max_tokens_that_max_completion_tokens_overrides_is_named(
+    fake: FakeUpstream, base: str, stream: bool
+) -> None:
+    fake.enqueue("Sunny.", "Sunny.")
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="m", messages=USER, stream=stream, max_tokens=5, max_completion_tokens=70  # type: ignore[arg-type]
+        )
+        assert raw.headers["x-agentfsm-ignored"] == "max_tokens"
+        raw.parse()
+        sent = fake.chat_requests[-1].body
+        assert 70 in (sent.get("max_tokens"), sent.get("max_completion_tokens"))
+        same = client.chat.completions.with_raw_response.create(
+            model="m", messages=USER, stream=stream, max_tokens=70, max_completion_tokens=70  # type: ignore[arg-type]
+        )
+        assert "x-agentfsm-ignored" not in same.headers  # nothing passed over
+        same.parse()
