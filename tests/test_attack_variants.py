@@ -6,7 +6,9 @@
   ``search_result`` anywhere, it was a 400); a PDF stays media, as before;
 - a chat request with both ``max_completion_tokens`` and a different ``max_tokens`` ran
   with the first and dropped the second without naming it: it is named in
-  ``x-agentfsm-ignored`` now (OpenAI itself refuses the pair).
+  ``x-agentfsm-ignored`` now (OpenAI itself refuses the pair);
+- a Responses ``allowed_tools`` choice that requires a call of hosted tools only was
+  answered without a call and nothing said so: ``tool_choice`` is named as ignored.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import openai
 import pytest
 
 from agentfsm.testing import FakeUpstream
-from tests._proxy import TOOLS_ANTHROPIC
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI
 from tests._proxy import base, fake  # fixtures
 
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
@@ -114,3 +116,24 @@ def test_a_max_tokens_that_max_completion_tokens_overrides_is_named(
         )
         assert "x-agentfsm-ignored" not in same.headers  # nothing passed over
         same.parse()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_requiring_a_hosted_tool_only_is_named_as_ignored(fake: FakeUpstream, base: str, stream: bool) -> None:
+    tools: list[Any] = [{"type": "function", **TOOLS_OPENAI[0]["function"]}, {"type": "web_search"}]
+    only_hosted = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "web_search"}]}
+    fake.enqueue("Sunny.", "Sunny.")
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0) as client:
+        raw = client.responses.with_raw_response.create(
+            model="m", input="Weather in Paris?", tools=tools, tool_choice=only_hosted, stream=stream  # type: ignore[arg-type]
+        )
+        assert raw.headers["x-agentfsm-ignored"] == "tools.web_search,tool_choice"
+        parsed = raw.parse()
+        if stream:
+            assert [e.type for e in parsed][-1] == "response.completed"
+        else:
+            assert parsed.output_text == "Sunny."
+        auto = client.responses.with_raw_response.create(  # nothing required: nothing more passed over
+            model="m", input="Weather in Paris?", tools=tools, tool_choice={**only_hosted, "mode": "auto"}
+        )
+        assert auto.headers["x-agentfsm-ignored"] == "tools.web_search"

@@ -20,7 +20,8 @@ their own names beside the others, and a call to one names its ``namespace``
 its first meaning, and the namespace is then reported as ``tools.namespace``). Hosted
 and other tool types (``web_search``, ``file_search`` ...) are ignored and reported as
 ``tools.TYPE`` in :attr:`NormalizedRequest.ignored` (Codex CLI sends some with every
-request). The response object repeats the request's settings as sent (``instructions``,
+request); an ``allowed_tools`` choice that requires a call of such tools only is read as
+``none`` and reported as ``tool_choice``. The response object repeats the request's settings as sent (``instructions``,
 ``tools``, ``tool_choice``, ``temperature`` ...). Nothing is stored:
 ``previous_response_id`` and ``conversation`` are answered
 with a 400 asking for the whole conversation in ``input``. Errors use OpenAI's error shape
@@ -106,6 +107,8 @@ def normalize_responses(body: Mapping[str, Any]) -> NormalizedRequest:
     grouped, grouped_custom, clashed = _namespaced_tools(body.get("tools"))
     tools, recovered = tools_or_recovered((*offered, *grouped), messages)
     tool_choice, tools = _tool_choice(body.get("tool_choice"), tools)
+    if _requires_only_hosted(body.get("tool_choice"), tool_choice):
+        passed_over.append("tool_choice")  # a call is required, but of hosted tools only
     custom = _custom_names(body.get("tools")) | grouped_custom
     settings = responses_settings(body, _response_format(body.get("text")))
     # custom tools are offered, and so are a namespace's tools unless their names clashed
@@ -358,6 +361,15 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tup
         return (ToolChoice.parse(mode), kept) if kept else (ToolChoice.NONE, tools)
     raise RequestError(
         f"tool_choice type {kind!r} is not supported (only function tools)", param="tool_choice"
+    )
+
+
+def _requires_only_hosted(raw: Any, choice: ToolChoice) -> bool:
+    """An ``allowed_tools`` choice in ``required`` mode that names hosted tools only (read
+    as ``none``: no tool it allows can be called here, so the requirement is not honoured)."""
+    return (
+        isinstance(raw, Mapping) and raw.get("type") == "allowed_tools"
+        and raw.get("mode") == "required" and choice == ToolChoice.NONE
     )
 
 
