@@ -8,19 +8,22 @@
   with the first and dropped the second without naming it: it is named in
   ``x-agentfsm-ignored`` now (OpenAI itself refuses the pair);
 - a Responses ``allowed_tools`` choice that requires a call of hosted tools only was
-  answered without a call and nothing said so: ``tool_choice`` is named as ignored.
+  answered without a call and nothing said so: ``tool_choice`` is named as ignored;
+- a model that copied the runtime's correction into the prose before a good call had
+  those words sent to the client as its own text: the prose is dropped, the call stands.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anthropic
 import openai
 import pytest
 
-from agentfsm.testing import FakeUpstream
-from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI
+from agentfsm.testing import FakeUpstream, ReceivedRequest
+from tests._proxy import TOOLS_ANTHROPIC, TOOLS_OPENAI, action, proxy, upstream_backend
 from tests._proxy import base, fake  # fixtures
 
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
@@ -137,3 +140,32 @@ def test_requiring_a_hosted_tool_only_is_named_as_ignored(fake: FakeUpstream, ba
             model="m", input="Weather in Paris?", tools=tools, tool_choice={**only_hosted, "mode": "auto"}
         )
         assert auto.headers["x-agentfsm-ignored"] == "tools.web_search"
+
+
+def _echoes_the_correction(request: ReceivedRequest) -> str:
+    """A weak model: prose first; once corrected, it repeats the correction's first words
+    (whatever they are) before a good call."""
+    messages = request.body["messages"]
+    if messages[-1]["role"] == "user" and len(messages) <= 2:
+        return "I am not sure."
+    return " ".join(re.findall(r"\w+", messages[-1]["content"])[:14]) + "\n" + action("get_weather", city="Paris")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_correction_copied_beside_a_call_never_reaches_the_client(stream: bool) -> None:
+    with FakeUpstream(_echoes_the_correction) as upstream, proxy(upstream_backend(upstream)) as url:
+        with anthropic.Anthropic(base_url=url, api_key="x", max_retries=0) as client:
+            raw = client.messages.with_raw_response.create(
+                model="m", max_tokens=200, tools=TOOLS_ANTHROPIC, tool_choice={"type": "any"},
+                messages=[{"role": "user", "content": "Weather in Paris?"}], stream=stream,
+            )
+            assert raw.headers["x-agentfsm-corrections"] == "1"  # the prose reply was corrected
+            parsed = raw.parse()
+            if stream:
+                events = list(parsed)
+                blocks = [e.content_block.type for e in events if e.type == "content_block_start"]
+                texts = [e.delta.text for e in events if e.type == "content_block_delta" and e.delta.type == "text_delta"]
+            else:
+                blocks = [b.type for b in parsed.content]
+                texts = [b.text for b in parsed.content if b.type == "text"]
+    assert blocks == ["tool_use"] and texts == []  # the call stands; the copied words are gone
