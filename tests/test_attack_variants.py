@@ -10,7 +10,10 @@
 - a Responses ``allowed_tools`` choice that requires a call of hosted tools only was
   answered without a call and nothing said so: ``tool_choice`` is named as ignored;
 - a model that copied the runtime's correction into the prose before a good call had
-  those words sent to the client as its own text: the prose is dropped, the call stands.
+  those words sent to the client as its own text: the prose is dropped, the call stands;
+- an earlier call whose ``arguments`` string is not one JSON object (cut off at a token
+  limit) made every later request of the session a 400: the call is kept with no
+  arguments and named in ``x-agentfsm-ignored`` (JSON past the limits is still a 400).
 """
 
 from __future__ import annotations
@@ -169,3 +172,50 @@ def test_a_correction_copied_beside_a_call_never_reaches_the_client(stream: bool
                 blocks = [b.type for b in parsed.content]
                 texts = [b.text for b in parsed.content if b.type == "text"]
     assert blocks == ["tool_use"] and texts == []  # the call stands; the copied words are gone
+
+
+CUT_OFF = '{"city": "Par'  # an earlier call's arguments, cut at a token limit
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("arguments", [CUT_OFF, "[1]", "null"])
+def test_an_earlier_call_with_malformed_arguments_does_not_poison_the_session(
+    fake: FakeUpstream, base: str, stream: bool, arguments: str
+) -> None:
+    fake.enqueue("I could not get the weather.", "I could not get the weather.")
+    history: list[Any] = [
+        *USER,
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "error: the arguments were not valid JSON"},
+    ]
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0) as client:
+        raw = client.chat.completions.with_raw_response.create(model="m", messages=history, tools=TOOLS_OPENAI, stream=stream)
+        assert raw.headers["x-agentfsm-ignored"] == "tool_calls.arguments"
+        raw.parse()
+        items: list[Any] = [
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": arguments},
+            {"type": "function_call_output", "call_id": "call_1", "output": "error: the arguments were not valid JSON"},
+        ]
+        tools = [{"type": "function", **t["function"]} for t in TOOLS_OPENAI]
+        answer = client.responses.with_raw_response.create(model="m", input=items, tools=tools, stream=stream)
+        assert answer.headers["x-agentfsm-ignored"] == "function_call.arguments"
+        answer.parse()
+    prompt = _prompt(fake)
+    assert "error: the arguments were not valid JSON" in prompt  # the result stays paired with its call
+
+
+def test_arguments_past_the_decoding_limits_are_still_a_400(fake: FakeUpstream, base: str) -> None:
+    nested = '{"a": ' + "[" * 200 + "]" * 200 + "}"
+    history: list[Any] = [
+        *USER,
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": nested}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+    ]
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as info:
+            client.chat.completions.create(model="m", messages=history, tools=TOOLS_OPENAI)
+    assert info.value.body["param"] == "messages[1].tool_calls[0].function.arguments"
+    assert "nests deeper" in info.value.body["message"]

@@ -107,7 +107,8 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
     if opt_int(body, "n") not in (None, 1):  # an integer (not true, not 1.0), and one choice
         raise RequestError("only n=1 is supported", param="n")
 
-    messages = _messages(body.get("messages"))
+    passed_over: list[str] = []  # what the history holds that the model cannot be shown
+    messages = _messages(body.get("messages"), passed_over)
     tools, recovered = tools_or_recovered(
         tool_specs(body.get("tools"), _tool, name_key="function.name"), messages
     )
@@ -138,7 +139,7 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
         max_tokens=max_tokens,
         stop=stop_sequences(body, "stop"),
         protocol="openai",
-        **_settings(body, shadowed),
+        **_settings(body, ["max_tokens"] if shadowed else [], passed_over),
     )
 
 
@@ -152,15 +153,15 @@ def _max_tokens(body: Mapping[str, Any]) -> tuple[int | None, bool]:
     return newer, older is not None and older != newer
 
 
-def _settings(body: Mapping[str, Any], shadowed: bool) -> dict[str, Any]:
-    """The sampling settings (:func:`openai_settings`), a passed-over ``max_tokens`` named."""
+def _settings(body: Mapping[str, Any], *passed_over: list[str]) -> dict[str, Any]:
+    """The sampling settings (:func:`openai_settings`), with what else was passed over named."""
     settings = openai_settings(body)
-    if shadowed:
-        settings["ignored"] = ("max_tokens", *settings["ignored"])
+    names = [name for names in passed_over for name in names]
+    settings["ignored"] = tuple(dict.fromkeys((*names, *settings["ignored"])))
     return settings
 
 
-def _messages(raw: Any) -> tuple[Message, ...]:
+def _messages(raw: Any, passed_over: list[str]) -> tuple[Message, ...]:
     if raw is None:
         raise RequestError("'messages' is required", param="messages")
     items = req_list(raw, "messages", non_empty=True)
@@ -177,7 +178,7 @@ def _messages(raw: Any) -> tuple[Message, ...]:
             text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_USER_TEXT)
             out.append(UserMessage(content=text or ""))
         elif role == "assistant":
-            assistant = _assistant(msg, where)
+            assistant = _assistant(msg, where, passed_over)
             calls.update((call.id, call) for call in assistant.tool_calls)
             out.append(assistant)
         elif role == "tool":
@@ -197,7 +198,7 @@ def _messages(raw: Any) -> tuple[Message, ...]:
     return tuple(out)
 
 
-def _assistant(msg: Mapping[str, Any], where: str) -> AssistantMessage:
+def _assistant(msg: Mapping[str, Any], where: str, passed_over: list[str]) -> AssistantMessage:
     if msg.get("function_call") is not None:
         raise RequestError(
             f"{where}.function_call belongs to the deprecated function-calling API; "
@@ -216,20 +217,23 @@ def _assistant(msg: Mapping[str, Any], where: str) -> AssistantMessage:
     raw_calls = msg.get("tool_calls")
     if raw_calls is not None:
         for j, raw in enumerate(req_list(raw_calls, f"{where}.tool_calls")):
-            calls.append(_tool_call(raw, f"{where}.tool_calls[{j}]"))
+            calls.append(_tool_call(raw, f"{where}.tool_calls[{j}]", passed_over))
     return AssistantMessage(content=text or None, tool_calls=tuple(calls))
 
 
-def _tool_call(raw: Any, where: str) -> ToolCall:
+def _tool_call(raw: Any, where: str, passed_over: list[str]) -> ToolCall:
     call = req_mapping(raw, where)
     kind = call.get("type", "function")
     if kind != "function":
         raise UnsupportedContent(f"{kind} tool call", where)
     fn = req_mapping(call.get("function"), f"{where}.function")
+    arguments = parse_arguments(fn.get("arguments", ""), f"{where}.function.arguments")
+    if arguments is None:  # not a JSON object (cut off ...): kept as a call of no arguments
+        passed_over.append("tool_calls.arguments")
     return ToolCall(
         id=req_str(call.get("id"), f"{where}.id"),
         name=req_str(fn.get("name"), f"{where}.function.name"),
-        arguments=parse_arguments(fn.get("arguments", ""), f"{where}.function.arguments"),
+        arguments=arguments or {},
     )
 
 

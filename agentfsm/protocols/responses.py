@@ -9,7 +9,9 @@ bookkeeping is kept, never refused: a ``function_call_output`` without a ``call_
 (Codex's ``{"name": "goal_objective", "namespace": "agent", "output": ...}`` after
 ``create_goal``) answers no call, so its text joins the system prompt, labelled with its
 name; an item of any other type is passed over and reported as ``input.TYPE``. An image
-in a tool output becomes a text placeholder (reported as ``function_call_output.input_image``).
+in a tool output becomes a text placeholder (reported as ``function_call_output.input_image``);
+a ``function_call`` whose ``arguments`` are not one JSON object is kept with none
+(reported as ``function_call.arguments``).
 
 Tools: ``function`` tools are used; ``custom`` (freeform) tools, such as Codex's
 ``apply_patch``, are offered as a tool with one string parameter, ``input``, the raw
@@ -164,7 +166,7 @@ def _input(raw: Any, passed_over: list[str]) -> list[Message]:
         if kind == "message":
             out.append(_message(entry, where))
         elif kind in ("function_call", "custom_tool_call"):
-            call = _call(entry, where, custom=kind == "custom_tool_call")
+            call = _call(entry, where, passed_over, custom=kind == "custom_tool_call")
             calls[call.id] = call
             last = out[-1] if out else None
             if isinstance(last, AssistantMessage):
@@ -189,7 +191,7 @@ def _input(raw: Any, passed_over: list[str]) -> list[Message]:
     return out
 
 
-def _call(entry: Mapping[str, Any], where: str, *, custom: bool) -> ToolCall:
+def _call(entry: Mapping[str, Any], where: str, passed_over: list[str], *, custom: bool) -> ToolCall:
     """A ``function_call`` item, or a ``custom_tool_call`` one (its raw ``input`` as the
     one argument, :data:`CUSTOM_INPUT`)."""
     call_id = req_str(entry.get("call_id"), f"{where}.call_id")
@@ -197,9 +199,10 @@ def _call(entry: Mapping[str, Any], where: str, *, custom: bool) -> ToolCall:
     if custom:
         text = req_str(entry.get("input", ""), f"{where}.input")
         return ToolCall(id=call_id, name=name, arguments={CUSTOM_INPUT: text})
-    return ToolCall(
-        id=call_id, name=name, arguments=parse_arguments(entry.get("arguments", ""), f"{where}.arguments")
-    )
+    arguments = parse_arguments(entry.get("arguments", ""), f"{where}.arguments")
+    if arguments is None:  # not a JSON object (cut off ...): kept as a call of no arguments
+        passed_over.append("function_call.arguments")
+    return ToolCall(id=call_id, name=name, arguments=arguments or {})
 
 
 def _note(entry: Mapping[str, Any], where: str, passed_over: list[str]) -> SystemMessage:
