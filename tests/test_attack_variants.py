@@ -13,7 +13,9 @@
   those words sent to the client as its own text: the prose is dropped, the call stands;
 - an earlier call whose ``arguments`` string is not one JSON object (cut off at a token
   limit) made every later request of the session a 400: the call is kept with no
-  arguments and named in ``x-agentfsm-ignored`` (JSON past the limits is still a 400).
+  arguments and named in ``x-agentfsm-ignored`` (JSON past the limits is still a 400);
+- a chat message's ``name`` (the speaker, in a group conversation) was dropped without a
+  word: it is named as ``messages.name``, as is any other message field not read.
 """
 
 from __future__ import annotations
@@ -219,3 +221,27 @@ def test_arguments_past_the_decoding_limits_are_still_a_400(fake: FakeUpstream, 
             client.chat.completions.create(model="m", messages=history, tools=TOOLS_OPENAI)
     assert info.value.body["param"] == "messages[1].tool_calls[0].function.arguments"
     assert "nests deeper" in info.value.body["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_speakers_name_the_model_is_not_shown_is_named(fake: FakeUpstream, base: str, stream: bool) -> None:
+    fake.enqueue("Hello both.", "Hello both.")
+    group: list[Any] = [
+        {"role": "user", "name": "alice", "content": "Hi, I am new here."},
+        {"role": "assistant", "content": "Welcome!"},
+        {"role": "user", "name": "bob", "content": "Me too."},
+    ]
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0) as client:
+        raw = client.chat.completions.with_raw_response.create(model="m", messages=group, stream=stream)
+        assert raw.headers["x-agentfsm-ignored"] == "messages.name"
+        raw.parse()
+        # a tool message's name is its call's, which the model is shown: nothing is passed over
+        history: list[Any] = [
+            *USER,
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+            {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "21 C"},
+        ]
+        plain = client.chat.completions.with_raw_response.create(model="m", messages=history, tools=TOOLS_OPENAI, stream=stream)
+        assert "x-agentfsm-ignored" not in plain.headers
+        plain.parse()

@@ -46,7 +46,7 @@ from agentfsm.protocols.common import (
     error_status,
     tools_or_recovered,
 )
-from agentfsm.protocols.sampling import openai_settings
+from agentfsm.protocols.sampling import message_extras, openai_settings
 
 __all__ = [
     "OPENAI_FINISH_REASONS",
@@ -170,6 +170,7 @@ def _messages(raw: Any, passed_over: list[str]) -> tuple[Message, ...]:
     for i, item in enumerate(items):
         where = f"messages[{i}]"
         msg = req_mapping(item, where)
+        passed_over.extend(message_extras(msg))
         role = msg.get("role")
         if role in ("system", "developer"):
             text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_USER_TEXT)
