@@ -8,7 +8,9 @@
   with the first and dropped the second without naming it: it is named in
   ``x-agentfsm-ignored`` now (OpenAI itself refuses the pair);
 - a Responses ``allowed_tools`` choice that requires a call of hosted tools only was
-  answered without a call and nothing said so: ``tool_choice`` is named as ignored;
+  answered without a call and nothing said so: ``tool_choice`` is named as ignored; and
+  forcing one of the request's hosted tools (``{"type": "web_search_preview"}``), which
+  was a 400 though the tool itself is only ignored, is answered the same way;
 - a model that copied the runtime's correction into the prose before a good call had
   those words sent to the client as its own text: the prose is dropped, the call stands;
 - an earlier call whose ``arguments`` string is not one JSON object (cut off at a token
@@ -245,3 +247,17 @@ def test_a_speakers_name_the_model_is_not_shown_is_named(fake: FakeUpstream, bas
         plain = client.chat.completions.with_raw_response.create(model="m", messages=history, tools=TOOLS_OPENAI, stream=stream)
         assert "x-agentfsm-ignored" not in plain.headers
         plain.parse()
+
+
+def test_forcing_an_offered_hosted_tool_is_answered_without_it(fake: FakeUpstream, base: str) -> None:
+    tools: list[Any] = [{"type": "function", **TOOLS_OPENAI[0]["function"]}, {"type": "web_search_preview"}]
+    fake.enqueue("Sunny.")
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0) as client:
+        raw = client.responses.with_raw_response.create(
+            model="m", input="Weather in Paris?", tools=tools, tool_choice={"type": "web_search_preview"}
+        )
+        assert raw.headers["x-agentfsm-ignored"] == "tools.web_search_preview,tool_choice"
+        assert raw.parse().output_text == "Sunny."
+        with pytest.raises(openai.BadRequestError) as info:  # a hosted tool the request does not offer
+            client.responses.create(model="m", input="Weather?", tools=tools, tool_choice={"type": "file_search"})
+        assert info.value.body["param"] == "tool_choice"

@@ -22,8 +22,9 @@ their own names beside the others, and a call to one names its ``namespace``
 its first meaning, and the namespace is then reported as ``tools.namespace``). Hosted
 and other tool types (``web_search``, ``file_search`` ...) are ignored and reported as
 ``tools.TYPE`` in :attr:`NormalizedRequest.ignored` (Codex CLI sends some with every
-request); an ``allowed_tools`` choice that requires a call of such tools only is read as
-``none`` and reported as ``tool_choice``. The response object repeats the request's settings as sent (``instructions``,
+request); a ``tool_choice`` that requires a call of such tools only (forcing one the request
+offers, or ``allowed_tools`` naming only them in ``required`` mode) is read as ``none``
+and reported as ``tool_choice``. The response object repeats the request's settings as sent (``instructions``,
 ``tools``, ``tool_choice``, ``temperature`` ...). Nothing is stored:
 ``previous_response_id`` and ``conversation`` are answered
 with a 400 asking for the whole conversation in ``input``. Errors use OpenAI's error shape
@@ -38,7 +39,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentfsm.core._types import JSONObject
-from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import RequestError
 from agentfsm.core.messages import (
     AssistantMessage,
@@ -50,8 +50,6 @@ from agentfsm.core.messages import (
     UserMessage,
 )
 from agentfsm.protocols._fields import (
-    choice_keyword,
-    chosen_tool,
     opt_bool,
     opt_int,
     opt_str,
@@ -65,6 +63,7 @@ from agentfsm.protocols._fields import (
     tool_specs,
 )
 from agentfsm.protocols.common import NormalizedRequest, tools_or_recovered
+from agentfsm.protocols.responses_choice import hosted_types, read_tool_choice, requires_only_hosted
 from agentfsm.protocols.responses_items import CUSTOM_INPUT, ECHOED, tool_namespaces
 from agentfsm.protocols.sampling import responses_settings
 
@@ -108,8 +107,8 @@ def normalize_responses(body: Mapping[str, Any]) -> NormalizedRequest:
     offered = tool_specs(body.get("tools"), _tool)
     grouped, grouped_custom, clashed = _namespaced_tools(body.get("tools"))
     tools, recovered = tools_or_recovered((*offered, *grouped), messages)
-    tool_choice, tools = _tool_choice(body.get("tool_choice"), tools)
-    if _requires_only_hosted(body.get("tool_choice"), tool_choice):
+    tool_choice, tools = read_tool_choice(body.get("tool_choice"), tools, hosted_types(body.get("tools")))
+    if requires_only_hosted(body.get("tool_choice"), tool_choice):
         passed_over.append("tool_choice")  # a call is required, but of hosted tools only
     custom = _custom_names(body.get("tools")) | grouped_custom
     settings = responses_settings(body, _response_format(body.get("text")))
@@ -328,51 +327,6 @@ def _custom_names(raw: Any) -> frozenset[str]:
         return frozenset()
     return frozenset(
         t["name"] for t in raw if isinstance(t, Mapping) and t.get("type") == "custom" and isinstance(t.get("name"), str)
-    )
-
-
-def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tuple[ToolSpec, ...]]:
-    if raw is None:
-        return (ToolChoice.AUTO if tools else ToolChoice.NONE), tools
-    if isinstance(raw, str):
-        keyword = choice_keyword(raw, tools, needs="function tools")
-        return (keyword if tools else ToolChoice.NONE), tools
-    choice = req_mapping(raw, "tool_choice")
-    kind = choice.get("type")
-    if kind in ("function", "custom"):
-        name = req_str(choice.get("name"), "tool_choice.name")
-        return chosen_tool(name, tools, among="function and custom tools"), tools
-    if kind == "allowed_tools":
-        mode = choice.get("mode", "auto")
-        if mode not in ("auto", "required"):
-            raise RequestError(
-                f"tool_choice.mode must be 'auto' or 'required'; got {mode!r}", param="tool_choice"
-            )
-        names = [t.name for t in tools]
-        wanted: list[str] = []
-        for i, item in enumerate(req_list(choice.get("tools"), "tool_choice.tools")):
-            where = f"tool_choice.tools[{i}]"
-            entry = req_mapping(item, where)
-            if entry.get("type", "function") not in ("function", "custom"):
-                continue  # a hosted tool: ignored like the tool itself
-            name = req_str(entry.get("name"), f"{where}.name")
-            if name not in names:  # as chat completions answers it
-                raise RequestError(f"{where} names {name!r}, which is not among the tools", param="tool_choice")
-            wanted.append(name)
-        kept = tuple(t for t in tools if t.name in wanted)
-        # nothing allowed but hosted tools: nothing may be called now (the tools stay for the history)
-        return (ToolChoice.parse(mode), kept) if kept else (ToolChoice.NONE, tools)
-    raise RequestError(
-        f"tool_choice type {kind!r} is not supported (only function tools)", param="tool_choice"
-    )
-
-
-def _requires_only_hosted(raw: Any, choice: ToolChoice) -> bool:
-    """An ``allowed_tools`` choice in ``required`` mode that names hosted tools only (read
-    as ``none``: no tool it allows can be called here, so the requirement is not honoured)."""
-    return (
-        isinstance(raw, Mapping) and raw.get("type") == "allowed_tools"
-        and raw.get("mode") == "required" and choice == ToolChoice.NONE
     )
 
 
