@@ -185,7 +185,7 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if isinstance(unfounded, Correction):
         return _refuse(turn, unfounded, escalate=False)
     _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
-    assistant = AssistantMessage(content=parsed.content, tool_calls=minted)
+    assistant = AssistantMessage(content=_own_prose(parsed.content, config, history, choice), tool_calls=minted)
     return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
 
 
@@ -221,6 +221,21 @@ def _name_at(text: str, name: str) -> int:
             return at
         at = text.find(name, at + 1)
     return -1
+
+
+def _own_prose(
+    content: str | None, config: EngineConfig, history: Sequence[Message], choice: ToolChoice
+) -> str | None:
+    """The prose beside a reply's calls, or None when it carries the runtime's own text
+    (a model that copies a correction, then calls): the calls stand, and the runtime's
+    words never reach the client as the model's."""
+    if not content or not content.strip():
+        return content
+    copied = runtime_text.check(content, runtime_texts(history, config, choice), others_texts(history, config))
+    if isinstance(copied, Correction):
+        logger.debug("prose beside the calls dropped: {}", copied.detail)
+        return None
+    return content
 
 
 def _unfit_answer(

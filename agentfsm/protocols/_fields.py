@@ -6,6 +6,7 @@ Besides the scalar reads, the parts every protocol reads alike: the offered tool
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -214,8 +215,12 @@ def text_of_parts(
     return join_texts(texts)
 
 
-def parse_arguments(raw: Any, where: str) -> JSONObject:
-    """Tool-call arguments sent as a JSON string (or, leniently, an object) as a dict."""
+def parse_arguments(raw: Any, where: str) -> JSONObject | None:
+    """An earlier call's arguments, sent as a JSON string (or, leniently, an object), as a
+    dict; None when the string is not one JSON object (cut off at a token limit, or
+    another value): the call the model wrote stays in the history, with no arguments
+    (as OpenAI reads any string there, such a history is not refused; the caller names
+    what it passed over). JSON past the decoding limits is a 400 naming ``where``."""
     if isinstance(raw, Mapping):
         return dict(raw)
     text = req_str(raw, where)
@@ -224,10 +229,21 @@ def parse_arguments(raw: Any, where: str) -> JSONObject:
     try:
         value = load_client_json(text, where, int64=True)
     except RequestError as exc:
+        if _not_json(text):
+            return None
         raise RequestError(str(exc), param=where) from None
-    if not isinstance(value, dict):
-        raise RequestError(f"{where} must encode a JSON object, got {_kind(value)}", param=where)
-    return value
+    return value if isinstance(value, dict) else None
+
+
+def _not_json(text: str) -> bool:
+    """Whether ``text`` is no JSON at all (a syntax error), rather than JSON the limits refuse."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return True
+    except (RecursionError, ValueError):
+        return False
+    return False
 
 
 def tool_spec(

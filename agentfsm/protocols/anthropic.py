@@ -8,8 +8,10 @@ block is a caching hint and is passed over.
 
 Content blocks, exhaustively: ``text`` is read; ``tool_use`` (assistant) and
 ``tool_result`` (user; string or text-block content, ``is_error``) become calls and
-results; an ``image`` or ``document`` block inside a ``tool_result`` (Claude Code's Read
-of a picture or a PDF) becomes a text placeholder naming it, reported as
+results; a ``document`` of plain text or text content and a ``search_result`` are
+read as the text they hold, in a user's turn or a tool result
+(:mod:`agentfsm.protocols.anthropic_text`); an ``image`` or another ``document`` block
+inside a ``tool_result`` (Claude Code's Read of a picture or a PDF) becomes a text placeholder naming it, reported as
 ``tool_result.image`` / ``tool_result.document`` in :attr:`NormalizedRequest.ignored`
 (the model reads text only; the conversation goes on); ``thinking`` and
 ``redacted_thinking`` are dropped, because they are another model's private reasoning
@@ -18,7 +20,7 @@ server tools in an assistant turn (``server_tool_use``, ``web_search_tool_result
 ``*_tool_result``, ``mcp_tool_use``: a search that Anthropic ran for an earlier turn,
 whose results are encrypted) are dropped too, and reported as ``messages.TYPE`` in
 :attr:`NormalizedRequest.ignored` (the assistant's own text that used them stays); every
-other block (``image`` or ``document`` in a user's own turn ...) is an
+other block (``image`` or a PDF ``document`` in a user's own turn ...) is an
 :class:`UnsupportedContent` naming its type and position.
 
 Tools: custom tools (``input_schema``) are offered; Anthropic's own tool types
@@ -58,6 +60,7 @@ from agentfsm.protocols._fields import (
     tool_answer,
     tool_specs,
 )
+from agentfsm.protocols.anthropic_text import unwrap_text_blocks
 from agentfsm.protocols.common import NormalizedRequest, client_message, error_status, tools_or_recovered
 from agentfsm.protocols.sampling import anthropic_builtin, anthropic_settings
 
@@ -180,7 +183,7 @@ def _user(content: Any, where: str, calls: Mapping[str, ToolCall], media: list[s
         raise RequestError(f"{where} is required", param=where)
     results: list[Message] = []
     texts: list[str] = []
-    for kind, block_where, block in _blocks(content, where):
+    for kind, block_where, block in _blocks(unwrap_text_blocks(content, where), where):
         if kind == "text":
             texts.append(req_str(block.get("text"), f"{block_where}.text"))
         elif kind == "tool_result":
@@ -208,7 +211,7 @@ def _tool_result(
         )
     raw = block.get("content")
     text = "" if raw is None else text_of_parts(
-        raw, f"{where}.content", text_types=_TEXT, media_types=_RESULT_MEDIA, media_seen=media
+        unwrap_text_blocks(raw, f"{where}.content"), f"{where}.content", text_types=_TEXT, media_types=_RESULT_MEDIA, media_seen=media
     ) or ""
     is_error = opt_bool(block, "is_error", False, where=f"{where}.is_error")
     return tool_answer(

@@ -46,7 +46,7 @@ from agentfsm.protocols.common import (
     error_status,
     tools_or_recovered,
 )
-from agentfsm.protocols.sampling import openai_settings
+from agentfsm.protocols.sampling import message_extras, openai_settings
 
 __all__ = [
     "OPENAI_FINISH_REASONS",
@@ -107,7 +107,8 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
     if opt_int(body, "n") not in (None, 1):  # an integer (not true, not 1.0), and one choice
         raise RequestError("only n=1 is supported", param="n")
 
-    messages = _messages(body.get("messages"))
+    passed_over: list[str] = []  # what the history holds that the model cannot be shown
+    messages = _messages(body.get("messages"), passed_over)
     tools, recovered = tools_or_recovered(
         tool_specs(body.get("tools"), _tool, name_key="function.name"), messages
     )
@@ -123,9 +124,7 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
             False,
             where="stream_options.include_usage",
         )
-    max_tokens = opt_int(body, "max_completion_tokens")
-    if max_tokens is None:
-        max_tokens = opt_int(body, "max_tokens")
+    max_tokens, shadowed = _max_tokens(body)
 
     return NormalizedRequest(
         messages=messages,
@@ -140,11 +139,29 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
         max_tokens=max_tokens,
         stop=stop_sequences(body, "stop"),
         protocol="openai",
-        **openai_settings(body),
+        **_settings(body, ["max_tokens"] if shadowed else [], passed_over),
     )
 
 
-def _messages(raw: Any) -> tuple[Message, ...]:
+def _max_tokens(body: Mapping[str, Any]) -> tuple[int | None, bool]:
+    """The completion's limit: ``max_completion_tokens``, else the deprecated ``max_tokens``;
+    and whether a ``max_tokens`` of another value was passed over for it (OpenAI refuses
+    the two together; the proxy honours the newer one and names the other as ignored)."""
+    newer, older = opt_int(body, "max_completion_tokens"), opt_int(body, "max_tokens")
+    if newer is None:
+        return older, False
+    return newer, older is not None and older != newer
+
+
+def _settings(body: Mapping[str, Any], *passed_over: list[str]) -> dict[str, Any]:
+    """The sampling settings (:func:`openai_settings`), with what else was passed over named."""
+    settings = openai_settings(body)
+    names = [name for names in passed_over for name in names]
+    settings["ignored"] = tuple(dict.fromkeys((*names, *settings["ignored"])))
+    return settings
+
+
+def _messages(raw: Any, passed_over: list[str]) -> tuple[Message, ...]:
     if raw is None:
         raise RequestError("'messages' is required", param="messages")
     items = req_list(raw, "messages", non_empty=True)
@@ -153,6 +170,7 @@ def _messages(raw: Any) -> tuple[Message, ...]:
     for i, item in enumerate(items):
         where = f"messages[{i}]"
         msg = req_mapping(item, where)
+        passed_over.extend(message_extras(msg))
         role = msg.get("role")
         if role in ("system", "developer"):
             text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_USER_TEXT)
@@ -161,7 +179,7 @@ def _messages(raw: Any) -> tuple[Message, ...]:
             text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_USER_TEXT)
             out.append(UserMessage(content=text or ""))
         elif role == "assistant":
-            assistant = _assistant(msg, where)
+            assistant = _assistant(msg, where, passed_over)
             calls.update((call.id, call) for call in assistant.tool_calls)
             out.append(assistant)
         elif role == "tool":
@@ -181,7 +199,7 @@ def _messages(raw: Any) -> tuple[Message, ...]:
     return tuple(out)
 
 
-def _assistant(msg: Mapping[str, Any], where: str) -> AssistantMessage:
+def _assistant(msg: Mapping[str, Any], where: str, passed_over: list[str]) -> AssistantMessage:
     if msg.get("function_call") is not None:
         raise RequestError(
             f"{where}.function_call belongs to the deprecated function-calling API; "
@@ -200,20 +218,23 @@ def _assistant(msg: Mapping[str, Any], where: str) -> AssistantMessage:
     raw_calls = msg.get("tool_calls")
     if raw_calls is not None:
         for j, raw in enumerate(req_list(raw_calls, f"{where}.tool_calls")):
-            calls.append(_tool_call(raw, f"{where}.tool_calls[{j}]"))
+            calls.append(_tool_call(raw, f"{where}.tool_calls[{j}]", passed_over))
     return AssistantMessage(content=text or None, tool_calls=tuple(calls))
 
 
-def _tool_call(raw: Any, where: str) -> ToolCall:
+def _tool_call(raw: Any, where: str, passed_over: list[str]) -> ToolCall:
     call = req_mapping(raw, where)
     kind = call.get("type", "function")
     if kind != "function":
         raise UnsupportedContent(f"{kind} tool call", where)
     fn = req_mapping(call.get("function"), f"{where}.function")
+    arguments = parse_arguments(fn.get("arguments", ""), f"{where}.function.arguments")
+    if arguments is None:  # not a JSON object (cut off ...): kept as a call of no arguments
+        passed_over.append("tool_calls.arguments")
     return ToolCall(
         id=req_str(call.get("id"), f"{where}.id"),
         name=req_str(fn.get("name"), f"{where}.function.name"),
-        arguments=parse_arguments(fn.get("arguments", ""), f"{where}.function.arguments"),
+        arguments=arguments or {},
     )
 
 

@@ -9,7 +9,9 @@ bookkeeping is kept, never refused: a ``function_call_output`` without a ``call_
 (Codex's ``{"name": "goal_objective", "namespace": "agent", "output": ...}`` after
 ``create_goal``) answers no call, so its text joins the system prompt, labelled with its
 name; an item of any other type is passed over and reported as ``input.TYPE``. An image
-in a tool output becomes a text placeholder (reported as ``function_call_output.input_image``).
+in a tool output becomes a text placeholder (reported as ``function_call_output.input_image``);
+a ``function_call`` whose ``arguments`` are not one JSON object is kept with none
+(reported as ``function_call.arguments``).
 
 Tools: ``function`` tools are used; ``custom`` (freeform) tools, such as Codex's
 ``apply_patch``, are offered as a tool with one string parameter, ``input``, the raw
@@ -20,7 +22,9 @@ their own names beside the others, and a call to one names its ``namespace``
 its first meaning, and the namespace is then reported as ``tools.namespace``). Hosted
 and other tool types (``web_search``, ``file_search`` ...) are ignored and reported as
 ``tools.TYPE`` in :attr:`NormalizedRequest.ignored` (Codex CLI sends some with every
-request). The response object repeats the request's settings as sent (``instructions``,
+request); a ``tool_choice`` that requires a call of such tools only (forcing one the request
+offers, or ``allowed_tools`` naming only them in ``required`` mode) is read as ``none``
+and reported as ``tool_choice``. The response object repeats the request's settings as sent (``instructions``,
 ``tools``, ``tool_choice``, ``temperature`` ...). Nothing is stored:
 ``previous_response_id`` and ``conversation`` are answered
 with a 400 asking for the whole conversation in ``input``. Errors use OpenAI's error shape
@@ -35,7 +39,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentfsm.core._types import JSONObject
-from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import RequestError
 from agentfsm.core.messages import (
     AssistantMessage,
@@ -47,8 +50,6 @@ from agentfsm.core.messages import (
     UserMessage,
 )
 from agentfsm.protocols._fields import (
-    choice_keyword,
-    chosen_tool,
     opt_bool,
     opt_int,
     opt_str,
@@ -62,6 +63,7 @@ from agentfsm.protocols._fields import (
     tool_specs,
 )
 from agentfsm.protocols.common import NormalizedRequest, tools_or_recovered
+from agentfsm.protocols.responses_choice import hosted_types, read_tool_choice, requires_only_hosted
 from agentfsm.protocols.responses_items import CUSTOM_INPUT, ECHOED, tool_namespaces
 from agentfsm.protocols.sampling import responses_settings
 
@@ -105,7 +107,9 @@ def normalize_responses(body: Mapping[str, Any]) -> NormalizedRequest:
     offered = tool_specs(body.get("tools"), _tool)
     grouped, grouped_custom, clashed = _namespaced_tools(body.get("tools"))
     tools, recovered = tools_or_recovered((*offered, *grouped), messages)
-    tool_choice, tools = _tool_choice(body.get("tool_choice"), tools)
+    tool_choice, tools = read_tool_choice(body.get("tool_choice"), tools, hosted_types(body.get("tools")))
+    if requires_only_hosted(body.get("tool_choice"), tool_choice):
+        passed_over.append("tool_choice")  # a call is required, but of hosted tools only
     custom = _custom_names(body.get("tools")) | grouped_custom
     settings = responses_settings(body, _response_format(body.get("text")))
     # custom tools are offered, and so are a namespace's tools unless their names clashed
@@ -161,7 +165,7 @@ def _input(raw: Any, passed_over: list[str]) -> list[Message]:
         if kind == "message":
             out.append(_message(entry, where))
         elif kind in ("function_call", "custom_tool_call"):
-            call = _call(entry, where, custom=kind == "custom_tool_call")
+            call = _call(entry, where, passed_over, custom=kind == "custom_tool_call")
             calls[call.id] = call
             last = out[-1] if out else None
             if isinstance(last, AssistantMessage):
@@ -186,7 +190,7 @@ def _input(raw: Any, passed_over: list[str]) -> list[Message]:
     return out
 
 
-def _call(entry: Mapping[str, Any], where: str, *, custom: bool) -> ToolCall:
+def _call(entry: Mapping[str, Any], where: str, passed_over: list[str], *, custom: bool) -> ToolCall:
     """A ``function_call`` item, or a ``custom_tool_call`` one (its raw ``input`` as the
     one argument, :data:`CUSTOM_INPUT`)."""
     call_id = req_str(entry.get("call_id"), f"{where}.call_id")
@@ -194,9 +198,10 @@ def _call(entry: Mapping[str, Any], where: str, *, custom: bool) -> ToolCall:
     if custom:
         text = req_str(entry.get("input", ""), f"{where}.input")
         return ToolCall(id=call_id, name=name, arguments={CUSTOM_INPUT: text})
-    return ToolCall(
-        id=call_id, name=name, arguments=parse_arguments(entry.get("arguments", ""), f"{where}.arguments")
-    )
+    arguments = parse_arguments(entry.get("arguments", ""), f"{where}.arguments")
+    if arguments is None:  # not a JSON object (cut off ...): kept as a call of no arguments
+        passed_over.append("function_call.arguments")
+    return ToolCall(id=call_id, name=name, arguments=arguments or {})
 
 
 def _note(entry: Mapping[str, Any], where: str, passed_over: list[str]) -> SystemMessage:
@@ -322,42 +327,6 @@ def _custom_names(raw: Any) -> frozenset[str]:
         return frozenset()
     return frozenset(
         t["name"] for t in raw if isinstance(t, Mapping) and t.get("type") == "custom" and isinstance(t.get("name"), str)
-    )
-
-
-def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tuple[ToolSpec, ...]]:
-    if raw is None:
-        return (ToolChoice.AUTO if tools else ToolChoice.NONE), tools
-    if isinstance(raw, str):
-        keyword = choice_keyword(raw, tools, needs="function tools")
-        return (keyword if tools else ToolChoice.NONE), tools
-    choice = req_mapping(raw, "tool_choice")
-    kind = choice.get("type")
-    if kind in ("function", "custom"):
-        name = req_str(choice.get("name"), "tool_choice.name")
-        return chosen_tool(name, tools, among="function and custom tools"), tools
-    if kind == "allowed_tools":
-        mode = choice.get("mode", "auto")
-        if mode not in ("auto", "required"):
-            raise RequestError(
-                f"tool_choice.mode must be 'auto' or 'required'; got {mode!r}", param="tool_choice"
-            )
-        names = [t.name for t in tools]
-        wanted: list[str] = []
-        for i, item in enumerate(req_list(choice.get("tools"), "tool_choice.tools")):
-            where = f"tool_choice.tools[{i}]"
-            entry = req_mapping(item, where)
-            if entry.get("type", "function") not in ("function", "custom"):
-                continue  # a hosted tool: ignored like the tool itself
-            name = req_str(entry.get("name"), f"{where}.name")
-            if name not in names:  # as chat completions answers it
-                raise RequestError(f"{where} names {name!r}, which is not among the tools", param="tool_choice")
-            wanted.append(name)
-        kept = tuple(t for t in tools if t.name in wanted)
-        # nothing allowed but hosted tools: nothing may be called now (the tools stay for the history)
-        return (ToolChoice.parse(mode), kept) if kept else (ToolChoice.NONE, tools)
-    raise RequestError(
-        f"tool_choice type {kind!r} is not supported (only function tools)", param="tool_choice"
     )
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "generation_options",
     "header_text",
     "ignored_header",
+    "message_extras",
     "openai_settings",
     "responses_settings",
     "settle",
@@ -90,6 +91,11 @@ _RESPONSES_FIELDS = frozenset(
         "metadata",  # echoed in the response, as OpenAI's is: kept, not ignored
     }
 )
+#: the keys of a chat-completions message that are read; any other that is set (``name``,
+#: the speaker's name, which the model is not shown; ``annotations`` ...) is reported
+_OPENAI_MESSAGE_FIELDS = frozenset(
+    {"role", "content", "tool_calls", "tool_call_id", "refusal", "function_call", "audio"}
+)
 # where a setting came from, when the client's name differs from ours
 _CLIENT_NAMES: dict[WireProtocol, dict[str, str]] = {
     "openai": {},
@@ -106,6 +112,13 @@ def _is_set(value: Any) -> bool:
 
 def _unhandled(body: Mapping[str, Any], handled: frozenset[str]) -> list[str]:
     return [key for key, value in body.items() if key not in handled and _is_set(value)]
+
+
+def message_extras(message: Mapping[str, Any]) -> list[str]:
+    """What one chat-completions message sets beyond what is read, as ``messages.KEY`` (a
+    tool message's ``name`` is its call's, which the model is shown)."""
+    read = _OPENAI_MESSAGE_FIELDS | ({"name"} if message.get("role") == "tool" else set())
+    return [f"messages.{key}" for key, value in message.items() if key not in read and _is_set(value)]
 
 
 def header_text(text: str, *, safe: str = _VALUE_SAFE) -> str:
