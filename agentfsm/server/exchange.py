@@ -247,7 +247,7 @@ class Exchange:
         return ",".join(f"{u.prompt_tokens}/{u.completion_tokens}" for u in self.tally.call_usage)
 
     def trailer(self) -> str:
-        """What a stream's closing comment says: the counts, each call's tokens and a spent
+        """What a stream's end-of-turn comment says: the counts, each call's tokens and a spent
         budget, known only once the turn has ended."""
         text = f"agentfsm attempts={self.attempts} corrections={self.corrections}"
         if self.tally.call_usage:
