@@ -181,14 +181,19 @@ def _failing_after(limit: int) -> Callable[[ReceivedRequest], FakeReply]:
     return failing
 
 
-def _finish(proc: subprocess.Popen[str], code: int) -> str:
-    """The command's stderr once it has ended by itself with ``code`` (killed, past two minutes)."""
+def _ended(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """The command's stdout and stderr once it has ended by itself (killed, past two minutes)."""
     try:
-        _, err = proc.communicate(timeout=120)
+        return proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def _finish(proc: subprocess.Popen[str], code: int) -> str:
+    """The command's stderr once it has ended by itself with ``code``."""
+    _, err = _ended(proc)
     assert proc.returncode == code, err
     return err
 #: eval bfcl with its baseline row: two runs per case, so the 5 runs done keep 2 whole cases
@@ -263,12 +268,7 @@ def _run(args: list[str], out: Path, reply: Callable[[ReceivedRequest], FakeRepl
     stdout, stderr and how many requests the upstream had."""
     with FakeUpstream(reply) as fake:
         proc = _start(args, out, fake)
-        try:
-            stdout, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        stdout, err = _ended(proc)
         return proc.returncode, stdout, err, len(fake.requests)
 
 
