@@ -27,6 +27,7 @@ import pytest
 from agentfsm.replays.compare import replay
 from agentfsm.runtime.transcript import read_transcript
 from agentfsm.testing import FakeUpstream
+from tests._procs import reaped
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = ("--backend", "openai", "--enforcement", "prompt")
@@ -92,7 +93,7 @@ def test_a_second_stop_while_a_turn_is_being_cancelled_exits_at_once(tmp_path: P
     call = '```json action\n{"tool": "hold", "args": {"seconds": 600}}\n```'
     with FakeUpstream([call, "never asked"]) as fake:
         proc = _chat(tmp_path, fake, "--transcript", str(transcript))
-        try:
+        with reaped(proc):
             assert proc.stdin is not None
             proc.stdin.write(b"hold on\n")
             proc.stdin.flush()
@@ -101,10 +102,6 @@ def test_a_second_stop_while_a_turn_is_being_cancelled_exits_at_once(tmp_path: P
             _until(proc, lambda: mark.read_text() == "tidying", "the first Ctrl-C cancelled the turn")
             proc.send_signal(second)
             out, err = proc.communicate(timeout=60)  # before: it waited for the tool
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
     code, word = (130, "interrupted") if second == signal.SIGINT else (143, "terminated")
     assert proc.returncode == code, err
     assert err.decode().strip().splitlines() == [f"agentfsm: {word}"]

@@ -28,6 +28,7 @@ from agentfsm.runtime.transcript import read_transcript
 from agentfsm.server.streaming import SHUT_DOWN
 from agentfsm.testing import FakeUpstream, drip
 from tests._proxy import free_port, wait_until_serving
+from tests._procs import reaped
 
 REPO = Path(__file__).resolve().parent.parent
 GRACE = 2.0
@@ -132,7 +133,7 @@ def test_sigterm_cancels_a_request_at_the_shutdown_timeout(
              "--model", "m", "--port", str(port), "--transcripts", str(runs), "--workers", str(workers),
              "--shutdown-timeout", str(GRACE)],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True)
-        try:
+        with reaped(proc):
             wait_until_serving(url, proc, 60)  # two workers start slowly on a loaded machine
             seen: dict[str, Any] = {}
             client = threading.Thread(target=_asking, args=(_ASK[endpoint], url, stream, seen))
@@ -147,10 +148,6 @@ def test_sigterm_cancels_a_request_at_the_shutdown_timeout(
             _, err = proc.communicate(timeout=GRACE + 15)
             took = time.monotonic() - stopped
             client.join(10)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
     assert GRACE <= took < GRACE + 10, (took, err)  # the stop waited, and not for the upstream (minutes)
     assert not client.is_alive(), "the client still waits"
     assert "Traceback" not in err and "Exception in ASGI application" not in err, err
@@ -176,16 +173,12 @@ def test_sigterm_while_serve_starts_stops_it_at_once(workers: int) -> None:
         [sys.executable, "-m", "agentfsm", "serve", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
          "--model", "m", "--port", str(free_port()), "--workers", str(workers)],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(proc):
         assert proc.stderr is not None
         said = proc.stderr.readline()
         assert said.startswith("agentfsm proxy on http://127.0.0.1:"), said
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode in (0, -signal.SIGTERM), (proc.returncode, err)
     assert err.strip() == "", err
 
@@ -202,13 +195,9 @@ def test_a_stopped_serve_exits_alike_with_one_process_or_workers(workers: int, s
          "--model", "m", "--port", str(port), "--workers", str(workers)],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C as in a terminal
-    try:
+    with reaped(proc):
         wait_until_serving(f"http://127.0.0.1:{port}", proc, 60)
         proc.send_signal(sent)
         _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == (-signal.SIGTERM if sent == signal.SIGTERM else 0), (proc.returncode, err)
     assert "Traceback" not in err, err

@@ -31,6 +31,7 @@ from agentfsm.runtime.transcript import read_transcript
 from agentfsm.server.models_file import read_profile
 from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
 from tests._fake import HoldAfter
+from tests._procs import reaped
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = ("--backend", "openai", "--base-url")
@@ -112,17 +113,13 @@ def test_a_stopped_eval_ends_its_runs_and_keeps_those_done_as_a_partial_report(
     # the requests before it answered, that one held: the signal lands while its run is under way
     with FakeUpstream(HoldAfter(wait_for - 1, "The answer is 42.", latency=0.3)) as fake:
         proc = _start(args, tmp_path, fake, sigint)
-        try:
+        with reaped(proc):
             deadline = time.monotonic() + 60
             while len(fake.chat_requests) < wait_for:
                 assert time.monotonic() < deadline and proc.poll() is None, "the command never asked the upstream"
                 time.sleep(0.05)
             proc.send_signal(signum)
             _, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
     assert proc.returncode == code, err
     assert "Traceback" not in err, err
     line = err.strip().splitlines()[-1]
@@ -145,17 +142,13 @@ def test_a_stopped_eval_with_no_run_done_writes_nothing(tmp_path: Path) -> None:
     earlier = _earlier(tmp_path, reports)
     with FakeUpstream(lambda request: FakeReply(text="The answer is 42.", latency=30)) as fake:
         proc = _start(args, tmp_path, fake)
-        try:
+        with reaped(proc):
             deadline = time.monotonic() + 60
             while not fake.chat_requests:
                 assert time.monotonic() < deadline and proc.poll() is None, "the command never asked the upstream"
                 time.sleep(0.05)
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
     assert proc.returncode == 143, err
     said = SAID.search(err.strip().splitlines()[-1])
     assert said is not None and said.group(1) == "0" and said.group(4) is None, err
@@ -183,12 +176,8 @@ def _failing_after(limit: int) -> Callable[[ReceivedRequest], FakeReply]:
 
 def _ended(proc: subprocess.Popen[str]) -> tuple[str, str]:
     """The command's stdout and stderr once it has ended by itself (killed, past two minutes)."""
-    try:
+    with reaped(proc):
         return proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
 
 
 def _finish(proc: subprocess.Popen[str], code: int) -> str:
