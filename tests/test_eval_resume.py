@@ -41,8 +41,11 @@ def test_the_cases_read_back_are_those_written(tmp_path: Path) -> None:
     path, results = _partial(tmp_path, plan)
     back = resumed(path, _key(plan), len(plan.specs))
     assert [r.to_json() for r in back] == [r.to_json() for r in results]  # type: ignore[attr-defined]
-    # the rows made of them are the rows of the run that wrote them
-    assert [r.to_json() for r in aggregate(back)] == [r.to_json() for r in aggregate(results)]  # type: ignore[arg-type]
+    # the rows made of them are the rows of the run that wrote them, but for the seconds,
+    # which the report keeps to 4 decimals a case (so a row's mean may move in its last digit)
+    rows_back, rows = ([r.to_json() for r in aggregate(cases)] for cases in (back, results))  # type: ignore[arg-type]
+    assert [{**r, "seconds_per_case": None} for r in rows_back] == [{**r, "seconds_per_case": None} for r in rows]
+    assert all(abs(a["seconds_per_case"] - b["seconds_per_case"]) <= 0.001 for a, b in zip(rows_back, rows))
     assert remaining(load_plan_cases(plan), back) == []
     assert [c.id for c in remaining(load_plan_cases(plan), back[:2])] == [c.id for c in load_plan_cases(plan)[1:]]
 
