@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +23,9 @@ from agentfsm.eval.runtime_text import CallsSpent
 
 __all__ = ["plan_key", "remaining", "resumed"]
 
-#: the JSON fields of a case that read back as they were written (CaseResult.to_json)
-_SAME = ("category", "dialect", "enforcement", "valid", "error_type", "replies", "parsed_replies",
-         "repaired_replies", "protocol_valid", "corrections", "refusals", "prompt_tokens",
-         "completion_tokens", "seconds", "decoded", "last_reply", "model_calls", "answer",
-         "runtime_text", "echo")
+#: the fields of a case that its JSON (CaseResult.to_json) writes under their own names,
+#: and read back as written; the id is written as ``id``, the call shares as a dict
+_SAME = tuple(f.name for f in fields(CaseResult) if f.name not in ("case_id", "spent"))
 
 
 def plan_key(plan: EvalPlan, backend: str, model: str | None, max_tokens: int, bfcl_eval: str | None) -> dict[str, Any]:
