@@ -40,7 +40,9 @@ import orjson
 
 from agentfsm.core.errors import RequestError
 
-__all__ = ["INT64_MIN", "MAX_INTEGER_DIGITS", "MAX_JSON_DEPTH", "UINT64_MAX", "check_client_value", "load_client_json"]
+__all__ = [
+    "INT64_MIN", "MAX_INTEGER_DIGITS", "MAX_JSON_DEPTH", "UINT64_MAX", "NotJSON", "check_client_value", "load_client_json"
+]
 
 #: the deepest nesting of arrays and objects accepted (the top-level value is level 1)
 MAX_JSON_DEPTH = 128
@@ -57,6 +59,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # digits), or a long float mantissa, read either way
 _LONG_DIGITS = re.compile(rb"-[0-9]{19}|[0-9]{20}")
 _LONG_DIGITS_TEXT = re.compile(r"-[0-9]{19}|[0-9]{20}")
+
+
+class NotJSON(RequestError):
+    """Text that is no JSON at all (a syntax error), as opposed to JSON the limits refuse."""
 
 
 class _Refused(ValueError):
@@ -98,7 +104,7 @@ def load_client_json(
     except RecursionError:
         raise RequestError(f"{where} nests deeper than {max_depth} levels") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RequestError(f"{where} is not valid JSON: {exc}") from None
+        raise NotJSON(f"{where} is not valid JSON: {exc}") from None
     check_client_value(value, where, strings=_SURROGATE_ESCAPE.search(text) is not None, max_depth=max_depth)
     if int64:
         _check_int64(value, where)

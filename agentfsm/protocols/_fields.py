@@ -6,7 +6,6 @@ Besides the scalar reads, the parts every protocol reads alike: the offered tool
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -14,7 +13,7 @@ from agentfsm.core._types import JSONObject, ResultStatus
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import RequestError, ToolSpecError, UnsupportedContent
 from agentfsm.core.messages import ToolCall, ToolMessage, ToolResult, ToolSpec
-from agentfsm.core.client_json import load_client_json
+from agentfsm.core.client_json import NotJSON, load_client_json
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
@@ -228,22 +227,11 @@ def parse_arguments(raw: Any, where: str) -> JSONObject | None:
         return {}
     try:
         value = load_client_json(text, where, int64=True)
+    except NotJSON:
+        return None
     except RequestError as exc:
-        if _not_json(text):
-            return None
         raise RequestError(str(exc), param=where) from None
     return value if isinstance(value, dict) else None
-
-
-def _not_json(text: str) -> bool:
-    """Whether ``text`` is no JSON at all (a syntax error), rather than JSON the limits refuse."""
-    try:
-        json.loads(text)
-    except json.JSONDecodeError:
-        return True
-    except (RecursionError, ValueError):
-        return False
-    return False
 
 
 def tool_spec(
