@@ -63,7 +63,12 @@ def test_instructions_hold_one_valid_example(name: str) -> None:
     assert {(c.name, json.dumps(c.arguments)) for c in reply.tool_calls} == {
         ("count_letters", json.dumps({"word": "xylophone"}))
     }
-    assert reply.rejected == ()
+    # the answer's format is written with a placeholder (``<your answer>``): echoed, it is
+    # refused as one, never read as the value "your answer>"
+    assert [p.message for p in reply.rejected] == (
+        ["invalid JSON: the placeholder <your answer> stands where a value goes"] if "<your answer>}" in text else []
+    )
+    assert reply.final is None and "answer>" not in (reply.content or "")
 
 
 @pytest.mark.parametrize("name", DIALECT_NAMES)

@@ -345,3 +345,39 @@ def test_after_an_unreadable_json_fence_no_later_action_runs() -> None:
     # a json fence holding an example (no call) leaves later actions alone
     example = f'{FENCE}json\n{{"a": 1}}\n{FENCE}\n@tool note {{"text": "x"}}\n'
     assert [c.name for c in parse_reply(example).tool_calls] == ["note"]
+
+
+@pytest.mark.parametrize("value", ["<a>", "<number>", "< the first number >"])
+def test_a_placeholder_where_a_value_goes_is_refused_not_repaired(value: str) -> None:
+    """json_repair reads ``{"a": <a>}`` as ``{"a": "a>"}``, a value nobody wrote; an
+    unquoted ``<...>`` (the contract's own notation) is refused and named instead."""
+    reply = parse_reply(_block('{"tool": "add", "parameters": {"a": ' + value + ', "b": 5}}'))
+    assert reply.tool_calls == ()
+    assert [(p.code, p.message) for p in reply.problems] == [
+        ("invalid_json", f"invalid JSON: the placeholder {value} stands where a value goes")
+    ]
+
+
+def test_a_quoted_placeholder_is_a_value_and_left_to_the_guards() -> None:
+    reply = parse_reply(_block('{"tool": "add", "parameters": {"a": "<a>", "b": 5,}}'))
+    assert [c.arguments for c in reply.tool_calls] == [{"a": "<a>", "b": 5}]
+    assert [p.code for p in reply.problems] == ["repaired_json"]
+
+
+@pytest.mark.parametrize(
+    ("text", "broken"),
+    [
+        ('{"action": {"tool": "t", "args": {"n": 2+2}}}', True),  # json-protocol's opening
+        ('{"final": {"content": <your answer>}}', True),
+        ('I will call it: {"name": "t", "arguments": {"n": 2+2}}', True),  # a known tool's name
+        ('{"name": "someone", "n": 2+2}', False),  # no tool of this name: JSON-like prose
+        ('The formula is {"n": 2+2}.', False),
+    ],
+)
+def test_an_unreadable_bare_block_is_a_broken_action_only_in_an_actions_shape(text: str, broken: bool) -> None:
+    tool = ToolSpec(name="t", description="T", parameters={"type": "object", "properties": {"n": {"type": "number"}}})
+    reply = parse_reply(text, [tool], "json-protocol")
+    assert reply.tool_calls == ()
+    assert [p.code for p in reply.rejected] == (["invalid_json"] if broken else [])
+    if not broken:
+        assert reply.content == text

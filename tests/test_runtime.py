@@ -301,3 +301,24 @@ def test_an_empty_conversation_is_a_usage_error_before_any_model_call() -> None:
     with pytest.raises(UsageError, match="the conversation is empty"):
         Agent(backend).run([])
     assert backend.requests == []
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        '{"action": {"tool": "calculate", "args": {"expression": <expression>}}}',  # the template echoed
+        '{"tool": "calculate", "parameters": {"expression": 2+2}}',  # an unquoted expression
+        '{"action": {"tool": "calculate", "args": {"expression": 2+2}}}',
+    ],
+)
+def test_a_bare_action_that_cannot_be_read_is_asked_again_not_answered(broken: str) -> None:
+    """A bare JSON action the parser cannot read (a placeholder where a value goes, an
+    expression unquoted) is a broken action: the model is asked again, and its raw text
+    never becomes the answer (before, it reached the user as the reply)."""
+    backend = ScriptedBackend(
+        [broken, '{"action": {"tool": "calculate", "args": {"expression": "2+2"}}}', '{"final": {"content": "It is 4."}}'],
+    )
+    result = Agent(backend, TOOLS, dialect="json-protocol").run("What is 2+2?")
+    assert result.content == "It is 4."
+    assert [c["call"]["arguments"] for c in result.tool_calls] == [{"expression": "2+2"}]
+    assert result.corrections == 1

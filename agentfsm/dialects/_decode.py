@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from agentfsm.dialects._calls import Found, find_calls, plain_call
+from agentfsm.dialects._calls import NAME_KEYS, Found, find_calls, plain_call
 from agentfsm.dialects._json import DECODER, JSON_WS, MISSING, Read, RepairBudget, read_json
 from agentfsm.dialects._shape import MAX_DEPTH, deeper_than, unclosed
 from agentfsm.core.parsed import Problem, ProblemCode
@@ -133,7 +133,7 @@ def decode_json(block: Block, ctx: Context, fmt: FormatFacts) -> Outcome:
         return _named(block, ctx, source)
     read = _read(block, ctx)
     if not read.ok:
-        if lenient and read.code != "limit_exceeded" and not _action_with_constants(block, ctx):
+        if lenient and read.code != "limit_exceeded" and not _broken_action(block, ctx):
             return Outcome(prose=True)
         position = block.start + block.body + (read.position or 0)
         return Outcome(problems=[problem(read.code or "invalid_json", read.message, position, source)])
@@ -152,13 +152,25 @@ def decode_json(block: Block, ctx: Context, fmt: FormatFacts) -> Outcome:
     return out
 
 
-def _action_with_constants(block: Block, ctx: Context) -> bool:
-    """Whether a bare block that is not JSON only because it writes ``NaN`` or
-    ``Infinity`` has an action's shape (a call of a known tool, a json-protocol answer):
-    then it is a broken action the model is asked to write again, not prose that would
-    reach the user as the action's raw text."""
+#: a json-protocol object's opening key, or a call's name key with the name written
+_PROTOCOL_OPENING = re.compile(r'\s*\{\s*"(?:action|final)"\s*:')
+_NAMED = re.compile(r'"(?:%s)"\s*:\s*"([^"\\]{1,200})"' % "|".join(NAME_KEYS))
+
+
+def _broken_action(block: Block, ctx: Context) -> bool:
+    """Whether a bare block that cannot be read has an action's shape: it opens as a
+    json-protocol object (``{"action": ...``, ``{"final": ...``), names a known tool under a
+    call's name key, or is JSON but for ``NaN`` or ``Infinity`` and then reads as a call or
+    an answer. Such a block is a broken action the model is asked to write again, not prose
+    that would reach the user as the action's raw text. The keys are the formats' own, so
+    no language is read."""
+    body = block.raw[block.body : block.body_end]
+    if _PROTOCOL_OPENING.match(body):
+        return True
+    if ctx.known and any(m.group(1) in ctx.known for m in _NAMED.finditer(body)):
+        return True
     try:
-        value = json.loads(block.raw[block.body : block.body_end])
+        value = json.loads(body)
     except (ValueError, RecursionError):
         return False
     found = find_calls(value, loose=False, known=ctx.known, budget=RepairBudget())

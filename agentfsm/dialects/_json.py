@@ -195,6 +195,14 @@ def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
         return _clean(escaped, Read(value, repaired="raw control characters in strings escaped"))
     before = candidate
     candidate, saved = _protect_strings(candidate)
+    if (hole := _PLACEHOLDER.search(candidate)) is not None:
+        # the contract's own notation (``<tool name>``, ``<its parameters>``) echoed where a
+        # value goes: json_repair would read ``<a>`` as the string "a>", a value never written
+        return Read(
+            code="invalid_json",
+            message=f"invalid JSON: the placeholder {hole.group(1)[:40]} stands where a value goes",
+            position=exc.pos,
+        )
     if "\\" in candidate:
         candidate = _ESCAPE.sub(_plain_escape, candidate)
     try:
@@ -214,6 +222,8 @@ def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
     return _clean(candidate, Read(value, repaired=f"repaired invalid JSON: {where}"))
 
 
+#: an unquoted ``<...>`` where a key or value goes (strings are protected before the search)
+_PLACEHOLDER = re.compile(r"[{\[,:]\s*(<[^<>\"\n]{0,80}>)")
 _PY_LITERALS = re.compile(r"\b(?:None|True|False)\b")
 _PY_JSON = {"None": "null", "True": "true", "False": "false"}
 
