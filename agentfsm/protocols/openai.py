@@ -1,6 +1,7 @@
-"""OpenAI chat completions: request normalization, response encoding, error bodies.
+"""OpenAI chat completions: request normalization and error bodies.
 
-Streaming is in :mod:`agentfsm.protocols.openai_stream`.
+The response body is built in :mod:`agentfsm.protocols.openai_response` (its names are
+re-exported here), streaming in :mod:`agentfsm.protocols.openai_stream`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pydantic import ValidationError
 
 from agentfsm.core._types import JSONObject
 from agentfsm.core.choice import ToolChoice
-from agentfsm.core.backend import Usage
 from agentfsm.core.errors import AgentFSMError, ModelNotFound, PromptTooLong, RequestError, UnsupportedContent
 from agentfsm.core.messages import (
     AssistantMessage,
@@ -42,9 +42,14 @@ from agentfsm.protocols._fields import (
 from agentfsm.protocols.common import (
     NormalizedRequest,
     client_message,
-    dump_arguments,
     error_status,
     tools_or_recovered,
+)
+from agentfsm.protocols.openai_response import (
+    OPENAI_FINISH_REASONS,
+    encode_openai_response,
+    openai_finish_reason,
+    openai_usage,
 )
 from agentfsm.protocols.sampling import message_extras, openai_settings
 
@@ -64,15 +69,6 @@ _LEGACY = ("functions", "function_call")
 
 _USER_TEXT = {"text": "text"}
 _ASSISTANT_TEXT = {"text": "text", "refusal": "refusal"}
-
-#: our finish reasons -> OpenAI's ``finish_reason``
-OPENAI_FINISH_REASONS: Mapping[str, str] = {
-    "stop": "stop",
-    "stop_sequence": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "content_filter": "content_filter",
-}
 
 
 def read_conversation(raw: Sequence[Mapping[str, Any]]) -> list[Message]:
@@ -296,64 +292,6 @@ def _tool_choice(raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, tup
             return ToolChoice.NONE, tools
         return ToolChoice.parse(mode), kept
     raise RequestError(f"tool_choice type {kind!r} is not supported", param="tool_choice")
-
-
-def openai_finish_reason(reason: str, has_calls: bool) -> str:
-    """OpenAI's ``finish_reason`` for our reason; ``tool_calls`` whenever calls are present."""
-    if has_calls:
-        return "tool_calls"
-    return OPENAI_FINISH_REASONS.get(reason, "stop")
-
-
-def encode_openai_response(
-    *,
-    model: str,
-    content: str | None,
-    tool_calls: Sequence[ToolCall],
-    usage: Usage,
-    created: int,
-    response_id: str,
-    finish_reason: str = "stop",
-) -> JSONObject:
-    """A ``chat.completion`` body: prose in ``content``, calls in ``message.tool_calls``.
-
-    ``tool_calls`` must already carry protocol-style ids (see ``remint_ids``).
-    ``finish_reason`` is ``stop`` or ``length``; it becomes ``tool_calls`` when calls are present.
-    """
-    message: JSONObject = {"role": "assistant", "content": content or None, "refusal": None}
-    if tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": dump_arguments(call)},
-            }
-            for call in tool_calls
-        ]
-    return {
-        "id": response_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": openai_finish_reason(finish_reason, bool(tool_calls)),
-                "logprobs": None,
-            }
-        ],
-        "usage": openai_usage(usage),
-    }
-
-
-def openai_usage(usage: Usage) -> JSONObject:
-    """OpenAI's ``usage`` object."""
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
 
 
 _DEFAULT_TYPES: Mapping[int, str] = {

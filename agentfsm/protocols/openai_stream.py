@@ -15,7 +15,8 @@ from agentfsm.core.backend import Usage
 from agentfsm.core.errors import UsageError
 from agentfsm.core.messages import ToolCall
 from agentfsm.protocols.common import dump_arguments, sse_event
-from agentfsm.protocols.openai import openai_error, openai_finish_reason, openai_usage
+from agentfsm.protocols.openai import openai_error
+from agentfsm.protocols.openai_response import openai_finish_reason, openai_usage
 
 __all__ = ["OpenAIStreamEncoder"]
 

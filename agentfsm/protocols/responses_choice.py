@@ -19,6 +19,7 @@ from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import RequestError
 from agentfsm.core.messages import ToolSpec
 from agentfsm.protocols._fields import choice_keyword, chosen_tool, req_list, req_mapping, req_str
+from agentfsm.protocols.responses_items import CLIENT_TOOL_TYPES
 
 __all__ = ["hosted_types", "read_tool_choice", "requires_only_hosted"]
 
@@ -35,7 +36,7 @@ def read_tool_choice(
         return (keyword if tools else ToolChoice.NONE), tools
     choice = req_mapping(raw, "tool_choice")
     kind = choice.get("type")
-    if kind in ("function", "custom"):
+    if kind in CLIENT_TOOL_TYPES:
         name = req_str(choice.get("name"), "tool_choice.name")
         return chosen_tool(name, tools, among="function and custom tools"), tools
     if kind == "allowed_tools":
@@ -49,7 +50,7 @@ def read_tool_choice(
         for i, item in enumerate(req_list(choice.get("tools"), "tool_choice.tools")):
             where = f"tool_choice.tools[{i}]"
             entry = req_mapping(item, where)
-            if entry.get("type", "function") not in ("function", "custom"):
+            if entry.get("type", "function") not in CLIENT_TOOL_TYPES:
                 continue  # a hosted tool: ignored like the tool itself
             name = req_str(entry.get("name"), f"{where}.name")
             if name not in names:  # as chat completions answers it
@@ -68,7 +69,7 @@ def read_tool_choice(
 def hosted_types(raw: Any) -> frozenset[str]:
     """The types of the request's hosted tools (``web_search_preview``, ``mcp`` ...)."""
     kinds = (t.get("type") for t in raw if isinstance(t, Mapping)) if isinstance(raw, list) else ()
-    return frozenset(k for k in kinds if isinstance(k, str) and k not in ("function", "custom", "namespace"))
+    return frozenset(k for k in kinds if isinstance(k, str) and k not in (*CLIENT_TOOL_TYPES, "namespace"))
 
 
 def requires_only_hosted(raw: Any, choice: ToolChoice) -> bool:

@@ -22,6 +22,7 @@ from agentfsm.core.messages import ToolCall
 from agentfsm.protocols.common import dump_arguments
 
 __all__ = [
+    "CLIENT_TOOL_TYPES",
     "CUSTOM_INPUT",
     "ECHOED",
     "call_item",
@@ -55,7 +56,7 @@ ECHOED: Mapping[str, Any] = {
 
 
 #: the tool types a ``namespace`` tool may group, and the types offered to the model
-_CLIENT_TOOL_TYPES = ("function", "custom")
+CLIENT_TOOL_TYPES = ("function", "custom")
 
 
 def tool_namespaces(tools: Any) -> dict[str, str]:
@@ -69,7 +70,7 @@ def tool_namespaces(tools: Any) -> dict[str, str]:
         return {}
     entries = [t for t in tools if isinstance(t, Mapping)]
     taken = {
-        t["name"] for t in entries if t.get("type", "function") in _CLIENT_TOOL_TYPES and isinstance(t.get("name"), str)
+        t["name"] for t in entries if t.get("type", "function") in CLIENT_TOOL_TYPES and isinstance(t.get("name"), str)
     }
     found: dict[str, str] = {}
     for entry in entries:
@@ -77,7 +78,7 @@ def tool_namespaces(tools: Any) -> dict[str, str]:
         if entry.get("type") != "namespace" or not isinstance(space, str) or not isinstance(members, list):
             continue
         for member in members:
-            if not isinstance(member, Mapping) or member.get("type", "function") not in _CLIENT_TOOL_TYPES:
+            if not isinstance(member, Mapping) or member.get("type", "function") not in CLIENT_TOOL_TYPES:
                 continue
             name = member.get("name")
             if isinstance(name, str) and name not in taken and name not in found:
