@@ -67,9 +67,9 @@ def quality(
     ] = None,
     resume: Annotated[
         bool,
-        typer.Option("--resume", help="Go on from quality.partial.json (beside the report), which a stopped run of the same "
-                     "plan (categories, limits, tasks, split, languages, backend, model) wrote: its runs are kept, the "
-                     "others run, and the table holds all."),
+        typer.Option("--resume", help="Go on from the runs a stopped run of the same plan (categories, limits, tasks, "
+                     "split, languages, backend, model) kept beside the report (with .partial before .md, and .json): "
+                     "they are kept, the others run, and the table holds all."),
     ] = False,
     transcripts: Annotated[
         Path | None,
