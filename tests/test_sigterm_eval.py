@@ -40,7 +40,8 @@ COMMANDS = {
     "eval-bfcl": (["eval", "bfcl", "--limit", "20", "--no-baseline", "-o", "{out}/bfcl", "--transcripts", "{out}/t"],
                   ["bfcl.json", "bfcl.md"], ["bfcl.partial.json", "bfcl.partial.md"]),
     "eval-quality": (["eval", "quality", "--fast", "--categories", "none", "--live-categories", "none",
-                      "-o", "{out}/quality.md", "--transcripts", "{out}/t"], ["quality.md"], ["quality.partial.md"]),
+                      "-o", "{out}/quality.md", "--transcripts", "{out}/t"], ["quality.md"],
+                     ["quality.partial.json", "quality.partial.md"]),
     "calibrate": (["calibrate", "-o", "{out}/profile.json", "--transcripts", "{out}/t"], ["profile.json", "profile.md"],
                   ["profile.partial.json", "profile.partial.md"]),
 }

@@ -10,7 +10,9 @@ partial report is. A signal exits 130 / 143 as before; an upstream failure exits
 code of every upstream error (``docs/cli.md``). A later complete run to the same path
 supersedes them: once its report is written, :func:`remove_partials` removes that
 path's partial files and says so in one line (before, they stayed beside the complete
-report, an older and smaller one that looked as current).
+report, an older and smaller one that looked as current). The partial report's JSON
+holds the runs and the plan that made them: the same command with ``--resume`` reads
+them back (:mod:`agentfsm.eval.resume`) and goes on from them, as :func:`starting` says.
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from agentfsm.cli._signals import Stop
 from agentfsm.core.errors import AgentFSMError, BackendError, UsageError
 
-__all__ = ["Partial", "partial_path", "remove_partials", "stopped_part_way", "writable_outputs"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["Partial", "partial_path", "remove_partials", "starting", "stopped_part_way", "writable_outputs"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,16 @@ def remove_partials(partials: Iterable[Path], complete: str) -> str | None:
     said = [f"removed {', '.join(removed)}, superseded by {complete}"] if removed else []
     said += [f"could not remove the partial {', '.join(kept)}"] if kept else []
     return "; ".join(said)
+
+
+def starting(partial: Path, resume: bool, console: Console, done: str) -> None:
+    """Say where a run starts: from the partial report at ``partial`` (``--resume``, read
+    back already; ``done`` says how far it had got), or over, where a stopped run left one."""
+    if resume:
+        console.print(f"resuming from {partial}: {done}", highlight=False, markup=False, soft_wrap=True)
+    elif partial.exists():
+        console.print(f"{partial} is a stopped run's (--resume goes on from it); this run starts over",
+                      highlight=False, markup=False, soft_wrap=True)
 
 
 def writable_outputs(option: str, *paths: Path) -> None:

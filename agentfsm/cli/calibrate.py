@@ -9,13 +9,13 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._options import config_options
-from agentfsm.cli._partial import Partial, partial_path, remove_partials, stopped_part_way, writable_outputs
+from agentfsm.cli._partial import Partial, partial_path, remove_partials, starting, stopped_part_way, writable_outputs
 from agentfsm.cli._signals import Stop, sigterm_as_interrupt
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import AgentFSMError, UsageError
@@ -53,6 +53,13 @@ VaryOpt = Annotated[
     typer.Option(
         "--vary", show_default=False,
         help="Also vary a policy choice of the run configuration: grounding or consensus (auto and the value auto is not; repeatable; each doubles the grid).",
+    ),
+]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Go on from the partial profile (profile.partial.json) a stopped calibration of the same plan (backend, model, settings, --vary, --max-tokens, --time-limit) wrote: its items are kept, the others run, and the profile holds all.",
     ),
 ]
 ContextOpt = Annotated[
@@ -158,9 +165,10 @@ def _write_whole(path: Path, text: str) -> None:
 def _run(
     backend: Backend, items: list[Item], grid: list[Setting], base: RunConfig, max_tokens: int,
     transcripts: Path | None, console: Console, deadline: float | None, kept: list[Outcome],
+    done: list[Outcome],
 ) -> list[Outcome]:
-    """The calibration, its whole items' outcomes also put in ``kept`` as they end (what a
-    stopped one keeps)."""
+    """The calibration but the items ``done`` holds (a stopped one's, resumed), all its
+    whole items' outcomes also put in ``kept`` as they end (what a stopped one keeps)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from agentfsm.core.backend import GenerationOptions
@@ -171,7 +179,9 @@ def _run(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"), console=console, transient=False,
     ) as progress:
-        bar = progress.add_task("calibrate", total=len(items) * len(grid), last="")
+        resumed = len({o.item for o in done})
+        bar = progress.add_task("calibrate", total=len(items) * len(grid), completed=len(done),
+                                last=f"{resumed} items resumed" if done else "")
 
         def on_outcome(outcome: Outcome) -> None:
             mark = "[green]ok[/]" if outcome.valid else "[red]x[/]"
@@ -193,6 +203,7 @@ def _run(
                     backend, items, grid, base=base, options=GenerationOptions(max_tokens=max_tokens),
                     on_outcome=on_outcome, on_stop=on_stop, transcripts=transcripts,
                     stop=None if deadline is None else lambda: time.monotonic() >= deadline, on_item=kept.extend,
+                    done=done,
                 )
             finally:  # the async pool is closed on the loop that opened it
                 aclose = getattr(backend, "aclose", None)
@@ -214,6 +225,7 @@ def calibrate(
     transcripts: TranscriptsOpt = None,
     time_limit: TimeLimitOpt = None,
     vary: VaryOpt = None,
+    resume: ResumeOpt = False,
     config: RunConfig = DEFAULTS,
 ) -> None:
     """Run a short fixed calibration set over every dialect x enforcement level the backend supports; write a profile.
@@ -226,13 +238,15 @@ def calibrate(
     the profile (profile = "FILE" in a model's entry). Stopped part way (Ctrl-C, SIGTERM,
     an upstream that fails), the items that ran under every setting are written as a
     profile marked PARTIAL beside it (profile.partial.json and .md); the profile is left
-    as it was.
+    as it was. The same command with --resume goes on from them (a --time-limit counts
+    the stopped calibration's time too).
     """
     from rich.console import Console
 
     from agentfsm.core.profile import ModelProfile, Profile
     from agentfsm.eval.calibrate import RULE, choose, load_items, policy_axes, settings_grid, table
     from agentfsm.eval.host import machine_description, now_iso
+    from agentfsm.eval.resume import calibration_key, outcome_json, resumed_calibration
     from agentfsm.runtime.transcript import prepare_transcripts_dir
 
     console = Console() if Console().is_terminal else Console(width=200)
@@ -241,6 +255,9 @@ def calibrate(
     items: list[Item] = []
     total = 0  # the items planned, once the calibration starts
     start = time.perf_counter()
+    before = 0.0  # seconds a stopped calibration had run (resumed)
+    key: dict[str, Any] = {}
+    partial_profile = partial_path(output)
 
     def entry_of(outcomes: list[Outcome], note: str) -> ModelProfile:
         rows = table(outcomes, grid)
@@ -252,7 +269,7 @@ def calibrate(
             date=now_iso(),
             versions=_versions(model_backend),
             items=tuple(i.name for i in items if any(o.item == i.name for o in outcomes)),
-            seconds=round(time.perf_counter() - start, 1),
+            seconds=round(before + time.perf_counter() - start, 1),
             command=_command_line(),
             machine=machine_description(),
             note=note,
@@ -261,8 +278,10 @@ def calibrate(
     def write_partial(partial: Partial) -> list[Path]:
         # the table beside the whole one, marked too: a profile named without .json
         # (``-o profile``) has its table at profile.md, which ``.partial`` + ``.md`` would be
-        entry, target, table_at = entry_of(kept, partial.title), partial_path(output), partial_path(output.with_suffix(".md"))
-        _write_whole(target, json.dumps(Profile().with_model(entry).to_json(), indent=2) + "\n")
+        entry, target, table_at = entry_of(kept, partial.title), partial_profile, partial_path(output.with_suffix(".md"))
+        # a profile serve can read (it ignores the rest), with what --resume reads back
+        resumable = {"meta": {"plan": key, "seconds": entry.seconds}, "outcomes": [outcome_json(o) for o in kept]}
+        _write_whole(target, json.dumps({**Profile().with_model(entry).to_json(), **resumable}, indent=2) + "\n")
         _write_whole(table_at, render_markdown(entry, partial))
         return [target, table_at]
 
@@ -277,11 +296,17 @@ def calibrate(
         console.print(
             f"calibrating {model_backend.name}: {len(items)} items x {len(grid)} settings", highlight=False
         )
+        key = calibration_key(items, grid, config.as_dict(), max_tokens, model_backend.name, model, context_tokens,
+                              time_limit)
+        done: list[Outcome] = []
+        if resume:  # the items a stopped calibration kept, under the same plan only
+            done, before = resumed_calibration(partial_profile, key, items, grid)
+        starting(partial_profile, resume, console, f"{len({o.item for o in done})} of {len(items)} items done")
         start = time.perf_counter()
-        deadline = None if time_limit is None else time.monotonic() + time_limit
+        deadline = None if time_limit is None else time.monotonic() + time_limit - before
         total = len(items)
         with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
-            outcomes = _run(model_backend, items, grid, config, max_tokens, transcripts, console, deadline, kept)
+            outcomes = _run(model_backend, items, grid, config, max_tokens, transcripts, console, deadline, kept, done)
     except (AgentFSMError, KeyboardInterrupt) as exc:  # the runs under way ended their transcripts cancelled
         ran = len({o.item for o in kept})
         raise stopped_part_way(exc, stop, ran, total, write_partial, str(output), unit="items") from None
@@ -300,7 +325,7 @@ def calibrate(
         raise typer.Exit(2) from None
     console.print(f"wrote {output} and {output.with_suffix('.md')} (model {entry.model!r})", highlight=False)
     # an earlier stopped calibration's partial profile, superseded by this one
-    said = remove_partials([partial_path(output), partial_path(output.with_suffix(".md"))], str(output))
+    said = remove_partials([partial_profile, partial_path(output.with_suffix(".md"))], str(output))
     if said is not None:
         console.print(said, highlight=False, markup=False, soft_wrap=True)
 

@@ -257,6 +257,15 @@ def hopeless(correct: int, run: int, total: int, default_correct: int) -> bool:
     return best_low <= default_high
 
 
+def _matched(item: str, outcomes: Sequence[Outcome], going: Sequence[tuple[int, Setting]]) -> list[tuple[int, Outcome]]:
+    """An item's kept ``outcomes``, each with the index of its setting among those still
+    ``going`` (a UsageError where they are not one for each)."""
+    matched = [(index, [o for o in outcomes if o.setting == setting]) for index, setting in going]
+    if len(outcomes) != len(going) or any(len(mine) != 1 for _, mine in matched):
+        raise UsageError(f"--resume: the outcomes kept of item {item} are not one for each setting still running")
+    return [(index, mine[0]) for index, mine in matched]
+
+
 async def run_calibration(
     backend: Backend,
     items: Sequence[Item],
@@ -269,6 +278,7 @@ async def run_calibration(
     transcripts: Path | None = None,
     stop: Callable[[], bool] | None = None,
     on_item: Callable[[Sequence[Outcome]], None] | None = None,
+    done: Sequence[Outcome] = (),
 ) -> list[Outcome]:
     """Every item under every setting of ``grid`` (each ``base`` with the setting; the first
     is the default), item by item with the settings interleaved. A setting stops once
@@ -278,17 +288,26 @@ async def run_calibration(
     With ``stop`` (asked before each run: a time limit), no run starts once it says so;
     the item it cut is left out of every row, so the rows still compare the same items.
     ``on_item`` is given each item's outcomes once it ran under every setting still going
-    (what a calibration stopped by a signal or the upstream keeps)."""
+    (what a calibration stopped by a signal or the upstream keeps). The items ``done``
+    holds outcomes of (a stopped calibration's, resumed) are not run again: their outcomes
+    count as if they had just ended (``on_item`` and ``on_stop`` are told them too), so a
+    setting stops where it would have; one that does not hold an outcome for each setting
+    still going is a UsageError."""
     options = options or GenerationOptions(max_tokens=DEFAULT_MAX_TOKENS)
     runs = [(dict(setting), base.replace(**setting)) for setting in grid]  # checked before any model call
     right = [0] * len(runs)
-    done = [0] * len(runs)
+    counted = [0] * len(runs)
     stopped = [False] * len(runs)
     out: list[Outcome] = []
+    kept: dict[str, list[Outcome]] = {}
+    for outcome in done:
+        kept.setdefault(outcome.item, []).append(outcome)
+    done_names = set(kept)
     for item in items:
-        ran: list[tuple[int, Outcome]] = []
+        going = [(index, setting) for index, (setting, _) in enumerate(runs) if not stopped[index]]
+        ran = _matched(item.name, kept.pop(item.name), going) if item.name in kept else []
         for index, (setting, run) in enumerate(runs):
-            if stopped[index]:
+            if stopped[index] or item.name in done_names:
                 continue
             if stop is not None and stop():
                 return out
@@ -298,15 +317,15 @@ async def run_calibration(
                 on_outcome(outcome)
         for index, outcome in ran:
             right[index] += outcome.valid
-            done[index] += 1
+            counted[index] += 1
             out.append(outcome)
         if on_item is not None:
             on_item([outcome for _, outcome in ran])
         for index in range(1, len(runs)):
-            if not stopped[index] and hopeless(right[index], done[index], len(items), right[0]):
+            if not stopped[index] and hopeless(right[index], counted[index], len(items), right[0]):
                 stopped[index] = True
                 if on_stop is not None:
-                    on_stop(runs[index][0], done[index])
+                    on_stop(runs[index][0], counted[index])
     return out
 
 
