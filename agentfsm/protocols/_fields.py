@@ -143,14 +143,17 @@ def opt_number(
     return float(value)
 
 
-def stop_sequences(body: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    """``stop`` / ``stop_sequences``: absent, one string, or an array of strings."""
+def stop_sequences(body: Mapping[str, Any], key: str, *, most: int | None = None) -> tuple[str, ...]:
+    """``stop`` / ``stop_sequences``: absent, one string, or an array of strings (at most
+    ``most`` of them, where the provider sets a bound: OpenAI's chat ``stop`` takes 4)."""
     value = body.get(key)
     if value is None:
         return ()
     if isinstance(value, str):
         return (value,)
     items = req_list(value, key)
+    if most is not None and len(items) > most:
+        raise RequestError(f"{key} takes at most {most} sequences, got {len(items)}", param=key)
     return tuple(req_str(item, f"{key}[{i}]") for i, item in enumerate(items))
 
 

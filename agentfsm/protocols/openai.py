@@ -137,7 +137,7 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
         stream_include_usage=include_usage,
         model=opt_str(body, "model"),
         max_tokens=max_tokens,
-        stop=stop_sequences(body, "stop"),
+        stop=stop_sequences(body, "stop", most=4),
         protocol="openai",
         **_settings(body, ["max_tokens"] if shadowed else [], passed_over),
     )
