@@ -46,6 +46,7 @@ from agentfsm.core.messages import (
     ToolSpec,
     UserMessage,
 )
+from agentfsm.protocols._calls import CallLedger
 from agentfsm.protocols._fields import (
     chosen_tool,
     join_texts,
@@ -57,7 +58,6 @@ from agentfsm.protocols._fields import (
     req_str,
     stop_sequences,
     text_of_parts,
-    tool_answer,
     tool_specs,
 )
 from agentfsm.protocols.anthropic_text import unwrap_text_blocks
@@ -137,17 +137,15 @@ def _messages(raw: Any, system: list[str], media: list[str], server_blocks: list
     if raw is None:
         raise RequestError("'messages' is required", param="messages")
     out: list[Message] = []
-    calls: dict[str, ToolCall] = {}
+    ledger = CallLedger()
     for i, item in enumerate(req_list(raw, "messages", non_empty=True)):
         where = f"messages[{i}]"
         msg = req_mapping(item, where)
         role = msg.get("role")
         if role == "user":
-            out.extend(_user(msg.get("content"), f"{where}.content", calls, media))
+            out.extend(_user(msg.get("content"), f"{where}.content", ledger, media))
         elif role == "assistant":
-            assistant = _assistant(msg.get("content"), f"{where}.content", server_blocks)
-            calls.update((call.id, call) for call in assistant.tool_calls)
-            out.append(assistant)
+            out.append(_assistant(msg.get("content"), f"{where}.content", ledger, server_blocks))
         elif role == "system":
             text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_TEXT)
             if text:
@@ -176,7 +174,7 @@ def _blocks(content: Any, where: str) -> Sequence[tuple[str, str, Mapping[str, A
     return out
 
 
-def _user(content: Any, where: str, calls: Mapping[str, ToolCall], media: list[str]) -> list[Message]:
+def _user(content: Any, where: str, ledger: CallLedger, media: list[str]) -> list[Message]:
     if isinstance(content, str):
         return [UserMessage(content=content)]
     if content is None:
@@ -187,7 +185,7 @@ def _user(content: Any, where: str, calls: Mapping[str, ToolCall], media: list[s
         if kind == "text":
             texts.append(req_str(block.get("text"), f"{block_where}.text"))
         elif kind == "tool_result":
-            results.append(_tool_result(block, block_where, calls, media))
+            results.append(_tool_result(block, block_where, ledger, media))
         elif kind == "tool_use":
             raise RequestError(
                 f"{block_where}: tool_use blocks belong in assistant messages", param=block_where
@@ -202,7 +200,7 @@ def _user(content: Any, where: str, calls: Mapping[str, ToolCall], media: list[s
 
 
 def _tool_result(
-    block: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall], media: list[str]
+    block: Mapping[str, Any], where: str, ledger: CallLedger, media: list[str]
 ) -> ToolMessage:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
@@ -214,9 +212,7 @@ def _tool_result(
         unwrap_text_blocks(raw, f"{where}.content"), f"{where}.content", text_types=_TEXT, media_types=_RESULT_MEDIA, media_seen=media
     ) or ""
     is_error = opt_bool(block, "is_error", False, where=f"{where}.is_error")
-    return tool_answer(
-        calls, call_id, text, where=where, key="tool_use_id", answers="tool_use block", error=is_error
-    )
+    return ledger.answer(call_id, text, where=where, key="tool_use_id", answers="tool_use block", error=is_error)
 
 
 def _server_tool_block(kind: str) -> bool:
@@ -224,7 +220,9 @@ def _server_tool_block(kind: str) -> bool:
     return kind in ("server_tool_use", "mcp_tool_use") or kind.endswith("_tool_result")
 
 
-def _assistant(content: Any, where: str, server_blocks: list[str]) -> AssistantMessage:
+def _assistant(content: Any, where: str, ledger: CallLedger, server_blocks: list[str]) -> AssistantMessage:
+    """One assistant turn; its calls join ``ledger``, the kinds of server-tool blocks ``server_blocks``."""
+    ledger.begin_turn()
     if isinstance(content, str):
         return AssistantMessage(content=content or None)
     if content is None:
@@ -236,13 +234,13 @@ def _assistant(content: Any, where: str, server_blocks: list[str]) -> AssistantM
             texts.append(req_str(block.get("text"), f"{block_where}.text"))
         elif kind == "tool_use":
             tool_input = block.get("input", {})
-            calls.append(
-                ToolCall(
-                    id=req_str(block.get("id"), f"{block_where}.id"),
-                    name=req_str(block.get("name"), f"{block_where}.name"),
-                    arguments=dict(req_mapping(tool_input, f"{block_where}.input")),
-                )
+            call = ToolCall(
+                id=req_str(block.get("id"), f"{block_where}.id"),
+                name=req_str(block.get("name"), f"{block_where}.name"),
+                arguments=dict(req_mapping(tool_input, f"{block_where}.input")),
             )
+            ledger.add(call, f"{block_where}.id")
+            calls.append(call)
         elif kind in _DROPPED:
             continue
         elif _server_tool_block(kind):

@@ -49,6 +49,7 @@ from agentfsm.core.messages import (
     ToolSpec,
     UserMessage,
 )
+from agentfsm.protocols._calls import CallLedger
 from agentfsm.protocols._fields import (
     opt_bool,
     opt_int,
@@ -58,7 +59,6 @@ from agentfsm.protocols._fields import (
     req_mapping,
     req_str,
     text_of_parts,
-    tool_answer,
     tool_spec,
     tool_specs,
 )
@@ -157,27 +157,29 @@ def _input(raw: Any, passed_over: list[str]) -> list[Message]:
     if isinstance(raw, str):
         return [UserMessage(content=raw)]
     out: list[Message] = []
-    calls: dict[str, ToolCall] = {}
+    ledger = CallLedger()
     for i, item in enumerate(req_list(raw, "input")):
         where = f"input[{i}]"
         entry = req_mapping(item, where)
         kind = entry.get("type", "message")
         if kind == "message":
             out.append(_message(entry, where))
+            ledger.begin_turn()  # an assistant message starts a turn (its calls follow it)
         elif kind in ("function_call", "custom_tool_call"):
             call = _call(entry, where, passed_over, custom=kind == "custom_tool_call")
-            calls[call.id] = call
             last = out[-1] if out else None
             if isinstance(last, AssistantMessage):
                 # one assistant turn: its text and every call that follows it
                 out[-1] = last.model_copy(update={"tool_calls": (*last.tool_calls, call)})
             else:
+                ledger.begin_turn()
                 out.append(AssistantMessage(content=None, tool_calls=(call,)))
+            ledger.add(call, f"{where}.call_id")
         elif kind in ("function_call_output", "custom_tool_call_output"):
             if entry.get("call_id") is None and kind == "function_call_output":
                 out.append(_note(entry, where, passed_over))  # the client's bookkeeping
             else:
-                out.append(_output(entry, where, calls, str(kind), passed_over))
+                out.append(_output(entry, where, ledger, str(kind), passed_over))
         elif kind == "reasoning":
             continue
         elif kind == "item_reference":
@@ -234,12 +236,12 @@ def _text(content: Any, where: str, types: Mapping[str, str]) -> str:
 
 
 def _output(
-    entry: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall], kind: str, passed_over: list[str]
+    entry: Mapping[str, Any], where: str, ledger: CallLedger, kind: str, passed_over: list[str]
 ) -> ToolMessage:
     call_id = req_str(entry.get("call_id"), f"{where}.call_id")
     text = _output_text(entry, where, kind, passed_over)
     answers = "custom_tool_call item" if kind == "custom_tool_call_output" else "function_call item"
-    return tool_answer(calls, call_id, text, where=where, key="call_id", answers=answers)
+    return ledger.answer(call_id, text, where=where, key="call_id", answers=answers)
 
 
 def _output_text(entry: Mapping[str, Any], where: str, kind: str, passed_over: list[str]) -> str:
