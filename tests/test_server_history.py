@@ -9,7 +9,10 @@ Each case was reproduced through a real proxy on 127.0.0.1 in front of a scripte
 - two results for one call were accepted, both shown to the model; now a 400 naming
   both, as Anthropic's "each tool_use must have a single result" and OpenAI's
   "Duplicate value for 'tool_call_id'";
-- a chat ``stop`` of 5 sequences went upstream (OpenAI takes at most 4); now a 400.
+- a chat ``stop`` of 5 sequences went upstream (OpenAI takes at most 4); now a 400;
+- Anthropic ``thinking`` blocks and Responses ``reasoning`` items were dropped without a
+  word, while a chat ``reasoning_content`` was named: all three are now dropped and named
+  in ``x-agentfsm-ignored``, and never reach the model.
 """
 
 from __future__ import annotations
@@ -199,3 +202,84 @@ def test_a_stop_sequence_that_is_no_string_is_a_400_naming_it(fake: FakeUpstream
                 client.chat.completions.create(model="m", messages=_USER, stop=bad)  # type: ignore[arg-type]
             assert (oinfo.value.param, _message(oinfo.value)) == ("stop[1]", "stop[1] must be a string, got number")
     assert fake.chat_requests == []
+
+
+# --- reasoning in the history ----------------------------------------------------------
+
+_SECRET = "PRIVATE-REASONING-7f3a"
+
+
+def _reasoned(protocol: str) -> list[Any]:
+    """A history whose assistant turns carry reasoning beside their text and their call."""
+    question = {"role": "user", "content": "What time is it?"}
+    follow_up = {"role": "user", "content": "And in Oslo?"}
+    if protocol == "anthropic":
+        return [
+            question,
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": _SECRET, "signature": "c2ln"},
+                {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"},
+                {"type": "text", "text": "Let me check."},
+                _call(protocol, "toolu_1"),
+            ]},
+            {"role": "user", "content": [_result(protocol, "toolu_1")]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": _SECRET, "signature": "c2ln"},
+                {"type": "text", "text": "It is 12:00."},
+            ]},
+            follow_up,
+        ]
+    if protocol == "openai":
+        return [
+            question,
+            {"role": "assistant", "content": "Let me check.", "reasoning_content": _SECRET, "tool_calls": [_call(protocol, "call_1")]},
+            _result(protocol, "call_1"),
+            {"role": "assistant", "content": "It is 12:00.", "reasoning_content": _SECRET},
+            follow_up,
+        ]
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": _SECRET}], "encrypted_content": "ZW5j"}
+    return [
+        question,
+        reasoning,
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Let me check."}]},
+        _call(protocol, "call_1"),
+        _result(protocol, "call_1"),
+        {**reasoning, "id": "rs_2"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "It is 12:00."}]},
+        follow_up,
+    ]
+
+
+_NAMED = {
+    "anthropic": ["messages.thinking", "messages.redacted_thinking"],
+    "openai": ["messages.reasoning_content"],
+    "responses": ["input.reasoning"],
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_reasoning_in_the_history_is_accepted_named_and_never_shown(
+    fake: FakeUpstream, base: str, protocol: str, stream: bool
+) -> None:
+    # defect: Anthropic thinking and Responses reasoning were dropped without a word
+    fake.enqueue("It is 13:00 in Oslo.")
+    raw = _send(base, protocol, _reasoned(protocol), stream)
+    assert raw.headers["x-agentfsm-ignored"].split(",") == _NAMED[protocol]
+    prompt = "\n".join(str(m.get("content")) for m in fake.chat_requests[-1].body["messages"])
+    assert _SECRET not in prompt
+    assert "Let me check." in prompt and "It is 12:00." in prompt  # the assistant's own words stay
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_turn_of_reasoning_only_is_read_as_an_empty_turn(fake: FakeUpstream, base: str, protocol: str) -> None:
+    question = {"role": "user", "content": "Hi"}
+    turn: Any = {
+        "anthropic": {"role": "assistant", "content": [{"type": "thinking", "thinking": _SECRET, "signature": "c2ln"}]},
+        "openai": {"role": "assistant", "content": None, "reasoning_content": _SECRET},
+        "responses": {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": _SECRET}]},
+    }[protocol]
+    fake.enqueue("Hello.")
+    raw = _send(base, protocol, [question, turn, {"role": "user", "content": "Still there?"}])
+    assert raw.headers["x-agentfsm-ignored"] == _NAMED[protocol][0]
+    assert _SECRET not in str(fake.chat_requests[-1].body["messages"])

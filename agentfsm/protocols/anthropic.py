@@ -14,12 +14,13 @@ read as the text they hold, in a user's turn or a tool result
 inside a ``tool_result`` (Claude Code's Read of a picture or a PDF) becomes a text placeholder naming it, reported as
 ``tool_result.image`` / ``tool_result.document`` in :attr:`NormalizedRequest.ignored`
 (the model reads text only; the conversation goes on); ``thinking`` and
-``redacted_thinking`` are dropped, because they are another model's private reasoning
-that a text-only model can neither read nor must be shown; the blocks of Anthropic's own
+``redacted_thinking`` blocks in an assistant turn are dropped, as Anthropic itself drops
+an earlier turn's thinking from what the model sees (another model's private reasoning,
+never the assistant's answer); so are the blocks of Anthropic's own
 server tools in an assistant turn (``server_tool_use``, ``web_search_tool_result``, any
 ``*_tool_result``, ``mcp_tool_use``: a search that Anthropic ran for an earlier turn,
-whose results are encrypted) are dropped too, and reported as ``messages.TYPE`` in
-:attr:`NormalizedRequest.ignored` (the assistant's own text that used them stays); every
+whose results are encrypted); each kind dropped is reported as ``messages.TYPE`` in
+:attr:`NormalizedRequest.ignored` (the assistant's own text beside them stays); every
 other block (``image`` or a PDF ``document`` in a user's own turn ...) is an
 :class:`UnsupportedContent` naming its type and position.
 
@@ -96,15 +97,15 @@ def normalize_anthropic(body: Mapping[str, Any]) -> NormalizedRequest:
     """
     body = req_mapping(body, "body")
     media: list[str] = []
-    server_blocks: list[str] = []
-    messages = _messages(body.get("messages"), _system(body.get("system")), media, server_blocks)
+    dropped: list[str] = []
+    messages = _messages(body.get("messages"), _system(body.get("system")), media, dropped)
     tools, recovered = tools_or_recovered(tool_specs(body.get("tools"), _tool), messages)
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), tools)
     settings = anthropic_settings(body)
     settings["ignored"] = (
         *settings["ignored"],
         *(f"tool_result.{kind}" for kind in dict.fromkeys(media)),
-        *(f"messages.{kind}" for kind in dict.fromkeys(server_blocks)),
+        *(f"messages.{kind}" for kind in dict.fromkeys(dropped)),
     )
     return NormalizedRequest(
         messages=messages,
@@ -129,11 +130,11 @@ def _system(raw: Any) -> list[str]:
     return [text] if text else []
 
 
-def _messages(raw: Any, system: list[str], media: list[str], server_blocks: list[str]) -> tuple[Message, ...]:
+def _messages(raw: Any, system: list[str], media: list[str], dropped: list[str]) -> tuple[Message, ...]:
     """The conversation, led by one system message: the top-level ``system`` and every
     ``role: "system"`` message (Claude Code sends them mid-conversation), in order.
     The kinds of media found in tool results are appended to ``media``, those of the
-    server-tool blocks dropped from assistant turns to ``server_blocks``."""
+    blocks dropped from assistant turns (thinking, server tools) to ``dropped``."""
     if raw is None:
         raise RequestError("'messages' is required", param="messages")
     out: list[Message] = []
@@ -145,7 +146,7 @@ def _messages(raw: Any, system: list[str], media: list[str], server_blocks: list
         if role == "user":
             out.extend(_user(msg.get("content"), f"{where}.content", ledger, media))
         elif role == "assistant":
-            out.append(_assistant(msg.get("content"), f"{where}.content", ledger, server_blocks))
+            out.append(_assistant(msg.get("content"), f"{where}.content", ledger, dropped))
         elif role == "system":
             text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_TEXT)
             if text:
@@ -220,8 +221,8 @@ def _server_tool_block(kind: str) -> bool:
     return kind in ("server_tool_use", "mcp_tool_use") or kind.endswith("_tool_result")
 
 
-def _assistant(content: Any, where: str, ledger: CallLedger, server_blocks: list[str]) -> AssistantMessage:
-    """One assistant turn; its calls join ``ledger``, the kinds of server-tool blocks ``server_blocks``."""
+def _assistant(content: Any, where: str, ledger: CallLedger, dropped: list[str]) -> AssistantMessage:
+    """One assistant turn; its calls join ``ledger``, the kinds of blocks dropped ``dropped``."""
     ledger.begin_turn()
     if isinstance(content, str):
         return AssistantMessage(content=content or None)
@@ -241,10 +242,8 @@ def _assistant(content: Any, where: str, ledger: CallLedger, server_blocks: list
             )
             ledger.add(call, f"{block_where}.id")
             calls.append(call)
-        elif kind in _DROPPED:
-            continue
-        elif _server_tool_block(kind):
-            server_blocks.append(kind)
+        elif kind in _DROPPED or _server_tool_block(kind):
+            dropped.append(kind)
         else:
             raise UnsupportedContent(kind, block_where)
     text = join_texts(texts)

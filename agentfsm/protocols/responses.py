@@ -3,8 +3,9 @@
 Input items understood: ``message`` (roles user, assistant, system, developer; a bare
 ``{"role", "content"}`` counts as one), ``function_call`` and ``function_call_output``,
 ``custom_tool_call`` and ``custom_tool_call_output``; a string ``input`` is one user
-message, ``instructions`` a leading system message. ``reasoning`` items are dropped (we
-never produce any; Codex may echo them back). What a client sends for its own
+message, ``instructions`` a leading system message. ``reasoning`` items (Codex echoes
+them back) are dropped and reported as ``input.reasoning``, as Anthropic's ``thinking``
+blocks are: another model's private reasoning, never the assistant's answer. What a client sends for its own
 bookkeeping is kept, never refused: a ``function_call_output`` without a ``call_id``
 (Codex's ``{"name": "goal_objective", "namespace": "agent", "output": ...}`` after
 ``create_goal``) answers no call, so its text joins the system prompt, labelled with its
@@ -180,8 +181,6 @@ def _input(raw: Any, passed_over: list[str]) -> list[Message]:
                 out.append(_note(entry, where, passed_over))  # the client's bookkeeping
             else:
                 out.append(_output(entry, where, ledger, str(kind), passed_over))
-        elif kind == "reasoning":
-            continue
         elif kind == "item_reference":
             raise RequestError(
                 f"{where}: item_reference needs stored items; this proxy stores none",
