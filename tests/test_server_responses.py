@@ -241,7 +241,7 @@ def test_normalize_items() -> None:
     # no function tools given: recovered from the history, so the contract still applies
     assert request.tools_recovered and [t.name for t in request.tools] == ["f"]
     assert request.top_p == 0.5 and request.protocol == "responses"
-    assert request.ignored == ("include", "tools.web_search")
+    assert request.ignored == ("include", "tools.web_search", "input.reasoning")
     with pytest.raises(RequestError, match="stores none"):
         normalize_responses({"input": [{"type": "item_reference", "id": "msg_1"}]})
 

@@ -1,7 +1,8 @@
 """Typed reads of a client's JSON body; each failure is a RequestError naming the field.
 
-Besides the scalar reads, the parts every protocol reads alike: the offered tools, a
-``tool_choice`` keyword or named tool, and a tool result answering an earlier call.
+Besides the scalar reads, the parts every protocol reads alike: the offered tools and a
+``tool_choice`` keyword or named tool (the calls and results of a history are read by
+:class:`~agentfsm.protocols._calls.CallLedger`).
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentfsm.core._types import JSONObject, ResultStatus
+from agentfsm.core._types import JSONObject
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import RequestError, ToolSpecError, UnsupportedContent
-from agentfsm.core.messages import ToolCall, ToolMessage, ToolResult, ToolSpec
+from agentfsm.core.messages import ToolSpec
 from agentfsm.core.client_json import NotJSON, load_client_json
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "req_str",
     "stop_sequences",
     "text_of_parts",
-    "tool_answer",
     "tool_spec",
     "tool_specs",
 ]
@@ -143,14 +143,17 @@ def opt_number(
     return float(value)
 
 
-def stop_sequences(body: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    """``stop`` / ``stop_sequences``: absent, one string, or an array of strings."""
+def stop_sequences(body: Mapping[str, Any], key: str, *, most: int | None = None) -> tuple[str, ...]:
+    """``stop`` / ``stop_sequences``: absent, one string, or an array of strings (at most
+    ``most`` of them, where the provider sets a bound: OpenAI's chat ``stop`` takes 4)."""
     value = body.get(key)
     if value is None:
         return ()
     if isinstance(value, str):
         return (value,)
     items = req_list(value, key)
+    if most is not None and len(items) > most:
+        raise RequestError(f"{key} takes at most {most} sequences, got {len(items)}", param=key)
     return tuple(req_str(item, f"{key}[{i}]") for i, item in enumerate(items))
 
 
@@ -290,18 +293,3 @@ def chosen_tool(
             param=param,
         )
     return ToolChoice.of_tool(name)
-
-
-def tool_answer(
-    calls: Mapping[str, ToolCall], call_id: str, text: str, *, where: str, key: str, answers: str,
-    error: bool = False,
-) -> ToolMessage:
-    """The result of the earlier call ``call_id`` (read at ``where.key``), or a 400 when no
-    earlier ``answers`` has that id. Status ``error`` when the client says so, else by text."""
-    call = calls.get(call_id)
-    if call is None:
-        raise RequestError(
-            f"{where}: {key} {call_id!r} answers no earlier {answers}", param=f"{where}.{key}"
-        )
-    status: ResultStatus = "error" if error else ("ok" if text.strip() else "empty")
-    return ToolMessage(result=ToolResult(call_id=call_id, content=text, status=status, name=call.name))

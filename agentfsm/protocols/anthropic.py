@@ -14,12 +14,13 @@ read as the text they hold, in a user's turn or a tool result
 inside a ``tool_result`` (Claude Code's Read of a picture or a PDF) becomes a text placeholder naming it, reported as
 ``tool_result.image`` / ``tool_result.document`` in :attr:`NormalizedRequest.ignored`
 (the model reads text only; the conversation goes on); ``thinking`` and
-``redacted_thinking`` are dropped, because they are another model's private reasoning
-that a text-only model can neither read nor must be shown; the blocks of Anthropic's own
+``redacted_thinking`` blocks in an assistant turn are dropped, as Anthropic itself drops
+an earlier turn's thinking from what the model sees (another model's private reasoning,
+never the assistant's answer); so are the blocks of Anthropic's own
 server tools in an assistant turn (``server_tool_use``, ``web_search_tool_result``, any
 ``*_tool_result``, ``mcp_tool_use``: a search that Anthropic ran for an earlier turn,
-whose results are encrypted) are dropped too, and reported as ``messages.TYPE`` in
-:attr:`NormalizedRequest.ignored` (the assistant's own text that used them stays); every
+whose results are encrypted); each kind dropped is reported as ``messages.TYPE`` in
+:attr:`NormalizedRequest.ignored` (the assistant's own text beside them stays); every
 other block (``image`` or a PDF ``document`` in a user's own turn ...) is an
 :class:`UnsupportedContent` naming its type and position.
 
@@ -46,6 +47,7 @@ from agentfsm.core.messages import (
     ToolSpec,
     UserMessage,
 )
+from agentfsm.protocols._calls import CallLedger
 from agentfsm.protocols._fields import (
     chosen_tool,
     join_texts,
@@ -57,7 +59,6 @@ from agentfsm.protocols._fields import (
     req_str,
     stop_sequences,
     text_of_parts,
-    tool_answer,
     tool_specs,
 )
 from agentfsm.protocols.anthropic_text import unwrap_text_blocks
@@ -96,15 +97,15 @@ def normalize_anthropic(body: Mapping[str, Any]) -> NormalizedRequest:
     """
     body = req_mapping(body, "body")
     media: list[str] = []
-    server_blocks: list[str] = []
-    messages = _messages(body.get("messages"), _system(body.get("system")), media, server_blocks)
+    dropped: list[str] = []
+    messages = _messages(body.get("messages"), _system(body.get("system")), media, dropped)
     tools, recovered = tools_or_recovered(tool_specs(body.get("tools"), _tool), messages)
     tool_choice, parallel = _tool_choice(body.get("tool_choice"), tools)
     settings = anthropic_settings(body)
     settings["ignored"] = (
         *settings["ignored"],
         *(f"tool_result.{kind}" for kind in dict.fromkeys(media)),
-        *(f"messages.{kind}" for kind in dict.fromkeys(server_blocks)),
+        *(f"messages.{kind}" for kind in dict.fromkeys(dropped)),
     )
     return NormalizedRequest(
         messages=messages,
@@ -129,25 +130,23 @@ def _system(raw: Any) -> list[str]:
     return [text] if text else []
 
 
-def _messages(raw: Any, system: list[str], media: list[str], server_blocks: list[str]) -> tuple[Message, ...]:
+def _messages(raw: Any, system: list[str], media: list[str], dropped: list[str]) -> tuple[Message, ...]:
     """The conversation, led by one system message: the top-level ``system`` and every
     ``role: "system"`` message (Claude Code sends them mid-conversation), in order.
     The kinds of media found in tool results are appended to ``media``, those of the
-    server-tool blocks dropped from assistant turns to ``server_blocks``."""
+    blocks dropped from assistant turns (thinking, server tools) to ``dropped``."""
     if raw is None:
         raise RequestError("'messages' is required", param="messages")
     out: list[Message] = []
-    calls: dict[str, ToolCall] = {}
+    ledger = CallLedger()
     for i, item in enumerate(req_list(raw, "messages", non_empty=True)):
         where = f"messages[{i}]"
         msg = req_mapping(item, where)
         role = msg.get("role")
         if role == "user":
-            out.extend(_user(msg.get("content"), f"{where}.content", calls, media))
+            out.extend(_user(msg.get("content"), f"{where}.content", ledger, media))
         elif role == "assistant":
-            assistant = _assistant(msg.get("content"), f"{where}.content", server_blocks)
-            calls.update((call.id, call) for call in assistant.tool_calls)
-            out.append(assistant)
+            out.append(_assistant(msg.get("content"), f"{where}.content", ledger, dropped))
         elif role == "system":
             text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_TEXT)
             if text:
@@ -176,7 +175,7 @@ def _blocks(content: Any, where: str) -> Sequence[tuple[str, str, Mapping[str, A
     return out
 
 
-def _user(content: Any, where: str, calls: Mapping[str, ToolCall], media: list[str]) -> list[Message]:
+def _user(content: Any, where: str, ledger: CallLedger, media: list[str]) -> list[Message]:
     if isinstance(content, str):
         return [UserMessage(content=content)]
     if content is None:
@@ -187,7 +186,7 @@ def _user(content: Any, where: str, calls: Mapping[str, ToolCall], media: list[s
         if kind == "text":
             texts.append(req_str(block.get("text"), f"{block_where}.text"))
         elif kind == "tool_result":
-            results.append(_tool_result(block, block_where, calls, media))
+            results.append(_tool_result(block, block_where, ledger, media))
         elif kind == "tool_use":
             raise RequestError(
                 f"{block_where}: tool_use blocks belong in assistant messages", param=block_where
@@ -202,7 +201,7 @@ def _user(content: Any, where: str, calls: Mapping[str, ToolCall], media: list[s
 
 
 def _tool_result(
-    block: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall], media: list[str]
+    block: Mapping[str, Any], where: str, ledger: CallLedger, media: list[str]
 ) -> ToolMessage:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
@@ -214,9 +213,7 @@ def _tool_result(
         unwrap_text_blocks(raw, f"{where}.content"), f"{where}.content", text_types=_TEXT, media_types=_RESULT_MEDIA, media_seen=media
     ) or ""
     is_error = opt_bool(block, "is_error", False, where=f"{where}.is_error")
-    return tool_answer(
-        calls, call_id, text, where=where, key="tool_use_id", answers="tool_use block", error=is_error
-    )
+    return ledger.answer(call_id, text, where=where, key="tool_use_id", answers="tool_use block", error=is_error)
 
 
 def _server_tool_block(kind: str) -> bool:
@@ -224,7 +221,9 @@ def _server_tool_block(kind: str) -> bool:
     return kind in ("server_tool_use", "mcp_tool_use") or kind.endswith("_tool_result")
 
 
-def _assistant(content: Any, where: str, server_blocks: list[str]) -> AssistantMessage:
+def _assistant(content: Any, where: str, ledger: CallLedger, dropped: list[str]) -> AssistantMessage:
+    """One assistant turn; its calls join ``ledger``, the kinds of blocks dropped ``dropped``."""
+    ledger.begin_turn()
     if isinstance(content, str):
         return AssistantMessage(content=content or None)
     if content is None:
@@ -236,17 +235,15 @@ def _assistant(content: Any, where: str, server_blocks: list[str]) -> AssistantM
             texts.append(req_str(block.get("text"), f"{block_where}.text"))
         elif kind == "tool_use":
             tool_input = block.get("input", {})
-            calls.append(
-                ToolCall(
-                    id=req_str(block.get("id"), f"{block_where}.id"),
-                    name=req_str(block.get("name"), f"{block_where}.name"),
-                    arguments=dict(req_mapping(tool_input, f"{block_where}.input")),
-                )
+            call = ToolCall(
+                id=req_str(block.get("id"), f"{block_where}.id"),
+                name=req_str(block.get("name"), f"{block_where}.name"),
+                arguments=dict(req_mapping(tool_input, f"{block_where}.input")),
             )
-        elif kind in _DROPPED:
-            continue
-        elif _server_tool_block(kind):
-            server_blocks.append(kind)
+            ledger.add(call, f"{block_where}.id")
+            calls.append(call)
+        elif kind in _DROPPED or _server_tool_block(kind):
+            dropped.append(kind)
         else:
             raise UnsupportedContent(kind, block_where)
     text = join_texts(texts)

@@ -24,6 +24,7 @@ from agentfsm.core.messages import (
     UserMessage,
     parse_messages,
 )
+from agentfsm.protocols._calls import CallLedger
 from agentfsm.protocols._fields import (
     choice_keyword,
     chosen_tool,
@@ -36,7 +37,6 @@ from agentfsm.protocols._fields import (
     req_str,
     stop_sequences,
     text_of_parts,
-    tool_answer,
     tool_specs,
 )
 from agentfsm.protocols.common import (
@@ -133,7 +133,7 @@ def normalize_openai(body: Mapping[str, Any]) -> NormalizedRequest:
         stream_include_usage=include_usage,
         model=opt_str(body, "model"),
         max_tokens=max_tokens,
-        stop=stop_sequences(body, "stop"),
+        stop=stop_sequences(body, "stop", most=4),
         protocol="openai",
         **_settings(body, ["max_tokens"] if shadowed else [], passed_over),
     )
@@ -162,7 +162,7 @@ def _messages(raw: Any, passed_over: list[str]) -> tuple[Message, ...]:
         raise RequestError("'messages' is required", param="messages")
     items = req_list(raw, "messages", non_empty=True)
     out: list[Message] = []
-    calls: dict[str, ToolCall] = {}
+    ledger = CallLedger()
     for i, item in enumerate(items):
         where = f"messages[{i}]"
         msg = req_mapping(item, where)
@@ -176,10 +176,12 @@ def _messages(raw: Any, passed_over: list[str]) -> tuple[Message, ...]:
             out.append(UserMessage(content=text or ""))
         elif role == "assistant":
             assistant = _assistant(msg, where, passed_over)
-            calls.update((call.id, call) for call in assistant.tool_calls)
+            ledger.begin_turn()
+            for j, call in enumerate(assistant.tool_calls):
+                ledger.add(call, f"{where}.tool_calls[{j}].id")
             out.append(assistant)
         elif role == "tool":
-            out.append(_tool_message(msg, where, calls))
+            out.append(_tool_message(msg, where, ledger))
         elif role == "function":
             raise RequestError(
                 f"{where}: role 'function' belongs to the deprecated function-calling API; "
@@ -234,16 +236,14 @@ def _tool_call(raw: Any, where: str, passed_over: list[str]) -> ToolCall:
     )
 
 
-def _tool_message(msg: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall]) -> ToolMessage:
+def _tool_message(msg: Mapping[str, Any], where: str, ledger: CallLedger) -> ToolMessage:
     call_id = msg.get("tool_call_id")
     if not isinstance(call_id, str) or not call_id:
         raise RequestError(
             f"{where}: a tool message needs a tool_call_id", param=f"{where}.tool_call_id"
         )
     text = text_of_parts(msg.get("content"), f"{where}.content", text_types=_USER_TEXT) or ""
-    return tool_answer(
-        calls, call_id, text, where=where, key="tool_call_id", answers="assistant tool call"
-    )
+    return ledger.answer(call_id, text, where=where, key="tool_call_id", answers="assistant tool call")
 
 
 def _tool(tool: Mapping[str, Any], where: str) -> ToolSpec:

@@ -3,8 +3,9 @@
 Input items understood: ``message`` (roles user, assistant, system, developer; a bare
 ``{"role", "content"}`` counts as one), ``function_call`` and ``function_call_output``,
 ``custom_tool_call`` and ``custom_tool_call_output``; a string ``input`` is one user
-message, ``instructions`` a leading system message. ``reasoning`` items are dropped (we
-never produce any; Codex may echo them back). What a client sends for its own
+message, ``instructions`` a leading system message. ``reasoning`` items (Codex echoes
+them back) are dropped and reported as ``input.reasoning``, as Anthropic's ``thinking``
+blocks are: another model's private reasoning, never the assistant's answer. What a client sends for its own
 bookkeeping is kept, never refused: a ``function_call_output`` without a ``call_id``
 (Codex's ``{"name": "goal_objective", "namespace": "agent", "output": ...}`` after
 ``create_goal``) answers no call, so its text joins the system prompt, labelled with its
@@ -49,6 +50,7 @@ from agentfsm.core.messages import (
     ToolSpec,
     UserMessage,
 )
+from agentfsm.protocols._calls import CallLedger
 from agentfsm.protocols._fields import (
     opt_bool,
     opt_int,
@@ -58,7 +60,6 @@ from agentfsm.protocols._fields import (
     req_mapping,
     req_str,
     text_of_parts,
-    tool_answer,
     tool_spec,
     tool_specs,
 )
@@ -157,29 +158,29 @@ def _input(raw: Any, passed_over: list[str]) -> list[Message]:
     if isinstance(raw, str):
         return [UserMessage(content=raw)]
     out: list[Message] = []
-    calls: dict[str, ToolCall] = {}
+    ledger = CallLedger()
     for i, item in enumerate(req_list(raw, "input")):
         where = f"input[{i}]"
         entry = req_mapping(item, where)
         kind = entry.get("type", "message")
         if kind == "message":
             out.append(_message(entry, where))
+            ledger.begin_turn()  # an assistant message starts a turn (its calls follow it)
         elif kind in ("function_call", "custom_tool_call"):
             call = _call(entry, where, passed_over, custom=kind == "custom_tool_call")
-            calls[call.id] = call
             last = out[-1] if out else None
             if isinstance(last, AssistantMessage):
                 # one assistant turn: its text and every call that follows it
                 out[-1] = last.model_copy(update={"tool_calls": (*last.tool_calls, call)})
             else:
+                ledger.begin_turn()
                 out.append(AssistantMessage(content=None, tool_calls=(call,)))
+            ledger.add(call, f"{where}.call_id")
         elif kind in ("function_call_output", "custom_tool_call_output"):
             if entry.get("call_id") is None and kind == "function_call_output":
                 out.append(_note(entry, where, passed_over))  # the client's bookkeeping
             else:
-                out.append(_output(entry, where, calls, str(kind), passed_over))
-        elif kind == "reasoning":
-            continue
+                out.append(_output(entry, where, ledger, str(kind), passed_over))
         elif kind == "item_reference":
             raise RequestError(
                 f"{where}: item_reference needs stored items; this proxy stores none",
@@ -234,12 +235,12 @@ def _text(content: Any, where: str, types: Mapping[str, str]) -> str:
 
 
 def _output(
-    entry: Mapping[str, Any], where: str, calls: Mapping[str, ToolCall], kind: str, passed_over: list[str]
+    entry: Mapping[str, Any], where: str, ledger: CallLedger, kind: str, passed_over: list[str]
 ) -> ToolMessage:
     call_id = req_str(entry.get("call_id"), f"{where}.call_id")
     text = _output_text(entry, where, kind, passed_over)
     answers = "custom_tool_call item" if kind == "custom_tool_call_output" else "function_call item"
-    return tool_answer(calls, call_id, text, where=where, key="call_id", answers=answers)
+    return ledger.answer(call_id, text, where=where, key="call_id", answers=answers)
 
 
 def _output_text(entry: Mapping[str, Any], where: str, kind: str, passed_over: list[str]) -> str:
