@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shlex
 import sys
 import time
@@ -147,21 +146,6 @@ def _prepare_output(output: Path) -> Profile:
     return read_profile(output) if output.exists() else Profile()
 
 
-def _write_whole(path: Path, text: str) -> None:
-    """``text`` into ``path`` whole or not at all: written beside it, then renamed over it (a
-    profile holds other models' entries; a write cut short must not take them along)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
 def _run(
     backend: Backend, items: list[Item], grid: list[Setting], base: RunConfig, max_tokens: int,
     transcripts: Path | None, console: Console, deadline: float | None, kept: list[Outcome],
@@ -247,6 +231,7 @@ def calibrate(
     from agentfsm.eval.calibrate import RULE, choose, load_items, policy_axes, settings_grid, table
     from agentfsm.eval.host import machine_description, now_iso
     from agentfsm.eval.resume import calibration_key, outcome_json, resumed_calibration
+    from agentfsm.eval.report import write_whole
     from agentfsm.runtime.transcript import prepare_transcripts_dir
 
     console = Console() if Console().is_terminal else Console(width=200)
@@ -281,8 +266,8 @@ def calibrate(
         entry, target, table_at = entry_of(kept, partial.title), partial_profile, partial_path(output.with_suffix(".md"))
         # a profile serve can read (it ignores the rest), with what --resume reads back
         resumable = {"meta": {"plan": key, "seconds": entry.seconds}, "outcomes": [outcome_json(o) for o in kept]}
-        _write_whole(target, json.dumps({**Profile().with_model(entry).to_json(), **resumable}, indent=2) + "\n")
-        _write_whole(table_at, render_markdown(entry, partial))
+        write_whole(target, json.dumps({**Profile().with_model(entry).to_json(), **resumable}, indent=2) + "\n")
+        write_whole(table_at, render_markdown(entry, partial))
         return [target, table_at]
 
     try:
@@ -318,8 +303,8 @@ def calibrate(
     markdown = render_markdown(entry)
     console.print(markdown, highlight=False, markup=False)  # shown first: a write that fails keeps it on screen
     try:
-        _write_whole(output, json.dumps(previous.with_model(entry).to_json(), indent=2) + "\n")
-        _write_whole(output.with_suffix(".md"), markdown)
+        write_whole(output, json.dumps(previous.with_model(entry).to_json(), indent=2) + "\n")
+        write_whole(output.with_suffix(".md"), markdown)
     except UsageError as exc:
         typer.echo(f"agentfsm: error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -65,7 +65,7 @@ TranscriptsOpt = Annotated[
 ]
 
 
-def _bfcl_version() -> str | None:
+def bfcl_version() -> str | None:
     from importlib import metadata
 
     try:
@@ -74,7 +74,7 @@ def _bfcl_version() -> str | None:
         return None
 
 
-class _Count:
+class Count:
     """How far an eval got: runs done of those planned, and their results (a partial
     report's, when it is stopped)."""
 
@@ -84,7 +84,7 @@ class _Count:
 
 
 def _execute(
-    backend: Backend, plan: EvalPlan, options: GenerationOptions, console: Console, count: _Count,
+    backend: Backend, plan: EvalPlan, options: GenerationOptions, console: Console, count: Count,
     done: Sequence[CaseResult] = (),
 ) -> list[CaseResult]:
     """Run the plan's cases but those ``done`` (a stopped run's, resumed), counting into
@@ -124,11 +124,11 @@ def _execute(
 
         from agentfsm.eval.runner import run_eval
 
-        ran = asyncio.run(_run_and_close(backend, run_eval(backend, plan, options, on_result=on_result, cases=cases)))
+        ran = asyncio.run(run_and_close(backend, run_eval(backend, plan, options, on_result=on_result, cases=cases)))
         return [*done, *ran]
 
 
-async def _run_and_close(backend: Backend, work: Awaitable[T]) -> T:
+async def run_and_close(backend: Backend, work: Awaitable[T]) -> T:
     """Await ``work``, then close the backend's async pool on the loop that opened it."""
     try:
         return await work
@@ -185,7 +185,7 @@ def bfcl(
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)  # a log file gets the whole table, not a folded one
-    stop, count = Stop(), _Count()
+    stop, count = Stop(), Count()
 
     def meta() -> dict[str, Any]:
         return {
@@ -194,7 +194,7 @@ def bfcl(
             "backend": model_backend.name,
             "model": model,
             "machine": machine_description(),
-            "bfcl_eval": _bfcl_version(),
+            "bfcl_eval": bfcl_version(),
             "max_tokens": max_tokens,
             "categories": list(cats),
             "limit": limit,
@@ -213,7 +213,7 @@ def bfcl(
             categories=cats, specs=specs, limit=limit, data_dir=data_dir, config=config, transcripts_dir=transcripts
         )
         options = GenerationOptions(max_tokens=max_tokens)
-        key = plan_key(plan, model_backend.name, model, max_tokens, _bfcl_version())
+        key = plan_key(plan, model_backend.name, model, max_tokens, bfcl_version())
         done = resumed(partial_json, key, len(specs)) if resume else []
         starting(partial_json, resume, console, f"{len(done) // len(specs)} cases done")
         with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C

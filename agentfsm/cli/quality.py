@@ -20,7 +20,7 @@ import typer
 from agentfsm.cli._common import ApiKeyOpt, BackendOpt, BaseUrlOpt, ModelOpt, make_backend
 from agentfsm.cli._partial import Partial, partial_path, remove_partials, starting, stopped_part_way, writable_outputs
 from agentfsm.cli._signals import Stop, sigterm_as_interrupt
-from agentfsm.cli.eval import DataDirOpt, _bfcl_version, _Count, _run_and_close
+from agentfsm.cli.eval import Count, DataDirOpt, bfcl_version, run_and_close
 from agentfsm.core.errors import AgentFSMError, UsageError
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ def quality(
     from agentfsm.eval.quality_table import build_rows, render_markdown, render_table
     from agentfsm.eval.resume import quality_key, remaining, resumed_quality, task_json
     from agentfsm.eval.suite_data import HELD_OUT_SEED
+    from agentfsm.eval.report import write_whole
 
     console = Console(width=200) if not Console().is_terminal else Console()
     base = FAST if fast else FULL
@@ -107,7 +108,7 @@ def quality(
     partial_md = partial_path(path, (".md",))
     partial_json = (partial_md.with_suffix(".json") if partial_md.suffix == ".md"
                     else partial_md.with_name(partial_md.name + ".json"))
-    stop, count = Stop(), _Count()
+    stop, count = Stop(), Count()
     task_results: list[SuiteResult] = []
     key: dict[str, Any] = {}
 
@@ -117,7 +118,7 @@ def quality(
             "date": now_iso(),
             "backend": model_backend.name,
             "machine": machine_description(),
-            "bfcl_eval": _bfcl_version(),
+            "bfcl_eval": bfcl_version(),
             "BFCL cases": f"first {plan.limit} of each category, first {plan.live_limit} of each live one",
             "tasks": f"{len(todo)} (split: {plan.split or 'both'}; languages: {', '.join(plan.languages or ('all',))}; "
                      f"held-out seed {HELD_OUT_SEED})",
@@ -135,10 +136,9 @@ def quality(
         written = []
         if partial is not None:
             runs = {"tasks": [task_json(r) for r in task_results], "cases": [r.to_json() for r in count.results]}
-            partial_json.write_text(json.dumps({"meta": {**head, **meta(), "plan": key}, **runs}, indent=1) + "\n",
-                                    encoding="utf-8")
+            write_whole(partial_json, json.dumps({"meta": {**head, **meta(), "plan": key}, **runs}, indent=1) + "\n")
             written.append(partial_json)
-        to.write_text(render_markdown(rows, {**head, **meta()}, task_results, count.results), encoding="utf-8")
+        write_whole(to, render_markdown(rows, {**head, **meta()}, task_results, count.results))
         return [*written, to]
 
     try:
@@ -158,7 +158,7 @@ def quality(
         todo = plan.tasks() if tasks else ()
         cases = plan_cases(plan, data_dir)
         model_backend = make_backend(backend, base_url, model, api_key)
-        key = quality_key(plan, tasks, model_backend.name, model, data_dir, _bfcl_version())
+        key = quality_key(plan, tasks, model_backend.name, model, data_dir, bfcl_version())
         if resume:  # the runs a stopped table kept, under the same plan only
             task_results[:], count.results = resumed_quality(partial_json, key, todo, cases)
         count.total, count.done = len(todo) + len(cases), len(task_results) + len(count.results)
@@ -181,7 +181,7 @@ def quality(
             progress(r.valid, f"{r.case_id}: {'ok' if r.valid else 'x'} ({r.seconds:.1f} s)")
 
         with sigterm_as_interrupt(stop):  # SIGTERM (a scheduler's time limit) as Ctrl-C
-            asyncio.run(_run_and_close(
+            asyncio.run(run_and_close(
                 model_backend, run_quality(model_backend, todo[len(task_results):], remaining(cases, count.results),
                                            transcripts, on_task, on_case, plan.max_tokens)
             ))
