@@ -322,3 +322,25 @@ def test_a_bare_action_that_cannot_be_read_is_asked_again_not_answered(broken: s
     assert result.content == "It is 4."
     assert [c["call"]["arguments"] for c in result.tool_calls] == [{"expression": "2+2"}]
     assert result.corrections == 1
+
+
+def test_calls_sharing_an_id_with_one_result_are_named_not_reported_as_a_missing_result() -> None:
+    """A library user's history whose reply gives two calls one id, with one result: the
+    result answers one of them, and the error says the id is shared (it said only that c1
+    had no result yet, beside c1's result). The proxy refuses such a history up front."""
+    from agentfsm.core.errors import NothingToDecide
+    from agentfsm.core.messages import ToolCall, ToolResult, UserMessage
+    from agentfsm.core.states import shared_ids
+
+    calls = tuple(ToolCall(id="c1", name="calculate", arguments={"expression": e}) for e in ("2+2", "3+3"))
+    history = [UserMessage(content="2+2 and 3+3?"), AssistantMessage(content=None, tool_calls=calls),
+               ToolMessage(result=ToolResult(call_id="c1", content="4", name="calculate"))]
+    backend = ScriptedBackend(['{"final": {"content": "4 and 6"}}'])
+    with pytest.raises(NothingToDecide, match=r"no result yet \(c1; 'c1' is the id of 2 calls of one reply\): give each call"):
+        Agent(backend, TOOLS, dialect="json-protocol").run(history)
+    assert backend.requests == []  # refused before any model call
+    # the wire's dict shape reads the same
+    wire = [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "calculate", "arguments": "{}"}}] * 3}]
+    assert shared_ids(wire, ("c1",)) == {"c1": 3}
+    assert shared_ids(history, ("c2",)) == {}

@@ -45,6 +45,8 @@ Every error raised by agentfsm derives from :class:`AgentFSMError`. Foreign erro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 __all__ = [
     "AgentFSMError",
     "AuthError",
@@ -115,13 +117,17 @@ class NothingToDecide(InvalidTransition):
     """A turn asked of a history that leaves the model nothing to decide: the latest
     calls without their results (``pending``: their ids), or an assistant reply last."""
 
-    def __init__(self, state: str, pending: tuple[str, ...] = ()) -> None:
+    def __init__(self, state: str, pending: tuple[str, ...] = (), shared: Mapping[str, int] | None = None) -> None:
         super().__init__("step", state)
         self.pending = pending
         if pending:
             ids = ", ".join(p or "(no id)" for p in pending)
-            text = (f"the conversation ends with tool calls that have no result yet ({ids}): "
-                    "send the result of each call before asking for the next step")
+            # ``shared``: ids that several calls of that reply carry, and how many: a result
+            # under such an id answers one of them, so the others look unanswered
+            twice = "".join(f"; {i!r} is the id of {n} calls of one reply" for i, n in (shared or {}).items())
+            text = (f"the conversation ends with tool calls that have no result yet ({ids}{twice}): "
+                    + ("give each call of a reply its own id, and " if twice else "")
+                    + "send the result of each call before asking for the next step")
         else:
             text = ("the conversation ends with an assistant reply, so the model has nothing to decide "
                     "(an assistant message last, a prefill, is not supported with tools): end it with a "

@@ -61,7 +61,7 @@ Repair rules (a broken history is repaired, never a crash):
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -87,6 +87,7 @@ __all__ = [
     "derive_state",
     "history_facts",
     "pending_calls",
+    "shared_ids",
 ]
 
 
@@ -286,6 +287,20 @@ def derive_state(messages: Iterable[Message | Mapping[str, Any]]) -> State:
 def pending_calls(messages: Iterable[Message | Mapping[str, Any]]) -> tuple[str, ...]:
     """Ids of the latest tool turn's calls that have no result yet (``""``: no id)."""
     return _decided(messages).pending
+
+
+def shared_ids(messages: Sequence[Message | Mapping[str, Any]], pending: Iterable[str]) -> dict[str, int]:
+    """Of the ``pending`` ids, those that several calls of the latest reply with calls
+    carry, and how many (a result under such an id answers one of them): what makes a
+    history look as if a result were missing when the ids are at fault."""
+    wanted = {p for p in pending if p}
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        what, refs = read_mapping(message) if type(message) is dict else read(message, position)
+        if what == ASSISTANT and refs:
+            ids = [call_id for call_id, _ in refs if call_id in wanted]
+            return {i: n for i in dict.fromkeys(ids) if (n := ids.count(i)) > 1}
+    return {}
 
 
 #: assistant replies tried as a starting point before the scan runs back to the user turn

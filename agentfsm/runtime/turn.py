@@ -53,7 +53,7 @@ from agentfsm.engine.plan import plan, wants_vote
 from agentfsm.core.errors import MaxStepsExceeded, NothingToDecide, RunError, UsageError
 from agentfsm.core.events import GuardEvent, ModelOutputEvent, ModelRequestEvent, ParseEvent, RetryEvent
 from agentfsm.core.messages import Message
-from agentfsm.core.states import DECIDING_STATES, State, derive_state, pending_calls
+from agentfsm.core.states import DECIDING_STATES, State, derive_state, pending_calls, shared_ids
 from agentfsm.core.stops import StopCutter, cut_at_stop
 from agentfsm.dialects.stream import StreamParser
 from agentfsm.runtime.attempt import Attempt, generate
@@ -134,7 +134,7 @@ async def stream_turn(
     state = derive_state(history)
     if state not in DECIDING_STATES:
         # before any model call: the engine would refuse its reply, the call paid for
-        raise NothingToDecide(state.value, pending_calls(history))
+        raise NothingToDecide(state.value, pending := pending_calls(history), shared_ids(history, pending))
     first = state is State.FIRST_DECISION
     usage = Usage()
     while True:
