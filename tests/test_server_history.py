@@ -5,7 +5,9 @@ Each case was reproduced through a real proxy on 127.0.0.1 in front of a scripte
 
 - two calls of one id in one assistant turn were answered "the conversation ends with
   tool calls that have no result yet" (the second call shadowed the first); now a 400
-  naming the id and both places, as Anthropic's "tool_use ids must be unique";
+  naming the id and both places, as Anthropic's "tool_use ids must be unique", but where
+  the second is a copy of the first (same tool and arguments): that is one call, read
+  once and named in ``x-agentfsm-ignored``;
 - two results for one call were accepted, both shown to the model; now a 400 naming
   both, as Anthropic's "each tool_use must have a single result" and OpenAI's
   "Duplicate value for 'tool_call_id'";
@@ -17,6 +19,7 @@ Each case was reproduced through a real proxy on 127.0.0.1 in front of a scripte
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anthropic
@@ -34,11 +37,14 @@ _RESPONSES_TOOLS: list[Any] = [{"type": "function", **tool["function"]} for tool
 
 
 def _call(protocol: str, call_id: str) -> Any:
+    """A get_time call; an id written ``ID@TZ`` calls it for that zone (UTC otherwise)."""
+    call_id, _, tz = call_id.partition("@")
+    arguments = {"tz": tz or "UTC"}
     if protocol == "openai":
-        return {"id": call_id, "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "UTC"}'}}
+        return {"id": call_id, "type": "function", "function": {"name": "get_time", "arguments": json.dumps(arguments)}}
     if protocol == "anthropic":
-        return {"type": "tool_use", "id": call_id, "name": "get_time", "input": _TIME}
-    return {"type": "function_call", "call_id": call_id, "name": "get_time", "arguments": '{"tz": "UTC"}'}
+        return {"type": "tool_use", "id": call_id, "name": "get_time", "input": arguments}
+    return {"type": "function_call", "call_id": call_id, "name": "get_time", "arguments": json.dumps(arguments)}
 
 
 def _result(protocol: str, call_id: str, text: str = "12:00") -> Any:
@@ -128,12 +134,32 @@ def test_two_calls_of_one_id_in_one_turn_are_a_400_naming_both(
     fake: FakeUpstream, base: str, protocol: str, stream: bool
 ) -> None:
     # defect: "the conversation ends with tool calls that have no result yet (call_1)"
-    message, param = _refusal(base, protocol, _history(protocol, [(["call_1", "call_1"], ["call_1"])]), stream)
+    history = _history(protocol, [(["call_1", "call_1@Europe/Oslo"], ["call_1"])])
+    message, param = _refusal(base, protocol, history, stream)
     second, first = _SECOND_CALL[protocol]
     assert message.startswith(f"{second}: tool call id 'call_1' is used twice in one assistant turn (first at {first})")
     assert "no result yet" not in message
     assert param in (None, second)
     assert fake.chat_requests == []  # refused before the model was asked
+
+
+#: how each protocol names a call written twice over in x-agentfsm-ignored
+_REPEATED = {"openai": "messages.repeated_tool_call", "anthropic": "messages.repeated_tool_use",
+             "responses": "input.repeated_function_call"}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_one_call_written_twice_over_is_read_once_and_named(
+    fake: FakeUpstream, base: str, protocol: str, stream: bool
+) -> None:
+    # Claude Code 2.1.19 and 2.1.20 sent a tool_use block twice (same id, tool and input)
+    # with one result, which Anthropic's API refused; the copy means one call: served
+    fake.enqueue("It is 12:00.")
+    raw = _send(base, protocol, _history(protocol, [(["call_1", "call_1"], ["call_1"])]), stream)
+    assert raw.headers["x-agentfsm-ignored"] == _REPEATED[protocol]
+    prompt = fake.chat_requests[-1].body["messages"]
+    assert sum(str(m["content"]).count("get_time") for m in prompt if m["role"] == "assistant") == 1  # the call once
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

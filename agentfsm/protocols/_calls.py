@@ -3,10 +3,12 @@
 Every protocol reads its history through one :class:`CallLedger`, so the same three
 mistakes are the same 400 everywhere, naming the id and where it stands:
 
-- one assistant turn with two calls of the same id (Anthropic answers
+- one assistant turn with two different calls of the same id (Anthropic answers
   "tool_use ids must be unique", OpenAI refuses it too): which of the two did a result
   answer? Read on, the second would shadow the first and the conversation would seem
-  to end with a call that has no result;
+  to end with a call that has no result. A call written twice over, the same id, tool
+  and arguments (Claude Code 2.1.19 and 2.1.20 sent such copies, which Anthropic's API
+  refused), means one call: the copy is dropped and named, and the request is served;
 - a result whose id answers no earlier call;
 - two results for one call (Anthropic: "each tool_use must have a single result",
   OpenAI: "Duplicate value for 'tool_call_id'").
@@ -40,11 +42,15 @@ class CallLedger:
         """A new assistant turn starts: its ids may repeat those of earlier turns."""
         self._turn = {}
 
-    def add(self, call: ToolCall, where: str) -> None:
-        """A call of the current assistant turn, its id read at ``where``; a 400 when the
-        turn already holds a call of that id."""
+    def add(self, call: ToolCall, where: str) -> bool:
+        """A call of the current assistant turn, its id read at ``where``: False for a copy
+        of the turn's earlier call of that id (same tool and arguments), which the caller
+        drops; a 400 when the turn holds another call of that id."""
         first = self._turn.get(call.id)
         if first is not None:
+            earlier = self._calls[call.id]
+            if (earlier.name, earlier.arguments) == (call.name, call.arguments):
+                return False
             raise RequestError(
                 f"{where}: tool call id {call.id!r} is used twice in one assistant turn "
                 f"(first at {first}); tool call ids must be unique",
@@ -53,6 +59,7 @@ class CallLedger:
         self._turn[call.id] = where
         self._calls[call.id] = call
         self._answered.pop(call.id, None)
+        return True
 
     def answer(
         self, call_id: str, text: str, *, where: str, key: str, answers: str, error: bool = False

@@ -240,8 +240,10 @@ def _assistant(content: Any, where: str, ledger: CallLedger, dropped: list[str])
                 name=req_str(block.get("name"), f"{block_where}.name"),
                 arguments=dict(req_mapping(tool_input, f"{block_where}.input")),
             )
-            ledger.add(call, f"{block_where}.id")
-            calls.append(call)
+            if ledger.add(call, f"{block_where}.id"):
+                calls.append(call)
+            else:
+                dropped.append("repeated_tool_use")  # the same call written twice over
         elif kind in _DROPPED or _server_tool_block(kind):
             dropped.append(kind)
         else:

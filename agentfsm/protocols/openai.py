@@ -177,8 +177,11 @@ def _messages(raw: Any, passed_over: list[str]) -> tuple[Message, ...]:
         elif role == "assistant":
             assistant = _assistant(msg, where, passed_over)
             ledger.begin_turn()
-            for j, call in enumerate(assistant.tool_calls):
-                ledger.add(call, f"{where}.tool_calls[{j}].id")
+            kept = tuple(call for j, call in enumerate(assistant.tool_calls)
+                         if ledger.add(call, f"{where}.tool_calls[{j}].id"))
+            if len(kept) < len(assistant.tool_calls):  # the same call written twice over
+                passed_over.append("messages.repeated_tool_call")
+                assistant = assistant.model_copy(update={"tool_calls": kept})
             out.append(assistant)
         elif role == "tool":
             out.append(_tool_message(msg, where, ledger))

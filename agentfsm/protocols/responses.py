@@ -169,13 +169,15 @@ def _input(raw: Any, passed_over: list[str]) -> list[Message]:
         elif kind in ("function_call", "custom_tool_call"):
             call = _call(entry, where, passed_over, custom=kind == "custom_tool_call")
             last = out[-1] if out else None
-            if isinstance(last, AssistantMessage):
+            if not isinstance(last, AssistantMessage):
+                ledger.begin_turn()
+            if not ledger.add(call, f"{where}.call_id"):
+                passed_over.append(f"input.repeated_{kind}")  # the same call written twice over
+            elif isinstance(last, AssistantMessage):
                 # one assistant turn: its text and every call that follows it
                 out[-1] = last.model_copy(update={"tool_calls": (*last.tool_calls, call)})
             else:
-                ledger.begin_turn()
                 out.append(AssistantMessage(content=None, tool_calls=(call,)))
-            ledger.add(call, f"{where}.call_id")
         elif kind in ("function_call_output", "custom_tool_call_output"):
             if entry.get("call_id") is None and kind == "function_call_output":
                 out.append(_note(entry, where, passed_over))  # the client's bookkeeping
