@@ -185,3 +185,27 @@ def test_write_report_is_public_api(tmp_path: Path) -> None:
 
     stats = agentfsm.write_report([FIXTURES / "hand-one-tool.jsonl"], tmp_path / "one.html")
     assert agentfsm.write_report is write_report and stats.runs == 1 and stats.failed == 0
+
+
+def test_a_byte_that_is_not_utf8_costs_its_line_not_the_file_nor_a_traceback(tmp_path: Path) -> None:
+    # a results file with one bad byte in its first 8 KB was "not a transcript, batch
+    # results or replay output; left out"; past them, it was a UnicodeDecodeError traceback
+    write_sample_batch(tmp_path / "batch", 8)
+    results = tmp_path / "batch" / "results.jsonl"
+    whole = results.read_bytes()
+    for name, repeat in (("near.jsonl", 1), ("far.jsonl", 40)):
+        bad = tmp_path / name
+        bad.write_bytes(whole * repeat + b'{"id": "x\xff", "ok": true}\n')
+        proc = CliRunner().invoke(app, ["report", str(bad), "-o", str(tmp_path / "r.html")])
+        assert proc.exit_code == 0, proc.output
+        assert f"note: {bad}:{8 * repeat + 1}: not UTF-8; line left out" in proc.output
+        assert "wrote" in proc.output and "8 runs" in proc.output
+    # a transcript's bad byte after its first line is the reader's to name, not "unknown"
+    transcript = tmp_path / "t.jsonl"
+    lines = (FIXTURES / "hand-one-tool.jsonl").read_bytes().splitlines(True)
+    transcript.write_bytes(b"".join(lines[:2]) + b"\xe9" + b"".join(lines[2:]))
+    assert classify(transcript) == "transcript"
+    notes = gather([tmp_path / "t.jsonl", tmp_path / "batch"]).notes
+    data = _data(tmp_path / "t.jsonl", tmp_path / "batch")
+    assert any(note.startswith(f"cannot read transcript {transcript}: line 3:") for note in data["notes"]), data["notes"]
+    assert notes == []  # gathering names nothing yet: reading the transcript does

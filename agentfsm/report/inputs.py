@@ -65,11 +65,14 @@ class Inputs:
 
 
 def _first_line(path: Path) -> dict[str, Any] | None:
+    """The first line that is not blank, as JSON (``{}`` when it is not a JSON object);
+    None for a file with none. Only that line is decoded: a byte that is not UTF-8
+    further on is the reader's to name, not a reason to call the file unknown."""
     try:
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    data = json.loads(line)
+        with path.open("rb") as fh:
+            for raw in fh:
+                if raw.strip():
+                    data = json.loads(raw.decode("utf-8"))
                     return data if isinstance(data, dict) else {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return {}
@@ -92,16 +95,25 @@ def classify(path: Path) -> FileKind:
     return "unknown"
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if line.strip():
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a torn last line (a killed writer): the rest still counts
-                if isinstance(data, dict):
-                    yield number, data
+def _lines(path: Path, notes: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a results or replay file, each with its line number. A line
+    that is not UTF-8 or not JSON is named in ``notes`` and passed over, but for a torn
+    last line (a killed writer), which is passed over silently: the rest still counts."""
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                notes.append(f"{path}:{number}: not UTF-8; line left out")
+                continue
+            except json.JSONDecodeError:
+                if raw.endswith(b"\n"):
+                    notes.append(f"{path}:{number}: not JSON; line left out")
+                continue
+            if isinstance(data, dict):
+                yield number, data
 
 
 def _named(raw: str | None, beside: Path) -> Path | None:
@@ -141,7 +153,7 @@ def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
         if kind == "transcript":
             standalone.append(path)
         elif kind in ("results", "replay"):
-            for number, data in _lines(path):
+            for number, data in _lines(path, inputs.notes):
                 try:
                     if kind == "results":
                         result = TaskResult.model_validate(data)
