@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +43,7 @@ def lookup(key: str) -> str:
 
 
 TOOLS = [add, convert, lookup]
+REPO = Path(__file__).resolve().parent.parent
 
 
 def call(name: str, dialect: str = "json-action", **args: Any) -> str:
@@ -214,3 +217,29 @@ def test_cli_replay_exit_codes_and_json(tmp_path: Path, monkeypatch: pytest.Monk
     reports = {Path(r["path"]).name: r for r in map(json.loads, bad.output.splitlines())}
     assert reports["good.jsonl"]["identical"] is True
     assert reports["changed.jsonl"]["divergence"]["index"] == _first(changed, "guard")
+
+
+def test_an_unreadable_transcript_is_named_and_the_others_are_still_replayed(tmp_path: Path) -> None:
+    # one torn or tampered file of a directory of hundreds stopped the command at it: the
+    # files after it were never replayed, and nothing of those before reached --json
+    record(SCENARIOS[1], tmp_path / "a-good.jsonl")
+    lines = (tmp_path / "a-good.jsonl").read_text().splitlines(True)
+    (tmp_path / "b-broken.jsonl").write_text("".join(lines[:3]) + "not json\n" + "".join(lines[3:]))
+    (tmp_path / "c-empty.jsonl").write_text("")
+    record(SCENARIOS[2], tmp_path / "d-good.jsonl")
+    for args in ([], ["--json"]):
+        proc = subprocess.run([sys.executable, "-m", "agentfsm", "replay", str(tmp_path), *args],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.splitlines() == [
+            f"agentfsm: error: {tmp_path / 'b-broken.jsonl'}:4: the line is not valid JSON: "
+            "Expecting value: line 1 column 1 (char 0)",
+            f"agentfsm: error: {tmp_path / 'c-empty.jsonl'}: no events to replay",
+        ]
+        replayed = [line for line in proc.stdout.splitlines() if "identical" in line]
+        assert len(replayed) == 2 and "a-good.jsonl" in replayed[0] and "d-good.jsonl" in replayed[1]
+    # a path that is not there is said before anything is replayed, as diagram and report say it
+    proc = subprocess.run([sys.executable, "-m", "agentfsm", "replay", str(tmp_path / "a-good.jsonl"),
+                           str(tmp_path / "missing.jsonl")], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"agentfsm: error: no such transcript file or directory: {tmp_path / 'missing.jsonl'}\n"

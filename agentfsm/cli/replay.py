@@ -1,19 +1,20 @@
 """``agentfsm replay TRANSCRIPT... [--json]``: re-decide recorded runs with today's code.
 
 Prints, per transcript, ``identical`` or the first divergence (event index, what was
-decided then, what is decided now). Exit code 0 only when every transcript replays
-identical, 1 otherwise (2 for an unreadable transcript, or a directory without any).
+decided then, what is decided now); a transcript that does not read is named on stderr
+and the others are still replayed. Exit code 0 only when every transcript replays
+identical, 1 otherwise (2 for a transcript that does not read, a path that does not
+exist, or a directory without any).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentfsm.core.errors import UsageError
+from agentfsm.core.errors import TranscriptError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -21,22 +22,6 @@ if TYPE_CHECKING:
     from agentfsm.replays.compare import ReplayReport
 
 __all__ = ["register"]
-
-
-def _expand(paths: list[str]) -> list[Path]:
-    """The transcripts named, a directory's ``*.jsonl`` in its place (one without any is
-    a UsageError, as for ``diagram`` and ``report``: replaying nothing is not a success)."""
-    out: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = sorted(p.glob("*.jsonl"))
-            if not found:
-                raise UsageError(f"no *.jsonl transcripts in directory {p}")
-            out.extend(found)
-        else:
-            out.append(p)
-    return out
 
 
 def _short(event: dict[str, Any]) -> str:
@@ -65,22 +50,35 @@ def replay_cmd(
     transcripts: Annotated[list[str], typer.Argument(help="Transcript files (or directories of *.jsonl).")],
     as_json: Annotated[bool, typer.Option("--json", help="One JSON report per line.")] = False,
 ) -> None:
-    """Replay transcripts through today's contract, parser, guards and engine."""
+    """Replay transcripts through today's contract, parser, guards and engine.
+
+    Exit code 0 when every transcript replays identical, 1 when one diverged, 2 when one
+    does not read (named on stderr; the others are still replayed) or a path is missing.
+    """
     from rich.console import Console
 
+    from agentfsm.diagram.build import transcript_files
     from agentfsm.replays.compare import replay
 
     # one line per line, never wrapped at the terminal's width: a divergence's JSON is
     # copied and grepped whole
     console = Console(highlight=False, soft_wrap=True)
-    all_identical = True
-    for path in _expand(transcripts):
-        report = replay(path)
+    all_identical, unreadable = True, False
+    # the paths checked first, as diagram and report do: a typo is said before any replay
+    for path in transcript_files(transcripts):
+        try:
+            report = replay(path)
+        except TranscriptError as exc:  # one unreadable file of hundreds: named, the rest still replayed
+            typer.echo(f"agentfsm: error: {exc}", err=True)
+            unreadable = True
+            continue
         all_identical = all_identical and report.identical
         if as_json:
             print(report.model_dump_json())
         else:
             _print(console, report)
+    if unreadable:
+        raise typer.Exit(2)
     if not all_identical:
         raise typer.Exit(1)
 
