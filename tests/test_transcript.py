@@ -170,6 +170,41 @@ def test_torn_last_line_is_skipped_but_corruption_inside_is_an_error(tmp_path: P
         read_events(misfit)
 
 
+
+def test_a_run_appended_after_a_crash_mid_line_reads_with_the_run_before_it(tmp_path: Path) -> None:
+    # a writer killed mid-line, then the same --transcript again: the next run's first line
+    # was glued to the torn one, and the whole file (both runs) was "not valid JSON"
+    from agentfsm.replays.compare import replay
+    from agentfsm.testing import FakeUpstream
+
+    path = tmp_path / "t.jsonl"
+    with FakeUpstream(["hello there", "hi again"]) as fake:
+        for n in (1, 2):
+            proc = subprocess.run(
+                [sys.executable, "-m", "agentfsm", "run", "hi", "--backend", "openai", "--base-url", fake.base_url,
+                 "--transcript", str(path)],
+                capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
+            )
+            assert proc.returncode == 0, proc.stderr
+            if n == 1:  # killed while writing its run_end
+                path.write_bytes(path.read_bytes()[:-20])
+    events = read_events(path)
+    first, second = events[0].run, events[-1].run
+    assert first != second and [e.type for e in events if e.run == first][-1] == "final"
+    assert [e.type for e in events if e.run == second][0] == "run_start" and events[-1].type == "run_end"
+    assert replay(path).identical
+    # a file that is nothing but a torn line is cut to nothing before it is written to
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text('{"v": 5, "run": "x", "se' + "x" * 70_000)
+    with TranscriptWriter(torn, "second") as writer:
+        writer.write(FinalEvent(content="b"))
+    assert [(e.run, e.seq) for e in read_events(torn)] == [("second", 0)]
+    # whole lines are kept as they are, and a blank last line is a whole line
+    whole = path.read_bytes() + b"\n"
+    path.write_bytes(whole)
+    TranscriptWriter(path).close()
+    assert path.read_bytes() == whole
+
 def test_a_newer_schema_version_is_refused_by_name(tmp_path: Path) -> None:
     event = {"v": 6, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "final", "content": "x"}
     with pytest.raises(TranscriptError, match=r"schema version 6 is not one this release reads \(1, 2, 3, 4, 5\)"):
