@@ -171,6 +171,11 @@ def test_missing_paths_and_empty_directories_are_usage_errors(tmp_path: Path) ->
         transcript_files([tmp_path])
     with pytest.raises(UsageError, match="no transcripts"):
         observed_diagram([])
+    # empty files drew "0 runs in 2 transcripts" and exited 0, where replay and report refuse them
+    (tmp_path / "a.jsonl").write_text("")
+    (tmp_path / "b.jsonl").write_text("\n")
+    with pytest.raises(UsageError, match="^no runs to draw: the transcripts hold no events$"):
+        observed_diagram([tmp_path])
 
 
 def test_observed_dot_dims_and_counts() -> None:

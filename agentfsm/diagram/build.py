@@ -215,7 +215,10 @@ def observed_diagram(
             if on_file is not None:
                 on_file(done, len(files))
 
-    return observe(each())
+    diagram = observe(each())
+    if not diagram.runs:  # empty files: nothing observed, as replay and report say
+        raise UsageError(f"no runs to draw: the transcript{'' if len(files) == 1 else 's'} hold{'s' if len(files) == 1 else ''} no events")
+    return diagram
 
 
 def machine_mermaid() -> str:
