@@ -225,8 +225,24 @@ def test_a_version_2_run_start_ran_the_legacy_policies() -> None:
 
 
 def test_missing_file_is_a_typed_error(tmp_path: Path) -> None:
-    with pytest.raises(TranscriptError):
+    # said in words, once: not "[Errno 2] No such file or directory: '.../nope.jsonl'" after the path
+    with pytest.raises(TranscriptError, match=r"^cannot read transcript .*nope\.jsonl: no such file or directory$"):
         read_events(tmp_path / "nope.jsonl")
+    with pytest.raises(TranscriptError, match=r"^cannot read transcript .*: is a directory$"):
+        read_events(tmp_path)
+
+
+def test_an_unknown_event_type_is_named_in_one_short_line(tmp_path: Path) -> None:
+    # pydantic's "Input tag 'heartbeat' found using 'type' does not match any of the
+    # expected tags: 'run_start', ..." listed all fifteen
+    event = {"v": 5, "run": "r", "seq": 0, "t": "2026-01-01T00:00:00.000+00:00", "type": "heartbeat"}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(event) + "\n")
+    with pytest.raises(TranscriptError) as raised:
+        read_events(path)
+    assert str(raised.value) == f"{path}:1: bad heartbeat event: type: 'heartbeat' is not an event type of schema version 5"
+    with pytest.raises(TranscriptError, match=r"^bad heartbeat event: type: 'heartbeat' is not an event type$"):
+        parse_event({k: v for k, v in event.items() if k != "v"})
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("**/*.jsonl")), ids=lambda p: p.name)

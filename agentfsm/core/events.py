@@ -152,6 +152,9 @@ def parse_event(data: Mapping[str, Any]) -> TranscriptEvent:
     version = data.get("v") if isinstance(data, Mapping) else None
     if type(version) is int and version not in READABLE_VERSIONS:
         raise TranscriptError(f"bad {kind or 'transcript'} event: v: {unreadable_version(version)}")
+    if isinstance(kind, str) and kind not in EVENT_MODELS:  # not pydantic's list of every tag
+        of = f" of schema version {version}" if type(version) is int else ""
+        raise TranscriptError(f"bad {kind} event: type: {kind!r} is not an event type{of}")
     missing = [name for name in ENVELOPE[1:] if isinstance(data, Mapping) and name not in data]
     if missing:
         raise TranscriptError(f"bad {kind or 'transcript'} event: {missing[0]}: Field required")

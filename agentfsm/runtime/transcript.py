@@ -343,7 +343,7 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[TranscriptEvent]:
     try:
         fh = p.open("rb")
     except OSError as exc:
-        raise TranscriptError(f"cannot read transcript {p}: {exc}") from exc
+        raise TranscriptError(f"cannot read transcript {p}: {os_error_reason(exc, p)}") from exc
     with fh:
         for number, raw in enumerate(_lines(fh, p), start=1):
             # only the last line can lack its newline: the writer was killed mid-write
@@ -379,7 +379,7 @@ def _lines(fh: BinaryIO, path: Path) -> Iterator[bytes]:
         try:
             raw = fh.readline()
         except OSError as exc:
-            raise TranscriptError(f"cannot read transcript {path}: {exc}") from exc
+            raise TranscriptError(f"cannot read transcript {path}: {os_error_reason(exc, path)}") from exc
         if not raw:
             return
         yield raw
