@@ -286,3 +286,28 @@ def test_cli_usage_errors_exit_2(cli: typer.Typer, args: list[str], message: str
     result = CliRunner().invoke(cli, ["diagram", *args])
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_cli_leaves_out_a_file_that_does_not_read_and_draws_the_rest(cli: typer.Typer, tmp_path: Path) -> None:
+    # one broken file of a directory drew nothing (exit 2), where report notes it and shows the rest
+    for path in HAND:
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "broken.jsonl").write_text('{"v": 1, "ty\n' + _transition("r", 0, "first-decision", "answer", "final") + "\n")
+    (tmp_path / "empty.jsonl").write_text("")
+    out = tmp_path / "observed.mmd"
+    result = CliRunner().invoke(cli, ["diagram", str(tmp_path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        f"note: {tmp_path / 'broken.jsonl'}:1: the line is not valid JSON: Invalid control character at: "
+        "line 1 column 13 (char 12); left out",
+        f"note: {tmp_path / 'empty.jsonl'}: no events; left out",
+    ]
+    assert out.read_text() == observed_mermaid(HAND)  # the rest, as if the two were not there
+    with pytest.raises(TranscriptError):  # from Python, without on_skip, a file that does not read is an error
+        observed_diagram([tmp_path])
+    # nothing left to draw is one line, exit 2
+    result = CliRunner().invoke(cli, ["diagram", str(tmp_path / "broken.jsonl"), str(tmp_path / "empty.jsonl")])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"agentfsm: error: no runs to draw: {tmp_path / 'broken.jsonl'}:1: ")
+    assert result.stderr.endswith(f"; {tmp_path / 'empty.jsonl'}: no events\n")

@@ -71,8 +71,11 @@ def draw(paths: list[Path] | None, fmt: str | None, output: Path | None) -> byte
     from agentfsm.cli._progress import reading
 
     if paths:
+        skipped: list[str] = []
         with reading("transcripts") as tick:
-            diagram: Diagram = observed_diagram(paths, tick)
+            diagram: Diagram = observed_diagram(paths, tick, skipped.append)
+        for reason in skipped:  # after the progress bar, as report's notes; the rest is drawn
+            typer.echo(f"note: {reason}; left out", err=True)
     else:
         diagram = machine_diagram()
     if chosen == "mermaid":

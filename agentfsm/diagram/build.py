@@ -23,7 +23,7 @@ from typing import Literal
 
 from agentfsm.diagram.model import Diagram, DiagramEdge, DiagramNode
 from agentfsm.diagram.text import document_markdown, to_graphviz_dot, to_mermaid
-from agentfsm.core.errors import GraphvizMissing, UsageError
+from agentfsm.core.errors import GraphvizMissing, TranscriptError, UsageError
 from agentfsm.core.machine import TRANSITIONS
 from agentfsm.core.states import State, derive_state
 from agentfsm.core.events import GuardEvent, RequestEvent, RetryEvent, TranscriptEvent, TransitionEvent
@@ -201,22 +201,38 @@ def transcript_files(paths: Iterable[str | os.PathLike[str]], *, recursive: bool
 
 
 def observed_diagram(
-    paths: Sequence[str | os.PathLike[str]], on_file: Callable[[int, int], None] | None = None
+    paths: Sequence[str | os.PathLike[str]],
+    on_file: Callable[[int, int], None] | None = None,
+    on_skip: Callable[[str], None] | None = None,
 ) -> Diagram:
     """Read transcripts (files, or directories of ``*.jsonl``) and aggregate their paths;
-    ``on_file(done, total)`` is told after each file (a progress bar)."""
+    ``on_file(done, total)`` is told after each file (a progress bar). A file that does
+    not read is a :class:`TranscriptError`; with ``on_skip``, it is told why instead and
+    the file is left out whole (none of its runs counted, as ``agentfsm report`` does)."""
     files = transcript_files(paths)
     if not files:
         raise UsageError("no transcripts given")
-
-    def each() -> Iterator[Iterator[TranscriptEvent]]:
-        for done, path in enumerate(files, start=1):
-            yield iter_events(path)  # counted before this generator is asked for the next
-            if on_file is not None:
-                on_file(done, len(files))
-
-    diagram = observe(each())
-    if not diagram.runs:  # empty files: nothing observed, as replay and report say
+    counter = PathCounter()
+    skipped: list[str] = []
+    for done, path in enumerate(files, start=1):
+        one = PathCounter()
+        try:
+            one.add(iter_events(path))
+            if not one.runs and on_skip is not None:
+                raise TranscriptError(f"{path}: no events")  # an empty file, named as report names it
+        except TranscriptError as exc:
+            if on_skip is None:
+                raise
+            skipped.append(str(exc))
+            on_skip(str(exc))
+        else:
+            counter.merge(one)
+        if on_file is not None:
+            on_file(done, len(files))
+    diagram = counter.diagram()
+    if not diagram.runs:  # empty files, or none that reads: nothing observed, as replay and report say
+        if skipped:
+            raise UsageError("no runs to draw: " + "; ".join(skipped))
         raise UsageError(f"no runs to draw: the transcript{'' if len(files) == 1 else 's'} hold{'s' if len(files) == 1 else ''} no events")
     return diagram
 
