@@ -243,3 +243,15 @@ def test_an_unreadable_transcript_is_named_and_the_others_are_still_replayed(tmp
                            str(tmp_path / "missing.jsonl")], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"agentfsm: error: no such transcript file or directory: {tmp_path / 'missing.jsonl'}\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["replay"], ["replay", "--json"], ["diagram"]], ids=" ".join)
+def test_standard_output_that_cannot_be_written_is_one_line(tmp_path: Path, args: list[str]) -> None:
+    # "> /dev/full", a full disk: rich's or Python's OSError traceback (28, no space left on device)
+    record(SCENARIOS[1], tmp_path / "good.jsonl")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "agentfsm", *args, str(tmp_path)], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2
+    assert proc.stderr == "agentfsm: error: cannot write standard output: no space left on device\n"

@@ -110,7 +110,14 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"agentfsm: error: {exc}", err=True)
             raise typer.Exit(2) from None
         if output is None:
-            sys.stdout.write(data.decode())
-            sys.stdout.flush()
+            from agentfsm.cli._output import stdout_writes
+
+            try:
+                with stdout_writes():
+                    sys.stdout.write(data.decode())
+                    sys.stdout.flush()
+            except AgentFSMError as exc:
+                typer.echo(f"agentfsm: error: {exc}", err=True)
+                raise typer.Exit(2) from None
         else:
             typer.echo(f"wrote {output}", err=True)

@@ -57,6 +57,7 @@ def replay_cmd(
     """
     from rich.console import Console
 
+    from agentfsm.cli._output import stdout_writes
     from agentfsm.diagram.build import transcript_files
     from agentfsm.replays.compare import replay
 
@@ -73,10 +74,11 @@ def replay_cmd(
             unreadable = True
             continue
         all_identical = all_identical and report.identical
-        if as_json:
-            print(report.model_dump_json())
-        else:
-            _print(console, report)
+        with stdout_writes():
+            if as_json:
+                print(report.model_dump_json(), flush=True)
+            else:
+                _print(console, report)
     if unreadable:
         raise typer.Exit(2)
     if not all_identical:
