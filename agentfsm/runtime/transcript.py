@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import tempfile
 import threading
 import uuid
@@ -48,10 +47,8 @@ from agentfsm.core.events import (
     parse_event,
 )
 from agentfsm.core.client_json import MAX_JSON_DEPTH, load_client_json
+from agentfsm.runtime.transcript_append import cut_torn_tail, locked
 from agentfsm.runtime.transcript_delta import PromptDelta, PromptExpander
-
-if sys.platform != "win32":
-    import fcntl
 
 __all__ = [
     "EVENT_TYPES",
@@ -204,8 +201,8 @@ class TranscriptWriter:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fh = self.path.open("a+", encoding="utf-8")
-                with _locked(self._fh, exclusive=True):
-                    _cut_torn_tail(self._fh.fileno())
+                with locked(self._fh, exclusive=True):
+                    cut_torn_tail(self._fh.fileno())
             except OSError as exc:
                 raise TranscriptError(f"cannot write transcript {self.path}: {os_error_reason(exc, self.path)}") from exc
 
@@ -231,7 +228,7 @@ class TranscriptWriter:
             if self._fh is not None:
                 line = self._prompts.line(clean) if clean["type"] == "model_request" else clean
                 try:
-                    with _locked(self._fh, exclusive=False):  # not while a writer opening it cuts a torn tail
+                    with locked(self._fh, exclusive=False):  # not while a writer opening it cuts a torn tail
                         self._fh.write(json.dumps(line, ensure_ascii=False) + "\n")
                         self._fh.flush()
                 except OSError as exc:  # a full disk, a vanished mount
@@ -253,43 +250,6 @@ class TranscriptWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _locked:
-    """An advisory lock on a transcript (none on Windows): shared while a line is written,
-    exclusive while a writer opening the file looks at its end, so that it never takes
-    another writer's line in flight for a torn one."""
-
-    def __init__(self, fh: IO[str], *, exclusive: bool) -> None:
-        self._fd = fh.fileno()
-        self._exclusive = exclusive
-
-    def __enter__(self) -> None:
-        if sys.platform != "win32":
-            fcntl.flock(self._fd, fcntl.LOCK_EX if self._exclusive else fcntl.LOCK_SH)
-
-    def __exit__(self, *exc: object) -> None:
-        if sys.platform != "win32":
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-
-def _cut_torn_tail(fd: int) -> None:
-    """Cut off a last line without its newline (a writer killed mid-line) before appending:
-    the next line would be glued to it, and the whole file would not read. Read as it is,
-    the torn line is nothing (:func:`iter_events` passes over it)."""
-    end = size = os.fstat(fd).st_size
-    while end > 0:
-        start = max(0, end - 65536)
-        chunk = os.pread(fd, end - start, start)
-        if end == size and chunk.endswith(b"\n"):
-            return
-        newline = chunk.rfind(b"\n")
-        if newline >= 0:
-            os.ftruncate(fd, start + newline + 1)
-            return
-        end = start
-    if size:
-        os.ftruncate(fd, 0)  # one torn line and nothing else
 
 
 def os_error_reason(exc: OSError, path: str | os.PathLike[str] | None = None) -> str:
