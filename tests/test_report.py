@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +212,23 @@ def test_a_byte_that_is_not_utf8_costs_its_line_not_the_file_nor_a_traceback(tmp
     data = _data(tmp_path / "t.jsonl", tmp_path / "batch")
     assert any(note.startswith(f"cannot read transcript {transcript}: line 3:") for note in data["notes"]), data["notes"]
     assert notes == []  # gathering names nothing yet: reading the transcript does
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a file size limit (POSIX)")
+def test_a_page_that_cannot_be_written_whole_leaves_the_one_that_was_there(tmp_path: Path) -> None:
+    # a full disk (here a 16 KB file size limit) left the first 16 KB of the new page in
+    # place of the old one, a page that opens broken
+    import resource
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16_384, 16_384))
+
+    out = tmp_path / "report.html"
+    out.write_text("the page of yesterday")
+    proc = subprocess.run([sys.executable, "-m", "agentfsm", "report", str(FIXTURES), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120, preexec_fn=limited,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 2
+    assert proc.stderr == f"agentfsm: error: cannot write {out}: File too large\n"
+    assert out.read_text() == "the page of yesterday" and [p.name for p in tmp_path.iterdir()] == ["report.html"]
