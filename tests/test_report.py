@@ -232,3 +232,21 @@ def test_a_page_that_cannot_be_written_whole_leaves_the_one_that_was_there(tmp_p
     assert proc.returncode == 2
     assert proc.stderr == f"agentfsm: error: cannot write {out}: File too large\n"
     assert out.read_text() == "the page of yesterday" and [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+def test_a_page_written_to_a_link_or_a_pipe_goes_where_it_points(tmp_path: Path) -> None:
+    # written whole (beside, then renamed), the page must not replace a link with a file,
+    # nor a device or a pipe with one (-o /dev/stdout)
+    (tmp_path / "pages").mkdir()
+    target = tmp_path / "pages" / "real.html"
+    target.write_text("old")
+    link = tmp_path / "report.html"
+    link.symlink_to(target)
+    assert CliRunner().invoke(app, ["report", str(FIXTURES), "-o", str(link)]).exit_code == 0
+    assert link.is_symlink() and target.read_text().startswith("<!doctype html>")
+    assert sorted(p.name for p in (tmp_path / "pages").iterdir()) == ["real.html"]
+    if Path("/dev/stdout").exists():
+        proc = subprocess.run([sys.executable, "-m", "agentfsm", "report", str(FIXTURES), "-o", "/dev/stdout"],
+                              capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("<!doctype html>") and proc.stdout.rstrip().endswith("</html>")

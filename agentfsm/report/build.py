@@ -199,5 +199,12 @@ def write_report(
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {os_error_reason(exc, out)}") from exc
-    write_whole(out, html)  # a full disk leaves the page that was there, not half of the new one
+    if out.exists() and not out.is_file():  # a device or a pipe (-o /dev/stdout) is written to, never replaced
+        try:
+            with out.open("w", encoding="utf-8") as fh:
+                fh.write(html)
+        except OSError as exc:
+            raise UsageError(f"cannot write {out}: {os_error_reason(exc, out)}") from exc
+    else:  # a full disk leaves the page that was there, not half of the new one (a link: its target's)
+        write_whole(out.resolve() if out.is_symlink() else out, html)
     return stats
