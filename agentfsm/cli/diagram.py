@@ -102,7 +102,9 @@ def register(app: typer.Typer) -> None:
         """Draw the machine (no transcripts) or the observed paths of transcripts.
 
         Edges of observed paths are labelled with how often they were taken; states
-        show where retries and refusals happened; unvisited edges are dimmed.
+        show where retries and refusals happened; unvisited edges are dimmed. A
+        transcript that does not read (or holds no events) is named in a note and left
+        out; exit code 2 when none is left to draw.
         """
         try:
             data = draw(paths, fmt, output)
