@@ -311,3 +311,19 @@ def test_cli_leaves_out_a_file_that_does_not_read_and_draws_the_rest(cli: typer.
     assert result.exit_code == 2
     assert result.stderr.startswith(f"agentfsm: error: no runs to draw: {tmp_path / 'broken.jsonl'}:1: ")
     assert result.stderr.endswith(f"; {tmp_path / 'empty.jsonl'}: no events\n")
+
+
+def test_a_file_named_twice_is_counted_once_as_the_report_counts_it(tmp_path: Path) -> None:
+    # "diagram runs/ runs/a.jsonl" drew a's runs twice (13 runs in 9 transcripts) where the
+    # report of the same arguments showed 10 runs from 8; "runs/../runs/a.jsonl" doubled both
+    from agentfsm.report.build import page_data
+    from agentfsm.report.inputs import gather
+
+    for path in HAND:
+        shutil.copy(path, tmp_path / path.name)
+    again = tmp_path / ".." / tmp_path.name / HAND[0].name
+    assert transcript_files([tmp_path, again, tmp_path / HAND[0].name]) == sorted(tmp_path.glob("*.jsonl"))
+    diagram = observed_diagram([tmp_path, again])
+    assert (diagram.runs, diagram.transcripts) == (observed_diagram(HAND).runs, len(HAND))
+    _data, _svg, stats = page_data(gather([tmp_path, again]))
+    assert (stats.runs, stats.transcripts) == (diagram.runs, diagram.transcripts)

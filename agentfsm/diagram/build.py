@@ -184,19 +184,26 @@ def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
 
 def transcript_files(paths: Iterable[str | os.PathLike[str]], *, recursive: bool = False) -> list[Path]:
     """The transcript files named: files as given, and every ``*.jsonl`` in a directory
-    (and, ``recursive``, in its subdirectories)."""
+    (and, ``recursive``, in its subdirectories). A file named twice (``runs/`` and
+    ``runs/a.jsonl``, or by another spelling of its path) is taken once, where first named:
+    its runs are counted once in a diagram, as in a report."""
     found: list[Path] = []
+    seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             inside = sorted(p for p in (path.rglob if recursive else path.glob)("*.jsonl") if p.is_file())
             if not inside:
                 raise UsageError(f"no *.jsonl transcripts in directory {path}")
-            found += inside
         elif path.is_file():
-            found.append(path)
+            inside = [path]
         else:
             raise UsageError(f"no such transcript file or directory: {path}")
+        for file in inside:
+            key = file.resolve()
+            if key not in seen:
+                seen.add(key)
+                found.append(file)
     return found
 
 
