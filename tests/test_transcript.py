@@ -362,3 +362,19 @@ def test_a_value_written_beside_a_secret_key_is_redacted_in_any_string() -> None
     path_less = TranscriptWriter(None)
     event = path_less.write(FinalEvent(content='{"api_key": "sk-1234567", "x": 1} and token=abcd&y=2 and max_tokens=5'))
     assert event.content == '{"api_key": "[redacted]", "x": 1} and token=[redacted]&y=2 and max_tokens=5'  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="needs /dev/stdout")
+def test_a_transcript_written_into_a_pipe_is_not_looked_at_for_a_torn_tail() -> None:
+    # a pipe cannot be read back nor cut: --transcript /dev/stdout | ... streams the events
+    from agentfsm.testing import FakeUpstream
+
+    with FakeUpstream(["hello there"]) as fake:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "run", "hi", "--backend", "openai", "--base-url", fake.base_url,
+             "--transcript", "/dev/stdout"],
+            capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
+        )
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"v"')]
+    assert events[0]["type"] == "run_start" and events[-1]["type"] == "run_end"

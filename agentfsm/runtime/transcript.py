@@ -200,9 +200,9 @@ class TranscriptWriter:
         if self.path is not None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fh = self.path.open("a+", encoding="utf-8")
+                self._fh = self.path.open("a", encoding="utf-8")
                 with locked(self._fh, exclusive=True):
-                    cut_torn_tail(self._fh.fileno())
+                    cut_torn_tail(self.path, self._fh.fileno())
             except OSError as exc:
                 raise TranscriptError(f"cannot write transcript {self.path}: {os_error_reason(exc, self.path)}") from exc
 
