@@ -53,7 +53,8 @@ def cut_torn_tail(path: Path, fd: int) -> None:
     it, and the whole file would not read. Read as it is, the torn line is nothing
     (:func:`~agentfsm.runtime.transcript.iter_events` passes over it). Nothing is done to
     what is not a regular file (``--transcript /dev/stdout``, a pipe)."""
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or not info.st_size:  # a new file (each proxied request's) has no tail
         return
     try:
         fh = path.open("rb")
