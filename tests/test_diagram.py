@@ -327,3 +327,18 @@ def test_a_file_named_twice_is_counted_once_as_the_report_counts_it(tmp_path: Pa
     assert (diagram.runs, diagram.transcripts) == (observed_diagram(HAND).runs, len(HAND))
     _data, _svg, stats = page_data(gather([tmp_path, again]))
     assert (stats.runs, stats.transcripts) == (diagram.runs, diagram.transcripts)
+
+
+def test_a_file_joined_to_itself_is_two_runs_as_the_report_and_replay_read_it(tmp_path: Path) -> None:
+    # "cat a.jsonl a.jsonl > b.jsonl": the diagram said "1 run" with every edge taken twice
+    # (and one start), where the report showed 2 runs and replay replayed 2
+    from agentfsm.report.build import page_data
+    from agentfsm.report.inputs import gather
+
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(HAND[0].read_text() * 2)
+    once = observed_diagram([HAND[0]])
+    diagram = observed_diagram([twice])
+    assert diagram.runs == 2 * once.runs == page_data(gather([twice]))[2].runs
+    assert [(s, 2 * n) for s, n in once.starts] == list(diagram.starts)
+    assert [e.count for e in diagram.edges] == [2 * e.count for e in once.edges]

@@ -26,7 +26,7 @@ from agentfsm.diagram.text import document_markdown, to_graphviz_dot, to_mermaid
 from agentfsm.core.errors import GraphvizMissing, TranscriptError, UsageError
 from agentfsm.core.machine import TRANSITIONS
 from agentfsm.core.states import State, derive_state
-from agentfsm.core.events import GuardEvent, RequestEvent, RetryEvent, TranscriptEvent, TransitionEvent
+from agentfsm.core.events import GuardEvent, RequestEvent, RetryEvent, RunEndEvent, TranscriptEvent, TransitionEvent
 from agentfsm.runtime.transcript import iter_events
 
 __all__ = [
@@ -96,13 +96,18 @@ class PathCounter:
         """:meth:`add` as the events go by: each is counted and passed on, for a reader
         that does more with them (the report views each run)."""
         self.files += 1
-        current: dict[str, str | None] = {}
-        requested: dict[str, str] = {}  # a run's state before its first transition
+        current: dict[tuple[str, int], str | None] = {}
+        requested: dict[tuple[str, int], str] = {}  # a run's state before its first transition
+        # a run_end is a run's last event: its id again begins another run (a file joined
+        # to itself), as runs_in_order, replay and the report read it
+        ended: dict[str, int] = {}
         for event in events:
-            run = event.run
+            run = (event.run, ended.get(event.run, 0))
             if run not in current:
                 current[run] = None
                 self.runs += 1
+            if isinstance(event, RunEndEvent):
+                ended[event.run] = run[1] + 1
             match event:
                 case RequestEvent(messages=messages) if run not in requested:
                     requested[run] = derive_state(messages).value
