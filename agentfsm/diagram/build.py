@@ -176,7 +176,7 @@ def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
     Each ``transition`` event counts once on its edge; a ``retry`` counts in the
     state its run was in; a ``guard`` verdict other than ``accept`` whose guard or
     reason names a refusal counts as a refusal there. Runs are told apart by their
-    ``run`` id within each transcript. A run that never moved (its model could not be
+    ``run`` id within each transcript (the id again after its ``run_end`` is another run). A run that never moved (its model could not be
     reached before the first decision) still started: in the state its request's
     conversation was in, so the start counts every run the title does. The
     transcripts are taken one at a time (:class:`PathCounter`).
