@@ -175,6 +175,23 @@ def test_a_cut_off_recording_is_compared_as_far_as_it_goes(tmp_path: Path) -> No
     assert report.identical and any("no run_end" in n for n in report.notes)
 
 
+
+def test_a_recording_torn_inside_its_request_line_is_compared_as_far_as_it_goes(tmp_path: Path) -> None:
+    # a writer killed while writing the request (the whole conversation: the longest line
+    # a run starts with) left run_start alone: "has no RequestEvent: cannot replay it", exit 2
+    path = record(SCENARIOS[1], tmp_path / "torn.jsonl")
+    lines = path.read_text(encoding="utf-8").splitlines(True)
+    assert json.loads(lines[1])["type"] == "request"
+    path.write_text(lines[0] + lines[1][:40], encoding="utf-8")
+    report = replay(path)
+    assert report.identical and report.compared == 0 and report.runs == 1
+    assert report.notes == [f"run {json.loads(lines[0])['run']}: the recording has no run_end; compared as far as it goes"]
+    path.write_text(lines[0] + json.dumps({**json.loads(lines[-1]), "status": "cancelled"}) + "\n", encoding="utf-8")
+    assert replay(path).identical  # cancelled before its request was recorded: nothing was decided either
+    path.write_text(lines[0] + lines[-1], encoding="utf-8")  # ended, yet no request: not a recording replay can read
+    with pytest.raises(AgentFSMError, match="has no RequestEvent"):
+        replay(path)
+
 def test_a_file_holding_two_runs_replays_both(tmp_path: Path) -> None:
     path = tmp_path / "two.jsonl"
     record(SCENARIOS[0], path)

@@ -43,6 +43,7 @@ from agentfsm.core.events import (
     ContractEvent,
     ErrorEvent,
     ProxyRunConfig,
+    RequestEvent,
     RunEndEvent,
     ToolCallEvent,
     TranscriptEvent,
@@ -148,6 +149,14 @@ def _contract_hash(events: Sequence[TranscriptEvent]) -> str | None:
 
 async def _replay_run(run: RecordedRun, positions: list[int], report: ReplayReport) -> Divergence | None:
     minted_ids = isinstance(run.config, ProxyRunConfig)
+    end = next((e for e in run.events if isinstance(e, RunEndEvent)), None)
+    complete = end is not None and end.status != "cancelled"
+    if end is None:
+        report.notes.append(f"run {run.run_id}: the recording has no run_end; compared as far as it goes")
+    elif not complete:
+        report.notes.append(f"run {run.run_id}: the recorded run was cancelled; compared as far as it goes")
+    if not complete and not any(isinstance(e, RequestEvent) for e in run.events):
+        return None  # cut off before its request was written whole (a torn request line): nothing was decided
     new_events = await rerun(run)
     recorded_contract = _contract_hash(run.events)
     # a recording cut off before its contract says nothing about it
@@ -157,12 +166,6 @@ async def _replay_run(run: RecordedRun, positions: list[int], report: ReplayRepo
     now = [e for _, e in decision_events(new_events)]
     if report.decisions is not None:
         report.decisions.extend(event_fields(e) for e in now)
-    end = next((e for e in run.events if isinstance(e, RunEndEvent)), None)
-    complete = end is not None and end.status != "cancelled"
-    if end is None:
-        report.notes.append(f"run {run.run_id}: the recording has no run_end; compared as far as it goes")
-    elif not complete:
-        report.notes.append(f"run {run.run_id}: the recorded run was cancelled; compared as far as it goes")
     for k, (pos, old) in enumerate(then):
         report.compared += 1
         new = now[k] if k < len(now) else None
