@@ -250,3 +250,19 @@ def test_a_page_written_to_a_link_or_a_pipe_goes_where_it_points(tmp_path: Path)
                               capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith("<!doctype html>") and proc.stdout.rstrip().endswith("</html>")
+
+
+def test_an_integer_past_64_bits_in_a_transcript_is_shown_not_a_traceback(tmp_path: Path) -> None:
+    # a line reads with integers of up to 4,300 digits; orjson writes 64 bits at most:
+    # "TypeError: Integer exceeds 64-bit range" ended agentfsm report
+    lines = [json.loads(line) for line in (FIXTURES / "hand-one-tool.jsonl").read_text().splitlines()]
+    at = next(i for i, event in enumerate(lines) if "attempt" in event)
+    lines[at]["attempt"] = 10**30
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(json.dumps(event) + "\n" for event in lines))
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["report", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(re.search(r'id="report-data">(.*?)</script>', out.read_text(), re.S).group(1))  # type: ignore[union-attr]
+    assert len(data["runs"]) == 1 and 10**30 in [item.get("attempt") for item in data["runs"][0]["items"]]
+    assert embed_json({"n": 10**30, "<": 1}) == '{"n":' + str(10**30) + ',"\\u003c":1}'

@@ -10,6 +10,8 @@ opens as fast as its table.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from functools import cache
 from html import escape
 from importlib.resources import files
@@ -29,8 +31,19 @@ def _asset(name: str) -> str:
 
 def embed_json(data: Any) -> str:
     """``data`` as JSON that is safe inside a ``<script>`` element (no ``<``, ``>``, ``&``)."""
-    raw = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+    try:
+        raw = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # an integer past 64 bits (a transcript reads up to 4,300 digits): the standard library's
+        raw = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=_as_orjson_writes).encode()
     return raw.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026").decode()
+
+
+def _as_orjson_writes(value: Any) -> Any:
+    """What orjson writes for a value the standard library's encoder does not know: a
+    dataclass as its fields (``ToolChoice``), anything else as orjson would refuse it."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def render_page(data: dict[str, Any], svg: str) -> str:
