@@ -272,3 +272,24 @@ def test_standard_output_that_cannot_be_written_is_one_line(tmp_path: Path, args
                               stderr=subprocess.PIPE, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 2
     assert proc.stderr == "agentfsm: error: cannot write standard output: no space left on device\n"
+
+
+@pytest.mark.skipif(not Path("/dev/stdin").exists(), reason="needs /dev/stdin")
+def test_a_transcript_piped_in_through_dev_stdin(tmp_path: Path) -> None:
+    # "zcat run.jsonl.gz | agentfsm replay /dev/stdin" worked until replay took its paths
+    # as diagram does, which said "no such transcript file or directory: /dev/stdin"
+    path = record(SCENARIOS[1], tmp_path / "good.jsonl")
+
+    def piped(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agentfsm", *args], input=path.read_text(),
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+
+    done = piped("replay", "/dev/stdin")
+    assert done.returncode == 0 and done.stdout.startswith("identical  /dev/stdin"), done.stderr
+    drawn = piped("diagram", "/dev/stdin")
+    assert drawn.returncode == 0 and "(1 run in 1 transcript)" in drawn.stdout, drawn.stderr
+    # the report reads an input twice (its first line to tell what it is, then all of it)
+    refused = piped("report", "/dev/stdin", "-o", str(tmp_path / "r.html"))
+    assert refused.returncode == 2
+    assert refused.stderr == ("agentfsm: error: /dev/stdin is not a regular file: a report reads each input twice; "
+                              "write it to a file first\n")

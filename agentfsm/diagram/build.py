@@ -189,7 +189,8 @@ def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
 
 def transcript_files(paths: Iterable[str | os.PathLike[str]], *, recursive: bool = False) -> list[Path]:
     """The transcript files named: files as given, and every ``*.jsonl`` in a directory
-    (and, ``recursive``, in its subdirectories). A file named twice (``runs/`` and
+    (and, ``recursive``, in its subdirectories); a path that is not a directory is taken
+    as it is, so that a pipe reads (``/dev/stdin``). A file named twice (``runs/`` and
     ``runs/a.jsonl``, or by another spelling of its path) is taken once, where first named:
     its runs are counted once in a diagram, as in a report."""
     found: list[Path] = []
@@ -200,7 +201,7 @@ def transcript_files(paths: Iterable[str | os.PathLike[str]], *, recursive: bool
             inside = sorted(p for p in (path.rglob if recursive else path.glob)("*.jsonl") if p.is_file())
             if not inside:
                 raise UsageError(f"no *.jsonl transcripts in directory {path}")
-        elif path.is_file():
+        elif path.exists():  # a file, or a pipe: /dev/stdin, <(zcat runs.jsonl.gz)
             inside = [path]
         else:
             raise UsageError(f"no such transcript file or directory: {path}")

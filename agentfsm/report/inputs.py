@@ -143,6 +143,9 @@ def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
     files = list(dict.fromkeys(transcript_files(paths, recursive=True)))
     if not files:
         raise UsageError("no transcripts given")
+    for path in files:
+        if not path.is_file():  # classified from its first line, then read: a pipe would lose that line
+            raise UsageError(f"{path} is not a regular file: a report reads each input twice; write it to a file first")
     inputs = Inputs()
     standalone: list[Path] = []
     claimed: dict[Path, Source] = {}
