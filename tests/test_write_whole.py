@@ -1,5 +1,5 @@
 """Reports, partial reports and profiles are written whole or not at all
-(:func:`agentfsm.eval.report.write_whole`): a write cut short keeps the file before it."""
+(:func:`agentfsm.runtime.files.write_whole`, also :mod:`agentfsm.eval.report`'s): a write cut short keeps the file before it."""
 
 from __future__ import annotations
 
@@ -32,3 +32,15 @@ def test_a_path_that_cannot_be_written_is_a_usage_error_naming_it(tmp_path: Path
     path = tmp_path / "missing-dir" / "report.json"
     with pytest.raises(UsageError, match="cannot write .*report.json"):
         write_whole(path, "{}")
+
+
+def test_a_link_is_written_through_and_kept(tmp_path: Path) -> None:
+    # renamed over, the link itself became a file and its target kept the old text
+    (tmp_path / "pages").mkdir()
+    target = tmp_path / "pages" / "report.json"
+    target.write_text("old", encoding="utf-8")
+    link = tmp_path / "report.json"
+    link.symlink_to(target)
+    write_whole(link, "new")
+    assert link.is_symlink() and target.read_text(encoding="utf-8") == "new"
+    assert sorted(p.name for p in (tmp_path / "pages").iterdir()) == ["report.json"]

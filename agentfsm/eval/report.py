@@ -8,7 +8,6 @@ mean of the category accuracies, as BFCL averages its categories).
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from rich.table import Table
 
 from agentfsm.core.errors import UsageError
 from agentfsm.eval.runner import BASELINE, CaseResult, RunSpec
+from agentfsm.runtime.files import write_whole  # here since eval wrote its reports whole first
 
 __all__ = [
     "COLUMNS",
@@ -246,19 +246,3 @@ def write_report(
     write_whole(json_path, json.dumps(report_json(rows, results, meta), indent=2, default=str) + "\n")
     write_whole(md_path, render_markdown(rows, meta))
     return [json_path, md_path]
-
-
-def write_whole(path: Path, text: str) -> None:
-    """``text`` into ``path`` whole or not at all: written beside it, then renamed over it.
-    A report, a partial one that ``--resume`` reads, or a profile holding other models'
-    entries must not be left cut short by a second Ctrl-C or a full disk mid-write."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise

@@ -23,6 +23,7 @@ from agentfsm.report.inputs import Inputs, Source, gather, read_runs
 from agentfsm.report.page import render_page
 from agentfsm.report.runs import RunView, clip
 from agentfsm.report.svg import diagram_svg, edge_key
+from agentfsm.runtime.files import write_whole
 from agentfsm.runtime.transcript import os_error_reason
 
 __all__ = ["ReportStats", "build_report", "page_data", "write_report"]
@@ -191,20 +192,11 @@ def write_report(
     on_source: Callable[[int, int], None] | None = None,
 ) -> ReportStats:
     """Build the report and write it to ``output`` (one HTML file)."""
-    from agentfsm.eval.report import write_whole
-
     html, stats = build_report(paths, on_source)
     out = Path(output)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {os_error_reason(exc, out)}") from exc
-    if out.exists() and not out.is_file():  # a device or a pipe (-o /dev/stdout) is written to, never replaced
-        try:
-            with out.open("w", encoding="utf-8") as fh:
-                fh.write(html)
-        except OSError as exc:
-            raise UsageError(f"cannot write {out}: {os_error_reason(exc, out)}") from exc
-    else:  # a full disk leaves the page that was there, not half of the new one (a link: its target's)
-        write_whole(out.resolve() if out.is_symlink() else out, html)
+    write_whole(out, html)  # a full disk leaves the page that was there, not half of the new one
     return stats
