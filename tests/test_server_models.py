@@ -270,6 +270,11 @@ def test_settings_header_names_dialect_enforcement_and_what_differs() -> None:
         ("model = 'a'\n", "unknown top-level key(s) model"),
         ("[models]\n", "no models"),
         ("[models.a\n", "is not valid TOML"),
+        # Ollama's and LiteLLM's names, unquoted: the quoting rule is named, not a stray key "5"
+        ("[models.qwen2.5]\nbase_url = 'http://x/v1'\n", 'models.qwen2: 5 is a table inside this entry, as [models.qwen2.5] reads; a model name holding anything but letters, digits, "-" and "_" is quoted: [models."org/model:tag"]'),
+        ("# models\n[models.org/model:tag]\nbase_url = 'http://x/v1'\n", '(at line 2, column 12); a model name holding anything but letters, digits, "-" and "_" is quoted'),
+        ("[models.' qwen']\nbase_url = 'http://x/v1'\n", "the model name ' qwen' begins or ends with a space, or holds a character that is not printable"),
+        ('[models."a\\tb"]\nbase_url = \'http://x/v1\'\n', "the model name 'a\\tb' begins or ends with a space, or holds a character"),
     ],
 )
 def test_models_file_mistakes_are_named(tmp_path: Path, text: str, message: str) -> None:
@@ -278,6 +283,23 @@ def test_models_file_mistakes_are_named(tmp_path: Path, text: str, message: str)
     with pytest.raises(UsageError) as caught:
         load_models_file(path, environ={})
     assert message in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_a_toml_error_elsewhere_gets_no_naming_hint(tmp_path: Path) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text("[models.a]\nbase_url = http://x/v1\n")
+    with pytest.raises(UsageError) as caught:
+        load_models_file(path, environ={})
+    assert "is not valid TOML" in str(caught.value) and "quoted" not in str(caught.value)
+
+
+def test_quoted_names_are_served_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text("[models.\"org/model:tag\"]\nbase_url = 'http://x/v1'\n[models.\"qwen2.5:7b\"]\nbase_url = 'http://x/v1'\n"
+                    "[models.\"modèle a\"]\nbase_url = 'http://x/v1'\n", encoding="utf-8")
+    table = load_models_file(path, environ={})
+    assert table.names == ("org/model:tag", "qwen2.5:7b", "modèle a")
+    assert table.route("qwen2.5:7b").backend.name == "openai:qwen2.5:7b"
 
 
 def test_a_profile_without_the_model_is_named(tmp_path: Path) -> None:

@@ -18,6 +18,11 @@ format: ``pyproject.toml``; comments, no indentation rules, no extra dependency)
     dialect = "command"                  # explicit settings: any run-configuration field the proxy uses
     enforcement = "constrained"
 
+A name holding anything but letters, digits, ``-`` and ``_`` is quoted, as TOML reads
+keys: ``[models."qwen2.5:7b"]``, ``[models."org/model:tag"]`` (unquoted, ``[models.qwen2.5]``
+is an entry ``qwen2`` holding a table ``5``: refused, naming the rule). A name may not
+begin or end with a space or hold a character that is not printable.
+
 Upstream keys: ``backend`` (``openai``, the default, or ``local``), ``base_url``, ``model``,
 ``api_key_env``, ``context_tokens``, ``json_schema_mode``, ``max_retries``, ``timeout`` and
 ``read_timeout`` (seconds), ``profile`` and ``profile_model`` (:class:`ModelEntry`).
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -143,13 +149,14 @@ def load_models_file(
     registers it for redaction)."""
     file = Path(path)
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        text = file.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except OSError as exc:
         raise UsageError(f"cannot read the models file {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"{file} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{file} is not valid TOML: {exc}") from None
+        raise UsageError(f"{file} is not valid TOML: {exc}{_name_hint(text, exc)}") from None
     unknown = sorted(set(data) - {"models", "fallback"})
     if unknown:
         raise UsageError(f"{file}: unknown top-level key(s) {', '.join(unknown)}; expected [models.NAME] tables and fallback")
@@ -174,6 +181,20 @@ def load_models_file(
         raise UsageError(f"{file}: {exc}") from None
 
 
+#: how a name that is not a bare TOML key is written (Ollama's and LiteLLM's names are not)
+_QUOTED = 'a model name holding anything but letters, digits, "-" and "_" is quoted: [models."org/model:tag"]'
+
+
+def _name_hint(text: str, exc: tomllib.TOMLDecodeError) -> str:
+    """The quoting rule, after a syntax error on a ``[models....]`` line (``[models.qwen2.5:7b]``)."""
+    found = re.search(r"at line (\d+)", str(exc))
+    lines = text.split("\n") if found else []
+    number = int(found.group(1)) if found else 0
+    if 0 < number <= len(lines) and lines[number - 1].lstrip().startswith("[models."):
+        return f"; {_QUOTED}"
+    return ""
+
+
 def _entry(
     file: Path,
     name: str,
@@ -183,6 +204,9 @@ def _entry(
     make_backend: Callable[[str, ModelEntry, str | None], Backend],
     on_secret: Callable[[str], None] | None,
 ) -> ServedModel:
+    inner = next((k for k, v in table.items() if isinstance(v, dict)), None)
+    if inner is not None:  # [models.qwen2.5] is the entry qwen2 holding a table 5
+        raise UsageError(f"{inner} is a table inside this entry, as [models.{name}.{inner}] reads; {_QUOTED}")
     settings = {k: v for k, v in table.items() if k in _RUN_FIELDS}
     check_served(table)
     try:
