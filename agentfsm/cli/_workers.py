@@ -20,6 +20,12 @@ and a worker whose app could not be built died with a traceback and was replaced
 again, for ever. A worker whose parent is gone (killed with SIGKILL, or by
 the kernel's OOM killer) stops itself within a second: it would otherwise serve on,
 orphaned, holding the port that a new ``agentfsm serve`` then could not bind.
+
+SIGHUP to ``agentfsm serve`` makes uvicorn replace the workers one at a time, each new
+one building its app again (the models file read again) and the old one stopped once the
+new one serves; a new worker that cannot build its app is stopped and the old ones serve
+on, said in one line with why (``SIGHUP: the workers were not started again, they serve
+as they did: ...``), where uvicorn said only that it ``was not ready in time``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ FAILED_ENV = "AGENTFSM_SERVE_FAILED"
 #: uvicorn's exit status for a server that could not start (``uvicorn.config.STARTUP_FAILURE``)
 STARTUP_FAILURE = 3
 _PATHS = ("transcripts", "models")
+#: seconds a worker may take to answer uvicorn's health check, and a new one (SIGHUP) to
+#: start serving (uvicorn's default, 5, aborted a restart whose worker took longer to
+#: import and build its app, as a busy machine's or one loading the embedded model does)
+HEALTHCHECK_TIMEOUT = 30
 
 
 def _protocol(header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
@@ -78,14 +88,18 @@ def _verbose() -> bool:
 
 class _WorkerDeaths(logging.Filter):
     """On uvicorn's supervisor logger: a worker's death (told at INFO) as a warning; its
-    other INFO lines only where the operator asked for them."""
+    other INFO lines only where the operator asked for them; and a restart (SIGHUP) that a
+    new worker failed, with why (``failed``: where workers leave it), not as uvicorn tells
+    it (``New child process [PID] was not ready in time; ...``)."""
 
-    def __init__(self, verbose: bool) -> None:
+    def __init__(self, verbose: bool, failed: Path | None = None) -> None:
         super().__init__()
         self._verbose = verbose
+        self._failed = failed
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.WARNING:
+            self._restart_failed(record)
             return True
         text = record.getMessage()
         if text.startswith("Child process [") and text.endswith("died"):
@@ -93,6 +107,18 @@ class _WorkerDeaths(logging.Filter):
             record.msg, record.args = f"worker {text.removeprefix('Child process ')}; a new worker replaces it", None
             return True
         return self._verbose
+
+    def _restart_failed(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if self._failed is None or not (text.startswith("New child process [") and "not ready in time" in text):
+            return
+        left = self._failed / text.removeprefix("New child process [").split("]", 1)[0]
+        try:
+            why = left.read_text(encoding="utf-8", errors="replace").strip()
+            left.unlink()
+        except OSError:  # not a failure to build the app (a start slower than uvicorn waits): as uvicorn says
+            return
+        record.msg, record.args = f"SIGHUP: the workers were not started again, they serve as they did: {why}", None
 
     def filter_errors(self, record: logging.LogRecord) -> bool:
         """uvicorn's ``Child process [PID] failed to start, stopping the parent process.``
@@ -141,16 +167,17 @@ def serve_workers(options: dict[str, Any], *, workers: int, port: int, api_key: 
         if value:
             os.environ[name] = value
     # the supervisor's INFO lines reach the filter, which keeps a worker's death
-    deaths = _WorkerDeaths(_verbose())
-    logging.getLogger("uvicorn.error").addFilter(deaths)
-    logging.getLogger("uvicorn.error").addFilter(deaths.filter_errors)
     failed = Path(tempfile.mkdtemp(prefix="agentfsm-serve-"))
     os.environ[FAILED_ENV] = str(failed)
+    deaths = _WorkerDeaths(_verbose(), failed)
+    logging.getLogger("uvicorn.error").addFilter(deaths)
+    logging.getLogger("uvicorn.error").addFilter(deaths.filter_errors)
     try:
         with _signals_received() as received:
             uvicorn.run(
                 "agentfsm.cli._workers:worker_app", factory=True, workers=workers, host=options["host"], port=port,
                 log_level="info", access_log=False, loop="auto", http=WorkerProtocol, **graceful(shutdown_timeout),
+                timeout_worker_healthcheck=HEALTHCHECK_TIMEOUT,
             )
         said = sorted(p.read_text(encoding="utf-8", errors="replace").strip() for p in failed.iterdir())
     finally:

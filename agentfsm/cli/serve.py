@@ -318,9 +318,12 @@ def register(app: typer.Typer) -> None:
         requests under way --shutdown-timeout; then SIGTERM ends it by the signal
         (a shell says 143) and Ctrl-C with 0, with --workers or without. It exits
         3 when it cannot start: its port taken, or a worker that failed to start.
+        SIGHUP reads the models file again (a file that no longer loads changes
+        nothing, and a line says why); the requests under way end as they began.
         """
         import uvicorn
 
+        from agentfsm.cli._reload import Reloadable
         from agentfsm.cli._workers import graceful
         from agentfsm.server.limits import default_max_connections, guarded_protocol
 
@@ -352,5 +355,7 @@ def register(app: typer.Typer) -> None:
         # http: uvicorn's own protocol (httptools where installed), with a header deadline and
         # a connection limit (agentfsm.server.limits)
         http = guarded_protocol(header_timeout, max_connections or default_max_connections())
+        # SIGHUP builds the app again (the models file read again), as uvicorn's workers are restarted
+        asgi = Reloadable(asgi, lambda: build_app(upstream_api_key=upstream_api_key, api_key=api_key, **options))
         uvicorn.run(asgi, host=host, port=port, log_level="warning", access_log=False, loop="auto", http=http,
                     **graceful(shutdown_timeout))
