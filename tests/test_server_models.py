@@ -261,7 +261,7 @@ def test_settings_header_names_dialect_enforcement_and_what_differs() -> None:
         ("[models.a]\nbase_url = 'http://x/v1'\ncolour = 'red'\n", "models.a: colour: Extra inputs are not permitted"),
         ("[models.a]\nbase_url = 'http://x/v1'\ntool_choice = 'required'\n", "tool_choice: each request brings its own"),
         ("[models.a]\nbase_url = 'http://x/v1'\ndialect = 'yaml'\n", "models.a: dialect must be one of"),
-        ("[models.a]\nbase_url = 'http://x/v1'\napi_key_env = 'NOT_SET_ANYWHERE'\n", "NOT_SET_ANYWHERE (api_key_env) is not set"),
+        ("[models.a]\nbase_url = 'http://x/v1'\napi_key_env = 'NOT_SET_ANYWHERE'\n", "NOT_SET_ANYWHERE (api_key_env) is not set, or empty"),
         ("[models.a]\nmodel = 'm'\n", "models.a: an openai entry needs base_url"),
         ("[models.a]\nbackend = 'local'\nbase_url = 'http://x/v1'\n", "a local entry takes no base_url"),
         ("[models.a]\nbase_url = 'http://x/v1'\nprofile = 'missing.json'\n", "cannot read the profile"),

@@ -54,12 +54,24 @@ from agentfsm.core.errors import BackendError, BackendHTTPError, MaxTokensTooLar
 from agentfsm.core.redaction import Redactor
 from agentfsm.core.messages import PromptMessage
 
-__all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts", "split_base_url"]
+__all__ = ["KEY_NOT_SENDABLE", "JSONSchemaMode", "OpenAICompatBackend", "Timeouts", "key_sendable", "split_base_url"]
 
 def _sent_limit(completion: Completion, asked: JSONObject, sent: JSONObject) -> Completion:
     """``completion``, saying the ``max_tokens`` sent when a fallback lowered the one asked."""
     lowered = max_tokens_sent(asked, sent)
     return completion if lowered is None else completion.model_copy(update={"max_tokens_sent": lowered})
+
+
+#: why a key cannot be sent (it is never shown: not even its length)
+KEY_NOT_SENDABLE = (
+    "the upstream key holds a line break or a character other than printable ASCII, which no "
+    "HTTP header carries (a key file's last line break, kept by the variable?)"
+)
+
+
+def key_sendable(key: str) -> bool:
+    """Whether ``key`` can be sent in a header as it is (printable ASCII)."""
+    return key.isascii() and key.isprintable()
 
 
 def _env_key() -> str | None:
@@ -122,6 +134,8 @@ class OpenAICompatBackend:
         )
         # a SecretStr shows as '**********' in reprs, vars() and tracebacks' locals
         raw_key = api_key if api_key is not None else _env_key()
+        if raw_key and not key_sendable(raw_key):  # else every request fails, a 500 with a traceback
+            raise UsageError(KEY_NOT_SENDABLE)
         self._key = SecretStr(raw_key) if raw_key else None
         #: the key, and a credential in the base URL's query (``?code=``), in every form an
         #: upstream may echo them (escaped, URL-encoded ...)

@@ -30,7 +30,8 @@ Upstream keys: ``backend`` (``openai``, the default, or ``local``), ``base_url``
 An entry's settings are, from the first that sets a field: the entry's own fields, its
 profile's chosen settings, the command line's options (``--dialect`` ...), the defaults.
 A relative ``profile`` path is read from the models file's folder. Every mistake (an
-unknown key, a value of the wrong type, a missing variable, a profile without the model)
+unknown key, a value of the wrong type, a missing or empty variable, a key no header can
+carry, a profile without the model)
 is a :class:`~agentfsm.core.errors.UsageError` naming the file and the entry, at start-up:
 values are read strictly (``context_tokens = "4096"`` or ``true`` is refused, not
 converted), times must be finite, and a base URL must be one the upstream's client can
@@ -52,6 +53,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentfsm.backends._transport import split_base_url, url_secrets
+from agentfsm.backends.openai_compat import KEY_NOT_SENDABLE, key_sendable
 from agentfsm.core.backend import Backend
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import UsageError
@@ -237,10 +239,12 @@ def _entry(
         if not entry.api_key_env.strip():
             raise UsageError("api_key_env is empty: name the environment variable that holds the key")
         key = env.get(entry.api_key_env)
-        if not key:
-            raise UsageError(f"the environment variable {entry.api_key_env} (api_key_env) is not set")
-        if on_secret is not None:
+        if on_secret is not None and key:
             on_secret(key)
+        if not key or not key.strip():
+            raise UsageError(f"the environment variable {entry.api_key_env} (api_key_env) is not set, or empty")
+        if not key_sendable(key):
+            raise UsageError(f"the environment variable {entry.api_key_env} (api_key_env): {KEY_NOT_SENDABLE}")
     backend = make_backend(name, entry, key)
     run, source = base, "models file" if settings else "flags"
     if entry.profile is not None:
