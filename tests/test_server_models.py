@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -318,6 +319,14 @@ def test_serve_refuses_models_beside_the_single_backend_flags(tmp_path: Path) ->
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 2 and "--models replaces --backend, --base-url" in done.stderr
+    assert done.stderr.rstrip().endswith("(given: --base-url)")
+    # a variable left in the environment is named as such: the operator typed only --models
+    env = {**os.environ, "AGENTFSM_BASE_URL": "http://127.0.0.1:9/v1", "AGENTFSM_UPSTREAM_API_KEY": "sk-left-9"}
+    done = subprocess.run([sys.executable, "-m", "agentfsm", "serve", "--models", str(path)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2 and "sk-left-9" not in done.stderr
+    assert done.stderr.rstrip().endswith("(given: --base-url from $AGENTFSM_BASE_URL, --upstream-api-key from "
+                                         "$AGENTFSM_UPSTREAM_API_KEY)")
 
 
 def test_the_server_package_exports_the_table() -> None:

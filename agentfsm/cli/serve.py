@@ -148,6 +148,14 @@ def _backend(
     return make_backend(backend, base_url, model, upstream_key, context_tokens)
 
 
+#: the single-backend options a models file replaces, with their variables, in ``_models``' order
+_SINGLE = (
+    ("--backend", "AGENTFSM_BACKEND"), ("--base-url", "AGENTFSM_BASE_URL"), ("--model", "AGENTFSM_MODEL"),
+    ("--upstream-api-key", "AGENTFSM_UPSTREAM_API_KEY"), ("--context-tokens", "AGENTFSM_CONTEXT_TOKENS"),
+    ("--served-model-name", "AGENTFSM_SERVED_MODEL_NAME"),
+)
+
+
 def _models(
     path: Path, config: RunConfig, backend: str, *single: str | int | None
 ) -> ModelTable:
@@ -155,10 +163,15 @@ def _models(
     from agentfsm.cli._logging import register_secret
     from agentfsm.server.models_file import load_models_file
 
-    if backend != "local" or any(v is not None for v in single):
+    values = (None if backend == "local" else backend, *single)
+    given = [
+        f"{flag} from ${variable}" if os.environ.get(variable) == str(value) else flag
+        for (flag, variable), value in zip(_SINGLE, values, strict=True) if value is not None
+    ]
+    if given:  # named as given: a variable left in the environment is not an option the operator typed
         raise UsageError(
             "--models replaces --backend, --base-url, --model, --upstream-api-key, --context-tokens and "
-            "--served-model-name: give each model's upstream in the models file"
+            f"--served-model-name: give each model's upstream in the models file (given: {', '.join(given)})"
         )
     return load_models_file(path, config, on_secret=register_secret)
 
