@@ -335,3 +335,43 @@ def test_the_server_package_exports_the_table() -> None:
     assert server.__all__ == sorted(server.__all__)
     assert server.ModelTable is ModelTable and server.load_models_file is load_models_file
     assert all(getattr(server, name) is not None for name in server.__all__)
+
+
+def test_a_hung_upstream_holds_none_of_a_clients_share_of_another(tmp_path: Path) -> None:
+    """--client-share bounds one client's requests at each upstream: before, it was one
+    share across every model, and a client's calls stuck at a model whose upstream hung
+    held its places, so that its requests for a healthy model waited behind them."""
+    import threading
+
+    from agentfsm.testing import FakeReply, ReceivedRequest
+
+    started, release = threading.Event(), threading.Event()
+
+    def hangs(request: ReceivedRequest) -> FakeReply:
+        started.set()
+        release.wait(60)
+        return FakeReply(text="late")
+
+    with FakeUpstream(hangs) as hung, FakeUpstream() as healthy:
+        path = tmp_path / "models.toml"
+        path.write_text(f"[models.hung]\nbase_url = '{hung.base_url}'\nmax_retries = 0\n"
+                        f"[models.ok]\nbase_url = '{healthy.base_url}'\nmax_retries = 0\n")
+        stuck: list[str] = []
+        with proxy(load_models_file(path, environ={}), client_share=1) as url:
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60)
+
+            def ask_hung() -> None:
+                stuck.append(client.chat.completions.create(model="hung", messages=USER).choices[0].message.content or "")
+
+            waiting = threading.Thread(target=ask_hung)
+            waiting.start()
+            try:
+                assert started.wait(60)
+                quick = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=20)
+                answer = quick.chat.completions.create(model="ok", messages=USER)  # while the other still hangs
+                assert answer.choices[0].message.content == f"echo: {QUESTION}"
+                assert not release.is_set() and not stuck
+            finally:
+                release.set()
+                waiting.join(60)
+            assert stuck == ["late"]

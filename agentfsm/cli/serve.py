@@ -83,7 +83,7 @@ AllowedOriginsOpt = Annotated[
 MaxToolsOpt = Annotated[int, typer.Option("--max-tools", envvar="AGENTFSM_MAX_TOOLS", min=1, help="The most tools one request may offer (400 above).")]
 ClientShareOpt = Annotated[
     int | None,
-    typer.Option("--client-share", envvar="AGENTFSM_CLIENT_SHARE", min=1, help="Requests one client address may have at the upstream at once; its others wait. Default: half the upstream connection pool.", show_default=False),
+    typer.Option("--client-share", envvar="AGENTFSM_CLIENT_SHARE", min=1, help="Requests one client address may have at each upstream at once; its others wait. Default: half the upstream connection pool.", show_default=False),
 ]
 StreamProseOpt = Annotated[
     StreamProse,
