@@ -143,9 +143,13 @@ def test_workers_read_the_models_file_again_on_sighup_and_say_why_they_could_not
             while _workers(served.process.pid) & first:  # each old worker is stopped once its new one serves
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
+            second = _workers(served.process.pid)
+            for worker in second:  # as a terminal's hangup reaches them: the supervisor's to answer, not theirs
+                os.kill(worker, signal.SIGHUP)
             for _ in range(6):  # either worker
                 assert served.names() == ["a", "b"]
                 assert served.settings("a") == "dialect=json-protocol; enforcement=auto"
+            assert _workers(served.process.pid) == second
 
             models.write_text("[models.a]\nbase_url = 'http://127.0.0.1:9/v1'\ncolour = 'red'\n", encoding="utf-8")
             served.process.send_signal(signal.SIGHUP)
@@ -156,4 +160,4 @@ def test_workers_read_the_models_file_again_on_sighup_and_say_why_they_could_not
         finally:
             logs = served.stop()
     assert f"{models}: models.a: colour: Extra inputs are not permitted" in logs
-    assert "not ready in time" not in logs
+    assert "not ready in time" not in logs and "died" not in logs  # no worker died of the group's SIGHUP

@@ -25,7 +25,9 @@ SIGHUP to ``agentfsm serve`` makes uvicorn replace the workers one at a time, ea
 one building its app again (the models file read again) and the old one stopped once the
 new one serves; a new worker that cannot build its app is stopped and the old ones serve
 on, said in one line with why (``SIGHUP: the workers were not started again, they serve
-as they did: ...``), where uvicorn said only that it ``was not ready in time``.
+as they did: ...``), where uvicorn said only that it ``was not ready in time``. The
+workers themselves ignore SIGHUP: one sent to the whole process group (a terminal's
+hangup) killed each mid-request, before the supervisor replaced it.
 """
 
 from __future__ import annotations
@@ -227,6 +229,10 @@ def worker_app() -> Any:
 
     configure_logging(os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING"))
     logger.enable("agentfsm")
+    if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():
+        # the supervisor's to answer (by replacing this worker once its new one serves); a
+        # hangup sent to the whole group (the terminal's) would otherwise kill it mid-request
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if not _verbose():  # uvicorn runs at INFO for the supervisor's sake (above)
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     _exit_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()))
