@@ -13,6 +13,7 @@ time``, without why.
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import subprocess
@@ -139,6 +140,8 @@ def test_workers_read_the_models_file_again_on_sighup_and_say_why_they_could_not
             models.write_text(_entry("a", upstream, "json-protocol") + _entry("b", upstream, "smiley"), encoding="utf-8")
             served.process.send_signal(signal.SIGHUP)
             served.wait_for("Application startup complete.", count=4)
+            assert re.search(r"WARNING: +SIGHUP: replacing the workers one at a time, each reading the models file again",
+                             served.stderr)
             deadline = time.monotonic() + 120
             while _workers(served.process.pid) & first:  # each old worker is stopped once its new one serves
                 assert time.monotonic() < deadline

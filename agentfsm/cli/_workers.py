@@ -108,6 +108,10 @@ class _WorkerDeaths(logging.Filter):
             record.levelno, record.levelname = logging.WARNING, "WARNING"
             record.msg, record.args = f"worker {text.removeprefix('Child process ')}; a new worker replaces it", None
             return True
+        if text.startswith("Received SIGHUP"):  # said, as one process says its reload
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg, record.args = "SIGHUP: replacing the workers one at a time, each reading the models file again", None
+            return True
         return self._verbose
 
     def _restart_failed(self, record: logging.LogRecord) -> None:
