@@ -84,7 +84,7 @@ class Reloadable:
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup
-        self._current = _Generation(self._first)
+        self._current, self._first = _Generation(self._first), None  # not held once replaced
         await self._current.lifespan.__aenter__()
         loop = asyncio.get_running_loop()
         if _SIGHUP is not None:
