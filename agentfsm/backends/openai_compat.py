@@ -41,10 +41,12 @@ from agentfsm.backends._payload import JSONSchemaMode, build_payload, response_f
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
 from agentfsm.backends._upstream import AsyncUpstream, HttpxUpstream, UpstreamResponse
 from agentfsm.backends._transport import (
+    KEY_NOT_SENDABLE,
     CallState,
     RetryPolicy,
     Timeouts,
     bounded,
+    key_sendable,
     map_transport_error,
     split_base_url,
     url_secrets,
@@ -54,24 +56,12 @@ from agentfsm.core.errors import BackendError, BackendHTTPError, MaxTokensTooLar
 from agentfsm.core.redaction import Redactor
 from agentfsm.core.messages import PromptMessage
 
-__all__ = ["KEY_NOT_SENDABLE", "JSONSchemaMode", "OpenAICompatBackend", "Timeouts", "key_sendable", "split_base_url"]
+__all__ = ["JSONSchemaMode", "OpenAICompatBackend", "Timeouts", "split_base_url"]
 
 def _sent_limit(completion: Completion, asked: JSONObject, sent: JSONObject) -> Completion:
     """``completion``, saying the ``max_tokens`` sent when a fallback lowered the one asked."""
     lowered = max_tokens_sent(asked, sent)
     return completion if lowered is None else completion.model_copy(update={"max_tokens_sent": lowered})
-
-
-#: why a key cannot be sent (it is never shown: not even its length)
-KEY_NOT_SENDABLE = (
-    "the upstream key holds a line break or a character other than printable ASCII, which no "
-    "HTTP header carries (a key file's last line break, kept by the variable?)"
-)
-
-
-def key_sendable(key: str) -> bool:
-    """Whether ``key`` can be sent in a header as it is (printable ASCII)."""
-    return key.isascii() and key.isprintable()
 
 
 def _env_key() -> str | None:

@@ -52,8 +52,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentfsm.backends._transport import split_base_url, url_secrets
-from agentfsm.backends.openai_compat import KEY_NOT_SENDABLE, key_sendable
+from agentfsm.backends._transport import KEY_NOT_SENDABLE, key_sendable, split_base_url, url_secrets
 from agentfsm.core.backend import Backend
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import UsageError
