@@ -276,7 +276,7 @@ def test_the_docs_models_file_is_one_serve_reads(tmp_path: Path) -> None:
         return ScriptedBackend([], capabilities=can, name=f"{entry.backend}:{entry.model or name}")
 
     table = load_models_file(tmp_path / "models.toml", environ={"VLLM_API_KEY": "k"}, make_backend=backend)
-    assert sorted(entries) == ["llama", "qwen", "small"]
+    assert sorted(entries) == ["llama", "org/llama:8b", "qwen", "small"]
     assert entries["llama"].timeout == 300 and entries["small"].backend == "local"
     served = {m.name: m for m in table.models}
     assert served["qwen"].run.dialect == "command" and served["qwen"].settings_from == "profile profiles/upstreams.json"

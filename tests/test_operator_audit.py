@@ -65,6 +65,21 @@ def test_a_models_file_mistake_is_one_line_naming_file_entry_and_field(tmp_path:
     assert "pw" not in line
 
 
+def test_a_key_no_header_carries_is_refused_at_start_up_not_a_500_per_request(tmp_path: Path) -> None:
+    # before: a key with its file's last line break (a Kubernetes secret made --from-file)
+    # started a proxy whose every request to that model was a 500 with aiohttp's traceback
+    path = tmp_path / "models.toml"
+    path.write_text("[models.a]\nbase_url = 'http://127.0.0.1:9/v1'\napi_key_env = 'TEST_KEY'\n", encoding="utf-8")
+    line = _serve_fails("--models", str(path), env={**os.environ, "TEST_KEY": "sk-from-a-file-4242\n"})
+    assert line.startswith(f"agentfsm: error: {path}: models.a: the environment variable TEST_KEY (api_key_env): "
+                           "the upstream key holds a line break")
+    line = _serve_fails("--models", str(path), env={**os.environ, "TEST_KEY": "  "})
+    assert line.endswith("models.a: the environment variable TEST_KEY (api_key_env) is not set, or empty")
+    single = _serve_fails("--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                          env={**os.environ, "AGENTFSM_UPSTREAM_API_KEY": "sk-from-a-file-4242\r\n"})
+    assert single.startswith("agentfsm: error: the upstream key holds a line break") and "4242" not in single
+
+
 def test_a_models_file_not_in_utf8_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     path = tmp_path / "models.toml"
     path.write_bytes(b"\xff\xfe[models.a]\nbase_url = 'http://127.0.0.1:9/v1'\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -261,7 +262,7 @@ def test_settings_header_names_dialect_enforcement_and_what_differs() -> None:
         ("[models.a]\nbase_url = 'http://x/v1'\ncolour = 'red'\n", "models.a: colour: Extra inputs are not permitted"),
         ("[models.a]\nbase_url = 'http://x/v1'\ntool_choice = 'required'\n", "tool_choice: each request brings its own"),
         ("[models.a]\nbase_url = 'http://x/v1'\ndialect = 'yaml'\n", "models.a: dialect must be one of"),
-        ("[models.a]\nbase_url = 'http://x/v1'\napi_key_env = 'NOT_SET_ANYWHERE'\n", "NOT_SET_ANYWHERE (api_key_env) is not set"),
+        ("[models.a]\nbase_url = 'http://x/v1'\napi_key_env = 'NOT_SET_ANYWHERE'\n", "NOT_SET_ANYWHERE (api_key_env) is not set, or empty"),
         ("[models.a]\nmodel = 'm'\n", "models.a: an openai entry needs base_url"),
         ("[models.a]\nbackend = 'local'\nbase_url = 'http://x/v1'\n", "a local entry takes no base_url"),
         ("[models.a]\nbase_url = 'http://x/v1'\nprofile = 'missing.json'\n", "cannot read the profile"),
@@ -270,6 +271,11 @@ def test_settings_header_names_dialect_enforcement_and_what_differs() -> None:
         ("model = 'a'\n", "unknown top-level key(s) model"),
         ("[models]\n", "no models"),
         ("[models.a\n", "is not valid TOML"),
+        # Ollama's and LiteLLM's names, unquoted: the quoting rule is named, not a stray key "5"
+        ("[models.qwen2.5]\nbase_url = 'http://x/v1'\n", 'models.qwen2: 5 is a table inside this entry, as [models.qwen2.5] reads; a model name holding anything but letters, digits, "-" and "_" is quoted: [models."org/model:tag"]'),
+        ("# models\n[models.org/model:tag]\nbase_url = 'http://x/v1'\n", '(at line 2, column 12); a model name holding anything but letters, digits, "-" and "_" is quoted'),
+        ("[models.' qwen']\nbase_url = 'http://x/v1'\n", "the model name ' qwen' begins or ends with a space, or holds a character that is not printable"),
+        ('[models."a\\tb"]\nbase_url = \'http://x/v1\'\n', "the model name 'a\\tb' begins or ends with a space, or holds a character"),
     ],
 )
 def test_models_file_mistakes_are_named(tmp_path: Path, text: str, message: str) -> None:
@@ -278,6 +284,23 @@ def test_models_file_mistakes_are_named(tmp_path: Path, text: str, message: str)
     with pytest.raises(UsageError) as caught:
         load_models_file(path, environ={})
     assert message in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_a_toml_error_elsewhere_gets_no_naming_hint(tmp_path: Path) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text("[models.a]\nbase_url = http://x/v1\n")
+    with pytest.raises(UsageError) as caught:
+        load_models_file(path, environ={})
+    assert "is not valid TOML" in str(caught.value) and "quoted" not in str(caught.value)
+
+
+def test_quoted_names_are_served_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "models.toml"
+    path.write_text("[models.\"org/model:tag\"]\nbase_url = 'http://x/v1'\n[models.\"qwen2.5:7b\"]\nbase_url = 'http://x/v1'\n"
+                    "[models.\"modèle a\"]\nbase_url = 'http://x/v1'\n", encoding="utf-8")
+    table = load_models_file(path, environ={})
+    assert table.names == ("org/model:tag", "qwen2.5:7b", "modèle a")
+    assert table.route("qwen2.5:7b").backend.name == "openai:qwen2.5:7b"
 
 
 def test_a_profile_without_the_model_is_named(tmp_path: Path) -> None:
@@ -296,6 +319,14 @@ def test_serve_refuses_models_beside_the_single_backend_flags(tmp_path: Path) ->
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 2 and "--models replaces --backend, --base-url" in done.stderr
+    assert done.stderr.rstrip().endswith("(given: --base-url)")
+    # a variable left in the environment is named as such: the operator typed only --models
+    env = {**os.environ, "AGENTFSM_BASE_URL": "http://127.0.0.1:9/v1", "AGENTFSM_UPSTREAM_API_KEY": "sk-left-9"}
+    done = subprocess.run([sys.executable, "-m", "agentfsm", "serve", "--models", str(path)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2 and "sk-left-9" not in done.stderr
+    assert done.stderr.rstrip().endswith("(given: --base-url from $AGENTFSM_BASE_URL, --upstream-api-key from "
+                                         "$AGENTFSM_UPSTREAM_API_KEY)")
 
 
 def test_the_server_package_exports_the_table() -> None:
@@ -304,3 +335,43 @@ def test_the_server_package_exports_the_table() -> None:
     assert server.__all__ == sorted(server.__all__)
     assert server.ModelTable is ModelTable and server.load_models_file is load_models_file
     assert all(getattr(server, name) is not None for name in server.__all__)
+
+
+def test_a_hung_upstream_holds_none_of_a_clients_share_of_another(tmp_path: Path) -> None:
+    """--client-share bounds one client's requests at each upstream: before, it was one
+    share across every model, and a client's calls stuck at a model whose upstream hung
+    held its places, so that its requests for a healthy model waited behind them."""
+    import threading
+
+    from agentfsm.testing import FakeReply, ReceivedRequest
+
+    started, release = threading.Event(), threading.Event()
+
+    def hangs(request: ReceivedRequest) -> FakeReply:
+        started.set()
+        release.wait(60)
+        return FakeReply(text="late")
+
+    with FakeUpstream(hangs) as hung, FakeUpstream() as healthy:
+        path = tmp_path / "models.toml"
+        path.write_text(f"[models.hung]\nbase_url = '{hung.base_url}'\nmax_retries = 0\n"
+                        f"[models.ok]\nbase_url = '{healthy.base_url}'\nmax_retries = 0\n")
+        stuck: list[str] = []
+        with proxy(load_models_file(path, environ={}), client_share=1) as url:
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60)
+
+            def ask_hung() -> None:
+                stuck.append(client.chat.completions.create(model="hung", messages=USER).choices[0].message.content or "")
+
+            waiting = threading.Thread(target=ask_hung)
+            waiting.start()
+            try:
+                assert started.wait(60)
+                quick = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=20)
+                answer = quick.chat.completions.create(model="ok", messages=USER)  # while the other still hangs
+                assert answer.choices[0].message.content == f"echo: {QUESTION}"
+                assert not release.is_set() and not stuck
+            finally:
+                release.set()
+                waiting.join(60)
+            assert stuck == ["late"]

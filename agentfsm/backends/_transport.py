@@ -31,12 +31,14 @@ from agentfsm.core.errors import (
 )
 
 __all__ = [
+    "KEY_NOT_SENDABLE",
     "RETRY_STATUSES",
     "CallState",
     "RetryPolicy",
     "Timeouts",
     "bounded",
     "is_retryable",
+    "key_sendable",
     "map_transport_error",
     "parse_retry_after",
     "split_base_url",
@@ -265,6 +267,18 @@ def _log_retry(state: tenacity.RetryCallState) -> None:
 
 #: query parameters of a base URL whose values are credentials (by a part of their name)
 _CREDENTIAL_PARAMS = ("key", "token", "secret", "code", "sig", "password", "auth", "credential")
+
+
+#: why a key cannot be sent (it is never shown: not even its length)
+KEY_NOT_SENDABLE = (
+    "the upstream key holds a line break or a character other than printable ASCII, which no "
+    "HTTP header carries (a key file's last line break, kept by the variable?)"
+)
+
+
+def key_sendable(key: str) -> bool:
+    """Whether ``key`` can be sent in a header as it is (printable ASCII)."""
+    return key.isascii() and key.isprintable()
 
 
 def url_secrets(base_url: str) -> list[str]:

@@ -41,10 +41,12 @@ from agentfsm.backends._payload import JSONSchemaMode, build_payload, response_f
 from agentfsm.backends._sse import ChatStreamState, SSEDecoder, parse_chat_completion
 from agentfsm.backends._upstream import AsyncUpstream, HttpxUpstream, UpstreamResponse
 from agentfsm.backends._transport import (
+    KEY_NOT_SENDABLE,
     CallState,
     RetryPolicy,
     Timeouts,
     bounded,
+    key_sendable,
     map_transport_error,
     split_base_url,
     url_secrets,
@@ -122,6 +124,8 @@ class OpenAICompatBackend:
         )
         # a SecretStr shows as '**********' in reprs, vars() and tracebacks' locals
         raw_key = api_key if api_key is not None else _env_key()
+        if raw_key and not key_sendable(raw_key):  # else every request fails, a 500 with a traceback
+            raise UsageError(KEY_NOT_SENDABLE)
         self._key = SecretStr(raw_key) if raw_key else None
         #: the key, and a credential in the base URL's query (``?code=``), in every form an
         #: upstream may echo them (escaped, URL-encoded ...)

@@ -20,6 +20,14 @@ and a worker whose app could not be built died with a traceback and was replaced
 again, for ever. A worker whose parent is gone (killed with SIGKILL, or by
 the kernel's OOM killer) stops itself within a second: it would otherwise serve on,
 orphaned, holding the port that a new ``agentfsm serve`` then could not bind.
+
+SIGHUP to ``agentfsm serve`` makes uvicorn replace the workers one at a time, each new
+one building its app again (the models file read again) and the old one stopped once the
+new one serves; a new worker that cannot build its app is stopped and the old ones serve
+on, said in one line with why (``SIGHUP: the workers were not started again, they serve
+as they did: ...``), where uvicorn said only that it ``was not ready in time``. The
+workers themselves ignore SIGHUP: one sent to the whole process group (a terminal's
+hangup) killed each mid-request, before the supervisor replaced it.
 """
 
 from __future__ import annotations
@@ -53,6 +61,10 @@ FAILED_ENV = "AGENTFSM_SERVE_FAILED"
 #: uvicorn's exit status for a server that could not start (``uvicorn.config.STARTUP_FAILURE``)
 STARTUP_FAILURE = 3
 _PATHS = ("transcripts", "models")
+#: seconds a worker may take to answer uvicorn's health check, and a new one (SIGHUP) to
+#: start serving (uvicorn's default, 5, aborted a restart whose worker took longer to
+#: import and build its app, as a busy machine's or one loading the embedded model does)
+HEALTHCHECK_TIMEOUT = 30
 
 
 def _protocol(header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
@@ -78,21 +90,41 @@ def _verbose() -> bool:
 
 class _WorkerDeaths(logging.Filter):
     """On uvicorn's supervisor logger: a worker's death (told at INFO) as a warning; its
-    other INFO lines only where the operator asked for them."""
+    other INFO lines only where the operator asked for them; and a restart (SIGHUP) that a
+    new worker failed, with why (``failed``: where workers leave it), not as uvicorn tells
+    it (``New child process [PID] was not ready in time; ...``)."""
 
-    def __init__(self, verbose: bool) -> None:
+    def __init__(self, verbose: bool, failed: Path | None = None) -> None:
         super().__init__()
         self._verbose = verbose
+        self._failed = failed
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.WARNING:
+            self._restart_failed(record)
             return True
         text = record.getMessage()
         if text.startswith("Child process [") and text.endswith("died"):
             record.levelno, record.levelname = logging.WARNING, "WARNING"
             record.msg, record.args = f"worker {text.removeprefix('Child process ')}; a new worker replaces it", None
             return True
+        if text.startswith("Received SIGHUP"):  # said, as one process says its reload
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg, record.args = "SIGHUP: replacing the workers one at a time, each reading the models file again", None
+            return True
         return self._verbose
+
+    def _restart_failed(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if self._failed is None or not (text.startswith("New child process [") and "not ready in time" in text):
+            return
+        left = self._failed / text.removeprefix("New child process [").split("]", 1)[0]
+        try:
+            why = left.read_text(encoding="utf-8", errors="replace").strip()
+            left.unlink()
+        except OSError:  # not a failure to build the app (a start slower than uvicorn waits): as uvicorn says
+            return
+        record.msg, record.args = f"SIGHUP: the workers were not started again, they serve as they did: {why}", None
 
     def filter_errors(self, record: logging.LogRecord) -> bool:
         """uvicorn's ``Child process [PID] failed to start, stopping the parent process.``
@@ -141,16 +173,17 @@ def serve_workers(options: dict[str, Any], *, workers: int, port: int, api_key: 
         if value:
             os.environ[name] = value
     # the supervisor's INFO lines reach the filter, which keeps a worker's death
-    deaths = _WorkerDeaths(_verbose())
-    logging.getLogger("uvicorn.error").addFilter(deaths)
-    logging.getLogger("uvicorn.error").addFilter(deaths.filter_errors)
     failed = Path(tempfile.mkdtemp(prefix="agentfsm-serve-"))
     os.environ[FAILED_ENV] = str(failed)
+    deaths = _WorkerDeaths(_verbose(), failed)
+    logging.getLogger("uvicorn.error").addFilter(deaths)
+    logging.getLogger("uvicorn.error").addFilter(deaths.filter_errors)
     try:
         with _signals_received() as received:
             uvicorn.run(
                 "agentfsm.cli._workers:worker_app", factory=True, workers=workers, host=options["host"], port=port,
                 log_level="info", access_log=False, loop="auto", http=WorkerProtocol, **graceful(shutdown_timeout),
+                timeout_worker_healthcheck=HEALTHCHECK_TIMEOUT,
             )
         said = sorted(p.read_text(encoding="utf-8", errors="replace").strip() for p in failed.iterdir())
     finally:
@@ -200,6 +233,10 @@ def worker_app() -> Any:
 
     configure_logging(os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING"))
     logger.enable("agentfsm")
+    if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():
+        # the supervisor's to answer (by replacing this worker once its new one serves); a
+        # hangup sent to the whole group (the terminal's) would otherwise kill it mid-request
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if not _verbose():  # uvicorn runs at INFO for the supervisor's sake (above)
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     _exit_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()))

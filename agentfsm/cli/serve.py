@@ -83,7 +83,7 @@ AllowedOriginsOpt = Annotated[
 MaxToolsOpt = Annotated[int, typer.Option("--max-tools", envvar="AGENTFSM_MAX_TOOLS", min=1, help="The most tools one request may offer (400 above).")]
 ClientShareOpt = Annotated[
     int | None,
-    typer.Option("--client-share", envvar="AGENTFSM_CLIENT_SHARE", min=1, help="Requests one client address may have at the upstream at once; its others wait. Default: half the upstream connection pool.", show_default=False),
+    typer.Option("--client-share", envvar="AGENTFSM_CLIENT_SHARE", min=1, help="Requests one client address may have at each upstream at once; its others wait. Default: half the upstream connection pool.", show_default=False),
 ]
 StreamProseOpt = Annotated[
     StreamProse,
@@ -148,6 +148,14 @@ def _backend(
     return make_backend(backend, base_url, model, upstream_key, context_tokens)
 
 
+#: the single-backend options a models file replaces, with their variables, in ``_models``' order
+_SINGLE = (
+    ("--backend", "AGENTFSM_BACKEND"), ("--base-url", "AGENTFSM_BASE_URL"), ("--model", "AGENTFSM_MODEL"),
+    ("--upstream-api-key", "AGENTFSM_UPSTREAM_API_KEY"), ("--context-tokens", "AGENTFSM_CONTEXT_TOKENS"),
+    ("--served-model-name", "AGENTFSM_SERVED_MODEL_NAME"),
+)
+
+
 def _models(
     path: Path, config: RunConfig, backend: str, *single: str | int | None
 ) -> ModelTable:
@@ -155,10 +163,15 @@ def _models(
     from agentfsm.cli._logging import register_secret
     from agentfsm.server.models_file import load_models_file
 
-    if backend != "local" or any(v is not None for v in single):
+    values = (None if backend == "local" else backend, *single)
+    given = [
+        f"{flag} from ${variable}" if os.environ.get(variable) == str(value) else flag
+        for (flag, variable), value in zip(_SINGLE, values, strict=True) if value is not None
+    ]
+    if given:  # named as given: a variable left in the environment is not an option the operator typed
         raise UsageError(
             "--models replaces --backend, --base-url, --model, --upstream-api-key, --context-tokens and "
-            "--served-model-name: give each model's upstream in the models file"
+            f"--served-model-name: give each model's upstream in the models file (given: {', '.join(given)})"
         )
     return load_models_file(path, config, on_secret=register_secret)
 
@@ -318,9 +331,12 @@ def register(app: typer.Typer) -> None:
         requests under way --shutdown-timeout; then SIGTERM ends it by the signal
         (a shell says 143) and Ctrl-C with 0, with --workers or without. It exits
         3 when it cannot start: its port taken, or a worker that failed to start.
+        SIGHUP reads the models file again (a file that no longer loads changes
+        nothing, and a line says why); the requests under way end as they began.
         """
         import uvicorn
 
+        from agentfsm.cli._reload import Reloadable
         from agentfsm.cli._workers import graceful
         from agentfsm.server.limits import default_max_connections, guarded_protocol
 
@@ -352,5 +368,7 @@ def register(app: typer.Typer) -> None:
         # http: uvicorn's own protocol (httptools where installed), with a header deadline and
         # a connection limit (agentfsm.server.limits)
         http = guarded_protocol(header_timeout, max_connections or default_max_connections())
+        # SIGHUP builds the app again (the models file read again), as uvicorn's workers are restarted
+        asgi = Reloadable(asgi, lambda: build_app(upstream_api_key=upstream_api_key, api_key=api_key, **options))
         uvicorn.run(asgi, host=host, port=port, log_level="warning", access_log=False, loop="auto", http=http,
                     **graceful(shutdown_timeout))

@@ -141,7 +141,7 @@ def create_app(
     carry (:func:`~agentfsm.server.auth.check_host_and_origin`; by default any host is
     allowed once an ``api_key`` is set). A request offering more than ``max_tools`` tools
     is the client's 400. ``client_share`` bounds the requests one client (address) has at
-    the upstream at once; its others wait (default: half the smallest connection pool among
+    each upstream at once; its others wait (default: half the smallest connection pool among
     the backends that have one). ``stream_prose`` says how a streamed tool-mode answer's
     prose leaves: ``exact`` (held until the engine accepts the reply: the stream carries
     what the whole answer carries) or ``live`` (as the model writes it; a refused reply's

@@ -6,7 +6,7 @@ the request's :class:`~agentfsm.server.wire.Wire` (the client's mistakes are its
 the model's backend and settings found, the prompt fitted to the context, then one
 deciding turn (:mod:`agentfsm.server.exchange`) answered whole or streamed. Errors leave
 in the caller's protocol shape; an unexpected one is a 500 naming the proxy, never the
-client. The request holds a place in its client's share of the upstream while it
+client. The request holds a place in its client's share of its model's upstream while it
 waits for it (:class:`~agentfsm.server.limits.ClientShare`).
 """
 
@@ -79,6 +79,7 @@ async def serve(
         check_client(request, settings)
         normalized = normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout), settings)
         backend, settings = route(normalized)  # the model's own backend and settings (a 404 for an unknown name)
+        place.upstream = id(backend)  # a share of each upstream apart: one that hangs holds none of another's
         normalized = settle(normalized, backend.capabilities)
         deadline = None
         if settings.request_timeout is not None:
@@ -155,20 +156,22 @@ async def _complete_in_place(place: _Place, ex: Exchange) -> Reply:
 class _Place:
     """This request's place in its client's share of the upstream (see ClientShare)."""
 
-    __slots__ = ("client", "handed", "held", "share")
+    __slots__ = ("client", "handed", "held", "share", "upstream")
 
     def __init__(self, share: ClientShare, client: str) -> None:
         self.share, self.client = share, client
+        #: the upstream's backend (its id), once the request is routed
+        self.upstream = 0
         self.held = self.handed = False
 
     async def take(self) -> None:
-        await self.share.enter(self.client)
+        await self.share.enter((self.client, self.upstream))
         self.held = True
 
     def give_back(self) -> None:
         if self.held:
             self.held = False
-            self.share.leave(self.client)
+            self.share.leave((self.client, self.upstream))
 
 
 class UnderWay:

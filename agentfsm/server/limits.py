@@ -14,9 +14,12 @@ connections, and a share of the upstream's pool.
   connection is answered 503 (``retry-after: 1``) and closed: at the process's descriptor
   limit new clients were refused and the upstream could not be reached.
 - **A share of the upstream pool.** :class:`ClientShare` lets one client (one address)
-  have at most ``share`` requests at the upstream at once; its others wait their turn
+  have at most ``share`` requests at each upstream at once; its others wait their turn
   in the proxy instead of taking the pool's every connection (100 slow calls from one
-  client made everyone else wait up to 30 s).
+  client made everyone else wait up to 30 s). Each upstream (each served model's
+  backend, which has its own pool) is shared apart: a client's calls stuck at a model
+  whose upstream hangs held its every place, and its requests for the other models
+  waited behind them.
 
 The 408, 431 and 503 are each the provider's JSON error, chosen by the request line's path
 (Anthropic's for ``/v1/messages``), so the SDKs raise their own error and retry a 503.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import resource
+from collections.abc import Hashable
 from typing import Any
 
 from agentfsm.server.settings import DEFAULT_HEADER_TIMEOUT
@@ -192,20 +196,21 @@ def guarded_protocol(
 
 
 class ClientShare:
-    """At most ``share`` requests of one client (by address) at the upstream at once
-    (None: no bound). :meth:`enter` waits for one of the client's places; :meth:`leave`
-    gives it back (once per successful ``enter``)."""
+    """At most ``share`` requests of one client at one upstream at once (None: no bound);
+    ``client`` is what tells them apart (the proxy's: the address and the upstream).
+    :meth:`enter` waits for one of the client's places; :meth:`leave` gives it back (once
+    per successful ``enter``)."""
 
     def __init__(self, share: int | None) -> None:
         self.share = share
         #: client -> (its places, requests holding or waiting for one)
-        self._gates: dict[str, tuple[asyncio.Semaphore, int]] = {}
+        self._gates: dict[Hashable, tuple[asyncio.Semaphore, int]] = {}
 
-    def busy(self, client: str) -> int:
+    def busy(self, client: Hashable) -> int:
         """Requests of ``client`` holding or waiting for a place."""
         return self._gates.get(client, (None, 0))[1]
 
-    async def enter(self, client: str) -> None:
+    async def enter(self, client: Hashable) -> None:
         """Wait for a place (cancellable: a cancelled wait holds nothing)."""
         if self.share is None:
             return
@@ -217,14 +222,14 @@ class ClientShare:
             self._forget(client)
             raise
 
-    def leave(self, client: str) -> None:
+    def leave(self, client: Hashable) -> None:
         """Give the place back."""
         if self.share is None:
             return
         self._gates[client][0].release()
         self._forget(client)
 
-    def _forget(self, client: str) -> None:
+    def _forget(self, client: Hashable) -> None:
         gate, users = self._gates[client]
         if users <= 1:
             del self._gates[client]  # no state kept for clients that are gone

@@ -61,6 +61,12 @@ class ModelTable:
         for entry in models:
             if not entry.name.strip():
                 raise UsageError("a served model's name may not be empty")
+            if entry.name != entry.name.strip() or not entry.name.isprintable():
+                # a header cannot carry it as written (x-agentfsm-model), nor a client mean it
+                raise UsageError(
+                    f"the model name {entry.name!r} begins or ends with a space, or holds a character that is not "
+                    "printable (a control character, a line break)"
+                )
             if entry.name in self._by_name:
                 raise UsageError(f"the model name {entry.name!r} is listed twice")
             self._by_name[entry.name] = entry

@@ -18,6 +18,11 @@ format: ``pyproject.toml``; comments, no indentation rules, no extra dependency)
     dialect = "command"                  # explicit settings: any run-configuration field the proxy uses
     enforcement = "constrained"
 
+A name holding anything but letters, digits, ``-`` and ``_`` is quoted, as TOML reads
+keys: ``[models."qwen2.5:7b"]``, ``[models."org/model:tag"]`` (unquoted, ``[models.qwen2.5]``
+is an entry ``qwen2`` holding a table ``5``: refused, naming the rule). A name may not
+begin or end with a space or hold a character that is not printable.
+
 Upstream keys: ``backend`` (``openai``, the default, or ``local``), ``base_url``, ``model``,
 ``api_key_env``, ``context_tokens``, ``json_schema_mode``, ``max_retries``, ``timeout`` and
 ``read_timeout`` (seconds), ``profile`` and ``profile_model`` (:class:`ModelEntry`).
@@ -25,7 +30,8 @@ Upstream keys: ``backend`` (``openai``, the default, or ``local``), ``base_url``
 An entry's settings are, from the first that sets a field: the entry's own fields, its
 profile's chosen settings, the command line's options (``--dialect`` ...), the defaults.
 A relative ``profile`` path is read from the models file's folder. Every mistake (an
-unknown key, a value of the wrong type, a missing variable, a profile without the model)
+unknown key, a value of the wrong type, a missing or empty variable, a key no header can
+carry, a profile without the model)
 is a :class:`~agentfsm.core.errors.UsageError` naming the file and the entry, at start-up:
 values are read strictly (``context_tokens = "4096"`` or ``true`` is refused, not
 converted), times must be finite, and a base URL must be one the upstream's client can
@@ -38,6 +44,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -45,7 +52,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentfsm.backends._transport import split_base_url, url_secrets
+from agentfsm.backends._transport import KEY_NOT_SENDABLE, key_sendable, split_base_url, url_secrets
 from agentfsm.core.backend import Backend
 from agentfsm.core.config import DEFAULTS, RunConfig
 from agentfsm.core.errors import UsageError
@@ -143,13 +150,14 @@ def load_models_file(
     registers it for redaction)."""
     file = Path(path)
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        text = file.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except OSError as exc:
         raise UsageError(f"cannot read the models file {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"{file} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{file} is not valid TOML: {exc}") from None
+        raise UsageError(f"{file} is not valid TOML: {exc}{_name_hint(text, exc)}") from None
     unknown = sorted(set(data) - {"models", "fallback"})
     if unknown:
         raise UsageError(f"{file}: unknown top-level key(s) {', '.join(unknown)}; expected [models.NAME] tables and fallback")
@@ -174,6 +182,20 @@ def load_models_file(
         raise UsageError(f"{file}: {exc}") from None
 
 
+#: how a name that is not a bare TOML key is written (Ollama's and LiteLLM's names are not)
+_QUOTED = 'a model name holding anything but letters, digits, "-" and "_" is quoted: [models."org/model:tag"]'
+
+
+def _name_hint(text: str, exc: tomllib.TOMLDecodeError) -> str:
+    """The quoting rule, after a syntax error on a ``[models....]`` line (``[models.qwen2.5:7b]``)."""
+    found = re.search(r"at line (\d+)", str(exc))
+    lines = text.split("\n") if found else []
+    number = int(found.group(1)) if found else 0
+    if 0 < number <= len(lines) and lines[number - 1].lstrip().startswith("[models."):
+        return f"; {_QUOTED}"
+    return ""
+
+
 def _entry(
     file: Path,
     name: str,
@@ -183,6 +205,9 @@ def _entry(
     make_backend: Callable[[str, ModelEntry, str | None], Backend],
     on_secret: Callable[[str], None] | None,
 ) -> ServedModel:
+    inner = next((k for k, v in table.items() if isinstance(v, dict)), None)
+    if inner is not None:  # [models.qwen2.5] is the entry qwen2 holding a table 5
+        raise UsageError(f"{inner} is a table inside this entry, as [models.{name}.{inner}] reads; {_QUOTED}")
     settings = {k: v for k, v in table.items() if k in _RUN_FIELDS}
     check_served(table)
     try:
@@ -213,10 +238,12 @@ def _entry(
         if not entry.api_key_env.strip():
             raise UsageError("api_key_env is empty: name the environment variable that holds the key")
         key = env.get(entry.api_key_env)
-        if not key:
-            raise UsageError(f"the environment variable {entry.api_key_env} (api_key_env) is not set")
-        if on_secret is not None:
+        if on_secret is not None and key:
             on_secret(key)
+        if not key or not key.strip():
+            raise UsageError(f"the environment variable {entry.api_key_env} (api_key_env) is not set, or empty")
+        if not key_sendable(key):
+            raise UsageError(f"the environment variable {entry.api_key_env} (api_key_env): {KEY_NOT_SENDABLE}")
     backend = make_backend(name, entry, key)
     run, source = base, "models file" if settings else "flags"
     if entry.profile is not None:
