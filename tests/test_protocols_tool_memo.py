@@ -56,11 +56,12 @@ def test_numbers_of_other_types_are_other_content() -> None:
         out[0]["function"]["parameters"]["properties"]["city"]["default"] = value
         return out
 
-    for value in (1, 1.0, True, None, math.nan, math.inf):
+    values: tuple[Any, ...] = (1, 1.0, True, None, math.nan, math.inf)
+    for value in values:
         spec = _openai(tools(value)).tools[0]
         kept = spec.parameters["properties"]["city"]["default"]
         assert type(kept) is type(value)
-        assert kept == value or (isinstance(value, float) and math.isnan(value) and math.isnan(kept))
+        assert kept == value or (isinstance(value, float) and isinstance(kept, float) and math.isnan(kept))
 
 
 def test_a_refused_array_is_refused_each_time_with_its_own_error() -> None:
