@@ -58,6 +58,7 @@ from agentfsm.guards._budget import Budget as _Budget
 from agentfsm.guards._budget import Undecided as _Undecided
 from agentfsm.guards._budget import trim as _trim
 from agentfsm.guards._keywords import canonical, linear
+from agentfsm.guards._plain_schema import plain_check
 from agentfsm.guards.base import ACCEPT, Accept, Correction, Verdict
 from agentfsm.core.messages import ToolSpec
 
@@ -103,6 +104,10 @@ class SchemaCheck(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     mismatch: Mismatch | None = None
     note: str = ""
+
+
+#: the outcome of arguments that match their schema with nothing to note
+_VALID = SchemaCheck()
 
 
 def _dumps(value: Any) -> str:
@@ -297,6 +302,9 @@ def validate_arguments(arguments: Any, parameters: JSONObject) -> SchemaCheck:
     if schema_problem is not None:
         problem = _trim(schema_problem, 200)
         return SchemaCheck(note=f"invalid client schema, not validated: {problem}")
+    quick = plain_check(schema_text)
+    if quick is not None and quick(arguments):
+        return _VALID  # what the full validation finds for these arguments (no error, no note)
     budget = _Budget()
     originals: dict[str, str] = {}
     try:

@@ -7,9 +7,13 @@ Besides the scalar reads, the parts every protocol reads alike: the offered tool
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import orjson
+
+from agentfsm.core._memo import JSON_OBJECT_FACTOR, Memo
 from agentfsm.core._types import JSONObject
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.errors import RequestError, ToolSpecError, UnsupportedContent
@@ -253,9 +257,41 @@ def tool_specs(
 ) -> tuple[ToolSpec, ...]:
     """The ``tools`` array, each entry made a ToolSpec by ``read(entry, where)`` (None: passed
     over). A ToolSpecError or a repeated name is a 400 naming the entry (``name_key`` is
-    where the protocol keeps the name, for the duplicate's ``param``)."""
+    where the protocol keeps the name, for the duplicate's ``param``).
+
+    Read once per tools array's content (``read`` is a pure function of the entry): the
+    same specs (frozen, not to be changed) come back for every request that offers the
+    same tools, so that what is memoised by a spec's identity (its digest, its schema's
+    validator) is found again."""
     if raw is None:
         return ()
+    if not isinstance(raw, list) or not raw:
+        return _read_specs(raw, read, name_key)
+    try:
+        text = orjson.dumps(raw)
+    except TypeError:  # not plain JSON (an integer past 64 bits ...): read as it is
+        return _read_specs(raw, read, name_key)
+    key = (read, name_key, hashlib.blake2b(text, digest_size=16).digest(), len(text))
+
+    def build() -> tuple[Any, tuple[ToolSpec, ...]]:
+        copy = orjson.loads(text)  # the specs own their content: not the client's body
+        return copy, _read_specs(copy, read, name_key)
+
+    try:
+        kept, specs = _SPECS.get(key, build, lambda _: 2 * len(text) * JSON_OBJECT_FACTOR)
+    except Exception:  # noqa: BLE001 - refused: read again from the array itself, for its own error
+        return _read_specs(raw, read, name_key)
+    # the same content as the copy (orjson writes NaN as null; 1, 1.0 and true differ in the text)
+    return specs if kept == raw else _read_specs(raw, read, name_key)
+
+
+#: tools arrays read so far, by content: a copy of the array, and the specs read from it
+_SPECS: Memo[tuple[Any, tuple[ToolSpec, ...]]] = Memo(64, max_bytes=8 << 20)
+
+
+def _read_specs(
+    raw: Any, read: Callable[[Mapping[str, Any], str], ToolSpec | None], name_key: str
+) -> tuple[ToolSpec, ...]:
     specs: list[ToolSpec] = []
     seen: set[str] = set()
     for i, item in enumerate(req_list(raw, "tools")):

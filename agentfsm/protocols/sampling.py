@@ -345,6 +345,10 @@ def format_schema(response_format: Mapping[str, Any]) -> JSONObject | None:
     return None
 
 
+#: the options' defaults (built once: the model is frozen)
+_DEFAULTS = GenerationOptions()
+
+
 def generation_options(request: NormalizedRequest) -> GenerationOptions:
     """The options for the model calls that answer ``request``: its own settings; where it
     names none, temperature 0 and (where its API has a ``seed``: OpenAI's chat completions)
@@ -353,8 +357,7 @@ def generation_options(request: NormalizedRequest) -> GenerationOptions:
     Responses API), none is sent: the client could neither choose nor see it, and a
     temperature above 0 it asked for then samples afresh each time, as its provider does
     (a ``seed`` it sent anyway is named in ``ignored``)."""
-    defaults = GenerationOptions()
-    seed = request.seed if request.seed is not None else defaults.seed if request.protocol == "openai" else None
+    seed = request.seed if request.seed is not None else _DEFAULTS.seed if request.protocol == "openai" else None
     return GenerationOptions(
         max_tokens=request.max_tokens,
         temperature=request.temperature if request.temperature is not None else 0.0,
