@@ -11,7 +11,7 @@ from agentfsm.core.backend import Backend
 from agentfsm.core.messages import PromptMessage
 from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
 
-__all__ = ["MODES", "MESSAGES", "OPTIONS", "HoldAfter", "call", "wait_for_requests"]
+__all__ = ["MODES", "MESSAGES", "OPTIONS", "HoldAfter", "Held", "call", "wait_for_requests"]
 
 #: the four ways to ask a backend: whole or streamed, blocking or async
 MODES = ("complete", "stream", "acomplete", "astream")
@@ -72,3 +72,17 @@ class HoldAfter:
     def release(self) -> None:
         """Answer every later request after ``latency`` again."""
         self._released.set()
+
+
+class Held:
+    """An upstream script that holds every request until :attr:`release` is set (at most
+    60 s), then answers ``text``; :attr:`started` is set once a request is held."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, request: ReceivedRequest) -> FakeReply:
+        self.started.set()
+        self.release.wait(60)
+        return FakeReply(text=self.text)

@@ -25,7 +25,8 @@ from typing import Any
 
 import openai
 
-from agentfsm.testing import FakeReply, FakeUpstream, ReceivedRequest
+from agentfsm.testing import FakeUpstream
+from tests._fake import Held
 from tests._proxy import free_port, wait_until_serving
 
 USER: Any = [{"role": "user", "content": "hi"}]
@@ -77,13 +78,8 @@ class _Serve:
 
 
 def test_one_process_reads_the_models_file_again_on_sighup(tmp_path: Path) -> None:
-    started, release = threading.Event(), threading.Event()
-
-    def held(request: ReceivedRequest) -> FakeReply:
-        started.set()
-        release.wait(60)
-        return FakeReply(text="from the models as they were")
-
+    held = Held("from the models as they were")
+    started, release = held.started, held.release
     with FakeUpstream(held) as old, FakeUpstream() as new:
         models = tmp_path / "models.toml"
         models.write_text(_entry("a", old, "command"), encoding="utf-8")

@@ -343,15 +343,10 @@ def test_a_hung_upstream_holds_none_of_a_clients_share_of_another(tmp_path: Path
     held its places, so that its requests for a healthy model waited behind them."""
     import threading
 
-    from agentfsm.testing import FakeReply, ReceivedRequest
+    from tests._fake import Held
 
-    started, release = threading.Event(), threading.Event()
-
-    def hangs(request: ReceivedRequest) -> FakeReply:
-        started.set()
-        release.wait(60)
-        return FakeReply(text="late")
-
+    hangs = Held("late")
+    started, release = hangs.started, hangs.release
     with FakeUpstream(hangs) as hung, FakeUpstream() as healthy:
         path = tmp_path / "models.toml"
         path.write_text(f"[models.hung]\nbase_url = '{hung.base_url}'\nmax_retries = 0\n"
