@@ -1,5 +1,5 @@
 """Reports, partial reports and profiles are written whole or not at all
-(:func:`agentfsm.runtime.files.write_whole`, also :mod:`agentfsm.eval.report`'s): a write cut short keeps the file before it."""
+(:func:`agentfsm.runtime.files.write_whole`): a write cut short keeps the file before it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm.core.errors import UsageError
-from agentfsm.eval.report import write_whole
+from agentfsm.runtime.files import write_whole
 
 
 def test_a_write_replaces_the_file_whole(tmp_path: Path) -> None:

@@ -231,7 +231,7 @@ def calibrate(
     from agentfsm.eval.calibrate import RULE, choose, load_items, policy_axes, settings_grid, table
     from agentfsm.eval.host import machine_description, now_iso
     from agentfsm.eval.resume import calibration_key, outcome_json, resumed_calibration
-    from agentfsm.eval.report import write_whole
+    from agentfsm.runtime.files import write_whole
     from agentfsm.runtime.transcript import prepare_transcripts_dir
 
     console = Console() if Console().is_terminal else Console(width=200)

@@ -100,7 +100,7 @@ def quality(
     from agentfsm.eval.quality_table import build_rows, render_markdown, render_table
     from agentfsm.eval.resume import quality_key, remaining, resumed_quality, task_json
     from agentfsm.eval.suite_data import HELD_OUT_SEED
-    from agentfsm.eval.report import write_whole
+    from agentfsm.runtime.files import write_whole
 
     console = Console(width=200) if not Console().is_terminal else Console()
     base = FAST if fast else FULL

@@ -16,9 +16,8 @@ from typing import Any
 
 from rich.table import Table
 
-from agentfsm.core.errors import UsageError
 from agentfsm.eval.runner import BASELINE, CaseResult, RunSpec
-from agentfsm.runtime.files import write_whole  # here since eval wrote its reports whole first
+from agentfsm.runtime.files import write_whole
 
 __all__ = [
     "COLUMNS",
@@ -30,7 +29,6 @@ __all__ = [
     "report_json",
     "report_stem",
     "write_report",
-    "write_whole",
 ]
 
 COLUMNS: tuple[str, ...] = (
