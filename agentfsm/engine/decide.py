@@ -38,7 +38,7 @@ from agentfsm.guards._history import conversation_text
 from agentfsm.policy import Policies
 from agentfsm.engine.authored import others_texts, runtime_texts
 from agentfsm.engine.plan import plan, policies_of, tool_choice_now, wants_vote
-from agentfsm.guards.base import Correction, Stop
+from agentfsm.guards.base import Correction, Stop, Verdict
 from agentfsm.engine.decisions import (
     Answer,
     CallTools,
@@ -103,8 +103,6 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if state not in DECIDING_STATES:
         raise InvalidTransition("step", state.value)
     choice = tool_choice_now(history, config)
-    machine = AgentMachine(state)
-    records: list[TransitionRecord] = []
     parsed = parse_reply(reply, config.tools, config.dialect, strict=config.strict)
     if finish_reason == "length" and parsed.tool_calls and not parsed.truncated:
         # the calls read whole, but the text stopped at the token limit: the last one may be cut
@@ -116,28 +114,37 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
         parsed.truncated,
     )
     policies = policies_of(config)
-    turn = _Turn(machine, records, parsed, reply, history, config, choice, policies)
     if choice == ToolChoice.NONE:
-        # Tools are off: an action (or nothing at all) is sent back for prose, never run
-        # and never passed on as an empty answer.
-        off = tool_choice_guard.check(parsed, choice, config.tools, dialect_name=config.dialect)
-        if not isinstance(off, Correction):
-            off = empty.check(parsed, choice, config.dialect)
-        refused = off if isinstance(off, Correction) else _unfit_answer(parsed.content or "", config, history, choice)
-        if refused is not None:
-            return _refuse(turn, refused, escalate=False)
-        return _answer(machine, records, parsed, (), parsed.content or "", choice, policies)
-
+        return _tools_off(_Turn(AgentMachine(state), [], parsed, reply, history, config, choice, policies))
     injected = (
         injection.data_actions(history, config.tools, config.dialect) if parsed.tool_calls else injection.NO_DATA_ACTIONS
     )
     # a reply that quotes a data action and makes its own call keeps its own call
     parsed = injection.without_quoted(parsed, injected)
-    turn = _Turn(machine, records, parsed, reply, history, config, choice, policies)
+    return _tools_on(_Turn(AgentMachine(state), [], parsed, reply, history, config, choice, policies), injected)
+
+
+def _tools_off(turn: _Turn) -> Decision:
+    """Tools are off: an action (or nothing at all) is sent back for prose, never run
+    and never passed on as an empty answer."""
+    parsed, config, choice = turn.parsed, turn.config, turn.choice
+    off = tool_choice_guard.check(parsed, choice, config.tools, dialect_name=config.dialect)
+    if not isinstance(off, Correction):
+        off = empty.check(parsed, choice, config.dialect)
+    refused = off if isinstance(off, Correction) else _unfit_answer(parsed.content or "", turn)
+    if refused is not None:
+        return _refuse(turn, refused, escalate=False)
+    return _answer(turn, (), parsed.content or "")
+
+
+def _tools_on(turn: _Turn, injected: injection.DataActions) -> Decision:
+    """Tools are on: the reply's calls pass the guards and the policies, or its prose
+    passes the answer checks."""
+    parsed, history, config, choice, policies = turn.parsed, turn.history, turn.config, turn.choice, turn.policies
     # only calls are checked against it (guards, grounding): a prose reply need not gather it
     conversation = conversation_text(history) if parsed.tool_calls else ""
     dialect = get_dialect(config.dialect)
-    shown = _example_tool(reply, config, choice)
+    shown = _example_tool(turn.reply, config, choice)
     example = render_call_template(shown, dialect) if shown is not None else ""
     verdict = run_guards(
         parsed,
@@ -156,13 +163,13 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
     if calls and not config.parallel:
         calls = calls[:1]
     if not calls:
-        unfit = _unfit_answer(parsed.content or "", config, history, choice)
+        unfit = _unfit_answer(parsed.content or "", turn)
         if isinstance(unfit, Correction):
             return _refuse(turn, unfit, escalate=False)
         unsupported = policies.check_answer(history, parsed.content or "", config.tools, choice)
         if isinstance(unsupported, Correction):
             return _refuse(turn, unsupported, escalate=False)
-        return _answer(machine, records, parsed, (), parsed.content or "", choice, policies)
+        return _answer(turn, (), parsed.content or "")
 
     base = _calls_so_far(history)
     minted = tuple(
@@ -176,17 +183,17 @@ def step(history: Sequence[Message], reply: str, config: EngineConfig, finish_re
             return corrected
     stop = loops.check(history, minted, threshold=config.loop_threshold)
     if isinstance(stop, Stop):
-        _fire(machine, "abort", records, must_stop=True)
+        _fire(turn.machine, "abort", turn.records, must_stop=True)
         guard = GuardRecord(stop.guard, "stop", stop.reason, stop.detail)
         # the looping call, which need not be the first of the reply
         error = LoopDetected(stop.tool or minted[0].name, stop.repeats or config.loop_threshold)
-        return Fail(parsed, tuple(records), (guard,), error=error)
+        return Fail(parsed, tuple(turn.records), (guard,), error=error)
     unfounded = policies.check_call(history, minted, config.tools, choice, conversation)
     if isinstance(unfounded, Correction):
         return _refuse(turn, unfounded, escalate=False)
-    _fire(machine, "emit", records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
-    assistant = AssistantMessage(content=_own_prose(parsed.content, config, history, choice), tool_calls=minted)
-    return CallTools(parsed, tuple(records), calls=minted, assistant=assistant)
+    _fire(turn.machine, "emit", turn.records, calls_valid=all(c.name in {t.name for t in config.tools} for c in minted))
+    assistant = AssistantMessage(content=_own_prose(parsed.content, turn), tool_calls=minted)
+    return CallTools(parsed, tuple(turn.records), calls=minted, assistant=assistant)
 
 
 def _example_tool(reply: str, config: EngineConfig, choice: ToolChoice) -> ToolSpec | None:
@@ -223,52 +230,46 @@ def _name_at(text: str, name: str) -> int:
     return -1
 
 
-def _own_prose(
-    content: str | None, config: EngineConfig, history: Sequence[Message], choice: ToolChoice
-) -> str | None:
+def _own_prose(content: str | None, turn: _Turn) -> str | None:
     """The prose beside a reply's calls, or None when it carries the runtime's own text
     (a model that copies a correction, then calls): the calls stand, and the runtime's
     words never reach the client as the model's."""
     if not content or not content.strip():
         return content
-    copied = runtime_text.check(content, runtime_texts(history, config, choice), others_texts(history, config))
+    copied = _copied(content, turn)
     if isinstance(copied, Correction):
         logger.debug("prose beside the calls dropped: {}", copied.detail)
         return None
     return content
 
 
-def _unfit_answer(
-    content: str, config: EngineConfig, history: Sequence[Message], choice: ToolChoice
-) -> Correction | None:
+def _copied(content: str, turn: _Turn) -> Verdict:
+    """The verdict of :mod:`agentfsm.guards.runtime_text` on ``content``: whether it
+    copies the runtime's own text of this conversation."""
+    history, config = turn.history, turn.config
+    return runtime_text.check(content, runtime_texts(history, config, turn.choice), others_texts(history, config))
+
+
+def _unfit_answer(content: str, turn: _Turn) -> Correction | None:
     """The correction for an answer that copies the runtime's own text, or is not the
     JSON of the client's output schema."""
-    copied = runtime_text.check(content, runtime_texts(history, config, choice), others_texts(history, config))
+    copied = _copied(content, turn)
     if isinstance(copied, Correction):
         return copied
-    if config.answer_schema is None:
+    if turn.config.answer_schema is None:
         return None
-    verdict = answer_schema.check(content, config.answer_schema)
+    verdict = answer_schema.check(content, turn.config.answer_schema)
     return verdict if isinstance(verdict, Correction) else None
 
 
-def _answer(
-    machine: AgentMachine,
-    records: list[TransitionRecord],
-    parsed: ParsedReply,
-    guards: tuple[GuardRecord, ...],
-    content: str,
-    choice: ToolChoice,
-    policies: Policies,
-    exhausted: bool = False,
-) -> Answer:
-    _fire(machine, "answer", records, answer_allowed=choice.allows_answer)
-    cut = any(p.code == "truncated_final" for p in parsed.problems)
+def _answer(turn: _Turn, guards: tuple[GuardRecord, ...], content: str, exhausted: bool = False) -> Answer:
+    _fire(turn.machine, "answer", turn.records, answer_allowed=turn.choice.allows_answer)
+    cut = any(p.code == "truncated_final" for p in turn.parsed.problems)
     return Answer(
-        parsed,
-        tuple(records),
+        turn.parsed,
+        tuple(turn.records),
         guards,
-        content=(content := policies.finish_answer(content, cut)),
+        content=(content := turn.policies.finish_answer(content, cut)),
         assistant=AssistantMessage(content=content),
         exhausted=exhausted,
     )
@@ -276,7 +277,8 @@ def _answer(
 
 @dataclass(frozen=True)
 class _Turn:
-    """The reply being decided, with what deciding it needs (one per :func:`step`)."""
+    """The reply being decided, with what deciding it needs (one per :func:`step`, built
+    once the reply is read: without the data actions it quotes, where tools are on)."""
 
     machine: AgentMachine
     records: list[TransitionRecord]
@@ -330,10 +332,7 @@ def _spent(turn: _Turn, verdict: Correction) -> Answer | Fail:
     content = _best_prose(turn) if turn.choice.allows_answer else ""
     if content:
         logger.info("correction budget spent ({}): answering with the best reply so far", verdict.reason)
-        return _answer(
-            turn.machine, turn.records, turn.parsed, (guard, spent), content, turn.choice, turn.policies,
-            exhausted=True,
-        )
+        return _answer(turn, (guard, spent), content, exhausted=True)
     _fire(turn.machine, "abort", turn.records, must_stop=True)
     error = RetryBudgetExceeded(attempts=used + 1, last_reply=turn.reply, reason=verdict.reason)
     return Fail(turn.parsed, tuple(turn.records), (guard, spent), error=error)
@@ -361,7 +360,7 @@ def _acceptable(prose: str | None, turn: _Turn) -> bool:
     passes the answer checks (:func:`_unfit_answer`)."""
     if not prose or not prose.strip() or is_template(prose):
         return False
-    return _unfit_answer(prose, turn.config, turn.history, turn.choice) is None
+    return _unfit_answer(prose, turn) is None
 
 
 def dispatch() -> TransitionRecord:
