@@ -29,6 +29,7 @@ __all__ = [
     "ToolSpec",
     "UserMessage",
     "parse_messages",
+    "round_start",
     "tool_type_hints",
 ]
 
@@ -104,6 +105,17 @@ _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 def parse_messages(data: Sequence[Mapping[str, Any]]) -> list[Message]:
     """Validate a list of dicts in our own normalized shape into messages."""
     return _MESSAGES.validate_python(list(data))
+
+
+def round_start(history: Sequence[Message]) -> int:
+    """Where the current round of ``history`` begins: just after its latest tool result
+    or user request (a correction is neither); 0 where it has neither. The message
+    before that index, if any, says which of the two started the round."""
+    for index in range(len(history) - 1, -1, -1):
+        msg = history[index]
+        if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
+            return index + 1
+    return 0
 
 
 class PromptMessage(BaseModel):

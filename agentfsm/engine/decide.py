@@ -58,6 +58,7 @@ from agentfsm.core.messages import (
     ToolMessage,
     ToolSpec,
     UserMessage,
+    round_start,
 )
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.core.states import DECIDING_STATES, State, derive_state
@@ -345,9 +346,7 @@ def _best_prose(turn: _Turn) -> str:
     wrote none."""
     if _acceptable(turn.parsed.content, turn):
         return turn.parsed.content or ""
-    for msg in reversed(turn.history):
-        if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
-            break
+    for msg in reversed(turn.history[round_start(turn.history):]):
         if isinstance(msg, AssistantMessage) and msg.content:
             prose = parse_reply(msg.content, turn.config.tools, turn.config.dialect).content
             if _acceptable(prose, turn):

@@ -19,7 +19,7 @@ from agentfsm.core.backend import Capabilities
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.config import DEFAULTS
 from agentfsm.core.loops import tail_loops
-from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage
+from agentfsm.core.messages import AssistantMessage, Message, ToolMessage, ToolSpec, UserMessage, round_start
 from agentfsm.engine.decisions import EngineConfig, Plan
 from agentfsm.dialects.parse import parse_reply
 from agentfsm.dialects._shape import unclosed
@@ -35,13 +35,10 @@ __all__ = ["plan", "policies_of", "tool_choice_now", "unasked", "wants_vote"]
 
 def _round_corrections(history: Sequence[Message]) -> list[tuple[str, AssistantMessage]]:
     """This round's corrections, latest first: each reason with the reply it rejected
-    (a round starts at the user's message or the last tool result)."""
+    (a round starts at the user's message or the last tool result: :func:`round_start`)."""
     found: list[tuple[str, AssistantMessage]] = []
-    for i in range(len(history) - 1, 0, -1):
-        msg = history[i]
-        if isinstance(msg, ToolMessage) or (isinstance(msg, UserMessage) and msg.correction is None):
-            break
-        rejected = history[i - 1]
+    for i in range(len(history) - 1, max(round_start(history), 1) - 1, -1):
+        msg, rejected = history[i], history[i - 1]
         if isinstance(msg, UserMessage) and msg.correction and isinstance(rejected, AssistantMessage):
             found.append((msg.correction, rejected))
     return found
@@ -212,9 +209,5 @@ def tool_choice_now(history: Sequence[Message], config: EngineConfig) -> ToolCho
     choice = config.tool_choice
     if not config.relax_after_results or choice == ToolChoice.NONE:
         return choice
-    for msg in reversed(history):
-        if isinstance(msg, ToolMessage):
-            return ToolChoice.AUTO
-        if isinstance(msg, UserMessage) and msg.correction is None:
-            break
-    return choice
+    start = round_start(history)
+    return ToolChoice.AUTO if start and isinstance(history[start - 1], ToolMessage) else choice

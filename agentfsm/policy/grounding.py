@@ -66,7 +66,7 @@ from agentfsm.core.choice import ToolChoice
 from agentfsm.core.numbers import digits_in
 from agentfsm.core.words import fold, wide, words
 from agentfsm.policy.answers import latest_results
-from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage
+from agentfsm.core.messages import Message, ToolCall, ToolMessage, ToolSpec, UserMessage, round_start
 from agentfsm.guards._history import calls_and_results, conversation_text, latest_request, show_arguments, told
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 from agentfsm.guards import answer_schema, runtime_text
@@ -116,14 +116,11 @@ def fetch_tools(history: Sequence[Message], tools: Sequence[ToolSpec], refused: 
     before any result, for a value another tool finds ("the weather in the capital of
     France": the capital first). Empty when that chance was used, results came back,
     or no other tool is offered: the model answers."""
-    for msg in reversed(history):
-        if isinstance(msg, ToolMessage):
-            return ()
-        if isinstance(msg, UserMessage):
-            if msg.correction is None:
-                break
-            if msg.correction in (REASON, MISSING_REASON):
-                return ()
+    start = round_start(history)
+    if start and isinstance(history[start - 1], ToolMessage):
+        return ()
+    if any(isinstance(m, UserMessage) and m.correction in (REASON, MISSING_REASON) for m in history[start:]):
+        return ()
     return tuple(t for t in tools if t.name not in refused)
 
 
