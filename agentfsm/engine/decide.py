@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from loguru import logger
 
 from agentfsm.core.choice import ToolChoice
@@ -247,8 +248,7 @@ def _own_prose(content: str | None, turn: _Turn) -> str | None:
 def _copied(content: str, turn: _Turn) -> Verdict:
     """The verdict of :mod:`agentfsm.guards.runtime_text` on ``content``: whether it
     copies the runtime's own text of this conversation."""
-    history, config = turn.history, turn.config
-    return runtime_text.check(content, runtime_texts(history, config, turn.choice), others_texts(history, config))
+    return runtime_text.check(content, *turn.authored)
 
 
 def _unfit_answer(content: str, turn: _Turn) -> Correction | None:
@@ -289,6 +289,13 @@ class _Turn:
     config: EngineConfig
     choice: ToolChoice
     policies: Policies
+
+    @cached_property
+    def authored(self) -> tuple[list[str], list[str]]:
+        """The runtime's texts in this conversation and everyone else's
+        (:mod:`agentfsm.engine.authored`): read once, however many replies of the round
+        are checked against them (:func:`_best_prose`)."""
+        return runtime_texts(self.history, self.config, self.choice), others_texts(self.history, self.config)
 
 
 def _refuse(turn: _Turn, verdict: Correction, *, escalate: bool) -> Correct | Answer | Fail:
