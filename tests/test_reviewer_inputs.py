@@ -14,6 +14,7 @@ was drawn starting in the wrong state, without a word.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import signal
@@ -98,8 +99,9 @@ def test_a_dash_reads_standard_input_for_replay_and_diagram_and_report_says_why_
 
 def test_a_file_named_dash_is_read_as_dot_slash_dash(tmp_path: Path) -> None:
     shutil.copy(ONE_TOOL, tmp_path / "-")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", "agentfsm", "replay", "./-"], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path, check=False, env=None)
+                          timeout=300, cwd=tmp_path, check=False, env=env)
     assert done.returncode == 0 and done.stdout.startswith("identical  -"), done.stderr
 
 
