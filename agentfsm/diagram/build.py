@@ -27,7 +27,7 @@ from agentfsm.core.errors import GraphvizMissing, TranscriptError, UsageError
 from agentfsm.core.machine import TRANSITIONS
 from agentfsm.core.states import State, derive_state
 from agentfsm.core.events import GuardEvent, RequestEvent, RetryEvent, RunEndEvent, TranscriptEvent, TransitionEvent
-from agentfsm.replays.order import checked_events
+from agentfsm.diagram.order import checked_events
 
 __all__ = [
     "Diagram",
@@ -236,7 +236,7 @@ def observed_diagram(
     not read is a :class:`TranscriptError`; with ``on_skip``, it is told why instead and
     the file is left out whole (none of its runs counted, as ``agentfsm report`` does).
     ``on_warning`` is told of a run whose events are out of order (``FILE:LINE``), which
-    is still drawn, in file order (:mod:`agentfsm.replays.order`)."""
+    is still drawn, in file order (:mod:`agentfsm.diagram.order`)."""
 
     files = transcript_files(paths)
     if not files:

@@ -51,7 +51,7 @@ from agentfsm.core.events import (
 )
 from agentfsm.core.runs import runs_in_order
 from agentfsm.replays.rerun import RecordedRun, rerun
-from agentfsm.replays.order import checked_events
+from agentfsm.diagram.order import checked_events
 
 __all__ = [
     "DECISION_EVENTS",

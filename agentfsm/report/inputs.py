@@ -37,7 +37,7 @@ from agentfsm.core.runs import runs_in_order
 from agentfsm.diagram.build import PathCounter, transcript_files
 from agentfsm.replays.compare import ReplayReport
 from agentfsm.report.runs import RunView, view_run
-from agentfsm.replays.order import checked_events
+from agentfsm.diagram.order import checked_events
 
 __all__ = ["FileKind", "Inputs", "Source", "classify", "gather", "read_runs"]
 
@@ -208,7 +208,7 @@ def read_runs(path: Path, paths: PathCounter, notes: list[str] | None = None) ->
     once it is viewed: a transcript of thousands of runs is held one run at a time (and
     the runs still going on beside it). Raises :class:`TranscriptError` for a file that
     does not read. A run whose events are out of order is named in ``notes``
-    (:mod:`agentfsm.replays.order`)."""
+    (:mod:`agentfsm.diagram.order`)."""
     warn = notes.append if notes is not None else (lambda _: None)
     views = [view_run(run, str(path)) for run in runs_in_order(paths.count(checked_events(path, warn)))]
     if not views:
