@@ -189,3 +189,12 @@ def test_a_run_in_order_says_nothing_even_with_gaps_and_its_id_again_after_its_e
     path.write_text("".join(lines) * 2)
     drawn = agentfsm("diagram", str(path))
     assert drawn.returncode == 0 and drawn.stderr == "", drawn.stderr
+
+
+def test_many_runs_out_of_order_are_named_once_and_counted(tmp_path: Path) -> None:
+    path, said = _swapped(tmp_path)
+    (tmp_path / "three.jsonl").write_text(path.read_text() * 3)  # the same run id, begun again after its end
+    three = tmp_path / "three.jsonl"
+    drawn = agentfsm("diagram", str(three))
+    assert drawn.returncode == 0
+    assert drawn.stderr == f"note: {said.replace(str(path), str(three))}\nnote: {three}: 2 more runs out of order; read in file order\n"

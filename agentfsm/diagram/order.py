@@ -5,8 +5,8 @@ back was put together out of order (files joined by hand, lines sorted, a tool t
 rewrote them). Read in file order, such a run would be drawn and replayed wrong without a
 word: a transition before the one it follows starts the run in the wrong state. So the
 reviewer's readers (``replay``, ``diagram``, ``report``) take the events through
-:func:`checked_events`, which says where it first happens in each run (``FILE:LINE``)
-and passes the events on as they are, in file order.
+:func:`checked_events`, which says where it first happens (``FILE:LINE``) and how many
+more runs of the file are out of order, and passes the events on as they are, in file order.
 
 ``seq`` may skip numbers (a writer told to keep only some event types); only a number
 not above the one before is out of order. A ``run_end`` is a run's last event: its id
@@ -44,22 +44,28 @@ def line_of(path: Path, index: int) -> str:
 
 
 def checked_events(path: str | os.PathLike[str], warn: Callable[[str], None]) -> Iterator[TranscriptEvent]:
-    """:func:`~agentfsm.runtime.transcript.iter_events`, and ``warn`` told (once per run)
-    where a run's ``seq`` first does not increase."""
+    """:func:`~agentfsm.runtime.transcript.iter_events`, and ``warn`` told where a run's
+    ``seq`` first does not increase: the file's first such run by its line, and how many
+    more runs there were once the file is read (a file is read again at most once, to find
+    that line)."""
     p = Path(path)
     last: dict[tuple[str, int], int] = {}
     ended: dict[str, int] = {}
-    warned: set[tuple[str, int]] = set()
+    disordered: set[tuple[str, int]] = set()
     for index, event in enumerate(iter_events(p)):
         run = (event.run, ended.get(event.run, 0))
         before = last.get(run)
-        if before is not None and event.seq <= before and run not in warned:
-            warned.add(run)
-            warn(
-                f"{line_of(p, index)}: run {event.run}: seq {event.seq} after seq {before}: "
-                "its events are out of order; read in file order"
-            )
+        if before is not None and event.seq <= before and run not in disordered:
+            if not disordered:
+                warn(
+                    f"{line_of(p, index)}: run {event.run}: seq {event.seq} after seq {before}: "
+                    "its events are out of order; read in file order"
+                )
+            disordered.add(run)
         last[run] = event.seq if before is None else max(before, event.seq)
         if isinstance(event, RunEndEvent):
             ended[event.run] = run[1] + 1
         yield event
+    if len(disordered) > 1:
+        more = len(disordered) - 1
+        warn(f"{p}: {more} more run{'' if more == 1 else 's'} out of order; read in file order")
