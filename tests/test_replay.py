@@ -292,4 +292,4 @@ def test_a_transcript_piped_in_through_dev_stdin(tmp_path: Path) -> None:
     refused = piped("report", "/dev/stdin", "-o", str(tmp_path / "r.html"))
     assert refused.returncode == 2
     assert refused.stderr == ("agentfsm: error: /dev/stdin is not a regular file: a report reads each input twice; "
-                              "write it to a file first\n")
+                              "write it to a file first (zcat run.jsonl.gz > run.jsonl)\n")

@@ -37,25 +37,35 @@ def _data(*paths: Path | str) -> dict[str, Any]:
 
 
 def _run(data: dict[str, Any], key: str) -> dict[str, Any]:
-    return next(r for r in data["runs"] if key in (r["id"], r["task"]))
+    return next(r for r in data["runs"] if key in (r["id"], r["task"], Path(r["file"]).name))
+
+
+def _seconds(path: Path) -> float:
+    """A transcript's first to last event, as its times were written."""
+    from datetime import datetime
+
+    times = [datetime.fromisoformat(json.loads(line)["t"]) for line in path.read_text().splitlines()]
+    return round((times[-1] - times[0]).total_seconds(), 3)
 
 
 def test_fixture_transcripts_make_rows_timelines_and_groups() -> None:
     data = _data(FIXTURES)
     assert len(data["runs"]) == 9 and data["kinds"] == {"transcript": 9}
-    refused = _run(data, "hand0004refusal0")
+    refused = _run(data, "hand-refusal-abort.jsonl")
     assert refused["outcome"] == "failed" and refused["reason"] == "RetryBudgetExceeded"
     assert (refused["steps"], refused["corrections"], refused["calls"]) == (3, 2, 3)
-    assert refused["tin"] == 360 and refused["tout"] == 60 and refused["seconds"] == 5.0
-    assert refused["reasons"] == ["hard_refusal", "retry_budget_exceeded"]
+    # the tokens and time are the transcript's own, summed (fixtures/transcripts/make_hand.py)
+    assert refused["tin"] == 1269 and refused["tout"] == 23
+    assert refused["seconds"] == _seconds(FIXTURES / "hand-refusal-abort.jsonl")
+    assert refused["reasons"] == ["refusal", "missing_call", "budget_spent"]
     kinds = [item["k"] for item in refused["items"]]
-    assert kinds[:4] == ["request", "model", "parse", "guard"] and kinds[-2:] == ["error", "end"]
+    assert kinds[:5] == ["request", "contract", "model", "parse", "guard"] and kinds[-2:] == ["error", "end"]
     retry = next(item for item in refused["items"] if item["k"] == "retry")
-    assert retry["reason"] == "hard_refusal" and retry["message"].startswith("You do have tools")
+    assert retry["reason"] == "refusal" and retry["message"].startswith("You do have tools")
     # the failure summary groups runs by reason and points at them
     assert data["failures"] == [{"reason": "RetryBudgetExceeded", "runs": [data["runs"].index(refused)], "outcomes": {"failed": 1}}]
     by_reason = {g["reason"]: len(g["runs"]) for g in data["corrections"]}
-    assert by_reason["refusal"] == 4 and by_reason["hard_refusal"] == 1 and by_reason["schema_mismatch"] == 2
+    assert by_reason == {"refusal": 6, "schema_mismatch": 2, "budget_spent": 1, "missing_call": 1}
     # every run's edges index the diagram's edges
     assert all(0 <= e < len(data["edges"]) for r in data["runs"] for e in r["edges"])
 

@@ -44,3 +44,12 @@ def test_a_link_is_written_through_and_kept(tmp_path: Path) -> None:
     write_whole(link, "new")
     assert link.is_symlink() and target.read_text(encoding="utf-8") == "new"
     assert sorted(p.name for p in (tmp_path / "pages").iterdir()) == ["report.json"]
+
+
+def test_bytes_are_written_as_they_are(tmp_path: Path) -> None:
+    # agentfsm diagram -o observed.png: graphviz's PNG, whole or not at all
+    path = tmp_path / "observed.png"
+    path.write_bytes(b"old")
+    write_whole(path, b"\x89PNG\r\n\x1a\n\x00\xff")
+    assert path.read_bytes() == b"\x89PNG\r\n\x1a\n\x00\xff"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["observed.png"]

@@ -18,8 +18,8 @@ _SUFFIX_FORMATS = {".svg": "svg", ".png": "png"}
 PathsArg = Annotated[
     list[Path] | None,
     typer.Argument(
-        help="Transcripts (*.jsonl) or directories of them, aggregated into one diagram. "
-        "None: draw the machine itself.",
+        help="Transcripts (*.jsonl), directories (searched for *.jsonl, subdirectories included) "
+        "or - for standard input, aggregated into one diagram. None: draw the machine itself.",
         metavar="TRANSCRIPT_OR_DIR",
         show_default=False,
     ),
@@ -39,7 +39,8 @@ OutputOpt = Annotated[
     typer.Option(
         "--output",
         "-o",
-        help="Write here instead of stdout. A .md file gets a markdown page with the mermaid block.",
+        help="Write here instead of stdout, whole or not at all (an error or Ctrl-C leaves the file "
+        "that was there). A .md file gets a markdown page with the mermaid block.",
         metavar="FILE",
         show_default=False,
     ),
@@ -72,10 +73,13 @@ def draw(paths: list[Path] | None, fmt: str | None, output: Path | None) -> byte
 
     if paths:
         skipped: list[str] = []
+        warnings: list[str] = []
         with reading("transcripts") as tick:
-            diagram: Diagram = observed_diagram(paths, tick, skipped.append)
+            diagram: Diagram = observed_diagram([str(p) for p in paths], tick, skipped.append, warnings.append)
         for reason in skipped:  # after the progress bar, as report's notes; the rest is drawn
             typer.echo(f"note: {reason}; left out", err=True)
+        for warning in warnings:  # a run out of order is drawn, in file order, and said to be
+            typer.echo(f"note: {warning}", err=True)
     else:
         diagram = machine_diagram()
     if chosen == "mermaid":
@@ -86,11 +90,13 @@ def draw(paths: list[Path] | None, fmt: str | None, output: Path | None) -> byte
     else:
         data = render("svg" if chosen == "svg" else "png", to_graphviz_dot(diagram))
     if output is not None:
+        from agentfsm.runtime.files import write_whole
+
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_bytes(data)
         except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc}") from exc
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
+        write_whole(output, data)  # a full disk or Ctrl-C leaves the diagram that was there, never half of one
     return data
 
 
@@ -104,7 +110,8 @@ def register(app: typer.Typer) -> None:
         Edges of observed paths are labelled with how often they were taken; states
         show where retries and refusals happened; unvisited edges are dimmed. A
         transcript that does not read (or holds no events) is named in a note and left
-        out; exit code 2 when none is left to draw.
+        out; exit code 2 when none is left to draw. A run whose events are out of order
+        (seq not increasing) is drawn in file order and named in a note (FILE:LINE).
         """
         try:
             data = draw(paths, fmt, output)

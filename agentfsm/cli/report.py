@@ -15,7 +15,9 @@ def report_cmd(
         list[Path],
         typer.Argument(
             help="Transcripts, directories of them, batch results files (agentfsm batch -o) or "
-            "replay output (agentfsm replay --json > FILE); directories are searched for *.jsonl.",
+            "replay output (agentfsm replay --json > FILE); directories are searched for *.jsonl, "
+            "subdirectories included, as replay and diagram search them. Files only: not - "
+            "(standard input), since each input is read twice.",
             metavar="PATH",
             show_default=False,
         ),
@@ -27,7 +29,9 @@ def report_cmd(
 ) -> None:
     """Write one self-contained HTML report: the observed state diagram, a table of runs
     (sortable, filterable by outcome and guard reason), each run's timeline, and the
-    failures grouped by reason. It opens from disk, with no network and no server."""
+    failures grouped by reason. It opens from disk, with no network and no server. A file
+    that does not read, and a run whose events are out of order (seq not increasing; shown
+    in file order), are named in notes on stderr and in the page."""
     from agentfsm.cli._progress import reading
     from agentfsm.report import write_report
 

@@ -27,7 +27,7 @@ from agentfsm.core.errors import GraphvizMissing, TranscriptError, UsageError
 from agentfsm.core.machine import TRANSITIONS
 from agentfsm.core.states import State, derive_state
 from agentfsm.core.events import GuardEvent, RequestEvent, RetryEvent, RunEndEvent, TranscriptEvent, TransitionEvent
-from agentfsm.runtime.transcript import iter_events
+from agentfsm.diagram.order import checked_events
 
 __all__ = [
     "Diagram",
@@ -45,6 +45,7 @@ __all__ = [
     "render",
     "to_graphviz_dot",
     "to_mermaid",
+    "STDIN",
     "transcript_files",
 ]
 
@@ -187,20 +188,31 @@ def observe(transcripts: Iterable[Iterable[TranscriptEvent]]) -> Diagram:
     return counter.diagram()
 
 
-def transcript_files(paths: Iterable[str | os.PathLike[str]], *, recursive: bool = False) -> list[Path]:
-    """The transcript files named: files as given, and every ``*.jsonl`` in a directory
-    (and, ``recursive``, in its subdirectories); a path that is not a directory is taken
-    as it is, so that a pipe reads (``/dev/stdin``). A file named twice (``runs/`` and
-    ``runs/a.jsonl``, or by another spelling of its path) is taken once, where first named:
-    its runs are counted once in a diagram, as in a report."""
+#: the name that stands for standard input among the paths given
+STDIN = "-"
+
+
+def transcript_files(paths: Iterable[str | os.PathLike[str]], *, no_stdin: str | None = None) -> list[Path]:
+    """The transcript files named: files as given, and every ``*.jsonl`` in a directory and
+    its subdirectories (sorted by path), as ``replay``, ``diagram`` and ``report`` all take
+    them. A path that is not a directory is taken as it is, so that a pipe reads
+    (``/dev/stdin``, ``<(zcat run.jsonl.gz)``); ``-`` is standard input, read as
+    ``/dev/stdin`` (a file named ``-`` is ``./-``), unless ``no_stdin`` says why it is not taken.
+    A file named twice (``runs/`` and ``runs/a.jsonl``, or by another spelling of its path)
+    is taken once, where first named: its runs are counted once in a diagram, as in a report."""
     found: list[Path] = []
     seen: set[Path] = set()
     for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            inside = sorted(p for p in (path.rglob if recursive else path.glob)("*.jsonl") if p.is_file())
+        if os.fspath(raw) == STDIN:
+            if no_stdin is not None:
+                raise UsageError(f"- (standard input) is not taken: {no_stdin}")
+            if not Path("/dev/stdin").exists():
+                raise UsageError("- (standard input) cannot be read as a file on this system: write it to a file first")
+            inside = [Path("/dev/stdin")]
+        elif (path := Path(raw)).is_dir():
+            inside = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
             if not inside:
-                raise UsageError(f"no *.jsonl transcripts in directory {path}")
+                raise UsageError(f"no *.jsonl transcripts in directory {path} (nor in its subdirectories)")
         elif path.exists():  # a file, or a pipe: /dev/stdin, <(zcat runs.jsonl.gz)
             inside = [path]
         else:
@@ -217,11 +229,15 @@ def observed_diagram(
     paths: Sequence[str | os.PathLike[str]],
     on_file: Callable[[int, int], None] | None = None,
     on_skip: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> Diagram:
     """Read transcripts (files, or directories of ``*.jsonl``) and aggregate their paths;
     ``on_file(done, total)`` is told after each file (a progress bar). A file that does
     not read is a :class:`TranscriptError`; with ``on_skip``, it is told why instead and
-    the file is left out whole (none of its runs counted, as ``agentfsm report`` does)."""
+    the file is left out whole (none of its runs counted, as ``agentfsm report`` does).
+    ``on_warning`` is told of a run whose events are out of order (``FILE:LINE``), which
+    is still drawn, in file order (:mod:`agentfsm.diagram.order`)."""
+
     files = transcript_files(paths)
     if not files:
         raise UsageError("no transcripts given")
@@ -230,7 +246,7 @@ def observed_diagram(
     for done, path in enumerate(files, start=1):
         one = PathCounter()
         try:
-            one.add(iter_events(path))
+            one.add(checked_events(path, on_warning or (lambda _: None)))
             if not one.runs and on_skip is not None:
                 raise TranscriptError(f"{path}: no events")  # an empty file, named as report names it
         except TranscriptError as exc:

@@ -51,7 +51,7 @@ from agentfsm.core.events import (
 )
 from agentfsm.core.runs import runs_in_order
 from agentfsm.replays.rerun import RecordedRun, rerun
-from agentfsm.runtime.transcript import iter_events
+from agentfsm.diagram.order import checked_events
 
 __all__ = [
     "DECISION_EVENTS",
@@ -196,7 +196,8 @@ async def areplay(path: str | os.PathLike[str], *, keep_decisions: bool = False)
     """
     p = Path(path)
     report = ReplayReport(path=str(p), identical=True, decisions=[] if keep_decisions else None)
-    runs = runs_in_order(iter_events(p))  # a run at a time: a proxy's file holds thousands
+    # a run at a time: a proxy's file holds thousands; a run out of order is named in a note
+    runs = runs_in_order(checked_events(p, report.notes.append))
     for recorded in runs:  # each as written today: a client that left before version 4 is cut off
         report.runs += 1
         run_id = recorded[0][1].run

@@ -101,7 +101,7 @@ def _views(source: Source, inputs: Inputs, paths: PathCounter) -> tuple[list[Run
         return ([_result_only(source)] if source.result is not None else []), {}
     counted = PathCounter()
     try:
-        views = read_runs(source.path, counted)
+        views = read_runs(source.path, counted, inputs.notes)
     except TranscriptError as exc:
         inputs.notes.append(str(exc))
         return ([_result_only(source)] if source.result is not None else []), {}

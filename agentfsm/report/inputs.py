@@ -1,7 +1,8 @@
 """What a report is built from: transcripts, batch results and replay output, read from disk.
 
-``agentfsm report`` takes files and directories. Each ``*.jsonl`` file (a directory
-is searched for them, subdirectories included) is told apart by its first line:
+``agentfsm report`` takes files and directories (as ``replay`` and ``diagram`` do: a
+directory is searched for ``*.jsonl``, subdirectories included; not ``-``, standard
+input: each file is read twice). Each file is told apart by its first line:
 
 - a **transcript** (an event: ``type`` and ``run``): each of its runs is a row;
 - a **batch results file** (``agentfsm batch -o``: ``id`` and ``ok``): each result is a
@@ -9,7 +10,8 @@ is searched for them, subdirectories included) is told apart by its first line:
   figures otherwise; its outcome and error are the result's;
 - **replay output** (``agentfsm replay --json``: ``path`` and ``identical``): each
   replayed transcript is read, and the event where today's code decided differently
-  is marked in its run's timeline;
+  is marked in its run's timeline; a transcript replay could not read (``path`` and
+  ``error``) is named in a note;
 - a batch's **tasks file** (``id`` and ``prompt`` or ``messages``) is passed over: its
   results say what became of the tasks.
 
@@ -35,7 +37,7 @@ from agentfsm.core.runs import runs_in_order
 from agentfsm.diagram.build import PathCounter, transcript_files
 from agentfsm.replays.compare import ReplayReport
 from agentfsm.report.runs import RunView, view_run
-from agentfsm.runtime.transcript import iter_events
+from agentfsm.diagram.order import checked_events
 
 __all__ = ["FileKind", "Inputs", "Source", "classify", "gather", "read_runs"]
 
@@ -86,8 +88,8 @@ def classify(path: Path) -> FileKind:
         return "empty"
     if "type" in first and "run" in first:
         return "transcript"
-    if "identical" in first and "path" in first:
-        return "replay"
+    if "path" in first and ("identical" in first or "error" in first):
+        return "replay"  # a report, or a transcript replay could not read
     if "id" in first and "ok" in first:
         return "results"
     if "id" in first and ("prompt" in first or "messages" in first):
@@ -138,14 +140,18 @@ def _named(raw: str | None, beside: Path) -> Path | None:
     return None
 
 
+#: why a report takes files only
+_READ_TWICE = "a report reads each input twice; write it to a file first (zcat run.jsonl.gz > run.jsonl)"
+
+
 def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
     """Find and classify the files named; pair transcripts with their results and replays."""
-    files = list(dict.fromkeys(transcript_files(paths, recursive=True)))
+    files = list(dict.fromkeys(transcript_files(paths, no_stdin=_READ_TWICE)))
     if not files:
         raise UsageError("no transcripts given")
     for path in files:
         if not path.is_file():  # classified from its first line, then read: a pipe would lose that line
-            raise UsageError(f"{path} is not a regular file: a report reads each input twice; write it to a file first")
+            raise UsageError(f"{path} is not a regular file: {_READ_TWICE}")
     inputs = Inputs()
     standalone: list[Path] = []
     claimed: dict[Path, Source] = {}
@@ -157,6 +163,9 @@ def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
             standalone.append(path)
         elif kind in ("results", "replay"):
             for number, data in _lines(path, inputs.notes):
+                if kind == "replay" and "error" in data and "identical" not in data:
+                    inputs.notes.append(f"{path}:{number}: replay could not read {data.get('path')}: {data.get('message')}")
+                    continue
                 try:
                     if kind == "results":
                         result = TaskResult.model_validate(data)
@@ -193,13 +202,15 @@ def gather(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
     return inputs
 
 
-def read_runs(path: Path, paths: PathCounter) -> list[RunView]:
+def read_runs(path: Path, paths: PathCounter, notes: list[str] | None = None) -> list[RunView]:
     """The views of a transcript's runs, in order of appearance, its paths counted in
     ``paths``. The file is read once, a line at a time, and each run's events are let go
     once it is viewed: a transcript of thousands of runs is held one run at a time (and
     the runs still going on beside it). Raises :class:`TranscriptError` for a file that
-    does not read."""
-    views = [view_run(run, str(path)) for run in runs_in_order(paths.count(iter_events(path)))]
+    does not read. A run whose events are out of order is named in ``notes``
+    (:mod:`agentfsm.diagram.order`)."""
+    warn = notes.append if notes is not None else (lambda _: None)
+    views = [view_run(run, str(path)) for run in runs_in_order(paths.count(checked_events(path, warn)))]
     if not views:
         raise TranscriptError(f"{path}: no events")
     return views
