@@ -11,7 +11,7 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXA
 	-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install clients chromium test demo quality quality-fast diagrams bench bench-peers peers lint clean
+.PHONY: install clients debs test demo quality quality-fast diagrams bench bench-peers peers lint clean
 
 # pip's wheel cache is keyed by the source archive, not by CMAKE_ARGS: a wheel once built with
 # other flags (a native AMX build) would be reused silently. So llama-cpp-python is built here,
@@ -46,21 +46,22 @@ CLIENTS_JS := tests/clients/js/package.json tests/clients/js/package-lock.json
 
 clients: .clients/.installed
 
-# Headless Chromium for the report's browser test (tests/test_report_browser.py): Debian's
-# package, driven by Playwright (test extra) as /usr/bin/chromium; never `playwright install`.
-# Skipped when /usr/bin/chromium exists; as root it installs directly, otherwise through sudo.
-chromium:
-	@test -x /usr/bin/chromium || { \
-		command -v apt-get >/dev/null || { echo "make chromium: no apt-get; install Chromium at /usr/bin/chromium (or set AGENTFSM_CHROMIUM)" >&2; exit 1; }; \
+# Debian packages some tests drive for real: headless Chromium for the report's browser test
+# (tests/test_report_browser.py; Playwright, test extra, drives /usr/bin/chromium; never
+# `playwright install`) and graphviz's `dot` for SVG/PNG diagrams (tests/test_reviewer_inputs.py).
+# Skipped when both are there; as root it installs directly, otherwise through sudo.
+debs:
+	@{ test -x /usr/bin/chromium && command -v dot >/dev/null; } || { \
+		command -v apt-get >/dev/null || { echo "make debs: no apt-get; install Chromium at /usr/bin/chromium (or set AGENTFSM_CHROMIUM) and graphviz (dot on PATH)" >&2; exit 1; }; \
 		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
-		echo "Installing Debian's chromium for the report's browser test..."; \
+		echo "Installing Debian's chromium and graphviz for the browser and diagram tests..."; \
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver graphviz; }
 
 # the proxy tests of the three protocols once more, each proxy served by `agentfsm serve --workers 2`
 WORKER_TESTS := tests/test_server_openai.py tests/test_server_anthropic.py tests/test_server_responses.py
 
-test: install clients chromium
+test: install clients debs
 	$(PY) -m pytest -q
 	AGENTFSM_TEST_SERVE_WORKERS=2 $(PY) -m pytest -q $(WORKER_TESTS)
 	$(MAKE) --no-print-directory lint
@@ -86,7 +87,7 @@ quality: install
 quality-fast: install
 	nice -n 5 $(VENV)/bin/agentfsm eval quality --fast --transcripts runs/quality-fast
 
-diagrams: install chromium
+diagrams: install debs
 	$(PY) -m agentfsm diagram -o diagrams/agent.md
 	$(PY) -m agentfsm diagram fixtures/transcripts -o diagrams/observed.md
 	$(PY) diagrams/report_screenshot.py
