@@ -293,7 +293,15 @@ class MaxStepsExceeded(RunError):
 
 
 class BackendError(AgentFSMError):
-    """The model backend failed."""
+    """The model backend failed. ``detail``: what the transport said (it may name the
+    upstream's host and port), shown in logs and transcripts after :attr:`summary`; a
+    proxy's client reads the summary alone."""
+
+    def __init__(self, message: str = "", *, detail: str | None = None) -> None:
+        #: the failure, without the transport's detail
+        self.summary = message
+        self.detail = detail
+        super().__init__(f"{message}: {detail}" if detail else message)
 
 
 class BackendTimeout(BackendError):
