@@ -29,7 +29,7 @@ import pytest
 from loguru import logger
 
 from agentfsm.backends import OpenAICompatBackend, Timeouts
-from agentfsm.testing import FakeReply, FakeUpstream, status
+from agentfsm.testing import FakeReply, FakeUpstream, raw_body, status
 from tests._proxy import free_port, proxy
 
 KEY = "sk-upstream-secret-7f3a"
@@ -154,3 +154,30 @@ def test_413_and_429_still_pass_on_as_the_clients_own() -> None:
         assert _ask(url, "chat", False).status_code == 413
         limited = _ask(url, "anthropic", False)
     assert limited.status_code == 429 and limited.response.headers["retry-after"] == "7"
+
+
+#: a reverse proxy's error page, as Apache writes it: it names the upstream's host, port and server
+PAGE = ("<html><head><title>502 Proxy Error</title></head><body><h1>Proxy Error</h1><hr>"
+        "<address>Apache/2.4.41 (Ubuntu) Server at vllm-7.internal.example Port 8000</address></body></html>")
+
+
+@pytest.mark.parametrize(("api", "stream"), CLIENTS, ids=CLIENT_IDS)
+@pytest.mark.parametrize("code", [502, 200])
+def test_an_html_page_is_not_quoted_to_the_client(code: int, api: str, stream: bool, tmp_path: Path,
+                                                  log_lines: list[str]) -> None:
+    page = raw_body(PAGE, "text/html", status=code)
+    with FakeUpstream([page]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY, transcripts_dir=tmp_path) as url:
+        exc = _ask(url, api, stream)
+    assert exc.status_code == 502
+    message = _error(exc)["message"]
+    assert ENTRY in message and "internal.example" not in exc.response.text and "Apache" not in exc.response.text
+    assert any("vllm-7.internal.example" in line for line in log_lines)
+    assert "vllm-7.internal.example" in "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
+
+
+def test_an_upstreams_json_error_message_still_reaches_the_client() -> None:
+    # what the upstream says of the request (a setting out of its range ...) helps the client
+    refusal = status(400, body=json.dumps({"error": {"message": "temperature must be at most 1.5"}}))
+    with FakeUpstream([refusal]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY) as url:
+        exc = _ask(url, "chat", False)
+    assert exc.status_code == 502 and "temperature must be at most 1.5" in _error(exc)["message"]

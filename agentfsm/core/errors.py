@@ -313,14 +313,20 @@ class BackendConnectionError(BackendError):
 
 
 class BackendHTTPError(BackendError):
-    """The backend answered with a non-success status (after transport retries)."""
+    """The backend answered with a non-success status (after transport retries). A body
+    that is not ``quoted`` (not JSON: a server's or a reverse proxy's error page, which may
+    name hosts, ports and versions) is the error's ``detail``, which clients do not read."""
 
-    def __init__(self, status_code: int, body: str, retry_after: float | None = None) -> None:
+    def __init__(self, status_code: int, body: str, retry_after: float | None = None, *, quoted: bool = True) -> None:
         self.status_code = status_code
         self.body = body[:500]
         #: seconds the upstream asked to wait (its Retry-After), passed on to the client
         self.retry_after = retry_after
-        super().__init__(f"upstream answered HTTP {status_code}: {self.body}")
+        head = f"upstream answered HTTP {status_code}"
+        if quoted or not self.body:
+            super().__init__(f"{head}: {self.body}")
+        else:
+            super().__init__(head, detail=self.body)
 
 
 class BackendProtocolError(BackendError):
