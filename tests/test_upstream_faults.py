@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 from loguru import logger
@@ -181,3 +182,17 @@ def test_an_upstreams_json_error_message_still_reaches_the_client() -> None:
     with FakeUpstream([refusal]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY) as url:
         exc = _ask(url, "chat", False)
     assert exc.status_code == 502 and "temperature must be at most 1.5" in _error(exc)["message"]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/messages"])
+def test_a_stream_failing_after_its_first_events_ends_with_an_error_event_naming_the_entry(path: str) -> None:
+    delta = json.dumps({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "Some prose "}}]})
+    broken = raw_body(f"data: {delta}\n\ndata: {PAGE}\n\n", "text/event-stream")
+    history = {"input": "hi"} if path == "/v1/responses" else {"messages": ASK}
+    with FakeUpstream([broken]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY, stream_prose="live") as url:
+        with httpx.stream("POST", url + path, json={"model": ENTRY, "max_tokens": 64, "stream": True, **history},
+                          timeout=30) as response:
+            assert response.status_code == 200  # the prose had been sent
+            text = response.read().decode()
+    assert "Some prose" in text and f"model '{ENTRY}'" in text.split("Some prose", 1)[1]
+    assert "internal.example" not in text and "Apache" not in text
