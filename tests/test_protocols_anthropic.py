@@ -434,8 +434,10 @@ def test_error_body_is_read_by_the_sdk(status: int, snapshot: Any) -> None:
     [
         (UnsupportedContent("image", "messages[0].content[1]"), 400, "invalid_request_error"),
         (BackendTimeout("slow"), 504, "timeout_error"),
-        (BackendHTTPError(401, "bad key"), 401, "authentication_error"),
-        (BackendHTTPError(503, "busy"), 502, "api_error"),
+        # an upstream 401 refuses the proxy's key, not the client's: tests/test_upstream_faults.py
+        (BackendHTTPError(429, "slow down"), 429, "rate_limit_error"),
+        (BackendHTTPError(500, "broken"), 502, "api_error"),
+        (BackendHTTPError(503, "busy"), 503, "overloaded_error"),
     ],
 )
 def test_errors_map_to_status_and_body(exc: Any, status: int, kind: str) -> None:

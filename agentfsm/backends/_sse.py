@@ -95,7 +95,8 @@ def parse_chat_completion(body: bytes, redact: Redact = _same) -> Completion:
     try:
         data = _loads(text)
     except (ValueError, RecursionError) as exc:
-        raise BackendProtocolError(f"upstream body is not JSON: {_excerpt(text, redact)!r}") from exc
+        # an error page may name hosts and ports: the client reads that the body was not JSON
+        raise BackendProtocolError("upstream body is not JSON", detail=repr(_excerpt(text, redact))) from exc
     if not isinstance(data, dict):
         raise BackendProtocolError(f"upstream body is not a JSON object: {_excerpt(text, redact)!r}")
     if "error" in data and not data.get("choices"):
@@ -224,7 +225,7 @@ class ChatStreamState:
             chunk = _loads(data)
         except (ValueError, RecursionError) as exc:
             raise BackendProtocolError(
-                f"upstream stream event is not JSON: {_excerpt(data, self._redact)!r}"
+                "upstream stream event is not JSON", detail=repr(_excerpt(data, self._redact))
             ) from exc
         if not isinstance(chunk, dict):
             raise BackendProtocolError(f"upstream stream event is not an object: {_excerpt(data, self._redact)!r}")

@@ -129,19 +129,20 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def map_transport_error(exc: httpx.HTTPError, redact: Callable[[str], str]) -> BackendError:
-    """An httpx transport error as an agentfsm error (raise it ``from exc``)."""
+    """An httpx transport error as an agentfsm error (raise it ``from exc``); the transport's
+    own words (which may name the upstream's address) are its ``detail``."""
     detail = redact(str(exc) or type(exc).__name__)
     if isinstance(exc, httpx.ConnectTimeout):
-        return BackendTimeout(f"connecting to the upstream timed out: {detail}")
+        return BackendTimeout("connecting to the upstream timed out", detail=detail)
     if isinstance(exc, httpx.TimeoutException):
-        return BackendTimeout(f"upstream timed out ({type(exc).__name__}): {detail}")
+        return BackendTimeout(f"upstream timed out ({type(exc).__name__})", detail=detail)
     if isinstance(exc, (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.CloseError)):
-        return BackendConnectionError(f"upstream connection failed: {detail}")
+        return BackendConnectionError("upstream connection failed", detail=detail)
     if isinstance(exc, httpx.RemoteProtocolError):
-        return BackendConnectionError(f"upstream dropped the connection: {detail}")
+        return BackendConnectionError("upstream dropped the connection", detail=detail)
     if isinstance(exc, httpx.ProtocolError):
-        return BackendProtocolError(f"HTTP protocol error: {detail}")
-    return BackendConnectionError(f"upstream request failed: {detail}")
+        return BackendProtocolError("HTTP protocol error", detail=detail)
+    return BackendConnectionError("upstream request failed", detail=detail)
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -293,7 +293,15 @@ class MaxStepsExceeded(RunError):
 
 
 class BackendError(AgentFSMError):
-    """The model backend failed."""
+    """The model backend failed. ``detail``: what the transport said (it may name the
+    upstream's host and port), shown in logs and transcripts after :attr:`summary`; a
+    proxy's client reads the summary alone."""
+
+    def __init__(self, message: str = "", *, detail: str | None = None) -> None:
+        #: the failure, without the transport's detail
+        self.summary = message
+        self.detail = detail
+        super().__init__(f"{message}: {detail}" if detail else message)
 
 
 class BackendTimeout(BackendError):
@@ -305,14 +313,20 @@ class BackendConnectionError(BackendError):
 
 
 class BackendHTTPError(BackendError):
-    """The backend answered with a non-success status (after transport retries)."""
+    """The backend answered with a non-success status (after transport retries). A body
+    that is not ``quoted`` (not JSON: a server's or a reverse proxy's error page, which may
+    name hosts, ports and versions) is the error's ``detail``, which clients do not read."""
 
-    def __init__(self, status_code: int, body: str, retry_after: float | None = None) -> None:
+    def __init__(self, status_code: int, body: str, retry_after: float | None = None, *, quoted: bool = True) -> None:
         self.status_code = status_code
         self.body = body[:500]
         #: seconds the upstream asked to wait (its Retry-After), passed on to the client
         self.retry_after = retry_after
-        super().__init__(f"upstream answered HTTP {status_code}: {self.body}")
+        head = f"upstream answered HTTP {status_code}"
+        if quoted or not self.body:
+            super().__init__(f"{head}: {self.body}")
+        else:
+            super().__init__(head, detail=self.body)
 
 
 class BackendProtocolError(BackendError):

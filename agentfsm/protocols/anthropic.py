@@ -363,7 +363,8 @@ def anthropic_error(status: int, message: str, type: str | None = None) -> JSONO
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-def anthropic_error_for(exc: AgentFSMError) -> tuple[int, JSONObject]:
-    """The HTTP status and Anthropic error body for one of our errors."""
+def anthropic_error_for(exc: AgentFSMError, entry: str | None = None) -> tuple[int, JSONObject]:
+    """The HTTP status and Anthropic error body for one of our errors (``entry``: the served
+    model it concerns, named in an upstream failure's message)."""
     status = error_status(exc)
-    return status, anthropic_error(status, client_message(exc))
+    return status, anthropic_error(status, client_message(exc, entry))

@@ -21,6 +21,7 @@ from agentfsm.core.backend import estimate_tokens
 from agentfsm.core.errors import (
     AgentFSMError,
     BackendConnectionError,
+    BackendError,
     BackendHTTPError,
     BackendProtocolError,
     BackendTimeout,
@@ -182,6 +183,18 @@ def sse_event(data: Mapping[str, Any] | str, event: str | None = None) -> str:
     return f"{head}data: {payload}\n\n"
 
 
+#: upstream statuses passed on as they are: what the client can act on itself (send
+#: less; wait as long as the upstream asks, its Retry-After passed on with them)
+_PASSED_ON = frozenset({413, 429, 503})
+#: upstream statuses that refuse the proxy, not its client: the proxy's own key (401,
+#: 403), the model or path its entry names (404); the upstream's answer is the operator's
+_REFUSED_THE_PROXY = {
+    401: "refused the proxy's own credentials",
+    403: "refused the proxy's own credentials",
+    404: "does not have the model or endpoint that the proxy is set to ask for",
+}
+
+
 def error_status(exc: AgentFSMError) -> int:
     """The HTTP status the proxy answers with for one of our errors."""
     if isinstance(exc, RequestError):
@@ -189,8 +202,9 @@ def error_status(exc: AgentFSMError) -> int:
     if isinstance(exc, BackendTimeout):
         return 504
     if isinstance(exc, BackendHTTPError):
-        # the upstream's own client errors (auth, rate limit ...) are passed on as they are
-        return exc.status_code if exc.status_code in (401, 403, 404, 413, 429) else 502
+        # any other refusal by the upstream is the proxy's (its key, its model entry, the
+        # request it built), never the client's: a 502, which names the model entry
+        return exc.status_code if exc.status_code in _PASSED_ON else 502
     if isinstance(exc, BackendConnectionError | BackendProtocolError):
         return 502
     if isinstance(exc, RunError):
@@ -200,12 +214,22 @@ def error_status(exc: AgentFSMError) -> int:
     return 500
 
 
-def client_message(exc: AgentFSMError) -> str:
+def client_message(exc: AgentFSMError, entry: str | None = None) -> str:
     """The error's message as the client reads it. A transcript the proxy cannot write is
     the proxy's own file (a full disk, a vanished mount): its path stays in the proxy's
-    log (where the error is logged whole) and never reaches the client."""
+    log (where the error is logged whole) and never reaches the client. An upstream's
+    refusal of the proxy (401, 403, 404) names the model ``entry`` and not the upstream's
+    answer; a transport failure, its kind and not the transport's detail (the upstream's
+    host and port): both stay in the log and the transcript."""
     if isinstance(exc, TranscriptError):
         return "the proxy could not write this request's transcript (its log says why)"
+    if isinstance(exc, BackendHTTPError) and exc.status_code in _REFUSED_THE_PROXY:
+        upstream = f"the upstream of model {entry!r}" if entry else "the upstream"
+        return (f"{upstream} {_REFUSED_THE_PROXY[exc.status_code]} (HTTP {exc.status_code}): the proxy's "
+                "operator must fix its setup (its log says more); your request and your key are not in question")
+    if isinstance(exc, BackendError) and exc.detail is not None:
+        concerns = f"model {entry!r}; " if entry else ""
+        return f"{exc.summary} ({concerns}the proxy's log says more)"
     return str(exc)
 
 

@@ -329,13 +329,14 @@ def openai_error(
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def openai_error_for(exc: AgentFSMError) -> tuple[int, JSONObject]:
-    """The HTTP status and OpenAI error body for one of our errors."""
+def openai_error_for(exc: AgentFSMError, entry: str | None = None) -> tuple[int, JSONObject]:
+    """The HTTP status and OpenAI error body for one of our errors (``entry``: the served
+    model it concerns, named in an upstream failure's message)."""
     status = error_status(exc)
     param = exc.param if isinstance(exc, RequestError) else None
     code = "unsupported_content" if isinstance(exc, UnsupportedContent) else None
     if isinstance(exc, PromptTooLong):
         code = "context_length_exceeded"
     if isinstance(exc, ModelNotFound):  # as OpenAI answers it: a 404 typed as a request error
-        return status, openai_error(status, client_message(exc), "invalid_request_error", param, "model_not_found")
-    return status, openai_error(status, client_message(exc), param=param, code=code)
+        return status, openai_error(status, client_message(exc, entry), "invalid_request_error", param, "model_not_found")
+    return status, openai_error(status, client_message(exc, entry), param=param, code=code)

@@ -138,6 +138,11 @@ class Exchange:
         return self.request.model or self.settings.model_name or self.backend.name
 
     @property
+    def model_entry(self) -> str:
+        """The served model's entry (its models-file name): what a client is told an upstream failure concerns."""
+        return self.settings.model_name or self.backend.name
+
+    @property
     def config(self) -> EngineConfig:
         """The engine's view of this request."""
         r, caps, found = self.request, self.backend.capabilities, self._config
@@ -229,7 +234,7 @@ class Exchange:
         headers = {
             ATTEMPTS_HEADER: str(self.attempts),
             CORRECTIONS_HEADER: str(self.corrections),
-            MODEL_HEADER: header_text(self.settings.model_name or self.backend.name),
+            MODEL_HEADER: header_text(self.model_entry),
             SETTINGS_HEADER: settings_text(self.settings.run),
         }
         if self.tally.call_usage:
@@ -283,7 +288,7 @@ class Exchange:
                 **run_config_fields(self.config, self.settings.run.enforcement, self.backend),
                 protocol=r.protocol,
                 stream=r.stream,
-                model_entry=self.settings.model_name or self.backend.name,
+                model_entry=self.model_entry,
                 settings_from=self.settings.settings_from,
             ),
             self.config,

@@ -259,11 +259,15 @@ def _first_line(exc: Exception) -> str:
 
 
 def error_response(wire: Wire, exc: AgentFSMError, ex: Exchange | None) -> Response:
-    status, body = wire.error_for(exc)
+    """``exc`` in the protocol's shape (logged whole: the client's message may leave out
+    what concerns the proxy's operator alone, :func:`~agentfsm.protocols.common.client_message`)."""
+    status, body = wire.error_for(exc, ex.model_entry if ex is not None else None)
+    # the model entry and its backend: which upstream an operator has to look at
+    where = f" (model {ex.model_entry}, {ex.backend.name})" if ex is not None else ""
     if status >= 500:
-        logger.warning("{} -> {}: {}", type(exc).__name__, status, exc)
+        logger.warning("{} -> {}{}: {}", type(exc).__name__, status, where, exc)
     else:
-        logger.info("{} -> {}: {}", type(exc).__name__, status, exc)
+        logger.info("{} -> {}{}: {}", type(exc).__name__, status, where, exc)
     headers = _headers(ex) if ex is not None and ex.attempts else {}
     if isinstance(exc, BackendHTTPError) and exc.retry_after is not None and status in (429, 503):
         # the upstream's own wait, passed on: the client decides whether to wait that long

@@ -141,8 +141,8 @@ async def _guarded(ex: Exchange, sink: StreamSink, inner: AsyncIterator[str]) ->
         ex.end(error=exc)
         if not sent:
             raise  # nothing sent yet: the handler answers with an HTTP error status
-        logger.warning("stream ended by {}: {}", type(exc).__name__, exc)
-        for event in sink.fail(exc):
+        logger.warning("stream ended by {} (model {}, {}): {}", type(exc).__name__, ex.model_entry, ex.backend.name, exc)
+        for event in sink.fail(exc, entry=ex.model_entry):
             yield event
     except asyncio.CancelledError:
         # the client left (the response's disconnect watcher cancels the stream) or the

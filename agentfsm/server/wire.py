@@ -74,9 +74,10 @@ class Wire(ABC):
         """An error body in this protocol's shape (OpenAI's, unless the protocol has its own)."""
         return openai_error(status, message)
 
-    def error_for(self, exc: AgentFSMError) -> tuple[int, JSONObject]:
-        """The status and error body for one of our errors."""
-        return openai_error_for(exc)
+    def error_for(self, exc: AgentFSMError, entry: str | None = None) -> tuple[int, JSONObject]:
+        """The status and error body for one of our errors (``entry``: the served model it
+        concerns, named in an upstream failure's message)."""
+        return openai_error_for(exc, entry)
 
     def keep_alive(self) -> str:
         """What a stream sends while it has nothing else to (a held stream): an SSE
@@ -186,8 +187,8 @@ class AnthropicWire(Wire):
     def error(self, status: int, message: str) -> JSONObject:
         return anthropic_error(status, message)
 
-    def error_for(self, exc: AgentFSMError) -> tuple[int, JSONObject]:
-        return anthropic_error_for(exc)
+    def error_for(self, exc: AgentFSMError, entry: str | None = None) -> tuple[int, JSONObject]:
+        return anthropic_error_for(exc, entry)
 
     def keep_alive(self) -> str:
         # Anthropic's own: its streams carry ``ping`` events, which its SDKs skip wherever
@@ -256,11 +257,12 @@ class StreamSink:
         where the protocol names it), usage and the protocol's terminator."""
         return self._encoder.finish(reason, usage, stop_sequence)
 
-    def fail(self, exc: AgentFSMError | None, message: str = "internal error") -> list[str]:
-        """End the stream with the protocol's error event (never a clean end)."""
+    def fail(self, exc: AgentFSMError | None, message: str = "internal error", entry: str | None = None) -> list[str]:
+        """End the stream with the protocol's error event (never a clean end); ``entry``
+        as :meth:`Wire.error_for` takes it."""
         kind = self.wire.server_error
         if exc is not None:
-            _, body = self.wire.error_for(exc)
+            _, body = self.wire.error_for(exc, entry)
             error = body["error"]
             assert isinstance(error, dict)
             message = str(error["message"])

@@ -1,0 +1,198 @@
+"""What a client sees when the proxy's upstream refuses or fails: the proxy's fault, never the client's.
+
+Defects (reproduced with the official SDKs against the proxy in front of a FakeUpstream):
+
+* an upstream 401/403 (the proxy's own upstream key is wrong) reached the client as a 401
+  ``authentication_error`` / 403 ``permission_error``, which every SDK reads as the
+  client's own key refused, quoting the upstream's answer (OpenAI's quotes the start and
+  end of the key it refused); a 404 (the model entry names a model the upstream lacks)
+  as the client's ``not_found_error`` though the client named a model the proxy serves.
+  Now each is a 502 naming the model entry, with ``x-should-retry: false``; the
+  upstream's answer stays in the log and the transcript.
+* a 503 with ``Retry-After: 30`` became a 502 without it (the docs promised it passed on):
+  the SDKs retried at once. Now a 503 with its Retry-After.
+* a refused connection's 502 named the upstream's host and port to the client (aiohttp's
+  "Cannot connect to host 127.0.0.1:PORT"). Now the client reads the failure and the model
+  entry; the proxy's log and the transcript keep the transport's detail.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from loguru import logger
+
+from agentfsm.backends import OpenAICompatBackend, Timeouts
+from agentfsm.testing import FakeReply, FakeUpstream, raw_body, status
+from tests._proxy import free_port, proxy
+
+KEY = "sk-upstream-secret-7f3a"
+ENTRY = "team-model"
+ASK = [{"role": "user", "content": "hi"}]
+CLIENTS = [(api, stream) for api in ("chat", "responses", "anthropic") for stream in (False, True)]
+CLIENT_IDS = [f"{api}-{'stream' if stream else 'whole'}" for api, stream in CLIENTS]
+
+
+def _backend(base_url: str) -> OpenAICompatBackend:
+    return OpenAICompatBackend(base_url, model="upstream-model-name", api_key=KEY,
+                               timeout=Timeouts(connect=2.0, read=5.0, total=10.0), max_retries=0,
+                               json_schema_mode="off")
+
+
+def _ask(url: str, api: str, stream: bool) -> openai.APIStatusError | anthropic.APIStatusError:
+    """The SDK's error for one request (each SDK with its retries off)."""
+    if api == "anthropic":
+        with anthropic.Anthropic(base_url=url, api_key="client-key", max_retries=0, timeout=30) as aclient:
+            with pytest.raises(anthropic.APIStatusError) as ainfo:
+                if stream:
+                    with aclient.messages.stream(model=ENTRY, max_tokens=64, messages=ASK) as events:  # type: ignore[arg-type]
+                        list(events)
+                else:
+                    aclient.messages.create(model=ENTRY, max_tokens=64, messages=ASK)  # type: ignore[arg-type]
+        return ainfo.value
+    with openai.OpenAI(base_url=f"{url}/v1", api_key="client-key", max_retries=0, timeout=30) as client:
+        with pytest.raises(openai.APIStatusError) as info:
+            if api == "chat":
+                result: Any = client.chat.completions.create(model=ENTRY, messages=ASK, stream=stream)  # type: ignore[arg-type]
+            else:
+                result = client.responses.create(model=ENTRY, input="hi", stream=stream)
+            if stream:
+                list(result)
+    return info.value
+
+
+def _error(exc: openai.APIStatusError | anthropic.APIStatusError) -> dict[str, Any]:
+    body = exc.response.json()
+    if isinstance(exc, anthropic.APIStatusError):
+        assert body["type"] == "error"
+    error = body["error"]
+    assert isinstance(error, dict)
+    return error
+
+
+@pytest.fixture
+def log_lines() -> Iterator[list[str]]:
+    captured: list[str] = []
+    logger.enable("agentfsm")
+    sink = logger.add(lambda m: captured.append(str(m)), level="DEBUG", format="{message}")
+    try:
+        yield captured
+    finally:
+        logger.remove(sink)
+
+
+REFUSALS: dict[str, FakeReply] = {
+    "401": status(401, body=json.dumps({"error": {"message": "Incorrect API key provided: sk-upst***7f3a",
+                                                   "type": "invalid_request_error", "code": "invalid_api_key"}})),
+    "403": status(403, body=json.dumps({"error": {"message": "project has no access to upstream-model-name"}})),
+    "404": status(404, body=json.dumps({"error": {"message": "The model `upstream-model-name` does not exist",
+                                                   "code": "model_not_found"}})),
+}
+
+
+@pytest.mark.parametrize(("api", "stream"), CLIENTS, ids=CLIENT_IDS)
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
+def test_an_upstream_refusing_the_proxy_is_a_502_naming_the_model_entry(
+    refusal: str, api: str, stream: bool, tmp_path: Path, log_lines: list[str]
+) -> None:
+    with FakeUpstream([REFUSALS[refusal]]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY,
+                                                          transcripts_dir=tmp_path) as url:
+        exc = _ask(url, api, stream)
+    # never the client's own 401/403/404: its key and its model name were fine
+    assert exc.status_code == 502
+    assert exc.response.headers["x-should-retry"] == "false"  # the same request fails again
+    error = _error(exc)
+    assert error["type"] == ("api_error" if api == "anthropic" else "upstream_error")
+    message = error["message"]
+    assert ENTRY in message and f"HTTP {refusal}" in message
+    # the upstream's own answer (its model name, its view of the key) stays with the operator
+    assert "upstream-model-name" not in message and "sk-upst" not in message and "Incorrect" not in message
+    transcript = "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
+    assert f"HTTP {refusal}" in transcript and "upstream-model-name" in transcript
+    # the operator's log names the entry, its upstream model, and what the upstream said
+    assert any(f"HTTP {refusal}" in line and ENTRY in line and "upstream-model-name" in line and
+               json.loads(REFUSALS[refusal].body or "")["error"]["message"] in line for line in log_lines)
+    assert KEY not in transcript + "".join(log_lines) + exc.response.text
+
+
+@pytest.mark.parametrize(("api", "stream"), CLIENTS, ids=CLIENT_IDS)
+def test_an_upstream_503_passes_on_as_503_with_its_retry_after(api: str, stream: bool) -> None:
+    with FakeUpstream([status(503, retry_after=30)]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY) as url:
+        exc = _ask(url, api, stream)
+    assert exc.status_code == 503
+    assert exc.response.headers["retry-after"] == "30"
+    assert exc.response.headers.get("x-should-retry") != "false"
+    assert _error(exc)["type"] == ("overloaded_error" if api == "anthropic" else "server_error")
+
+
+@pytest.mark.parametrize(("api", "stream"), CLIENTS, ids=CLIENT_IDS)
+def test_a_refused_connection_names_the_model_entry_not_the_upstreams_address(
+    api: str, stream: bool, tmp_path: Path, log_lines: list[str]
+) -> None:
+    port = free_port()  # nothing listens there
+    with proxy(_backend(f"http://127.0.0.1:{port}/v1"), model_name=ENTRY, transcripts_dir=tmp_path) as url:
+        exc = _ask(url, api, stream)
+    assert exc.status_code == 502
+    message = _error(exc)["message"]
+    assert ENTRY in message and "connection" in message
+    assert str(port) not in exc.response.text and "127.0.0.1" not in exc.response.text
+    # the operator still reads where it failed
+    assert any(str(port) in line for line in log_lines)
+    assert str(port) in "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
+
+
+def test_413_and_429_still_pass_on_as_the_clients_own() -> None:
+    # the client can act on these itself: send less, or wait
+    replies = [status(413), status(429, retry_after=7)]
+    with FakeUpstream(replies) as fake, proxy(_backend(fake.base_url), model_name=ENTRY) as url:
+        assert _ask(url, "chat", False).status_code == 413
+        limited = _ask(url, "anthropic", False)
+    assert limited.status_code == 429 and limited.response.headers["retry-after"] == "7"
+
+
+#: a reverse proxy's error page, as Apache writes it: it names the upstream's host, port and server
+PAGE = ("<html><head><title>502 Proxy Error</title></head><body><h1>Proxy Error</h1><hr>"
+        "<address>Apache/2.4.41 (Ubuntu) Server at vllm-7.internal.example Port 8000</address></body></html>")
+
+
+@pytest.mark.parametrize(("api", "stream"), CLIENTS, ids=CLIENT_IDS)
+@pytest.mark.parametrize("code", [502, 200])
+def test_an_html_page_is_not_quoted_to_the_client(code: int, api: str, stream: bool, tmp_path: Path,
+                                                  log_lines: list[str]) -> None:
+    page = raw_body(PAGE, "text/html", status=code)
+    with FakeUpstream([page]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY, transcripts_dir=tmp_path) as url:
+        exc = _ask(url, api, stream)
+    assert exc.status_code == 502
+    message = _error(exc)["message"]
+    assert ENTRY in message and "internal.example" not in exc.response.text and "Apache" not in exc.response.text
+    assert any("vllm-7.internal.example" in line for line in log_lines)
+    assert "vllm-7.internal.example" in "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
+
+
+def test_an_upstreams_json_error_message_still_reaches_the_client() -> None:
+    # what the upstream says of the request (a setting out of its range ...) helps the client
+    refusal = status(400, body=json.dumps({"error": {"message": "temperature must be at most 1.5"}}))
+    with FakeUpstream([refusal]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY) as url:
+        exc = _ask(url, "chat", False)
+    assert exc.status_code == 502 and "temperature must be at most 1.5" in _error(exc)["message"]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/messages"])
+def test_a_stream_failing_after_its_first_events_ends_with_an_error_event_naming_the_entry(path: str) -> None:
+    delta = json.dumps({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "Some prose "}}]})
+    broken = raw_body(f"data: {delta}\n\ndata: {PAGE}\n\n", "text/event-stream")
+    history = {"input": "hi"} if path == "/v1/responses" else {"messages": ASK}
+    with FakeUpstream([broken]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY, stream_prose="live") as url:
+        with httpx.stream("POST", url + path, json={"model": ENTRY, "max_tokens": 64, "stream": True, **history},
+                          timeout=30) as response:
+            assert response.status_code == 200  # the prose had been sent
+            text = response.read().decode()
+    assert "Some prose" in text and f"model '{ENTRY}'" in text.split("Some prose", 1)[1]
+    assert "internal.example" not in text and "Apache" not in text
