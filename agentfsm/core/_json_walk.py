@@ -50,7 +50,8 @@ def nests_deeper(value: Any, limit: int, text: Callable[[str], object] | None = 
             continue
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        # without ``text`` only lists and objects can matter: leaves are not pushed
+        stack.extend((c, depth + 1) for c in children if text is not None or isinstance(c, (dict, list)))
     return False
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from functools import partial
 from typing import Any
 
 import orjson
@@ -161,7 +162,7 @@ def check_client_value(value: Any, where: str, *, strings: bool = True, max_dept
     """Refuse ``value`` if it nests deeper than ``max_depth`` (:data:`MAX_JSON_DEPTH`) or
     (when ``strings``) holds a lone surrogate. Iterative, so any depth is measured without
     recursion."""
-    check = (lambda text: _check_text(text, where)) if strings else None
+    check = partial(_check_text, where=where) if strings else None
     if nests_deeper(value, max_depth, check):
         raise RequestError(f"{where} nests deeper than {max_depth} levels")
 
