@@ -6,6 +6,7 @@ import pytest
 
 from agentfsm import Agent, RunConfig, ScriptedBackend
 from agentfsm.core.errors import RetryBudgetExceeded
+from agentfsm.engine.decide import Answer, EngineConfig, step
 from agentfsm.guards.base import Accept, Correction
 from agentfsm.guards.runtime_text import check, find_runtime_text
 
@@ -135,3 +136,10 @@ def test_a_call_that_copied_a_correction_does_not_make_the_copy_the_models() -> 
         "Write one short sentence about the sea.")
     assert result.content == "The sea is wide."
     assert result.corrections == 3
+
+
+def test_the_engine_decides_a_reply_to_an_empty_history() -> None:
+    # reading the model's own call strings paired each message with the next one, and the
+    # pairing refused an empty history (ValueError from zip(strict=True))
+    decision = step([], "hello", EngineConfig())
+    assert isinstance(decision, Answer) and decision.content == "hello"

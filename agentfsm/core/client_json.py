@@ -34,10 +34,12 @@ from __future__ import annotations
 import json
 import math
 import re
+from functools import partial
 from typing import Any
 
 import orjson
 
+from agentfsm.core._json_walk import nests_deeper
 from agentfsm.core.errors import RequestError
 
 __all__ = [
@@ -160,23 +162,9 @@ def check_client_value(value: Any, where: str, *, strings: bool = True, max_dept
     """Refuse ``value`` if it nests deeper than ``max_depth`` (:data:`MAX_JSON_DEPTH`) or
     (when ``strings``) holds a lone surrogate. Iterative, so any depth is measured without
     recursion."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-            if strings:
-                for key in item:
-                    _check_text(key, where)
-        elif isinstance(item, list):
-            children = item
-        else:
-            if strings and isinstance(item, str):
-                _check_text(item, where)
-            continue
-        if depth > max_depth:
-            raise RequestError(f"{where} nests deeper than {max_depth} levels")
-        stack.extend((child, depth + 1) for child in children)
+    check = partial(_check_text, where=where) if strings else None
+    if nests_deeper(value, max_depth, check):
+        raise RequestError(f"{where} nests deeper than {max_depth} levels")
 
 
 def _check_text(text: str, where: str) -> None:

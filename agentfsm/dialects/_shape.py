@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agentfsm.core._json_walk import nests_deeper
+
 __all__ = [
     "MAX_DEPTH",
     "TOO_DEEP",
@@ -133,19 +135,7 @@ def unclosed(text: str) -> Unclosed:
 
 def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` nests lists and objects more than ``limit`` deep (iteratively)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+    return nests_deeper(value, limit)
 
 
 def _structural_follows(s: str, j: int) -> bool:

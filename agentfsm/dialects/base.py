@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -9,7 +10,7 @@ from agentfsm.core._types import DialectName
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import ToolCall, ToolSpec
 
-__all__ = ["Dialect"]
+__all__ = ["Dialect", "ProseAnswers"]
 
 class Dialect(Protocol):
     """An action format: renders its part of the contract and the text of a call."""
@@ -44,3 +45,23 @@ class Dialect(Protocol):
     def opener(self) -> str:
         """The text an action starts with; used to prefill the assistant turn."""
         ...
+
+
+class ProseAnswers(ABC):
+    """The rendering shared by the dialects whose answer is plain prose and whose calls are
+    written one after another, :attr:`call_separator` between them."""
+
+    #: what separates the calls of one reply (a blank line unless a dialect says otherwise)
+    call_separator = "\n\n"
+
+    @abstractmethod
+    def render_call(self, call: ToolCall) -> str:
+        """The action text for one call (each dialect writes its own)."""
+
+    def render_calls(self, calls: Sequence[ToolCall]) -> str:
+        """The calls one after another, :attr:`call_separator` between them."""
+        return self.call_separator.join(self.render_call(c) for c in calls)
+
+    def render_final(self, content: str) -> str:
+        """A final answer is plain prose."""
+        return content

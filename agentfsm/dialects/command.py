@@ -12,6 +12,7 @@ from agentfsm.dialects._format import Format, Opened, Prose, Scan
 from agentfsm.dialects._readers import MAX_BLOCK_CHARS, BracketReader
 from agentfsm.dialects._render import dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, cls, lit
+from agentfsm.dialects.base import ProseAnswers
 from agentfsm.core.messages import ToolCall, ToolSpec
 
 __all__ = [
@@ -39,13 +40,15 @@ COMMAND_AT_END = re.compile(r"@tool[ \t]{1,16}[A-Za-z_][\w.\-]{0,127}[ \t]{0,16}
 COMMAND_HEAD = re.compile(r"@tool[ \t]{1,16}([A-Za-z_][\w.\-]{0,127})[ \t]{0,16}")
 
 
-class CommandDialect:
+class CommandDialect(ProseAnswers):
     """Actions as single command lines: ``@tool get_weather {"city": "Paris"}``."""
 
     name: DialectName = "command"
     action_name = "@tool line"
     action_format = "one line: @tool NAME {json arguments}"
     answer_format = "plain text"
+    #: one command line per call
+    call_separator = "\n"
 
     @property
     def opener(self) -> str:
@@ -55,14 +58,6 @@ class CommandDialect:
     def render_call(self, call: ToolCall) -> str:
         """One command line; the arguments are one JSON object on the same line."""
         return f"{COMMAND_PREFIX} {call.name} {dumps(call.arguments)}"
-
-    def render_calls(self, calls: Sequence[ToolCall]) -> str:
-        """One line per call."""
-        return "\n".join(self.render_call(c) for c in calls)
-
-    def render_final(self, content: str) -> str:
-        """A final answer is plain prose."""
-        return content
 
     def render_instructions(
         self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool

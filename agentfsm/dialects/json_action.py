@@ -17,6 +17,7 @@ from agentfsm.dialects._format import Format, Opened, Prose, Scan
 from agentfsm.dialects._readers import CloserReader, fence_verdict
 from agentfsm.dialects._render import dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, lit
+from agentfsm.dialects.base import ProseAnswers
 from agentfsm.core.messages import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ ACTION_INFOS = frozenset(
 JSON_INFOS = frozenset({"", "json", "jsonc", "json5"})
 
 
-class JsonActionDialect:
+class JsonActionDialect(ProseAnswers):
     """Actions as fenced ```` ```json action ```` blocks, ``{"tool": ..., "parameters": {...}}``."""
 
     name: DialectName = "json-action"
@@ -69,14 +70,6 @@ class JsonActionDialect:
     def render_call(self, call: ToolCall) -> str:
         """One fenced action block."""
         return f"```json action\n{dumps({'tool': call.name, 'parameters': call.arguments})}\n```"
-
-    def render_calls(self, calls: Sequence[ToolCall]) -> str:
-        """One block per call, separated by a blank line."""
-        return "\n\n".join(self.render_call(c) for c in calls)
-
-    def render_final(self, content: str) -> str:
-        """A final answer is plain prose, with no block."""
-        return content
 
     def render_instructions(
         self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool

@@ -16,6 +16,7 @@ from agentfsm.dialects._format import Format, Opened, Prose, Scan
 from agentfsm.dialects._readers import CloserReader, Verdict
 from agentfsm.dialects._render import dumps, example_call
 from agentfsm.dialects._tokens import OpenerDef, lit
+from agentfsm.dialects.base import ProseAnswers
 from agentfsm.core.messages import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ SMILEY_RUN = 14
 SMILEY_DELIMITER = SMILEY * SMILEY_RUN
 
 
-class SmileyDialect:
+class SmileyDialect(ProseAnswers):
     """Calls written between two delimiter lines of fourteen smileys."""
 
     name: DialectName = "smiley"
@@ -47,14 +48,6 @@ class SmileyDialect:
         """One delimited call."""
         body = dumps({"name": call.name, "arguments": call.arguments})
         return f"{SMILEY_DELIMITER}\n{body}\n{SMILEY_DELIMITER}"
-
-    def render_calls(self, calls: Sequence[ToolCall]) -> str:
-        """Delimited calls, separated by a blank line."""
-        return "\n\n".join(self.render_call(c) for c in calls)
-
-    def render_final(self, content: str) -> str:
-        """A final answer is plain prose."""
-        return content
 
     def render_instructions(
         self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, parallel: bool

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from itertools import zip_longest
 
 from agentfsm.core.choice import ToolChoice
 from agentfsm.core.messages import AssistantMessage, Message, SystemMessage, ToolMessage, ToolSpec, UserMessage
@@ -70,7 +71,7 @@ def own_values(history: Sequence[Message], tools: Sequence[ToolSpec]) -> list[st
     reply refused for copying the runtime's text: its words, not the runtime's."""
     corrections: list[str] = []
     own: list[str] = []
-    for m, after in zip(history, [*history[1:], None], strict=True):
+    for m, after in zip_longest(history, history[1:]):  # the last message has none after it
         if isinstance(m, UserMessage) and m.correction:
             corrections.append(m.content)
         if not isinstance(m, AssistantMessage) or (

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.core.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from agentfsm.core.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    round_start,
+)
 
 __all__ = [
     "argument_strings",
@@ -42,16 +50,9 @@ def turn(history: Sequence[Message]) -> list[Message]:
 
 def told(history: Sequence[Message], reason: str, *, this_round: bool = False) -> bool:
     """Whether a correction for ``reason`` was sent in the current user turn, or with
-    ``this_round`` since its latest tool result."""
-    for msg in reversed(history):
-        if this_round and isinstance(msg, ToolMessage):
-            return False
-        if isinstance(msg, UserMessage):
-            if msg.correction is None:
-                return False
-            if msg.correction == reason:
-                return True
-    return False
+    ``this_round`` in the current round (:func:`~agentfsm.core.messages.round_start`)."""
+    recent = history[round_start(history):] if this_round else turn(history)
+    return any(isinstance(m, UserMessage) and m.correction == reason for m in recent)
 
 
 def called(history: Sequence[Message]) -> set[str]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from agentfsm.core._types import DialectName
 from agentfsm.core.config import DEFAULTS
 from agentfsm.guards.base import action_name
-from agentfsm.core.messages import Message, ToolMessage, UserMessage
+from agentfsm.core.messages import Message, UserMessage, round_start
 
 __all__ = ["DEFAULT_MAX_CORRECTIONS", "GUARD", "corrections_in_turn", "escalate", "next_attempt"]
 
@@ -24,16 +24,9 @@ DEFAULT_MAX_CORRECTIONS = DEFAULTS.max_corrections
 
 
 def corrections_in_turn(history: Sequence[Message]) -> int:
-    """Correction messages since the last real user message or the last tool result."""
-    count = 0
-    for message in reversed(history):
-        if isinstance(message, ToolMessage):
-            break
-        if isinstance(message, UserMessage):
-            if message.correction is None:
-                break
-            count += 1
-    return count
+    """Correction messages since the last real user message or the last tool result (the
+    current round: :func:`~agentfsm.core.messages.round_start`)."""
+    return sum(isinstance(m, UserMessage) and m.correction is not None for m in history[round_start(history):])
 
 
 def next_attempt(history: Sequence[Message], max_corrections: int = DEFAULT_MAX_CORRECTIONS) -> int | None:
