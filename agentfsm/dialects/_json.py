@@ -4,7 +4,8 @@ The fast path is ``json``'s C decoder. Only when it fails does the text go, with
 size, depth and per-reply budgets, through a smart-quote normaliser and then the
 ``json_repair`` library (which is slow and superlinear on garbage, hence the caps).
 JSON that stops before its end (an unterminated string, unclosed brackets) is never
-repaired: completing it would run an action that was cut off. Nothing here raises:
+repaired in a reply: completing it would run an action that was cut off (data, read for
+what a model could copy, is: :attr:`RepairBudget.lossy`). Nothing here raises:
 every failure is a :class:`Read` with a problem code.
 """
 
