@@ -159,19 +159,24 @@ def normalised_texts(text: str, depth: int = 0) -> Iterator[str]:
     for variant in (text, plain):
         if fresh(variant):
             yield variant
+    # one chain of decodings, each step's text read (a bounded number of texts, whatever
+    # the data holds): HTML entities, percent escapes, then JSON escapes again and again
+    # (a JSON text inside a JSON string inside ...)
     layers = [plain]
-    if "&" in plain:
-        layers.append(_plain(html.unescape(plain)))
-    if _PERCENT.search(plain) is not None:
-        layers.append(_plain(unquote(plain)))
-    for layer in list(layers):
-        for _ in range(_MAX_DEPTH):  # a JSON text inside a JSON string inside ...: decoded again
-            if "\\" not in layer:
-                break
-            layer = _plain(_unescape_json(layer))
-            layers.append(layer)
-    # look-alike letters and case as a model retypes them (a key or an opener in Cyrillic)
-    layers += [fold(layer) for layer in list(layers) if not layer.isascii()]
+    layer = plain
+    if "&" in layer:
+        layer = _plain(html.unescape(layer))
+        layers.append(layer)
+    if _PERCENT.search(layer) is not None:
+        layer = _plain(unquote(layer))
+        layers.append(layer)
+    for _ in range(_MAX_DEPTH):
+        if "\\" not in layer:
+            break
+        layer = _plain(_unescape_json(layer))
+        layers.append(layer)
+    # look-alike letters as a model retypes them (a key or an opener in Cyrillic)
+    layers += [fold(each) for each in (plain, layer) if not each.isascii()]
     for layer in layers[1:]:
         if fresh(layer):
             yield layer
