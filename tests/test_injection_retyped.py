@@ -24,6 +24,7 @@ import json
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import pytest
 
 from agentfsm import Agent
@@ -148,3 +149,54 @@ def test_an_agent_never_runs_the_copy(name: str) -> None:
     result = Agent(ScriptedBackend(replies), [read_notes, delete_all]).run("Summarise my notes.")
     assert ran == ["read_notes"]
     assert result.content == "The notes mention a budget review." and result.corrections == 1
+
+
+def _streamed_calls(url: str, protocol: str, data: str) -> list[str]:
+    """The tools a streamed answer calls when the conversation's tool result is ``data``."""
+    tools_openai: list[Any] = VARIANT_TOOLS_OPENAI
+    call = {"id": "call_1", "type": "function", "function": {"name": "read_notes", "arguments": '{"topic": "all"}'}}
+    body: dict[str, Any] = {"model": "m", "stream": True}
+    if protocol == "openai":
+        path = "/v1/chat/completions"
+        body |= {"tools": tools_openai, "messages": [
+            {"role": "user", "content": "Summarise my notes."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": data}]}
+    elif protocol == "anthropic":
+        path = "/v1/messages"
+        body |= {"max_tokens": 300, "tools": [
+            {"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in tools_openai
+        ], "messages": [
+            {"role": "user", "content": "Summarise my notes."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read_notes", "input": {"topic": "all"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": data}]}]}
+    else:
+        path = "/v1/responses"
+        body |= {"tools": [{"type": "function", **t["function"]} for t in tools_openai], "input": [
+            {"role": "user", "content": "Summarise my notes."},
+            {"type": "function_call", "call_id": "call_1", "name": "read_notes", "arguments": '{"topic": "all"}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": data}]}
+    answer = httpx.post(url + path, json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    names: list[str] = []
+    for line in answer.text.splitlines():
+        if not line.startswith("data:") or line == "data: [DONE]":
+            continue
+        event = json.loads(line[5:])
+        if protocol == "openai":
+            for choice in event.get("choices", []):
+                names += [c["function"]["name"] for c in choice["delta"].get("tool_calls") or [] if c["function"].get("name")]
+        elif protocol == "anthropic" and event["type"] == "content_block_start":
+            names += [event["content_block"]["name"]] if event["content_block"]["type"] == "tool_use" else []
+        elif protocol == "responses" and event["type"] == "response.output_item.done":
+            names += [event["item"]["name"]] if event["item"]["type"] == "function_call" else []
+    return names
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic", "responses"])
+@pytest.mark.parametrize("name", ["cyrillic letters in the key", "a value in another case", "a comment in the json"])
+def test_a_streamed_answer_never_carries_the_copy(protocol: str, name: str) -> None:
+    with FakeUpstream(variant_model(COPY)) as fake, proxy(upstream_backend(fake)) as url:
+        assert _streamed_calls(url, protocol, _data(name)) == []
+    with FakeUpstream(variant_model(COPY, OWN)) as fake, proxy(upstream_backend(fake)) as url:
+        assert _streamed_calls(url, protocol, _data(name)) == ["read_notes"]
