@@ -41,10 +41,10 @@ import html
 import json
 import re
 import unicodedata
-from urllib.parse import unquote
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import unquote
 
 from agentfsm.core._memo import Memo, json_weight, tools_key
 from agentfsm.core._types import DialectName
