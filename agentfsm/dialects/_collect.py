@@ -95,7 +95,7 @@ class Collected:
         fmt = FORMAT_OF_BLOCK[block.kind]
         data = self.data
         if data is not None:  # each block of data has the repair budget of a reply of its own
-            self.ctx.budget = RepairBudget()
+            self.ctx.budget = RepairBudget(lossy=True)
         out: Outcome = fmt.decode(block, self.ctx)
         if data is not None:
             data.repaired += MAX_REPAIR_CHARS - self.ctx.budget.remaining
@@ -119,7 +119,7 @@ class Collected:
             self.texts.append(out.text)
             if self.stream:
                 self.events.append((TEXT, out.text))
-        for name, args in out.calls:
+        for name, args in out.calls if data is None else ():  # data: a copy writes another number
             number = out_of_range(args)
             if number is not None:  # as JSON it would be another value (null) or no JSON at all
                 message = (

@@ -104,7 +104,7 @@ def settled(block: Block, ctx: Context, fmt: FormatFacts) -> Outcome | None:
     if block.state == "limit":
         message = f"a {source} block larger than the parser reads; the rest of the reply is dropped"
         return Outcome(problems=[problem("limit_exceeded", message, block.start, source)])
-    if block.state == "truncated":
+    if block.state == "truncated" and not ctx.budget.lossy:  # data: read as a copy completes it
         final = _truncated_final(block, ctx)
         if final is not None:
             return final

@@ -4,7 +4,8 @@ The fast path is ``json``'s C decoder. Only when it fails does the text go, with
 size, depth and per-reply budgets, through a smart-quote normaliser and then the
 ``json_repair`` library (which is slow and superlinear on garbage, hence the caps).
 JSON that stops before its end (an unterminated string, unclosed brackets) is never
-repaired: completing it would run an action that was cut off. Nothing here raises:
+repaired in a reply: completing it would run an action that was cut off (data, read for
+what a model could copy, is: :attr:`RepairBudget.lossy`). Nothing here raises:
 every failure is a :class:`Read` with a problem code.
 """
 
@@ -85,6 +86,9 @@ class RepairBudget:
 
     remaining: int = MAX_REPAIR_CHARS
     calls: int = MAX_REPAIRS
+    #: reading data, not a reply: JSON cut off, or that a repair reads only in part, is
+    #: read as a model that copies it would complete it (never run: see DataScan)
+    lossy: bool = False
 
 
 @dataclass(slots=True)
@@ -126,7 +130,7 @@ def read_json(text: str, budget: RepairBudget, pre: Any = MISSING) -> Read:
             values = _several(text)
             if values is not None:
                 return _clean(text, Read(values))
-        elif exc.msg.startswith("Unterminated string") or _BLANK_TAIL.match(text, exc.pos):
+        elif not budget.lossy and (exc.msg.startswith("Unterminated string") or _BLANK_TAIL.match(text, exc.pos)):
             # never completed by repair: an action that stops mid-JSON was cut off
             where = f"{exc.msg} (line {exc.lineno} column {exc.colno})"
             return Read(code="invalid_json", message=f"unterminated JSON: {where}", position=exc.pos)
@@ -180,7 +184,7 @@ def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
             pass
     value: Any
     escaped, cut = structure(candidate)
-    if cut:
+    if cut and not budget.lossy:
         # never completed by repair: JSON that stops inside a string or an open bracket
         # was cut off (by the token limit, or by a closer written mid-value)
         return Read(code="invalid_json", message=f"unterminated JSON: {where}", position=exc.pos)
@@ -213,7 +217,7 @@ def _repair(text: str, exc: json.JSONDecodeError, budget: RepairBudget) -> Read:
         value = map_strings(value, lambda s: _restore(s, saved))
     if not isinstance(value, (dict, list)) or out_of_range(value) is not None:
         return Read(code="invalid_json", message=f"invalid JSON: {where}", position=exc.pos)
-    if not _lossless(before, value):
+    if not budget.lossy and not _lossless(before, value):
         return Read(
             code="invalid_json",
             message=f"invalid JSON (a repair would drop part of it): {where}",

@@ -17,14 +17,17 @@ results are for. The runtime's own correction turns are not data.
 What a model copies is rarely the data's text as it stands, so data is read as the
 model would read it (:func:`data_calls`):
 
-- each text is also read normalised: NFKC (full-width letters are letters), format and
-  zero-width characters removed, HTML entities unescaped, JSON string escapes decoded,
+- each text is also read normalised: NFKC (full-width letters are letters), format,
+  zero-width and other invisible characters removed, HTML entities unescaped, percent
+  escapes (a URL-encoded action) decoded, JSON string escapes decoded (up to four
+  levels), look-alike letters read as the Latin ones (:mod:`~agentfsm.guards._fold`),
   and, when the text is JSON, each of its strings on its own;
 - every block of it is read whatever comes before (an unclosed fence or ``<tool_call>``,
   a broken block, more blocks than a reply may hold: :func:`~agentfsm.dialects.parse.scan_data`);
   past the reading budget, any call to a tool named in the unread rest counts as copied;
-- calls are compared on canonical arguments: strings normalised alike, ``1.0`` as ``1``,
-  the schema's defaults filled in; a call that writes a subset of a data action's
+- calls are compared folded: tool names, keys and strings without case, look-alikes or
+  invisible characters, each scalar as its text (``1.0`` as ``1``, ``"true"`` as
+  ``true``), the schema's defaults filled in; a call that writes a subset of a data action's
   arguments (leaving out optional ones) matches it too.
 
 When a reply quotes a data action and also makes a call of its own, the quoted call is
@@ -41,6 +44,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import unquote
 
 from agentfsm.core._memo import Memo, json_weight, tools_key
 from agentfsm.core._types import DialectName
@@ -55,6 +59,7 @@ from agentfsm.core.messages import (
 from agentfsm.dialects._openers import FIRST
 from agentfsm.core.parsed import ParsedReply
 from agentfsm.dialects.parse import parse_reply, scan_data
+from agentfsm.guards._fold import fold, visible
 from agentfsm.guards.base import ACCEPT, Correction, Verdict
 
 __all__ = [
@@ -101,13 +106,16 @@ _SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r":
 #: JSON strings read on their own: at most this many, this deep
 _MAX_STRINGS = 256
 _MAX_DEPTH = 4
+#: a percent-encoded byte (a URL-encoded action)
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 def _plain(text: str) -> str:
-    """NFKC, without format characters (zero-width spaces and joiners, soft hyphens ...)."""
+    """NFKC, without format characters (zero-width spaces and joiners, soft hyphens ...)
+    or other code points that show nothing (:data:`~agentfsm.guards._fold.INVISIBLE`)."""
     if text.isascii():
         return text
-    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKC", visible(text))
     return "".join(c for c in text if unicodedata.category(c) != "Cf")
 
 
@@ -151,15 +159,24 @@ def normalised_texts(text: str, depth: int = 0) -> Iterator[str]:
     for variant in (text, plain):
         if fresh(variant):
             yield variant
+    # one chain of decodings, each step's text read (a bounded number of texts, whatever
+    # the data holds): HTML entities, percent escapes, then JSON escapes again and again
+    # (a JSON text inside a JSON string inside ...)
     layers = [plain]
-    if "&" in plain:
-        layers.append(_plain(html.unescape(plain)))
-    for layer in list(layers):
-        for _ in range(2):  # a JSON text inside a JSON string: decoded twice
-            if "\\" not in layer:
-                break
-            layer = _plain(_unescape_json(layer))
-            layers.append(layer)
+    layer = plain
+    if "&" in layer:
+        layer = _plain(html.unescape(layer))
+        layers.append(layer)
+    if _PERCENT.search(layer) is not None:
+        layer = _plain(unquote(layer))
+        layers.append(layer)
+    for _ in range(_MAX_DEPTH):
+        if "\\" not in layer:
+            break
+        layer = _plain(_unescape_json(layer))
+        layers.append(layer)
+    # look-alike letters as a model retypes them (a key or an opener in Cyrillic)
+    layers += [fold(each) for each in (plain, layer) if not each.isascii()]
     for layer in layers[1:]:
         if fresh(layer):
             yield layer
@@ -203,14 +220,14 @@ def _data_calls(
 ) -> tuple[tuple[ToolCall, ...], frozenset[str]]:
     calls: list[ToolCall] = []
     unread: set[str] = set()
-    names = {t.name for t in tools}
+    names = {fold(t.name) for t in tools}
     for variant in normalised_texts(text):
         if FIRST.search(variant) is None:
             continue
         found, incomplete = scan_data(variant, tools, dialect)
         calls.extend(found)
         if incomplete is not None:
-            unread.update(n for n in _NAME.findall(variant, incomplete) if n in names)
+            unread.update(n for n in map(fold, _NAME.findall(variant, incomplete)) if n in names)
     return tuple(calls), frozenset(unread)
 
 
@@ -218,15 +235,19 @@ def _data_calls(
 
 
 def _canonical(value: Any) -> Any:
-    """A value as compared: strings normalised, integral floats as integers, containers alike."""
+    """A value as compared: text and keys folded (:func:`~agentfsm.guards._fold.fold`),
+    each scalar as the text it is written with (``true`` and ``"true"``, ``1.0`` and
+    ``"1"`` alike: a model retypes a value in its schema's type), containers alike."""
     if isinstance(value, str):
-        return _plain(value)
+        return fold(value)
     if isinstance(value, bool) or value is None:
-        return value
+        return json.dumps(value)
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
-        return int(value)
+        return str(int(value))
+    if isinstance(value, int | float) and abs(value) < 2**63:
+        return repr(value)
     if isinstance(value, Mapping):
-        return {_plain(str(k)): _canonical(v) for k, v in value.items()}
+        return {fold(str(k)): _canonical(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_canonical(v) for v in value]
     return value
@@ -237,12 +258,12 @@ def _filled(call: ToolCall, tools: Mapping[str, ToolSpec]) -> dict[str, Any]:
     args = _canonical(call.arguments)
     if not isinstance(args, dict):
         return {}
-    tool = tools.get(_plain(call.name))
+    tool = tools.get(fold(call.name))
     props = tool.parameters.get("properties") if tool is not None else None
     if isinstance(props, Mapping):
         for key, prop in props.items():
-            if key not in args and isinstance(prop, Mapping) and "default" in prop:
-                args[key] = _canonical(prop["default"])
+            if fold(key) not in args and isinstance(prop, Mapping) and "default" in prop:
+                args[fold(key)] = _canonical(prop["default"])
     return args
 
 
@@ -254,7 +275,7 @@ def _same(a: Any, b: Any) -> bool:
 class DataActions:
     """The actions found in a conversation's data, minus the model's own (see module doc)."""
 
-    #: tool name -> the canonical arguments of each action of that tool found in data
+    #: tool name (folded) -> the canonical arguments of each action of that tool found in data
     actions: Mapping[str, tuple[dict[str, Any], ...]] = field(default_factory=dict)
     #: tools named in data that could not be read in full: any call to them is copied
     unread: frozenset[str] = frozenset()
@@ -265,7 +286,7 @@ class DataActions:
 
     def matches(self, call: ToolCall) -> bool:
         """Whether ``call`` is one of the data's actions (or a part of one, see module doc)."""
-        name = _plain(call.name)
+        name = fold(call.name)
         if name in self.unread:
             return True
         mine = _filled(call, self.tools)
@@ -285,7 +306,7 @@ def data_actions(history: Sequence[Message], tools: Sequence[ToolSpec], dialect:
     An action counts as the model's own when the model made that call before the data
     carrying it arrived.
     """
-    by_name = {t.name: t for t in tools}
+    by_name = {fold(t.name): t for t in tools}
     own: set[str] = set()
     found: dict[str, list[dict[str, Any]]] = {}
     unread: set[str] = set()
@@ -303,14 +324,14 @@ def data_actions(history: Sequence[Message], tools: Sequence[ToolSpec], dialect:
         unread.update(names)
         for call in calls:
             if _key(call, by_name) not in own:
-                found.setdefault(_plain(call.name), []).append(_filled(call, by_name))
+                found.setdefault(fold(call.name), []).append(_filled(call, by_name))
     if not found and not unread:
         return NO_DATA_ACTIONS
     return DataActions({k: tuple(v) for k, v in found.items()}, frozenset(unread), by_name)
 
 
 def _key(call: ToolCall, tools: Mapping[str, ToolSpec]) -> str:
-    return _plain(call.name) + "\x00" + json.dumps(_filled(call, tools), sort_keys=True, default=str)
+    return fold(call.name) + "\x00" + json.dumps(_filled(call, tools), sort_keys=True, default=str)
 
 
 def without_quoted(parsed: ParsedReply, injected: DataActions) -> ParsedReply:
