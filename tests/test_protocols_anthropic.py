@@ -435,14 +435,19 @@ def test_error_body_is_read_by_the_sdk(status: int, snapshot: Any) -> None:
         (UnsupportedContent("image", "messages[0].content[1]"), 400, "invalid_request_error"),
         (BackendTimeout("slow"), 504, "timeout_error"),
         # an upstream 401 refuses the proxy's key, not the client's: tests/test_upstream_faults.py
-        (BackendHTTPError(429, "slow down"), 429, "rate_limit_error"),
-        (BackendHTTPError(500, "broken"), 502, "api_error"),
-        (BackendHTTPError(503, "busy"), 503, "overloaded_error"),
+        # of an upstream's body, the client reads its JSON error message alone
+        (BackendHTTPError(429, '{"error": {"message": "slow down"}}'), 429, "rate_limit_error"),
+        (BackendHTTPError(500, '{"error": "broken"}'), 502, "api_error"),
+        (BackendHTTPError(503, "<html>busy</html>"), 503, "overloaded_error"),
     ],
 )
 def test_errors_map_to_status_and_body(exc: Any, status: int, kind: str) -> None:
     got_status, body = anthropic_error_for(exc)
-    assert (got_status, body["error"]["type"], body["error"]["message"]) == (status, kind, str(exc))
+    upstream = {429: "upstream answered HTTP 429: slow down (the proxy's log says more)",
+                500: "upstream answered HTTP 500: broken (the proxy's log says more)",
+                503: "upstream answered HTTP 503 (the proxy's log says more)"}
+    said = upstream[exc.status_code] if isinstance(exc, BackendHTTPError) else str(exc)
+    assert (got_status, body["error"]["type"], body["error"]["message"]) == (status, kind, said)
 
 
 def test_a_stream_of_a_finished_reply_decodes_like_the_whole_response() -> None:

@@ -14,6 +14,13 @@ Defects (reproduced with the official SDKs against the proxy in front of a FakeU
 * a refused connection's 502 named the upstream's host and port to the client (aiohttp's
   "Cannot connect to host 127.0.0.1:PORT"). Now the client reads the failure and the model
   entry; the proxy's log and the transcript keep the transport's detail.
+* an upstream's JSON error body was quoted to the client whole, every field of it, and the
+  upstream's words may name where it lives: Ollama's ``Post "http://127.0.0.1:39261/completion":
+  EOF`` when its runner dies, a gateway's "Cannot connect to host ollama.internal:11434".
+  Now the client reads the body's message alone (``error.message``, ``error`` as a string,
+  a top-level ``message`` or ``detail``), every URL, ``host:port`` and IP address in it
+  replaced by ``***``; the log and the transcript keep the body whole. So does an error
+  event in a stream.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import pytest
 from loguru import logger
 
 from agentfsm.backends import OpenAICompatBackend, Timeouts
+from agentfsm.core.redaction import hide_addresses
 from agentfsm.testing import FakeReply, FakeUpstream, raw_body, status
 from tests._proxy import free_port, proxy
 
@@ -182,6 +190,79 @@ def test_an_upstreams_json_error_message_still_reaches_the_client() -> None:
     with FakeUpstream([refusal]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY) as url:
         exc = _ask(url, "chat", False)
     assert exc.status_code == 502 and "temperature must be at most 1.5" in _error(exc)["message"]
+
+
+#: what upstreams answer when the thing behind them fails: (the reply, the address it names,
+#: words of the message the client still reads, a field of the body it does not)
+ADDRESSED: dict[str, tuple[FakeReply, str, str, str]] = {
+    # Ollama's OpenAI-compatible endpoint when its model runner dies
+    "ollama": (status(500, body=json.dumps({"error": {"message": 'Post "http://127.0.0.1:39261/completion": EOF',
+                                                     "type": "api_error", "param": None, "code": None}})),
+               "127.0.0.1:39261", "EOF", "api_error"),
+    # Ollama's own shape: the error a string
+    "ollama-native": (status(400, body=json.dumps({"error": "runner at 10.0.3.7:11434 has terminated"})),
+                      "10.0.3.7", "has terminated", "10.0.3.7"),
+    # a gateway in front of the model, naming the host it could not reach
+    "gateway": (status(400, body=json.dumps({"error": {
+        "message": "APIConnectionError: Cannot connect to host ollama.internal.example:11434 [Connection refused]",
+        "type": None, "param": None, "code": "500"}})), "ollama.internal.example", "Connection refused", '"500"'),
+    # vLLM's older shape: the message at the top
+    "vllm": (status(400, body=json.dumps({"object": "error", "message": "see http://[fd00::7]:8000/docs for limits",
+                                          "type": "BadRequestError", "param": None, "code": 400})),
+             "fd00::7", "for limits", "BadRequestError"),
+    # an error event at the start of a stream
+    "stream-event": (raw_body("data: " + json.dumps({"error": {"message": "worker vllm-7.internal.example:8000 lost"}})
+                              + "\n\n", "text/event-stream"), "vllm-7.internal.example", "lost", "worker ***"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ADDRESSED))
+def test_an_upstreams_json_error_reaches_the_client_as_its_message_without_addresses(
+    kind: str, tmp_path: Path, log_lines: list[str]
+) -> None:
+    reply, address, kept, field = ADDRESSED[kind]
+    with FakeUpstream([reply]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY, transcripts_dir=tmp_path) as url:
+        exc = _ask(url, "chat", kind == "stream-event")
+    assert exc.status_code == 502
+    message = _error(exc)["message"]
+    assert kept in message and ENTRY in message and "***" in message
+    assert address not in exc.response.text
+    if kind == "stream-event":
+        assert field in message  # the message, less its address
+    else:
+        assert field not in message  # the body's other fields stay with the operator
+    # the operator reads the upstream's answer whole
+    assert any(address in line for line in log_lines)
+    assert address in "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
+
+
+@pytest.mark.parametrize(("api", "stream"), CLIENTS, ids=CLIENT_IDS)
+def test_every_client_reads_an_upstream_error_without_its_address(api: str, stream: bool) -> None:
+    reply = ADDRESSED["ollama"][0]
+    with FakeUpstream([reply]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY) as url:
+        exc = _ask(url, api, stream)
+    assert exc.status_code == 502
+    assert 'Post "***": EOF' in _error(exc)["message"]
+    assert "39261" not in exc.response.text and "127.0.0.1" not in exc.response.text
+
+
+@pytest.mark.parametrize("text", [
+    "model qwen2.5:7b not found", "llama3.1:70b", "phi3:3.8b", "at 12:30:45 UTC", "temperature must be at most 1.5",
+    "max_tokens: 5 is over 4", "Invalid 'messages[1].content'",
+])
+def test_hide_addresses_leaves_what_is_no_address(text: str) -> None:
+    assert hide_addresses(text) == text
+
+
+@pytest.mark.parametrize(("text", "hidden"), [
+    ('Post "http://127.0.0.1:39261/completion": EOF', 'Post "***": EOF'),
+    ("see https://docs.example/limits.", "see ***."),
+    ("host ollama:11434 down", "host *** down"),
+    ("at [::1]:8080, refused", "at ***, refused"),
+    ("10.0.3.7 unreachable", "*** unreachable"),
+])
+def test_hide_addresses_hides_urls_hosts_with_ports_and_ip_addresses(text: str, hidden: str) -> None:
+    assert hide_addresses(text) == hidden
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/messages"])

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Literal, NoReturn, TypeAlias, TypeVar
 
 import httpx
-import orjson
 from loguru import logger
 
 from agentfsm.backends._payload import context_error, rejects_json_schema, rejects_stream_options
@@ -162,7 +161,7 @@ class ChatAttempts:
     ) -> NoReturn:
         retry_after = parse_retry_after(response.headers)
         text = self.redact(body.decode("utf-8", "replace"))
-        error = BackendHTTPError(response.status_code, text, retry_after=retry_after, quoted=_is_json(text))
+        error = BackendHTTPError(response.status_code, text, retry_after=retry_after)
         too_long = context_error(error.status_code, error.body)
         if isinstance(too_long, MaxTokensTooLarge) and "max_tokens" in payload:
             raise Rejected("max_tokens", too_long) from error
@@ -180,15 +179,6 @@ class ChatAttempts:
             "POST {}/chat/completions model={} stream={} max_tokens={}",
             self.base_url, self.model, payload.get("stream"), payload.get("max_tokens"),
         )
-
-
-def _is_json(text: str) -> bool:
-    """Whether an error body is JSON (an API's error object, which its client may read)."""
-    try:
-        orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return False
-    return True
 
 
 def limit_for(payload: JSONObject) -> int:

@@ -32,6 +32,7 @@ import orjson
 from agentfsm.core._json_walk import map_strings, without_lone_surrogates
 from agentfsm.core.backend import Completion, Usage
 from agentfsm.core.errors import BackendProtocolError
+from agentfsm.core.redaction import hide_addresses
 
 __all__ = ["ChatStreamState", "SSEDecoder", "parse_chat_completion"]
 
@@ -84,8 +85,10 @@ def _loads(text: str) -> Any:
 
 def _upstream_error(data: dict[str, Any], redact: Redact) -> BackendProtocolError:
     error = data["error"]
-    message = error.get("message") if isinstance(error, dict) else error
-    return BackendProtocolError(f"upstream reported an error: {_excerpt(str(message), redact)}")
+    message = redact(str(error.get("message") if isinstance(error, dict) else error))
+    said = hide_addresses(message)  # the client reads no address; the log and the transcript do
+    detail = None if said == message else _excerpt(message, _same)
+    return BackendProtocolError(f"upstream reported an error: {_excerpt(said, _same)}", detail=detail)
 
 
 def parse_chat_completion(body: bytes, redact: Redact = _same) -> Completion:

@@ -47,6 +47,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from agentfsm.core.redaction import upstream_message
+
 __all__ = [
     "AgentFSMError",
     "AuthError",
@@ -313,9 +315,12 @@ class BackendConnectionError(BackendError):
 
 
 class BackendHTTPError(BackendError):
-    """The backend answered with a non-success status (after transport retries). A body
-    that is not ``quoted`` (not JSON: a server's or a reverse proxy's error page, which may
-    name hosts, ports and versions) is the error's ``detail``, which clients do not read."""
+    """The backend answered with a non-success status (after transport retries). A client
+    reads the summary: the status, and of a JSON error body its message alone, every
+    address in it hidden (:func:`~agentfsm.core.redaction.upstream_message`). The body is
+    the error's ``detail`` (log and transcript): a server's or a reverse proxy's error page,
+    or a JSON body's other fields, may name hosts, ports and versions. ``quoted=False``
+    quotes not even the message."""
 
     def __init__(self, status_code: int, body: str, retry_after: float | None = None, *, quoted: bool = True) -> None:
         self.status_code = status_code
@@ -323,10 +328,10 @@ class BackendHTTPError(BackendError):
         #: seconds the upstream asked to wait (its Retry-After), passed on to the client
         self.retry_after = retry_after
         head = f"upstream answered HTTP {status_code}"
-        if quoted or not self.body:
-            super().__init__(f"{head}: {self.body}")
-        else:
-            super().__init__(head, detail=self.body)
+        said = upstream_message(body) if quoted else None
+        if said is not None:
+            head = f"{head}: {said[:500]}"
+        super().__init__(head, detail=self.body or None)
 
 
 class BackendProtocolError(BackendError):

@@ -9,15 +9,23 @@ replaced, whichever characters were escaped.
 
 Text must be redacted *before* it is cut to an excerpt: a cut through a secret leaves
 its first part, which no longer matches.
+
+An upstream's error message may name where the proxy's upstream lives (Ollama's
+``Post "http://127.0.0.1:39261/completion": EOF``, a gateway's "Cannot connect to host
+ollama:11434"): :func:`upstream_message` is the one part of an upstream's JSON error
+body a client may read, its message, with every address in it (a URL, a ``host:port``,
+an IP address) replaced by :data:`REDACTED` (:func:`hide_addresses`). Both read the
+text's shape, never its words.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterable
 
-__all__ = ["REDACTED", "Redactor", "secret_pattern"]
+__all__ = ["REDACTED", "Redactor", "hide_addresses", "secret_pattern", "upstream_message"]
 
 #: what a secret is replaced with
 REDACTED = "***"
@@ -78,3 +86,40 @@ class Redactor:
         if regex is None or not text:
             return text
         return regex.sub(REDACTED, text)
+
+
+#: what names a place on a network: a URL (to the character before a quote or a space,
+#: less a closing punctuation mark), a bracketed IPv6 address, an IPv4 address, and a
+#: host name followed by a port (a name's first character is a letter, so a time such as
+#: ``12:30`` is no address, and a port is digits alone, so a model tag such as
+#: ``qwen2.5:7b`` is none either)
+_ADDRESS = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]*[^\s\"'<>`.,;:!?)\]}]"
+    r"|\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\](?::\d{1,5})?"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?\b"
+    r"|\b[A-Za-z][A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*:\d{1,5}\b(?![.:]\d)"
+)
+
+
+def hide_addresses(text: str) -> str:
+    """``text`` with every URL, ``host:port`` and IP address replaced by :data:`REDACTED`."""
+    return _ADDRESS.sub(REDACTED, text)
+
+
+def upstream_message(body: str) -> str | None:
+    """The message of an upstream's JSON error body, addresses hidden: ``error.message``
+    (OpenAI's shape, vLLM's, llama.cpp's), ``error`` where it is a string (Ollama's, TGI's),
+    else a top-level ``message`` or ``detail`` string; None when the body is not JSON or
+    holds none of these (the rest of the body, its other fields, is never quoted)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    found = error.get("message") if isinstance(error, dict) else error
+    for said in (found, data.get("message"), data.get("detail")):
+        if isinstance(said, str) and said.strip():
+            return hide_addresses(said)
+    return None

@@ -175,7 +175,8 @@ async def _rerun_agent(run: RecordedRun, config: AgentRunConfig | BatchRunConfig
 
 async def _rerun_proxy(run: RecordedRun, config: ProxyRunConfig) -> list[TranscriptEvent]:
     from agentfsm.protocols.common import NormalizedRequest
-    from agentfsm.server.exchange import Exchange, Settings, complete
+    from agentfsm.server.exchange import Exchange, Settings
+    from agentfsm.server.reply import complete
     from agentfsm.server.streaming import stream_events
     from agentfsm.server.wire import wire_for
 

@@ -5,7 +5,8 @@ it: :mod:`~agentfsm.server.handle` (one request, end to end), :mod:`~agentfsm.se
 models file by :mod:`~agentfsm.server.models_file`), :mod:`~agentfsm.server.auth` (Host,
 Origin, key, body), :mod:`~agentfsm.server.limits` (header deadline, connections, each
 client's share of the upstream), :mod:`~agentfsm.server.exchange` (one
-request, non-streamed answers), :mod:`~agentfsm.server.streaming` (streamed answers),
+request's state and transcript), :mod:`~agentfsm.server.reply` (its answer: whole, and
+cut short by a disconnect), :mod:`~agentfsm.server.streaming` (streamed answers),
 :mod:`~agentfsm.server.wire` (the client's protocol shapes). Its settings and their
 defaults are in :mod:`~agentfsm.server.settings`, which loads no server library; the
 names below are imported on first use, so the CLI can read those defaults cheaply.

@@ -1,23 +1,18 @@
-"""One proxied request: its settings, transcript, cost so far, and the whole-reply path.
+"""One proxied request: its settings, transcript, cost so far, and the headers that report them.
 
-An :class:`Exchange` is made per request. :func:`complete` answers a non-streamed
-request (tool mode through the turn runner, :meth:`Exchange.turn`, otherwise a plain pass
-through); :func:`until_disconnect` runs it so that a client that goes away, or a
-request that outlives ``request_timeout``, cancels the upstream call.
+An :class:`Exchange` is made per request: what its turn runs with (:meth:`Exchange.turn`,
+:meth:`Exchange.plain_request`), what it has cost so far, the response headers and stream
+trailer that say so, and its transcript (:meth:`Exchange.open_transcript` to
+:meth:`Exchange.end`). The answer it ends with is made in :mod:`agentfsm.server.reply`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
-from collections.abc import AsyncGenerator, Awaitable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import TypeVar
-
-from loguru import logger
-from starlette.requests import Request
+from typing import TYPE_CHECKING
 
 from agentfsm.server.models import settings_text
 from agentfsm.server.observe import RequestObserver
@@ -25,17 +20,18 @@ from agentfsm.server.settings import Settings
 from agentfsm.server.wire import Wire
 from agentfsm.core.backend import Backend, Capabilities, GenerationOptions, Usage
 from agentfsm.core.choice import ToolChoice
-from agentfsm.core.events import ModelOutputEvent, ModelRequestEvent, ProxyRunConfig
-from agentfsm.engine.decide import CallTools, EngineConfig
+from agentfsm.core.events import ModelRequestEvent, ProxyRunConfig
+from agentfsm.engine.decide import EngineConfig
 from agentfsm.engine.plan import policies_of
-from agentfsm.core.errors import BackendTimeout, ClientGone, RetryBudgetExceeded
-from agentfsm.guards import json_valid
 from agentfsm.core.messages import PromptMessage, ToolCall
 from agentfsm.prompt.projection import project_history
-from agentfsm.protocols import NormalizedRequest, estimate_tokens, generation_options, remint_ids
+from agentfsm.protocols import NormalizedRequest, generation_options, remint_ids
 from agentfsm.protocols.sampling import answer_schema, header_text
 from agentfsm.runtime.recorder import NO_RECORDER, Recorder, run_config_fields
 from agentfsm.runtime.turn import Tally, TurnResult, stream_turn
+
+if TYPE_CHECKING:
+    from agentfsm.server.reply import Reply
 
 __all__ = [
     "ATTEMPTS_HEADER",
@@ -45,17 +41,9 @@ __all__ = [
     "EXHAUSTED_HEADER",
     "MODEL_HEADER",
     "SETTINGS_HEADER",
-    "ClientGone",
     "Exchange",
-    "Reply",
     "Settings",
-    "complete",
-    "plain_reply",
-    "reply_for",
-    "until_disconnect",
 ]
-
-_T = TypeVar("_T")
 
 #: response headers: how many deciding model calls, corrections, every model call's
 #: tokens, a spent budget, and the settings the proxy chose or changed for the client
@@ -67,19 +55,6 @@ DEFAULTS_HEADER = "x-agentfsm-defaults"
 #: response headers: the served model (its client-visible name) and the settings it ran with
 MODEL_HEADER = "x-agentfsm-model"
 SETTINGS_HEADER = "x-agentfsm-settings"
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A finished answer, ready to encode."""
-
-    content: str | None
-    calls: tuple[ToolCall, ...]
-    finish_reason: str
-    #: the correction budget ran out under ``auto``: the model's best acceptable reply
-    exhausted: bool = False
-    #: the client's stop sequence that ended the answer (``finish_reason`` ``stop_sequence``)
-    stop_sequence: str | None = None
 
 
 @dataclass
@@ -209,7 +184,7 @@ class Exchange:
     def turn(self, stream: bool = False) -> AsyncGenerator[str | TurnResult, None]:
         """This request's deciding turn (:func:`~agentfsm.runtime.turn.stream_turn`), with
         its settings; streamed, it also keeps to :attr:`deadline` itself (a whole reply is
-        bounded by :func:`until_disconnect`), and its prose is live when the proxy's
+        bounded by :func:`~agentfsm.server.reply.until_disconnect`), and its prose is live when the proxy's
         ``stream_prose`` says so."""
         return stream_turn(
             self.backend,
@@ -316,111 +291,3 @@ class Exchange:
 def new_token() -> str:
     """24 random alphanumerics for an id (ids are minted here, at the edge)."""
     return secrets.token_hex(12)
-
-
-def reply_for(ex: Exchange, result: TurnResult) -> Reply:
-    """The client's answer for a finished turn: calls with fresh ids, or the answer
-    (``length`` when the accepted reply was cut at the token limit, ``stop_sequence`` when
-    the turn ended it at one of the client's, :mod:`agentfsm.core.stops`)."""
-    decision = result.decision
-    if isinstance(decision, CallTools):
-        return Reply(decision.assistant.content or None, ex.remint(decision.calls), "tool_calls")
-    ex.exhausted = result.exhausted
-    if result.stop_sequence is not None:
-        return Reply(decision.content or None, (), "stop_sequence", exhausted=result.exhausted,
-                     stop_sequence=result.stop_sequence)
-    reason = "length" if result.finish_reason == "length" else "stop"
-    return Reply(decision.content or None, (), reason, exhausted=result.exhausted)
-
-
-def plain_reply(text: str, finish_reason: str | None, stop_sequence: str | None) -> Reply:
-    """The answer of a request without tools, as the upstream ended it (the stop
-    sequence it names, where it names one)."""
-    if stop_sequence is not None:
-        return Reply(text or None, (), "stop_sequence", stop_sequence=stop_sequence)
-    return Reply(text or None, (), "length" if finish_reason == "length" else "stop")
-
-
-def cut_by_client(ex: Exchange, exc: RetryBudgetExceeded) -> Reply | None:
-    """The answer for a turn whose budget went on actions cut at the client's own
-    ``max_tokens`` (``truncated_action``, the last of them): the provider's answer to a
-    reply cut there (a 200 whose finish reason is ``length``, Anthropic's ``max_tokens``),
-    with no call, since none can be read from a cut action. A give-up would be retried
-    by the SDK and cut again; the limit is the client's to raise. None for any other
-    give-up, and where the client set no limit (the proxy's own default is its failure)."""
-    if exc.reason != json_valid.TRUNCATED or ex.request.max_tokens is None:
-        return None
-    logger.info("every reply was cut at the client's max_tokens={}: answering with finish_reason length",
-                ex.request.max_tokens)
-    ex.exhausted = True
-    return Reply(None, (), "length", exhausted=True)
-
-
-async def complete(ex: Exchange) -> Reply:
-    """Answer a non-streamed request: a deciding turn in tool mode, else a plain completion."""
-    if ex.request.tool_mode:
-        try:
-            async with aclosing(ex.turn()) as items:
-                async for item in items:
-                    if isinstance(item, TurnResult):
-                        return reply_for(ex, item)
-        except RetryBudgetExceeded as exc:
-            cut = cut_by_client(ex, exc)
-            if cut is None:
-                raise
-            return cut
-        raise AssertionError("the turn ended without a result")  # pragma: no cover
-    prompt, options = ex.plain_request()
-    completion = await ex.backend.acomplete(prompt, options)
-    ex.tally.sent_limit(completion.max_tokens_sent)
-    prompt_tokens = completion.usage.prompt_tokens or sum(estimate_tokens(m.content) for m in prompt)
-    ex.add_usage(prompt_tokens, completion.usage.completion_tokens or estimate_tokens(completion.text))
-    ex.recorder.emit(ModelOutputEvent, text=completion.text, usage=completion.usage,
-                     finish_reason=completion.finish_reason, max_tokens_sent=completion.max_tokens_sent)
-    return plain_reply(completion.text, completion.finish_reason, completion.stop_sequence)
-
-
-async def _disconnected(request: Request) -> None:
-    # The body has been read, so the next message the server hands us is the disconnect.
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-async def until_disconnect(
-    request: Request, work: Awaitable[_T], deadline: float | None, *, watch: bool = True
-) -> _T:
-    """Await ``work``; cancel it when the client goes away or the deadline passes.
-
-    Raises :class:`ClientGone` on a disconnect and :class:`BackendTimeout` past the deadline.
-    ``work`` runs in the calling task (no task of its own); a watcher task cancels it
-    when the client's disconnect arrives.
-    """
-    me = asyncio.current_task()
-    assert me is not None
-    gone = False
-
-    async def watcher_body() -> None:
-        nonlocal gone
-        await _disconnected(request)
-        gone = True
-        me.cancel()
-
-    watcher = asyncio.get_running_loop().create_task(watcher_body()) if watch else None
-    bound = asyncio.timeout_at(deadline)
-    try:
-        async with bound:
-            return await work
-    except TimeoutError as exc:
-        if not bound.expired():
-            raise  # the work's own error
-        raise BackendTimeout("the request did not finish within the proxy's request timeout") from exc
-    except asyncio.CancelledError:
-        if gone and me.uncancel() == 0:  # the watcher's cancel, not a cancel from outside
-            logger.info("client disconnected; upstream call cancelled")
-            raise ClientGone("client disconnected") from None
-        raise
-    finally:
-        if watcher is not None:
-            watcher.cancel()  # synchronous: it cancels nothing once this returns

@@ -4,7 +4,7 @@
 client checked (host, origin, key), the body read within its limits and normalized by
 the request's :class:`~agentfsm.server.wire.Wire` (the client's mistakes are its 400),
 the model's backend and settings found, the prompt fitted to the context, then one
-deciding turn (:mod:`agentfsm.server.exchange`) answered whole or streamed. Errors leave
+deciding turn (:mod:`agentfsm.server.exchange`) answered whole (:mod:`agentfsm.server.reply`) or streamed. Errors leave
 in the caller's protocol shape; an unexpected one is a 500 naming the proxy, never the
 client. The request holds a place in its client's share of its model's upstream while it
 waits for it (:class:`~agentfsm.server.limits.ClientShare`).
@@ -30,6 +30,7 @@ from agentfsm.core.errors import (
     BackendHTTPError,
     BodyTimeout,
     BodyTooLarge,
+    ClientGone,
     NothingToDecide,
     PromptTooLong,
     RequestError,
@@ -41,9 +42,10 @@ from agentfsm.core.errors import (
 from agentfsm.protocols import IGNORED_HEADER, NormalizedRequest, settle
 from agentfsm.protocols.sampling import ignored_header
 from agentfsm.server.auth import check_api_key, check_host_and_origin, read_json_body
-from agentfsm.server.exchange import ClientGone, Exchange, Reply, complete, until_disconnect
+from agentfsm.server.exchange import Exchange
 from agentfsm.server.fit import fit_exchange
 from agentfsm.server.limits import ClientShare
+from agentfsm.server.reply import Reply, complete, until_disconnect
 from agentfsm.server.settings import Settings
 from agentfsm.server.streaming import SHUT_DOWN, stream_events
 from agentfsm.server.wire import Wire

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from agentfsm.server.exchange import Exchange, Reply
+    from agentfsm.server.exchange import Exchange
+    from agentfsm.server.reply import Reply
 
 __all__ = ["CONTENT_TYPE", "MODEL_LABELS", "MODEL_LABEL_CHARS", "ProxyMetrics", "metrics_endpoint", "upstream_status"]
 

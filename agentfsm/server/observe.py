@@ -24,7 +24,8 @@ from agentfsm.core.errors import AgentFSMError, BackendError, ClientGone, RetryB
 from agentfsm.core.events import TranscriptEvent
 
 if TYPE_CHECKING:
-    from agentfsm.server.exchange import Exchange, Reply
+    from agentfsm.server.exchange import Exchange
+    from agentfsm.server.reply import Reply
     from agentfsm.server.metrics import ProxyMetrics
 
 __all__ = ["RequestObserver", "Watch", "Watches", "app_watches", "outcome_of", "watching"]

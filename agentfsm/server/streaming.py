@@ -52,7 +52,8 @@ from agentfsm.core.events import ModelOutputEvent
 from agentfsm.runtime.model_calls import record_cut
 from agentfsm.runtime.attempt import YIELD_EVERY
 from agentfsm.runtime.model_calls import bounded, usage_of
-from agentfsm.server.exchange import Exchange, Reply, cut_by_client, plain_reply, reply_for
+from agentfsm.server.exchange import Exchange
+from agentfsm.server.reply import Reply, cut_by_client, plain_reply, reply_for
 from agentfsm.server.wire import StreamSink
 
 __all__ = ["SHUT_DOWN", "stream_events"]

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
     from agentfsm.core.errors import AgentFSMError
-    from agentfsm.server.exchange import Exchange, Reply
+    from agentfsm.server.exchange import Exchange
+    from agentfsm.server.reply import Reply
 
 __all__ = ["INSTRUMENTATION", "RequestTracer", "global_provider"]
 
