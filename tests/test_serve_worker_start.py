@@ -12,10 +12,13 @@ transcripts folder at a path under a file.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,51 @@ def test_serve_on_a_port_already_taken_exits_non_zero_naming_it(workers: str) ->
     assert done.stderr.strip().splitlines() == [
         f"agentfsm: error: cannot listen on http://127.0.0.1:{port}: Address already in use"
     ], done.stderr
+
+
+#: in a worker of serve, a thread that writes the collector's state (young threshold, heap
+#: frozen) to WATCH_DIR/gc-PID.json, again and again, until the worker ends (multiprocessing's
+#: resource tracker, a child of the parent too, is no worker)
+WATCH_GC = '''
+import gc, json, os, threading, time
+
+with open("/proc/self/cmdline", "rb") as f:
+    TRACKER = b"resource_tracker" in f.read()
+if os.environ.get("AGENTFSM_SERVE_PARENT") and not TRACKER:
+    def _watch() -> None:
+        out = os.path.join(os.environ["WATCH_DIR"], f"gc-{os.getpid()}.json")
+        while True:
+            with open(out + ".part", "w") as f:
+                json.dump([gc.get_threshold()[0], gc.get_freeze_count() > 0], f)
+            os.replace(out + ".part", out)
+            time.sleep(0.05)
+
+    threading.Thread(target=_watch, daemon=True).start()
+'''
+
+
+def test_each_worker_tunes_its_collector_as_one_process_does(tmp_path: Path) -> None:
+    # before: only the single process froze its start-up heap and raised the young
+    # threshold; each worker of --workers kept Python's 700 and walked its whole heap
+    from agentfsm.cli.serve import YOUNG_COLLECTION_THRESHOLD
+
+    (tmp_path / "sitecustomize.py").write_text(WATCH_GC)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]), "WATCH_DIR": str(tmp_path)}
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([*SERVE, "--port", str(port)], cwd=REPO, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    states: dict[str, list[object]] = {}
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            states = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("gc-*.json")}
+            if len(states) == 2 and all(s == [YOUNG_COLLECTION_THRESHOLD, True] for s in states.values()):
+                break
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert len(states) == 2, states
+    assert all(s == [YOUNG_COLLECTION_THRESHOLD, True] for s in states.values()), states

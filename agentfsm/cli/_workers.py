@@ -228,7 +228,7 @@ def worker_app() -> Any:
     from loguru import logger
 
     from agentfsm.cli._logging import configure_logging
-    from agentfsm.cli.serve import build_app
+    from agentfsm.cli.serve import build_app, freeze_heap
     from agentfsm.core.config import DEFAULTS
 
     configure_logging(os.environ.get("AGENTFSM_LOG_LEVEL", "WARNING"))
@@ -246,13 +246,15 @@ def worker_app() -> Any:
         for name in _PATHS:
             if options.get(name) is not None:
                 options[name] = Path(options[name])
-        return build_app(
+        app = build_app(
             api_key=os.environ.get("AGENTFSM_API_KEY") or None,
             upstream_api_key=os.environ.get("AGENTFSM_UPSTREAM_API_KEY") or None,
             **options,
         )
     except Exception as exc:  # noqa: BLE001 - any failure to build the app is a failure to start
         _failed_to_start(exc)
+    freeze_heap()  # each worker's collector tuned as the single process's is
+    return app
 
 
 def _failed_to_start(exc: Exception) -> NoReturn:

@@ -252,7 +252,7 @@ def build_app(
 YOUNG_COLLECTION_THRESHOLD = 50_000
 
 
-def _freeze_heap() -> None:
+def freeze_heap() -> None:
     """Leave what start-up built out of the collector's full passes: with the server, the
     backend and the pool's client imported (aiohttp is loaded on the first request
     otherwise), a full collection walked all of it whenever a large reply's objects set one
@@ -364,7 +364,7 @@ def register(app: typer.Typer) -> None:
         except AgentFSMError as exc:
             typer.echo(f"agentfsm: error: {exc}", err=True)
             raise typer.Exit(2) from None
-        _freeze_heap()
+        freeze_heap()
         port = _listenable(host, port)  # --port 0: a free one, chosen now so that the line below names it
         typer.echo(f"agentfsm proxy on http://{host}:{port} (OpenAI base URL http://{host}:{port}/v1)", err=True)
         if workers > 1:  # the options checked above; each worker builds the same app
