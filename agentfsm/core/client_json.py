@@ -12,7 +12,10 @@ transcript). :func:`load_client_json` refuses each of them at parse time:
 - an integer of more than :data:`MAX_INTEGER_DIGITS` digits (Python's own limit for
   converting between ``int`` and text);
 - ``NaN``, ``Infinity``, ``-Infinity`` and numbers that overflow a float;
-- a lone UTF-16 surrogate in any string or key;
+- a lone UTF-16 surrogate in any string or key; or, with ``mended`` (the proxy's request
+  bodies), each one read as U+FFFD and ``where`` added to ``mended``: a client that cuts a
+  text by UTF-16 units cuts an emoji in half (Claude Code's truncated tool output is a
+  known case, and its provider's 400 then fails every later request of the session);
 - with ``int64=True`` (the proxy's request bodies), an integer outside the 64-bit range
   (:data:`INT64_MIN` to :data:`UINT64_MAX`), which no upstream reads and the proxy's own
   JSON encoder cannot write: a tool schema's ``maximum: 1e20`` written as an integer would
@@ -43,7 +46,8 @@ from agentfsm.core._json_walk import nests_deeper
 from agentfsm.core.errors import RequestError
 
 __all__ = [
-    "INT64_MIN", "MAX_INTEGER_DIGITS", "MAX_JSON_DEPTH", "UINT64_MAX", "NotJSON", "check_client_value", "load_client_json"
+    "INT64_MIN", "LONE_SURROGATE", "MAX_INTEGER_DIGITS", "MAX_JSON_DEPTH", "UINT64_MAX", "NotJSON", "check_client_value",
+    "load_client_json",
 ]
 
 #: the deepest nesting of arrays and objects accepted (the top-level value is level 1)
@@ -53,6 +57,8 @@ MAX_INTEGER_DIGITS = 4300
 #: the 64-bit range of integers (signed below, unsigned above) that ``int64=True`` accepts
 INT64_MIN = -(2**63)
 UINT64_MAX = 2**64 - 1
+#: the name a request whose lone surrogates were read as U+FFFD is given (``x-agentfsm-ignored``)
+LONE_SURROGATE = "lone_surrogate"
 
 # a surrogate escape in the raw text: only then can the decoded value hold a lone one
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -90,10 +96,13 @@ def _number(text: str) -> float:
 
 
 def load_client_json(
-    data: bytes | str, where: str = "the request body", *, max_depth: int = MAX_JSON_DEPTH, int64: bool = False
+    data: bytes | str, where: str = "the request body", *, max_depth: int = MAX_JSON_DEPTH, int64: bool = False,
+    mended: list[str] | None = None,
 ) -> Any:
     """``data`` decoded as JSON within the limits above (nesting at most ``max_depth``
-    levels; with ``int64``, integers in the 64-bit range); :class:`RequestError` otherwise."""
+    levels; with ``int64``, integers in the 64-bit range); :class:`RequestError` otherwise.
+    With ``mended``, a lone surrogate is read as U+FFFD (and ``where`` added to it) rather
+    than refused."""
     fast = _fast(data, where, max_depth)
     if fast is not _NO_VALUE:
         return fast  # orjson reads only integers in the 64-bit range (others are read below)
@@ -107,7 +116,13 @@ def load_client_json(
         raise RequestError(f"{where} nests deeper than {max_depth} levels") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise NotJSON(f"{where} is not valid JSON: {exc}") from None
-    check_client_value(value, where, strings=_SURROGATE_ESCAPE.search(text) is not None, max_depth=max_depth)
+    surrogates = _SURROGATE_ESCAPE.search(text) is not None
+    check_client_value(value, where, strings=surrogates and mended is None, max_depth=max_depth)
+    if surrogates and mended is not None:
+        fixed = _mend(value)
+        if fixed is not value:
+            mended.append(where)
+            value = fixed
     if int64:
         _check_int64(value, where)
     return value
@@ -174,3 +189,37 @@ def _check_text(text: str, where: str) -> None:
             f"{where} holds a lone surrogate (\\u{ord(found.group()):04x}) "
             "that is not a Unicode character; send valid UTF-16 pairs or the character itself"
         )
+
+
+def _mend(value: Any) -> Any:
+    """``value`` with every lone surrogate of its strings and keys read as U+FFFD: the same
+    object where it holds none, else a copy. Iterative (the depth is checked already)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if not isinstance(value, (dict, list)):
+        return value
+    changed = False
+
+    def fix(text: str) -> str:
+        nonlocal changed
+        if _SURROGATE.search(text) is None:
+            return text
+        changed = True
+        return _SURROGATE.sub("\ufffd", text)
+
+    root: Any = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, Any]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        items: Any = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, item in items:
+            if isinstance(item, (dict, list)):
+                child: Any = {} if isinstance(item, dict) else []
+                stack.append((item, child))
+            else:
+                child = fix(item) if isinstance(item, str) else item
+            if isinstance(target, dict):
+                target[fix(str(key))] = child
+            else:
+                target.append(child)
+    return root if changed else value

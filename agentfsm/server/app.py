@@ -255,7 +255,7 @@ def create_app(
         (contract included, compacted as a real request would be)."""
         try:
             check_client(request, settings)
-            body = await read_json_body(request, settings.max_body_bytes, settings.body_timeout)
+            body = await read_json_body(request, settings.max_body_bytes, settings.body_timeout, mended=[])
             normalized = normalize(_ANTHROPIC, body, settings)
             model_backend, model_settings = route(normalized)
             ex = Exchange(model_backend, settle(normalized, model_backend.capabilities), _ANTHROPIC, model_settings)

@@ -130,7 +130,9 @@ def _check_json_type(request: Request) -> None:
         raise UnsupportedMediaType(declared)
 
 
-async def read_json_body(request: Request, limit: int, timeout: float | None = None) -> Any:
+async def read_json_body(
+    request: Request, limit: int, timeout: float | None = None, mended: list[str] | None = None
+) -> Any:
     """The request body decoded as JSON; :class:`BodyTooLarge` past ``limit`` bytes;
     :class:`UnsupportedMediaType` unless it is declared JSON.
 
@@ -139,7 +141,8 @@ async def read_json_body(request: Request, limit: int, timeout: float | None = N
 
     Decoded within the limits of :func:`~agentfsm.core.client_json.load_client_json`
     (depth, integers in the 64-bit range, finite numbers, no lone surrogates): a
-    :class:`RequestError` otherwise.
+    :class:`RequestError` otherwise. With ``mended``, a lone surrogate is read as U+FFFD
+    and said there.
     """
     _check_json_type(request)
     declared = request.headers.get("content-length")
@@ -156,7 +159,7 @@ async def read_json_body(request: Request, limit: int, timeout: float | None = N
         raise BodyTimeout(timeout or 0.0) from None
     if not received.strip():
         raise RequestError("the request body is empty; send a JSON object")
-    return load_client_json(bytes(received), int64=True)  # what an upstream (and orjson) can read
+    return load_client_json(bytes(received), int64=True, mended=mended)  # what an upstream (and orjson) can read
 
 
 def is_loopback(host: str) -> bool:

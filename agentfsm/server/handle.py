@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.responses import Response, StreamingResponse
 
 from agentfsm.core.backend import Backend, counts_tokens
+from agentfsm.core.client_json import LONE_SURROGATE
 from agentfsm.core.errors import (
     AgentFSMError,
     BackendHTTPError,
@@ -79,7 +80,11 @@ async def serve(
     place = _Place(share, client)
     try:
         check_client(request, settings)
-        normalized = normalize(wire, await read_json_body(request, settings.max_body_bytes, settings.body_timeout), settings)
+        mended: list[str] = []  # lone surrogates read as U+FFFD: named, not refused (one would fail every later turn)
+        body = await read_json_body(request, settings.max_body_bytes, settings.body_timeout, mended)
+        normalized = normalize(wire, body, settings)
+        if mended:
+            normalized = normalized.model_copy(update={"ignored": (*normalized.ignored, LONE_SURROGATE)})
         backend, settings = route(normalized)  # the model's own backend and settings (a 404 for an unknown name)
         place.upstream = id(backend)  # a share of each upstream apart: one that hangs holds none of another's
         normalized = settle(normalized, backend.capabilities)
