@@ -50,7 +50,8 @@ def _call_arguments(protocol: str, arguments: str) -> bytes:
     return ('{"model": "m", "max_tokens": 50, "messages": ' + text + "}").encode()
 
 
-#: name -> the raw body for a protocol; every one is the client's mistake (4xx expected)
+#: name -> the raw body for a protocol; every one is the client's mistake (4xx expected). A
+#: lone surrogate is not among them: the proxy reads it as U+FFFD and answers (docs/proxy.md)
 BAD_INPUTS: dict[str, Callable[[str], bytes]] = {
     "not json": lambda p: b"{this is not json",
     "empty body": lambda p: b"",
@@ -65,7 +66,6 @@ BAD_INPUTS: dict[str, Callable[[str], bytes]] = {
     "integer of 5000 digits": lambda p: _raw(p, "max_tokens", "7" * 5000),
     "NaN": lambda p: _raw(p, "temperature", "NaN"),
     "Infinity": lambda p: _raw(p, "temperature", "Infinity"),
-    "lone surrogate": lambda p: json.dumps(_body(p)).replace('"hi"', '"\\ud800"').encode(),
     "arguments 100k deep": lambda p: _call_arguments(p, "[" * 100_000),
     "tool schema 500 deep": lambda p: _deep_schema(p, 500),
 }

@@ -277,3 +277,32 @@ def test_a_stream_failing_after_its_first_events_ends_with_an_error_event_naming
             text = response.read().decode()
     assert "Some prose" in text and f"model '{ENTRY}'" in text.split("Some prose", 1)[1]
     assert "internal.example" not in text and "Apache" not in text
+
+
+#: 200 answers that are no chat completion, each naming an internal address in a field the
+#: client must not read: (the body, the address, what the client reads instead)
+NOT_A_COMPLETION: dict[str, tuple[str, str, str]] = {
+    "no-choices": (json.dumps({"id": "x", "served_by": "http://10.1.2.3:8000/v1", "choices": []}),
+                   "10.1.2.3", "upstream answer has no choices"),
+    "not-an-object": (json.dumps(["routed via gpu-4.internal.example:9000"]), "gpu-4.internal.example",
+                      "upstream body is not a JSON object"),
+    # an error object with no message: nothing of it is quoted (it used to read 'None')
+    "error-without-message": (json.dumps({"error": {"code": 503, "node": "10.9.9.9:7000"}}), "10.9.9.9",
+                              "upstream reported an error"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_A_COMPLETION))
+def test_a_200_that_is_no_completion_is_not_quoted_to_the_client(kind: str, tmp_path: Path,
+                                                                  log_lines: list[str]) -> None:
+    body, address, said = NOT_A_COMPLETION[kind]
+    with FakeUpstream([raw_body(body, "application/json")]) as fake, proxy(
+        _backend(fake.base_url), model_name=ENTRY, transcripts_dir=tmp_path
+    ) as url:
+        exc = _ask(url, "chat", False)
+    assert exc.status_code == 502
+    message = _error(exc)["message"]
+    assert said in message and ENTRY in message and "None" not in message
+    assert address not in exc.response.text  # before: the body's excerpt, address and all
+    assert any(address in line for line in log_lines)
+    assert address in "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))

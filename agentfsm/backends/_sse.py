@@ -85,7 +85,11 @@ def _loads(text: str) -> Any:
 
 def _upstream_error(data: dict[str, Any], redact: Redact) -> BackendProtocolError:
     error = data["error"]
-    message = redact(str(error.get("message") if isinstance(error, dict) else error))
+    raw = error.get("message") if isinstance(error, dict) else error
+    if not isinstance(raw, str) or not raw.strip():  # {"error": {"code": 500}}: nothing to quote
+        whole = redact(json.dumps(error, ensure_ascii=False, default=str))
+        return BackendProtocolError("upstream reported an error", detail=_excerpt(whole, _same))
+    message = redact(raw)
     said = hide_addresses(message)  # the client reads no address; the log and the transcript do
     detail = None if said == message else _excerpt(message, _same)
     return BackendProtocolError(f"upstream reported an error: {_excerpt(said, _same)}", detail=detail)
@@ -101,12 +105,13 @@ def parse_chat_completion(body: bytes, redact: Redact = _same) -> Completion:
         # an error page may name hosts and ports: the client reads that the body was not JSON
         raise BackendProtocolError("upstream body is not JSON", detail=repr(_excerpt(text, redact))) from exc
     if not isinstance(data, dict):
-        raise BackendProtocolError(f"upstream body is not a JSON object: {_excerpt(text, redact)!r}")
+        raise BackendProtocolError("upstream body is not a JSON object", detail=repr(_excerpt(text, redact)))
     if "error" in data and not data.get("choices"):
         raise _upstream_error(data, redact)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise BackendProtocolError(f"upstream answer has no choices: {_excerpt(text, redact)!r}")
+        # the body may name hosts (a gateway's own JSON): the log and the transcript quote it
+        raise BackendProtocolError("upstream answer has no choices", detail=repr(_excerpt(text, redact)))
     message = choices[0].get("message")
     if not isinstance(message, dict):
         raise BackendProtocolError("upstream choice has no message")
