@@ -319,16 +319,15 @@ class BackendHTTPError(BackendError):
     reads the summary: the status, and of a JSON error body its message alone, every
     address in it hidden (:func:`~agentfsm.core.redaction.upstream_message`). The body is
     the error's ``detail`` (log and transcript): a server's or a reverse proxy's error page,
-    or a JSON body's other fields, may name hosts, ports and versions. ``quoted=False``
-    quotes not even the message."""
+    or a JSON body's other fields, may name hosts, ports and versions."""
 
-    def __init__(self, status_code: int, body: str, retry_after: float | None = None, *, quoted: bool = True) -> None:
+    def __init__(self, status_code: int, body: str, retry_after: float | None = None) -> None:
         self.status_code = status_code
         self.body = body[:500]
         #: seconds the upstream asked to wait (its Retry-After), passed on to the client
         self.retry_after = retry_after
         head = f"upstream answered HTTP {status_code}"
-        said = upstream_message(body) if quoted else None
+        said = upstream_message(body)
         if said is not None:
             head = f"{head}: {said[:500]}"
         super().__init__(head, detail=self.body or None)
