@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from loguru import logger
 
 from agentfsm.testing import FakeUpstream
 from tests._proxy import EMPTY_ANSWERS, proxy, upstream_backend
@@ -46,3 +47,15 @@ def watched() -> Iterator[tuple[FakeUpstream, str, list[float]]]:
         finally:
             stop.set()
             poller.join(timeout=130)
+
+
+@pytest.fixture
+def agentfsm_log() -> Iterator[list[str]]:
+    """Every line agentfsm logs (loguru), at the lowest level, while the test runs."""
+    captured: list[str] = []
+    logger.enable("agentfsm")
+    sink = logger.add(lambda m: captured.append(str(m)), level="TRACE", format="{message}")
+    try:
+        yield captured
+    finally:
+        logger.remove(sink)

@@ -11,12 +11,10 @@ from __future__ import annotations
 import html
 import json
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from loguru import logger
 
 from agentfsm.backends import OpenAICompatBackend, Timeouts
 from agentfsm.cli._logging import redact, register_secret
@@ -73,19 +71,9 @@ def test_registered_secrets_are_redacted_from_logs_in_every_form() -> None:
         assert not _leaks(redact("upstream said: " + form(KEY)))
 
 
-@pytest.fixture
-def lines() -> Iterator[list[str]]:
-    captured: list[str] = []
-    logger.enable("agentfsm")
-    sink = logger.add(lambda m: captured.append(str(m)), level="TRACE", format="{message}")
-    try:
-        yield captured
-    finally:
-        logger.remove(sink)
-
 
 @pytest.mark.parametrize("form", list(FORMS))
-def test_no_form_of_the_key_reaches_a_client_transcript_or_log(form: str, tmp_path: Path, lines: list[str]) -> None:
+def test_no_form_of_the_key_reaches_a_client_transcript_or_log(form: str, tmp_path: Path, agentfsm_log: list[str]) -> None:
     paths = _paths(form)
     # each path is asked 6 ways: two protocols x whole/streamed, plus the Responses API
     asks = [(p, stream) for p in ("/v1/chat/completions", "/v1/messages", "/v1/responses") for stream in (False, True)]
@@ -106,7 +94,7 @@ def test_no_form_of_the_key_reaches_a_client_transcript_or_log(form: str, tmp_pa
                     assert response.status_code >= 400 or "error" in response.text, (name, path, response.text)
                     texts.append(response.text + repr(dict(response.headers)))
         assert {r.headers["authorization"] for r in fake.chat_requests} == {f"Bearer {KEY}"}
-    texts += [p.read_text() for p in tmp_path.glob("*.jsonl")] + lines
+    texts += [p.read_text() for p in tmp_path.glob("*.jsonl")] + agentfsm_log
     assert len(texts) > len(paths) * len(asks)
     assert [t for t in texts if _leaks(t)] == []
     assert any("***" in t for t in texts)  # the key was there, and was redacted

@@ -26,7 +26,6 @@ Defects (reproduced with the official SDKs against the proxy in front of a FakeU
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ import anthropic
 import httpx
 import openai
 import pytest
-from loguru import logger
 
 from agentfsm.backends import OpenAICompatBackend, Timeouts
 from agentfsm.core.redaction import hide_addresses
@@ -85,16 +83,6 @@ def _error(exc: openai.APIStatusError | anthropic.APIStatusError) -> dict[str, A
     return error
 
 
-@pytest.fixture
-def log_lines() -> Iterator[list[str]]:
-    captured: list[str] = []
-    logger.enable("agentfsm")
-    sink = logger.add(lambda m: captured.append(str(m)), level="DEBUG", format="{message}")
-    try:
-        yield captured
-    finally:
-        logger.remove(sink)
-
 
 REFUSALS: dict[str, FakeReply] = {
     "401": status(401, body=json.dumps({"error": {"message": "Incorrect API key provided: sk-upst***7f3a",
@@ -108,7 +96,7 @@ REFUSALS: dict[str, FakeReply] = {
 @pytest.mark.parametrize(("api", "stream"), CLIENTS, ids=CLIENT_IDS)
 @pytest.mark.parametrize("refusal", sorted(REFUSALS))
 def test_an_upstream_refusing_the_proxy_is_a_502_naming_the_model_entry(
-    refusal: str, api: str, stream: bool, tmp_path: Path, log_lines: list[str]
+    refusal: str, api: str, stream: bool, tmp_path: Path, agentfsm_log: list[str]
 ) -> None:
     with FakeUpstream([REFUSALS[refusal]]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY,
                                                           transcripts_dir=tmp_path) as url:
@@ -126,8 +114,8 @@ def test_an_upstream_refusing_the_proxy_is_a_502_naming_the_model_entry(
     assert f"HTTP {refusal}" in transcript and "upstream-model-name" in transcript
     # the operator's log names the entry, its upstream model, and what the upstream said
     assert any(f"HTTP {refusal}" in line and ENTRY in line and "upstream-model-name" in line and
-               json.loads(REFUSALS[refusal].body or "")["error"]["message"] in line for line in log_lines)
-    assert KEY not in transcript + "".join(log_lines) + exc.response.text
+               json.loads(REFUSALS[refusal].body or "")["error"]["message"] in line for line in agentfsm_log)
+    assert KEY not in transcript + "".join(agentfsm_log) + exc.response.text
 
 
 @pytest.mark.parametrize(("api", "stream"), CLIENTS, ids=CLIENT_IDS)
@@ -142,7 +130,7 @@ def test_an_upstream_503_passes_on_as_503_with_its_retry_after(api: str, stream:
 
 @pytest.mark.parametrize(("api", "stream"), CLIENTS, ids=CLIENT_IDS)
 def test_a_refused_connection_names_the_model_entry_not_the_upstreams_address(
-    api: str, stream: bool, tmp_path: Path, log_lines: list[str]
+    api: str, stream: bool, tmp_path: Path, agentfsm_log: list[str]
 ) -> None:
     port = free_port()  # nothing listens there
     with proxy(_backend(f"http://127.0.0.1:{port}/v1"), model_name=ENTRY, transcripts_dir=tmp_path) as url:
@@ -152,7 +140,7 @@ def test_a_refused_connection_names_the_model_entry_not_the_upstreams_address(
     assert ENTRY in message and "connection" in message
     assert str(port) not in exc.response.text and "127.0.0.1" not in exc.response.text
     # the operator still reads where it failed
-    assert any(str(port) in line for line in log_lines)
+    assert any(str(port) in line for line in agentfsm_log)
     assert str(port) in "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
 
 
@@ -173,14 +161,14 @@ PAGE = ("<html><head><title>502 Proxy Error</title></head><body><h1>Proxy Error<
 @pytest.mark.parametrize(("api", "stream"), CLIENTS, ids=CLIENT_IDS)
 @pytest.mark.parametrize("code", [502, 200])
 def test_an_html_page_is_not_quoted_to_the_client(code: int, api: str, stream: bool, tmp_path: Path,
-                                                  log_lines: list[str]) -> None:
+                                                  agentfsm_log: list[str]) -> None:
     page = raw_body(PAGE, "text/html", status=code)
     with FakeUpstream([page]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY, transcripts_dir=tmp_path) as url:
         exc = _ask(url, api, stream)
     assert exc.status_code == 502
     message = _error(exc)["message"]
     assert ENTRY in message and "internal.example" not in exc.response.text and "Apache" not in exc.response.text
-    assert any("vllm-7.internal.example" in line for line in log_lines)
+    assert any("vllm-7.internal.example" in line for line in agentfsm_log)
     assert "vllm-7.internal.example" in "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
 
 
@@ -218,7 +206,7 @@ ADDRESSED: dict[str, tuple[FakeReply, str, str, str]] = {
 
 @pytest.mark.parametrize("kind", sorted(ADDRESSED))
 def test_an_upstreams_json_error_reaches_the_client_as_its_message_without_addresses(
-    kind: str, tmp_path: Path, log_lines: list[str]
+    kind: str, tmp_path: Path, agentfsm_log: list[str]
 ) -> None:
     reply, address, kept, field = ADDRESSED[kind]
     with FakeUpstream([reply]) as fake, proxy(_backend(fake.base_url), model_name=ENTRY, transcripts_dir=tmp_path) as url:
@@ -232,7 +220,7 @@ def test_an_upstreams_json_error_reaches_the_client_as_its_message_without_addre
     else:
         assert field not in message  # the body's other fields stay with the operator
     # the operator reads the upstream's answer whole
-    assert any(address in line for line in log_lines)
+    assert any(address in line for line in agentfsm_log)
     assert address in "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
 
 
@@ -294,7 +282,7 @@ NOT_A_COMPLETION: dict[str, tuple[str, str, str]] = {
 
 @pytest.mark.parametrize("kind", sorted(NOT_A_COMPLETION))
 def test_a_200_that_is_no_completion_is_not_quoted_to_the_client(kind: str, tmp_path: Path,
-                                                                  log_lines: list[str]) -> None:
+                                                                  agentfsm_log: list[str]) -> None:
     body, address, said = NOT_A_COMPLETION[kind]
     with FakeUpstream([raw_body(body, "application/json")]) as fake, proxy(
         _backend(fake.base_url), model_name=ENTRY, transcripts_dir=tmp_path
@@ -304,5 +292,5 @@ def test_a_200_that_is_no_completion_is_not_quoted_to_the_client(kind: str, tmp_
     message = _error(exc)["message"]
     assert said in message and ENTRY in message and "None" not in message
     assert address not in exc.response.text  # before: the body's excerpt, address and all
-    assert any(address in line for line in log_lines)
+    assert any(address in line for line in agentfsm_log)
     assert address in "".join(p.read_text() for p in tmp_path.glob("*.jsonl"))
