@@ -111,5 +111,6 @@ def test_codex_sees_a_spent_budget_as_a_failure_not_an_answer(proxy: Proxy, tmp_
     proxy.upstream.script(action("search_the_web", query="anything"))
     ran, work = _codex(proxy, tmp_path, "Create a file nothing.txt.", extra=NO_RETRIES)
     assert ran.returncode != 0, ran.report(proxy)  # Codex words a 500 its own way ("high demand")
-    assert "RetryBudgetExceeded -> 500: no acceptable reply after 4 attempts" in proxy.log.read_text()
+    said = proxy.log.read_text()  # the line names the model entry and its backend (578c603)
+    assert "RetryBudgetExceeded -> 500 (model " in said and "): no acceptable reply after 4 attempts" in said
     assert list(work.iterdir()) == []
