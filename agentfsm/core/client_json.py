@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from agentfsm.core._json_walk import nests_deeper
+from agentfsm.core._json_walk import map_strings, nests_deeper, without_lone_surrogates
 from agentfsm.core.errors import RequestError
 
 __all__ = [
@@ -119,10 +119,17 @@ def load_client_json(
     surrogates = _SURROGATE_ESCAPE.search(text) is not None
     check_client_value(value, where, strings=surrogates and mended is None, max_depth=max_depth)
     if surrogates and mended is not None:
-        fixed = _mend(value)
-        if fixed is not value:
+        found: list[str] = []
+
+        def mend(text: str) -> str:  # a lone surrogate read as U+FFFD, each string and key
+            if _SURROGATE.search(text) is None:
+                return text
+            found.append(text)
+            return without_lone_surrogates(text)
+
+        value = map_strings(value, mend)
+        if found:
             mended.append(where)
-            value = fixed
     if int64:
         _check_int64(value, where)
     return value
@@ -190,36 +197,3 @@ def _check_text(text: str, where: str) -> None:
             "that is not a Unicode character; send valid UTF-16 pairs or the character itself"
         )
 
-
-def _mend(value: Any) -> Any:
-    """``value`` with every lone surrogate of its strings and keys read as U+FFFD: the same
-    object where it holds none, else a copy. Iterative (the depth is checked already)."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
-    if not isinstance(value, (dict, list)):
-        return value
-    changed = False
-
-    def fix(text: str) -> str:
-        nonlocal changed
-        if _SURROGATE.search(text) is None:
-            return text
-        changed = True
-        return _SURROGATE.sub("\ufffd", text)
-
-    root: Any = {} if isinstance(value, dict) else []
-    stack: list[tuple[Any, Any]] = [(value, root)]
-    while stack:
-        source, target = stack.pop()
-        items: Any = source.items() if isinstance(source, dict) else enumerate(source)
-        for key, item in items:
-            if isinstance(item, (dict, list)):
-                child: Any = {} if isinstance(item, dict) else []
-                stack.append((item, child))
-            else:
-                child = fix(item) if isinstance(item, str) else item
-            if isinstance(target, dict):
-                target[fix(str(key))] = child
-            else:
-                target.append(child)
-    return root if changed else value
