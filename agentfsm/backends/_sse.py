@@ -236,7 +236,7 @@ class ChatStreamState:
                 "upstream stream event is not JSON", detail=repr(_excerpt(data, self._redact))
             ) from exc
         if not isinstance(chunk, dict):
-            raise BackendProtocolError(f"upstream stream event is not an object: {_excerpt(data, self._redact)!r}")
+            raise BackendProtocolError("upstream stream event is not an object", detail=repr(_excerpt(data, self._redact)))
         if "error" in chunk:
             raise _upstream_error(chunk, self._redact)
         if isinstance(chunk.get("model"), str):
