@@ -26,8 +26,8 @@ from agentfsm.diagram.text import document_markdown, to_graphviz_dot, to_mermaid
 from agentfsm.core.errors import GraphvizMissing, TranscriptError, UsageError
 from agentfsm.core.machine import TRANSITIONS
 from agentfsm.core.states import State, derive_state
-from agentfsm.core.events import GuardEvent, RequestEvent, RetryEvent, RunEndEvent, TranscriptEvent, TransitionEvent
-from agentfsm.diagram.order import checked_events
+from agentfsm.core.events import GuardEvent, RequestEvent, RetryEvent, TranscriptEvent, TransitionEvent
+from agentfsm.diagram.order import RunKeys, checked_events
 
 __all__ = [
     "Diagram",
@@ -101,14 +101,12 @@ class PathCounter:
         requested: dict[tuple[str, int], str] = {}  # a run's state before its first transition
         # a run_end is a run's last event: its id again begins another run (a file joined
         # to itself), as runs_in_order, replay and the report read it
-        ended: dict[str, int] = {}
+        run_of = RunKeys()
         for event in events:
-            run = (event.run, ended.get(event.run, 0))
+            run = run_of(event)
             if run not in current:
                 current[run] = None
                 self.runs += 1
-            if isinstance(event, RunEndEvent):
-                ended[event.run] = run[1] + 1
             match event:
                 case RequestEvent(messages=messages) if run not in requested:
                     requested[run] = derive_state(messages).value

@@ -22,7 +22,21 @@ from pathlib import Path
 from agentfsm.core.events import RunEndEvent, TranscriptEvent
 from agentfsm.runtime.transcript import iter_events
 
-__all__ = ["checked_events", "line_of"]
+__all__ = ["RunKeys", "checked_events", "line_of"]
+
+
+class RunKeys:
+    """Each event's run as a key, ``(run id, how many runs of that id ended before)``: a
+    ``run_end`` is a run's last event, so its id again begins another run."""
+
+    def __init__(self) -> None:
+        self._ended: dict[str, int] = {}
+
+    def __call__(self, event: TranscriptEvent) -> tuple[str, int]:
+        key = (event.run, self._ended.get(event.run, 0))
+        if isinstance(event, RunEndEvent):
+            self._ended[event.run] = key[1] + 1
+        return key
 
 
 def line_of(path: Path, index: int) -> str:
@@ -50,10 +64,10 @@ def checked_events(path: str | os.PathLike[str], warn: Callable[[str], None]) ->
     that line)."""
     p = Path(path)
     last: dict[tuple[str, int], int] = {}
-    ended: dict[str, int] = {}
+    run_of = RunKeys()
     disordered: set[tuple[str, int]] = set()
     for index, event in enumerate(iter_events(p)):
-        run = (event.run, ended.get(event.run, 0))
+        run = run_of(event)
         before = last.get(run)
         if before is not None and event.seq <= before and run not in disordered:
             if not disordered:
@@ -63,8 +77,6 @@ def checked_events(path: str | os.PathLike[str], warn: Callable[[str], None]) ->
                 )
             disordered.add(run)
         last[run] = event.seq if before is None else max(before, event.seq)
-        if isinstance(event, RunEndEvent):
-            ended[event.run] = run[1] + 1
         yield event
     if len(disordered) > 1:
         more = len(disordered) - 1
